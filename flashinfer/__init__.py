@@ -1,0 +1,87 @@
+"""flashinfer: kernels with gated experimental APIs and backends.
+
+Importing this package is cheap: the markers and the dispatcher load now, the operators and
+their kernels on first use (``flashinfer.mm`` imports ``flashinfer.gemm``; Triton loads when a
+Triton kernel first runs).  ``import flashinfer`` never imports ``flashinfer.experimental``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .api_logging import (
+    ExperimentalWarning,
+    api_inventory,
+    experimental_api,
+    experimental_auto_backends_allowed,
+    flashinfer_api,
+    flashinfer_experimental_api,
+    require_experimental_auto_backends,
+    reset_experimental_warnings,
+    warn_experimental_backend_once,
+)
+from .backend_dispatch import (
+    BackendSupportedError,
+    backend_requirement,
+    experimental_backend,
+    supported_compute_capability,
+)
+
+__version__ = "0.1.0"
+
+# Public name -> module that defines it, imported on first attribute access (PEP 562).
+_LAZY: dict[str, str] = {
+    "rmsnorm": "flashinfer.norm",
+    "mm": "flashinfer.gemm",
+    "fused_add_rmsnorm": "flashinfer.fused_norm",
+    "autotune": "flashinfer.autotuner",
+    "AutoTuner": "flashinfer.autotuner",
+}
+
+# Modules that define public APIs; load_all_apis() imports them for the inventory.
+API_MODULES: tuple[str, ...] = ("flashinfer.norm", "flashinfer.gemm", "flashinfer.fused_norm")
+
+__all__ = [
+    "BackendSupportedError",
+    "ExperimentalWarning",
+    "api_inventory",
+    "backend_requirement",
+    "experimental_api",
+    "experimental_auto_backends_allowed",
+    "experimental_backend",
+    "flashinfer_api",
+    "flashinfer_experimental_api",
+    "load_all_apis",
+    "require_experimental_auto_backends",
+    "reset_experimental_warnings",
+    "supported_compute_capability",
+    "warn_experimental_backend_once",
+    *_LAZY,
+]
+
+
+def load_all_apis() -> None:
+    """Import every module that defines public APIs, so the inventory lists them all."""
+    for module in API_MODULES:
+        importlib.import_module(module)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flashinfer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # static tools see the lazy names
+    from .autotuner import AutoTuner, autotune
+    from .fused_norm import fused_add_rmsnorm
+    from .gemm import mm
+    from .norm import rmsnorm

@@ -1,0 +1,21 @@
+"""Upstream import path for the dispatcher's names: re-exports only, nothing lives here."""
+
+from .backend_dispatch import (
+    BackendRequirementOp,
+    BackendSupportedError,
+    backend_requirement,
+    experimental_backend,
+    find_compute_capability,
+    registered_ops,
+    supported_compute_capability,
+)
+
+__all__ = [
+    "BackendRequirementOp",
+    "BackendSupportedError",
+    "backend_requirement",
+    "experimental_backend",
+    "find_compute_capability",
+    "registered_ops",
+    "supported_compute_capability",
+]
