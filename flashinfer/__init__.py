@@ -81,7 +81,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static tools see the lazy names
-    from .autotuner import AutoTuner, autotune
-    from .fused_norm import fused_add_rmsnorm
-    from .gemm import mm
-    from .norm import rmsnorm
+    from .autotuner import AutoTuner, autotune  # noqa: F401
+    from .fused_norm import fused_add_rmsnorm  # noqa: F401
+    from .gemm import mm  # noqa: F401
+    from .norm import rmsnorm  # noqa: F401

@@ -1,0 +1,38 @@
+"""Shared test set-up for both lanes (tests/ and tests/experimental/)."""
+
+from __future__ import annotations
+
+import os
+
+# Triton kernels run on CPU tensors through the interpreter when there is no GPU. The
+# variable must be set before triton is first imported, hence here, before any test module.
+try:
+    import torch
+
+    _HAS_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover - torch is a hard dependency
+    _HAS_CUDA = False
+if not _HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+import flashinfer  # noqa: E402
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (gpu marker); none is available")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_experimental_state(monkeypatch: pytest.MonkeyPatch):
+    """Each test starts with no 'already warned' records and the gate unset."""
+    monkeypatch.delenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", raising=False)
+    flashinfer.reset_experimental_warnings()
+    yield
+    flashinfer.reset_experimental_warnings()
