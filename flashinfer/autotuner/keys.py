@@ -1,0 +1,165 @@
+"""Tuning keys: what two calls must share to share a tuned choice.
+
+A key is a plain tuple, cheap to build and to hash (it is computed on every ``"auto"`` call
+of a tunable op, tuned or not)::
+
+    (api_key, inputs, device_type, compute_capability)
+
+* ``api_key``: the op's qualified name (``BackendRequirementOp.api_key``), e.g.
+  ``"flashinfer.gemm.mm"``.
+* ``inputs``: one item per element of the ``inputs`` tuple handed to the tuner, in order:
+
+  - a tensor contributes ``(bucketed_shape, dtype)``.  Each dimension ``d`` is rounded
+    **up to the next power of two** (``0 -> 0``, ``1 -> 1``, ``3 -> 4``, ``4096 -> 4096``,
+    ``4097 -> 8192``), so shapes that differ a little share one tuned result, and the number
+    of keys stays logarithmic in the sizes seen;
+  - ``None`` contributes ``None`` (e.g. an absent ``out=``), and a ``torch.dtype`` itself
+    (e.g. ``out_dtype=``);
+  - anything else (``eps``, flags) contributes ``...``: scalars do not change which
+    kernel is fastest, and leaving their values out keeps the key small and hashable.
+
+* ``device_type``: ``"cpu"`` or ``"cuda"`` (of the first tensor; ``None`` without tensors).
+  The device *index* is left out: the capability below identifies the hardware.
+* ``compute_capability``: ``major * 10 + minor`` of the first CUDA tensor, ``None`` on CPU.
+
+Runners must keep every tactic they return from ``tactics(inputs)`` valid for all inputs
+of the same key (Triton kernels mask their edges, so block sizes are), because a tuned
+tactic is reused across the shapes of its bucket.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..backend_dispatch import find_compute_capability
+
+__all__ = [
+    "Key",
+    "bucket_dim",
+    "dtype_from_name",
+    "dtype_name",
+    "key_from_json",
+    "key_to_json",
+    "make_key",
+]
+
+Key = tuple  # (api_key, inputs, device_type, compute_capability)
+
+_Tensor = torch.Tensor
+_dtype = torch.dtype
+
+# Bucketed dimension per exact dimension, filled on first sight: a dict lookup is cheaper
+# than the arithmetic plus a function call, and real programs see few distinct sizes.
+_BUCKETS: dict[int, int] = {}
+_MAX_MEMO = 1 << 16
+
+
+def bucket_dim(d: int) -> int:
+    """Round a dimension up to the next power of two (``0`` stays ``0``)."""
+    return 1 << (d - 1).bit_length() if d > 0 else 0
+
+
+def _bucket_shape(shape: Any) -> tuple[int, ...]:
+    get = _BUCKETS.get
+    out = []
+    for d in shape:
+        b = get(d)
+        if b is None:
+            b = bucket_dim(d)
+            if len(_BUCKETS) < _MAX_MEMO:
+                _BUCKETS[d] = b
+        out.append(b)
+    return tuple(out)
+
+
+def make_key(api_key: str, inputs: tuple) -> Key:
+    """The tuning key of one call (see the module docstring)."""
+    parts = []
+    first = None
+    for x in inputs:
+        if isinstance(x, _Tensor):
+            parts.append((_bucket_shape(x.shape), x.dtype))
+            if first is None:
+                first = x
+        elif x is None or isinstance(x, _dtype):
+            parts.append(x)
+        else:
+            parts.append(...)
+    if first is None:
+        return (api_key, tuple(parts), None, None)
+    device = first.device.type
+    cc = find_compute_capability(*inputs) if device == "cuda" else None
+    return (api_key, tuple(parts), device, cc)
+
+
+# --------------------------------------------------------------------------------------
+# JSON form of a key (the persisted cache)
+# --------------------------------------------------------------------------------------
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float16`` -> ``"float16"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """``"float16"`` -> ``torch.float16``; ``ValueError`` for anything else."""
+    value = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return value
+
+
+def key_to_json(key: Key) -> dict[str, Any]:
+    """A human-readable JSON object for ``key``."""
+    api_key, parts, device, cc = key
+    inputs: list[Any] = []
+    for p in parts:
+        if p is None:
+            inputs.append(None)
+        elif p is ...:
+            inputs.append("scalar")
+        elif isinstance(p, torch.dtype):
+            inputs.append({"dtype": dtype_name(p)})
+        else:
+            shape, dtype = p
+            inputs.append({"shape": list(shape), "dtype": dtype_name(dtype)})
+    return {"op": api_key, "inputs": inputs, "device": device, "compute_capability": cc}
+
+
+def key_from_json(obj: Any) -> Key:
+    """Inverse of :func:`key_to_json`; ``ValueError`` (with the reason) if malformed."""
+    if not isinstance(obj, dict):
+        raise ValueError("entry is not a JSON object")
+    api_key = obj.get("op")
+    if not isinstance(api_key, str):
+        raise ValueError("entry has no 'op' string")
+    inputs = obj.get("inputs")
+    if not isinstance(inputs, list):
+        raise ValueError("entry has no 'inputs' list")
+    parts: list[Any] = []
+    for item in inputs:
+        if item is None:
+            parts.append(None)
+        elif item == "scalar":
+            parts.append(...)
+        elif isinstance(item, dict) and set(item) == {"dtype"}:
+            parts.append(dtype_from_name(item["dtype"]))
+        elif isinstance(item, dict) and set(item) == {"shape", "dtype"}:
+            shape = item["shape"]
+            if not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+            ):
+                raise ValueError(f"bad shape {shape!r}")
+            parts.append((tuple(shape), dtype_from_name(item["dtype"])))
+        else:
+            raise ValueError(f"bad input description {item!r}")
+    device = obj.get("device")
+    if device is not None and not isinstance(device, str):
+        raise ValueError(f"bad device {device!r}")
+    cc = obj.get("compute_capability")
+    if cc is not None and (not isinstance(cc, int) or isinstance(cc, bool)):
+        raise ValueError(f"bad compute_capability {cc!r}")
+    return (api_key, tuple(parts), device, cc)

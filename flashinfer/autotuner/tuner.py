@@ -1,0 +1,322 @@
+"""The autotuner: picks a (backend, tactic) per tuning key among the dispatcher's candidates.
+
+How an op uses it (``flashinfer/gemm.py`` is the worked example)::
+
+    @backend_requirement({...}, heuristic_func=...)
+    def mm(a, b, *, out=None, backend="auto"):
+        if backend == "auto":
+            return AutoTuner.get().run(mm, _RUNNERS, (a, b, out))
+        return _RUNNERS[backend]((a, b, out))
+
+    AutoTuner.register(mm, _RUNNERS)   # at import: lets persisted results be validated
+
+**Candidates.** :meth:`AutoTuner.run` only ever considers ``op.suitable_auto_backends``, the
+candidate list the dispatcher computed for *this* call (support checks, capability, the
+experimental gate, the heuristic's order).  The tuner has no rule of its own about
+experimental backends: with the gate off they are not in the list, so they are never timed
+nor picked.
+
+**Tuning state is per thread** (a :class:`contextvars.ContextVar`, so also per asyncio task).
+``with autotune():`` turns tuning on for the code it wraps in the current thread only, and
+restores exactly the previous state on exit, also when nested or left by an exception.  A
+process-wide flag could not do that when threads enter and leave overlapping blocks (the
+last one out would restore someone else's state), and a thread serving requests should not
+start timing kernels because another thread is tuning.  Threads started inside the block
+do not tune unless they enter ``autotune()`` themselves.  The **tuned results are
+process-wide** (one :class:`AutoTuner` per process, :meth:`AutoTuner.get`): read without a
+lock (a dict lookup), written under one; tuning itself is serialised by a lock so that two
+threads do not time kernels against each other.
+
+**Logging.** Every timing and pick is logged at DEBUG level to the ``flashinfer.autotuner``
+logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also written to stderr
+(prefixed ``[flashinfer.autotuner]``), the way ``TRITON_PRINT_AUTOTUNING=1`` does it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+from ..api_logging import warn_experimental_backend_once
+from .keys import Key, make_key
+from .timing import measure
+
+if TYPE_CHECKING:
+    from ..backend_dispatch import BackendRequirementOp
+
+__all__ = [
+    "AUTOTUNER_LOG_ENV",
+    "AutoTuner",
+    "Choice",
+    "ProgressCallback",
+    "TunableRunner",
+    "autotune",
+    "is_tuning",
+]
+
+AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
+
+_logger = logging.getLogger("flashinfer.autotuner")
+
+ProgressCallback = Callable[[int, int, str], None]
+"""``progress(done, total, label)``: called before each (backend, tactic) is timed and once
+with ``done == total`` at the end of a tuning."""
+
+
+@runtime_checkable
+class TunableRunner(Protocol):
+    """One backend of a tunable op, as the autotuner sees it.
+
+    * ``tactic_space()``: every tactic the runner could ever use, JSON-serialisable (a
+      persisted result naming a tactic outside this space is skipped on load).  ``[None]``
+      when there is nothing to tune.
+    * ``tactics(inputs)``: the tactics valid for these inputs, default first.  Each must stay
+      valid for every input of the same tuning key (see :mod:`flashinfer.autotuner.keys`).
+    * ``__call__(inputs, tactic=None)``: run.  ``tactic=None`` means the runner's default,
+      i.e. ``tactics(inputs)[0]``; the untuned path passes ``None`` so that it never has to
+      call ``tactics()``.
+    """
+
+    def tactic_space(self) -> Sequence[Any]: ...
+
+    def tactics(self, inputs: tuple) -> Sequence[Any]: ...
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> Any: ...
+
+
+class Choice(NamedTuple):
+    """A tuned result: the backend and tactic to run and the median time they took."""
+
+    backend: str
+    tactic: Any
+    median_s: float
+
+
+_tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
+_progress: ContextVar[ProgressCallback | None] = ContextVar(
+    "flashinfer_autotune_progress", default=None
+)
+
+
+def is_tuning() -> bool:
+    """Whether the current thread (or task) is inside an enabled ``autotune()`` block."""
+    return _tuning.get()
+
+
+def _log(message: str) -> None:
+    _logger.debug(message)
+    if os.environ.get(AUTOTUNER_LOG_ENV) == "1":
+        print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
+
+
+def _describe_tactic(tactic: Any) -> str:
+    try:
+        return json.dumps(tactic, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(tactic)
+
+
+class AutoTuner:
+    """The process-wide autotuner (:meth:`get`).  See the module docstring."""
+
+    _instance: AutoTuner | None = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        #: key -> best choice; read lock-free on the hot path, replaced under ``_lock``.
+        self._best: dict[Key, Choice] = {}
+        #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
+        self._ops: dict[str, tuple[BackendRequirementOp, Mapping[str, TunableRunner]]] = {}
+        self._lock = threading.Lock()
+        self._tune_lock = threading.RLock()
+        #: Untimed calls before timing, and timed calls (the median is kept).
+        self.warmup = 1
+        self.repeat = 5
+        #: Seconds of timed calls per (backend, tactic) at most (``repeat`` shrinks to fit).
+        self.budget_s = 1.0
+
+    # ---- the singleton and registration -----------------------------------------------
+
+    @classmethod
+    def get(cls) -> AutoTuner:
+        """The process's autotuner."""
+        inst = cls._instance
+        if inst is None:
+            with cls._instance_lock:
+                inst = cls._instance
+                if inst is None:
+                    inst = cls._instance = cls()
+        return inst
+
+    @classmethod
+    def register(cls, op: BackendRequirementOp, runners: Mapping[str, TunableRunner]) -> None:
+        """Declare ``op`` tunable with one runner per backend (call at import of the op).
+
+        Persisted results are validated against the registered runners' tactic spaces.
+        ``ValueError`` if a runner is named after a backend ``op`` does not have.
+        """
+        unknown = [b for b in runners if b not in op.backend_checks]
+        if unknown:
+            raise ValueError(
+                f"AutoTuner.register({op.api_key}): runners {unknown} name no backend of the "
+                f"op; its backends are {list(op.backend_checks)}"
+            )
+        tuner = cls.get()
+        with tuner._lock:
+            tuner._ops[op.api_key] = (op, runners)
+
+    def registered(self) -> dict[str, tuple[BackendRequirementOp, Mapping[str, TunableRunner]]]:
+        """``api_key -> (op, runners)`` of every registered op."""
+        return dict(self._ops)
+
+    # ---- the call path ----------------------------------------------------------------
+
+    def run(
+        self, op: BackendRequirementOp, runners: Mapping[str, TunableRunner], inputs: tuple
+    ) -> Any:
+        """Run the current ``backend="auto"`` call of ``op`` with the best known choice.
+
+        Candidates are ``op.suitable_auto_backends`` (this call's list from the dispatcher)
+        that have a runner.  Tuning (inside ``autotune()``): an untuned key, or one whose
+        best backend is not among this call's candidates, times every (backend, tactic)
+        and keeps the fastest.  Otherwise a tuned key runs its choice when its backend is a
+        candidate, and anything else the first candidate with its default tactic.
+        """
+        candidates = op.suitable_auto_backends
+        key = make_key(op.api_key, inputs)
+        if _tuning.get():
+            choice = self._best.get(key)
+            if choice is None or choice.backend not in candidates:
+                choice = self._tune(op, runners, inputs, key, candidates)
+        else:
+            choice = self._best.get(key)
+        if choice is not None and choice.backend in candidates:
+            backend, tactic = choice.backend, choice.tactic
+        else:
+            backend, tactic = self._first(op, runners, candidates), None
+        if backend in op.experimental_backends:
+            warn_experimental_backend_once(op.api_key, backend, automatic=True)
+        return runners[backend](inputs, tactic)
+
+    @staticmethod
+    def _first(
+        op: BackendRequirementOp, runners: Mapping[str, TunableRunner], candidates: Sequence[str]
+    ) -> str:
+        for backend in candidates:
+            if backend in runners:
+                return backend
+        raise RuntimeError(
+            f"{op.api_key}: none of the backend='auto' candidates {list(candidates)} has an "
+            f"autotuner runner (runners: {list(runners)})"
+        )
+
+    def _tune(
+        self,
+        op: BackendRequirementOp,
+        runners: Mapping[str, TunableRunner],
+        inputs: tuple,
+        key: Key,
+        candidates: Sequence[str],
+    ) -> Choice | None:
+        with self._tune_lock:
+            choice = self._best.get(key)  # another thread may have tuned it meanwhile
+            if choice is not None and choice.backend in candidates:
+                return choice
+            plan = []
+            for backend in candidates:
+                runner = runners.get(backend)
+                if runner is None:
+                    continue
+                for tactic in runner.tactics(inputs):
+                    plan.append((backend, runner, tactic))
+            progress = _progress.get()
+            results: list[Choice] = []
+            _log(f"tuning {op.api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
+            for i, (backend, runner, tactic) in enumerate(plan):
+                label = f"{backend} {_describe_tactic(tactic)}"
+                if progress is not None:
+                    progress(i, len(plan), label)
+                try:
+                    median = measure(
+                        lambda r=runner, t=tactic: r(inputs, t),
+                        inputs,
+                        warmup=self.warmup,
+                        repeat=self.repeat,
+                        budget_s=self.budget_s,
+                    )
+                except Exception as exc:  # a tactic that fails is not a candidate
+                    _log(f"  {label}: failed ({type(exc).__name__}: {exc})")
+                    continue
+                _log(f"  {label}: median {median * 1e3:.4f} ms")
+                results.append(Choice(backend, tactic, median))
+            if progress is not None:
+                progress(len(plan), len(plan), "done")
+            if not results:
+                _log(f"  no (backend, tactic) ran for {op.api_key}; using the default")
+                return None
+            best = min(results, key=lambda c: c.median_s)
+            _log(
+                f"picked {best.backend} {_describe_tactic(best.tactic)} for {op.api_key} "
+                f"({best.median_s * 1e3:.4f} ms)"
+            )
+            with self._lock:
+                self._best[key] = best
+            return best
+
+    # ---- inspecting and editing the results -------------------------------------------
+
+    def choice(self, key: Key) -> Choice | None:
+        """The tuned choice of ``key``, if any."""
+        return self._best.get(key)
+
+    def choices(self) -> dict[Key, Choice]:
+        """A copy of every tuned (or loaded) result."""
+        return dict(self._best)
+
+    def set_choice(self, key: Key, choice: Choice) -> None:
+        """Record ``choice`` for ``key`` (used by the persisted cache)."""
+        with self._lock:
+            self._best[key] = choice
+
+    def clear(self) -> None:
+        """Forget every tuned result (registrations stay)."""
+        with self._lock:
+            self._best = {}
+
+
+@contextlib.contextmanager
+def autotune(
+    enabled: bool = True,
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> Iterator[AutoTuner]:
+    """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).
+
+    ``enabled=False`` turns tuning off inside the block (tuned results are still used).
+    ``cache=path`` loads the results saved there on entry, if the file exists, and saves
+    every result to it on exit (also when the block raises), see
+    :func:`flashinfer.autotuner.save_configs`.  ``progress`` is called before each timing
+    (see :data:`ProgressCallback`).  The previous state is restored on exit.
+    """
+    from .cache import load_configs, save_configs
+
+    tuner = AutoTuner.get()
+    if cache is not None and os.path.exists(cache):
+        load_configs(cache)
+    token = _tuning.set(bool(enabled))
+    ptoken = _progress.set(progress)
+    try:
+        yield tuner
+    finally:
+        _progress.reset(ptoken)
+        _tuning.reset(token)
+        if cache is not None:
+            save_configs(cache)
