@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from ._codegen import ParameterList, compile_function, render_call
+
 __all__ = [
     "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
     "APIRecord",
@@ -394,17 +396,37 @@ def _wrap_function(func: Callable[..., Any], info: ExperimentalInfo, name: str) 
     flag = _new_flag()
     feature = info.feature
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not flag.warned and flag.claim():
-            _warn_api(feature, name)
-        return func(*args, **kwargs)
+    def first_call() -> None:
+        _warn_api(feature, name)
 
+    try:
+        params = ParameterList(func)
+    except (TypeError, ValueError):  # no introspectable signature: a plain closure will do
+        params = None
+    if params is not None:
+        # Same parameter list as ``func``: no *args/**kwargs repacking on the hot path.
+        ns: dict[str, Any] = {"_func": func, "_flag": flag, "_first": first_call}
+        wrapper = compile_function(
+            [
+                f"def generated({params.def_params(ns)}):",
+                "    if not _flag.warned and _flag.claim():",
+                "        _first()",
+                f"    return {render_call('_func', params.call_spec())}",
+            ],
+            ns,
+            f"<flashinfer_experimental_api {name}>",
+        )
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not flag.warned and flag.claim():
+                first_call()
+            return func(*args, **kwargs)
+
+    functools.update_wrapper(wrapper, func)
     wrapper.__doc__ = _with_banner(func.__doc__, feature)
     _mark(func, info)
     _mark(wrapper, info)
-    if hasattr(func, "__signature__"):
-        wrapper.__signature__ = func.__signature__  # type: ignore[attr-defined]
     return wrapper
 
 

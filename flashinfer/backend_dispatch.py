@@ -16,13 +16,15 @@ are tested to agree.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
 
+from ._codegen import CallSpec, ParameterList, compile_function, render_call
 from .api_logging import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     backend_warning_flag,
@@ -43,7 +45,7 @@ __all__ = [
 
 C = TypeVar("C", bound=Callable[..., Any])
 
-_EXPERIMENTAL_PACKAGE = "flashinfer.experimental"
+_EXPERIMENTAL = "flashinfer.experimental"
 
 
 class BackendSupportedError(Exception):
@@ -120,7 +122,22 @@ def experimental_backend(
 # Compute capability of a call
 # --------------------------------------------------------------------------------------
 
-_cuda_possible: bool | None = None  # decided on first use: no CUDA, no CUDA tensors to scan
+
+class _CudaState:
+    """Whether this process can have CUDA tensors at all; decided on first use.
+
+    Generated dispatchers read ``absent`` and skip the scan for CUDA tensors when no CUDA
+    device exists (a CPU-only process has none to find).  Tests replace ``find``.
+    """
+
+    absent = False  # unknown until the first scan
+
+    @staticmethod
+    def find(*values: Any) -> int | None:
+        return find_compute_capability(*values)
+
+
+_CUDA = _CudaState()
 _capability_by_device: dict[int, int] = {}
 
 
@@ -138,16 +155,11 @@ def find_compute_capability(*values: Any) -> int | None:
     ``None`` when there is no CUDA tensor (CPU tensors, or no tensors at all).  Looked up
     once per device.
     """
-    global _cuda_possible
-    if not _cuda_possible:
-        if _cuda_possible is False:
-            return None
-        _cuda_possible = bool(torch.cuda.is_available())
-        if not _cuda_possible:
-            return None
     for value in values:
         if isinstance(value, torch.Tensor) and value.is_cuda:
             return _device_capability(value.get_device())
+    if not torch.cuda.is_available():
+        _CUDA.absent = True
     return None
 
 
@@ -172,67 +184,38 @@ def _capability_reason(checker: Any, cc: int | None) -> str | None:
 # Calling checkers with the API's arguments
 # --------------------------------------------------------------------------------------
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+def _checker_spec(api: ParameterList, fn: Callable[..., Any], role: str, name: str) -> CallSpec:
+    """How to call a checker: positionally when its parameters match the API's."""
+    try:
+        theirs = ParameterList(fn)
+    except (TypeError, ValueError):
+        return api.call_spec()
+    if api.matches_positionally(theirs):
+        return [("pos", n) for n in api.names]
+    params = theirs.params
+    if any(p.kind == p.VAR_KEYWORD for p in params) or set(api.names) <= set(theirs.names):
+        return api.call_spec()
+    for p in params:
+        if (
+            p.name not in api.names
+            and p.default is p.empty
+            and p.kind
+            not in (
+                p.VAR_POSITIONAL,
+                p.VAR_KEYWORD,
+            )
+        ):
+            raise TypeError(
+                f"{role} of {name} has parameter {p.name!r}, which {name} does not have; "
+                f"a checker takes (a subset of) the API's parameters: {api.names}"
+            )
+    return [("kw", p.name) for p in params if p.name in api.names]
 
 
-class _Signature:
-    """What the generator needs to know about the API's parameters."""
-
-    def __init__(self, func: Callable[..., Any]) -> None:
-        self.signature = inspect.signature(func)
-        self.params = list(self.signature.parameters.values())
-        self.names = [p.name for p in self.params]
-        self.has_var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in self.params)
-
-    def call_spec(self) -> list[tuple[str, str]]:
-        """How to pass the bound values on to a callable with the same signature."""
-        spec = []
-        for p in self.params:
-            if p.kind in _POSITIONAL:
-                spec.append(("pos", p.name))
-            elif p.kind == p.VAR_POSITIONAL:
-                spec.append(("star", p.name))
-            elif p.kind == p.KEYWORD_ONLY:
-                spec.append(("kw", p.name))
-            else:
-                spec.append(("starstar", p.name))
-        return spec
-
-    def spec_for(self, fn: Callable[..., Any], role: str, api: str) -> list[tuple[str, str]]:
-        """Call spec for a checker: positional when its parameters match the API's."""
-        try:
-            params = list(inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
-            return self.call_spec()
-        names = [p.name for p in params]
-        if not self.has_var and names == self.names and all(p.kind in _POSITIONAL for p in params):
-            return [("pos", n) for n in names]
-        if any(p.kind == p.VAR_KEYWORD for p in params) or set(self.names) <= set(names):
-            return self.call_spec()
-        for p in params:
-            if (
-                p.name not in self.names
-                and p.default is p.empty
-                and p.kind
-                not in (
-                    p.VAR_POSITIONAL,
-                    p.VAR_KEYWORD,
-                )
-            ):
-                raise TypeError(
-                    f"{role} of {api} has parameter {p.name!r}, which {api} does not have; "
-                    f"a checker takes (a subset of) the API's parameters: {self.names}"
-                )
-        return [("kw", p.name) for p in params if p.name in self.names]
-
-
-def _render_call(target: str, spec: list[tuple[str, str]], prefix: str = "") -> str:
-    parts = [prefix] if prefix else []
-    for how, name in spec:
-        parts.append(
-            {"pos": name, "star": f"*{name}", "kw": f"{name}={name}", "starstar": f"**{name}"}[how]
-        )
-    return f"{target}({', '.join(parts)})"
+def _filter_heuristic(ordered: Any, candidates: list[str]) -> list[str]:
+    """A heuristic orders and may drop candidates; it can never add one."""
+    return [b for b in ordered if b in candidates]
 
 
 def _invoke(
@@ -257,11 +240,11 @@ def _invoke(
 # The op
 # --------------------------------------------------------------------------------------
 
-_registry: dict[str, BackendRequirementOp] = {}
+_registry: dict[str, Any] = {}
 
 
-def registered_ops() -> list[BackendRequirementOp]:
-    """Every API decorated with ``backend_requirement`` so far, sorted by name."""
+def registered_ops() -> list[Any]:
+    """Every API decorated with ``backend_requirement`` so far, sorted by qualified name."""
     return [_registry[k] for k in sorted(_registry)]
 
 
@@ -269,6 +252,53 @@ class _CallState(threading.local):
     # Class attributes are each thread's defaults: no per-thread set-up cost.
     suitable: list[str] = []
     dropped: tuple[str, ...] = ()
+
+
+class _Live:
+    """Set once any thread has recorded dropped backends for an op: until then the
+    generated path need not read the thread-local record to clear it."""
+
+    __slots__ = ("dropped",)
+
+    def __init__(self) -> None:
+        self.dropped = False
+
+
+class PerThreadList(Sequence[str]):
+    """A read-only view of one field of the calling thread's record for an op.
+
+    ``op.suitable_auto_backends`` and ``op.dropped_experimental_backends`` are these: the
+    API is a plain function (the fastest thing to call), so its per-thread values are
+    reached through an attribute that looks them up on every read.
+    """
+
+    __slots__ = ("_field", "_state")
+
+    def __init__(self, state: _CallState, field: str) -> None:
+        self._state = state
+        self._field = field
+
+    def _current(self) -> Sequence[str]:
+        return getattr(self._state, self._field)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._current()[index]
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __iter__(self) -> Any:
+        return iter(self._current())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return list(self._current()) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self._current()))
 
 
 class BackendRequirementOp:
@@ -299,24 +329,54 @@ class BackendRequirementOp:
             b for b in self.backend_checks if b not in self.experimental_backends
         )
         self._state = _CallState()
-        self._sig = _Signature(func)
+        self._sig = ParameterList(func)
         self._check_experimental_placement()
         self._specs = self._build_specs()
-        self._fast = self._generate()
-        _registry[f"{self.__module__}.{self.__qualname__}"] = self
+        self._live = _Live()
+        self.suitable_auto_backends = PerThreadList(self._state, "suitable")
+        self.dropped_experimental_backends = PerThreadList(self._state, "dropped")
+        self.function = self._public_function(self._generate())
+        _registry[self.api_key] = self.function
+
+    def _public_function(self, fn: Any) -> Any:
+        """The generated function, dressed as the API: what the decorator returns.
+
+        A plain function, not this object: calling an instance with ``__call__`` costs
+        several hundred nanoseconds more per call (no vectorcall through the type slot).
+        """
+        functools.update_wrapper(fn, self.__wrapped__)
+        fn.dispatcher = self
+        for name in (
+            "api_name",
+            "api_key",
+            "backend_checks",
+            "common_check",
+            "heuristic_func",
+            "experimental_backends",
+            "stable_backends",
+            "suitable_auto_backends",
+            "dropped_experimental_backends",
+            "has_backend",
+            "has_backend_choices",
+            "is_backend_supported",
+            "is_compute_capability_supported",
+            "is_experimental_backend",
+            "backend_runnable_reason",
+            "call_reference",
+        ):
+            setattr(fn, name, getattr(self, name))
+        return fn
 
     # ---- decoration-time checks --------------------------------------------------------
 
     def _check_experimental_placement(self) -> None:
         for backend, checker in self.backend_checks.items():
             module = getattr(inspect.unwrap(checker), "__module__", "") or ""
-            inside = module == _EXPERIMENTAL_PACKAGE or module.startswith(
-                _EXPERIMENTAL_PACKAGE + "."
-            )
+            inside = module == _EXPERIMENTAL or module.startswith(_EXPERIMENTAL + ".")
             if inside and not getattr(checker, "is_experimental_backend", False):
                 raise ValueError(
                     f"API {self.api_name!r}: the checker of backend {backend!r} is defined in "
-                    f"module {module!r} under {_EXPERIMENTAL_PACKAGE} but is not marked "
+                    f"module {module!r} under {_EXPERIMENTAL} but is not marked "
                     "@experimental_backend. Backends under flashinfer.experimental must be "
                     "marked, so that backend='auto' skips them unless "
                     f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1."
@@ -332,143 +392,128 @@ class BackendRequirementOp:
                 "parameter; the dispatcher adds it"
             )
 
-    def _build_specs(self) -> dict[str, list[tuple[str, str]]]:
+    def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
         specs = {"__func__": sig.call_spec()}
         if self.common_check is not None:
-            specs["__common__"] = sig.spec_for(self.common_check, "common_check", api)
+            specs["__common__"] = _checker_spec(sig, self.common_check, "common_check", api)
         for name, chk in self.backend_checks.items():
-            specs[name] = sig.spec_for(chk, f"the checker of backend {name!r}", api)
+            specs[name] = _checker_spec(sig, chk, f"the checker of backend {name!r}", api)
         return specs
 
     # ---- code generation ---------------------------------------------------------------
 
     def _generate(self) -> Callable[..., Any]:
-        sig = self._sig
+        """Source of the fast path: the happy path only, every failure goes to ``_fail``."""
+        sig, specs = self._sig, self._specs
         ns: dict[str, Any] = {
-            "__name__": __name__,  # warnings skip the generated frame as internal
             "_func": self.__wrapped__,
             "_common": self.common_check,
             "_heuristic": self.heuristic_func,
-            "_find_cc": find_compute_capability,
+            "_filter": _filter_heuristic,
+            "_CUDA": _CUDA,
             "_state": self._state,
+            "_live": None,
             "_fail": self._fail,
             "_gate": experimental_auto_backends_allowed,
             "_warn": warn_experimental_backend_once,
             "_api": self.api_key,
-            "_EXPERIMENTAL": self.experimental_backends,
+            "_ORDER": tuple(self.backend_checks),
         }
-        # The def line: the API's own parameters, defaults taken from a namespace.
-        pieces: list[str] = []
-        seen_star = False
-        pos_only = [p for p in sig.params if p.kind == p.POSITIONAL_ONLY]
-        for p in sig.params:
-            if p.kind == p.VAR_POSITIONAL:
-                seen_star = True
-                pieces.append(f"*{p.name}")
-            elif p.kind == p.KEYWORD_ONLY and not seen_star:
-                seen_star = True
-                pieces.append("*")
-            if p.kind == p.VAR_KEYWORD:
-                if not seen_star:
-                    pieces.append("*")
-                    seen_star = True
-                pieces.append("skip_check=False")
-                pieces.append(f"**{p.name}")
-                continue
-            if p.kind in (p.VAR_POSITIONAL,):
-                continue
-            text = p.name
-            if p.default is not p.empty:
-                ns[f"_d_{p.name}"] = p.default
-                text += f"=_d_{p.name}"
-            pieces.append(text)
-            if pos_only and p is pos_only[-1]:
-                pieces.append("/")
-        if not any(p.kind == p.VAR_KEYWORD for p in sig.params):
-            if not seen_star:
-                pieces.append("*")
-            pieces.append("skip_check=False")
-        for name in sig.names:
-            if name.startswith("_"):  # would collide with the generated code's own names
-                raise TypeError(
-                    f"backend_requirement: parameter {name!r} of {self.api_name} starts with "
-                    "an underscore, which the generated dispatcher reserves"
-                )
-
-        call_func = _render_call("_func", self._specs["__func__"])
-        values = [
+        call_func = render_call("_func", specs["__func__"])
+        scanned = [
             f"*{n}" if how == "star" else n
-            for how, n in self._specs["__func__"]
+            for how, n in specs["__func__"]
             if how in ("pos", "kw", "star") and n != "backend"
         ]
-        bound_dict = "{" + ", ".join(f"{n!r}: {n}" for n in sig.names) + "}"
-        lines = [f"def dispatch({', '.join(pieces)}):"]
-        lines.append("    if skip_check:")
-        lines.append(f"        return {call_func}")
-        lines.append("    if _state.dropped:")
-        lines.append("        _state.dropped = ()")
-        lines.append(f"    _cc = _find_cc({', '.join(values)})")
-        fail = f"_fail(_cc, {bound_dict})"
+        fail = "_fail(_cc, {" + ", ".join(f"{n!r}: {n}" for n in sig.names) + "})"
+        # skip_check=True bypasses the dispatcher entirely, its per-thread records included.
+        lines = [
+            f"def generated({sig.def_params(ns, 'skip_check=False')}):",
+            "    if skip_check:",
+            f"        return {call_func}",
+        ]
+        if self.experimental_backends:  # only these ops ever record dropped backends
+            ns["_live"] = self._live
+            lines += ["    if _live.dropped and _state.dropped:", "        _state.dropped = ()"]
+        lines += [
+            f"    _cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})",
+        ]
         if self.common_check is not None:
             if not self.backend_checks:  # upstream: then the common check carries capability
                 ns["_cc_reason"] = _capability_reason
-                lines.append("    if _cc_reason(_common, _cc) is not None:")
-                lines.append(f"        {fail}")
-            lines.append(f"    if not {_render_call('_common', self._specs['__common__'])}:")
-            lines.append(f"        {fail}")
+                lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
+            lines += [
+                f"    if not {render_call('_common', specs['__common__'])}:",
+                f"        {fail}",
+            ]
         if not self.backend_checks:
             lines.append(f"    return {call_func}")
             return self._compile(lines, ns)
 
-        # Explicit backends: one branch each, checker called with its own spec.
-        branch = "if"
+        # An explicit backend: one branch each, its checker called with its own spec.
         for i, (name, chk) in enumerate(self.backend_checks.items()):
             ns[f"_chk{i}"] = chk
-            lines.append(f"    {branch} backend == {name!r}:")
-            branch = "elif"
-            lines.extend(self._capability_test(i, chk, "        ", ns, fail))
-            lines.append(f"        if not {_render_call(f'_chk{i}', self._specs[name])}:")
-            lines.append(f"            {fail}")
+            lines += [
+                f"    {'if' if i == 0 else 'elif'} backend == {name!r}:",
+                f"        if not {self._capability_guard(i, chk, ns)}:",
+                f"            {fail}",
+                f"        if not {render_call(f'_chk{i}', specs[name])}:",
+                f"            {fail}",
+            ]
             if name in self.experimental_backends:
                 ns[f"_once{i}"] = backend_warning_flag(self.api_key, name)
-                lines.append(f"        if not _once{i}.warned:")
-                lines.append(f"            _warn(_api, {name!r})")
+                lines += [f"        if not _once{i}.warned:", f"            _warn(_api, {name!r})"]
             lines.append(f"        return {call_func}")
-        lines.append("    if backend != 'auto':")
-        lines.append(f"        {fail}")
+        lines += ["    if backend != 'auto':", f"        {fail}"]
 
-        # backend="auto": every checker, in declaration order; failures explained slowly.
-        lines.append("    _ok = []")
+        # backend="auto": every checker in declaration order; experimental ones apart.
+        lines += ["    _ok = []", "    _xok = None"]
         for i, (name, chk) in enumerate(self.backend_checks.items()):
-            cap = self._capability_guard(i, chk, ns)
-            indent = "    "
-            if cap:
-                lines.append(f"    if {cap}:")
-                indent = "        "
-            lines.append(f"{indent}try:")
-            lines.append(f"{indent}    if {_render_call(f'_chk{i}', self._specs[name])}:")
-            lines.append(f"{indent}        _ok.append({name!r})")
-            lines.append(f"{indent}except ValueError:")
-            lines.append(f"{indent}    pass")
+            if name in self.experimental_backends:
+                keep = [
+                    "if _xok is None:",
+                    f"    _xok = [{name!r}]",
+                    "else:",
+                    f"    _xok.append({name!r})",
+                ]
+            else:
+                keep = [f"_ok.append({name!r})"]
+            lines += [
+                f"    if {self._capability_guard(i, chk, ns)}:",
+                "        try:",
+                f"            if {render_call(f'_chk{i}', specs[name])}:",
+                *(f"                {k}" for k in keep),
+                "        except ValueError:",
+                "            pass",
+            ]
         if self.experimental_backends:
-            lines.append("    if _EXPERIMENTAL.intersection(_ok) and not _gate():")
-            lines.append("        _state.dropped = tuple(b for b in _ok if b in _EXPERIMENTAL)")
-            lines.append("        _ok = [b for b in _ok if b not in _EXPERIMENTAL]")
+            lines += [
+                "    if _xok is not None:",
+                "        if _gate():",
+                "            _ok = [b for b in _ORDER if b in _ok or b in _xok]",
+                "        else:",
+                "            _live.dropped = True",
+                "            _state.dropped = tuple(_xok)",
+            ]
         if self.heuristic_func is not None:
-            lines.append("    if _ok:")
-            heur = _render_call("_heuristic", self._specs["__func__"], prefix="_ok")
-            lines.append(f"        _ok = [b for b in {heur} if b in _ok]")
-        lines.append("    if not _ok:")
-        lines.append(f"        {fail}")
-        lines.append("    _state.suitable = _ok")
+            heur = render_call("_heuristic", specs["__func__"], lead="_ok")
+            lines += [
+                "    if _ok:",
+                f"        _h = {heur}",
+                "        _ok = _h if _h is _ok else _filter(_h, _ok)",
+            ]
+        lines += ["    if not _ok:", f"        {fail}", "    _state.suitable = _ok"]
         if self.experimental_backends:
-            lines.append("    if _ok[0] in _EXPERIMENTAL:")
-            lines.append("        _warn(_api, _ok[0], automatic=True)")
+            lines += [
+                "    if _xok is not None and _ok[0] in _xok:",
+                "        _warn(_api, _ok[0], automatic=True)",
+            ]
         lines.append(f"    return {call_func}")
         return self._compile(lines, ns)
 
     def _capability_guard(self, i: int, chk: Any, ns: dict[str, Any]) -> str:
+        """Expression: the capability ``_cc`` lets checker ``i``'s backend run."""
         ccs = getattr(chk, "_supported_ccs", None)
         if ccs is None:
             return "_cc is None"
@@ -477,19 +522,11 @@ class BackendRequirementOp:
             return f"(_cc is None or _cc in _ccs{i})"
         return f"_cc in _ccs{i}"
 
-    def _capability_test(
-        self, i: int, chk: Any, indent: str, ns: dict[str, Any], fail: str
-    ) -> list[str]:
-        guard = self._capability_guard(i, chk, ns)
-        return [f"{indent}if not ({guard}):", f"{indent}    {fail}"]
-
     def _compile(self, lines: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
-        source = "\n".join(lines) + "\n"
-        code = compile(source, f"<backend_requirement {self.api_name}>", "exec")
-        exec(code, ns)
-        fn = ns["dispatch"]
-        fn.__qualname__ = f"{self.__qualname__} [dispatch]"
-        fn.__generated_source__ = source
+        ns["__name__"] = __name__
+        fn = compile_function(lines, ns, f"<backend_requirement {self.api_key}>")
+        fn.__name__ = self.api_name
+        fn.__qualname__ = f"{self.__qualname__}[dispatch]"
         return fn
 
     # ---- the reference path ------------------------------------------------------------
@@ -508,7 +545,8 @@ class BackendRequirementOp:
     def _select(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
         """Readable selection logic: returns the candidates or raises the explaining error."""
         api = self.api_name
-        self._state.dropped = ()
+        if self._state.dropped:
+            self._state.dropped = ()
         backend = bound.get("backend", "auto") if self.backend_checks else None
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             raise BackendSupportedError(
@@ -560,6 +598,7 @@ class BackendRequirementOp:
                 reasons[name] = reason
         dropped = [b for b in viable if b in self.experimental_backends]
         if dropped and not experimental_auto_backends_allowed():
+            self._live.dropped = True
             self._state.dropped = tuple(dropped)
             viable = [b for b in viable if b not in self.experimental_backends]
             for b in dropped:
@@ -571,7 +610,7 @@ class BackendRequirementOp:
             dropped = []
         if viable and self.heuristic_func is not None:
             ordered = _invoke(self.heuristic_func, self._specs["__func__"], bound, list(viable))
-            ordered = [b for b in ordered if b in viable]
+            ordered = _filter_heuristic(ordered, viable)
             for b in viable:
                 if b not in ordered:
                     reasons[b] = "left out by the heuristic for these inputs"
@@ -600,7 +639,7 @@ class BackendRequirementOp:
         Slow (upstream's design); kept as the reference the generated path is tested
         against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
         """
-        bound_args = self._sig.signature.bind(*args, **kwargs)
+        bound_args = self._sig.signature.bind(*args, **kwargs)  # TypeError as for the API
         bound_args.apply_defaults()
         if not skip_check:
             bound = dict(bound_args.arguments)
@@ -608,32 +647,13 @@ class BackendRequirementOp:
             self._select(find_compute_capability(*values), bound)
         return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
 
-    # ---- the call ----------------------------------------------------------------------
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._fast(*args, **kwargs)
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        import types
-
-        return types.MethodType(self, instance)
+        return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<backend_requirement op {self.__module__}.{self.__qualname__}>"
+        return f"<backend_requirement dispatcher of {self.api_key}>"
 
-    # ---- upstream's query API ----------------------------------------------------------
-
-    @property
-    def suitable_auto_backends(self) -> list[str]:
-        """Candidates of this thread's current (or last) ``backend="auto"`` call, best first."""
-        return self._state.suitable
-
-    @property
-    def dropped_experimental_backends(self) -> tuple[str, ...]:
-        """Experimental backends that were viable but left out of this thread's last call."""
-        return self._state.dropped
+    # ---- upstream's query API (also set on the API function) ---------------------------
 
     def has_backend_choices(self) -> bool:
         return len(self.backend_checks) > 0
@@ -671,7 +691,7 @@ def backend_requirement(
     backend_checks: Mapping[str, Callable[..., Any]],
     common_check: Callable[..., Any] | None = None,
     heuristic_func: Callable[..., Any] | None = None,
-) -> Callable[[Callable[..., Any]], BackendRequirementOp]:
+) -> Callable[[Callable[..., Any]], Any]:
     """Decorate an API with its backends' support checkers.
 
     ``backend_checks`` maps a backend name to a checker that receives the API's arguments
@@ -686,7 +706,7 @@ def backend_requirement(
     no suitable ``"auto"`` candidate; ``ValueError`` for an unsupported problem size.
     """
 
-    def decorator(func: Callable[..., Any]) -> BackendRequirementOp:
-        return BackendRequirementOp(func, backend_checks, common_check, heuristic_func)
+    def decorator(func: Callable[..., Any]) -> Any:
+        return BackendRequirementOp(func, backend_checks, common_check, heuristic_func).function
 
     return decorator

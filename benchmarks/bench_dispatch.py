@@ -1,0 +1,235 @@
+"""Dispatcher overhead: nanoseconds per call of trivial APIs through each path.
+
+Run:  python benchmarks/bench_dispatch.py [--number 20000] [--repeat 7] [--reference]
+
+One op with two stable backends, one experimental backend, a ``common_check`` and a
+heuristic, all doing trivial work on small CPU tensors.  Each row is the best of ``--repeat``
+runs of ``--number`` calls.  "limit" rows call the same checker bodies directly and then the
+bare function: the work the dispatcher cannot avoid.  ``--reference`` also times the readable
+reference path (``op.call_reference``: ``inspect.Signature.bind`` + ``apply_defaults`` per
+call, upstream's design), the "before" of the generated path.  The last line is JSON with
+every figure.  Prints figures only; nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import timeit
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import flashinfer
+from flashinfer.api_logging import flashinfer_api, flashinfer_experimental_api
+from flashinfer.backend_dispatch import (
+    backend_requirement,
+    experimental_backend,
+    supported_compute_capability,
+)
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+
+# ---- the op: trivial checkers, trivial body -------------------------------------------
+
+
+def _common(x, w, scale=1.0, backend="auto"):
+    return x.dim() == 2
+
+
+@supported_compute_capability([80, 90], cpu=True)
+def _check_a(x, w, scale=1.0, backend="auto"):
+    return x.shape[1] == w.shape[0]
+
+
+@supported_compute_capability([80, 90], cpu=True)
+def _check_b(x, w, scale=1.0, backend="auto"):
+    return x.shape[1] == w.shape[0]
+
+
+@experimental_backend
+@supported_compute_capability([90], cpu=True)
+def _check_exp(x, w, scale=1.0, backend="auto"):
+    return x.shape[1] == w.shape[0]
+
+
+def _heuristic(candidates, x, w, scale=1.0, backend="auto"):
+    return candidates
+
+
+def bare(x, w, scale=1.0, backend="auto"):
+    return x
+
+
+op = backend_requirement(
+    {"a": _check_a, "b": _check_b, "exp": _check_exp},
+    common_check=_common,
+    heuristic_func=_heuristic,
+)(bare)
+
+
+@flashinfer_experimental_api
+def experimental_bare(x, w, scale=1.0, backend="auto"):
+    return x
+
+
+def _stable_bare(x, w, scale=1.0, backend="auto"):
+    return x
+
+
+stable_marked = flashinfer_api(_stable_bare)
+
+
+# ---- the autotuned variant (only when the autotuner exists) ---------------------------
+
+
+def _tuned_op() -> Callable[..., Any] | None:
+    try:
+        from flashinfer.autotuner import AutoTuner, autotune
+    except ImportError:
+        return None
+
+    class Runner:
+        def tactic_space(self):
+            return [None]
+
+        def tactics(self, inputs):
+            return [None]
+
+        def __call__(self, inputs, tactic=None):
+            return inputs[0]
+
+    runners = {"a": Runner(), "b": Runner(), "exp": Runner()}
+
+    def tuned(x, w, scale=1.0, backend="auto"):
+        if backend == "auto":
+            return AutoTuner.get().run(tuned_op, runners, (x, w))
+        return runners[backend]((x, w))
+
+    tuned_op = backend_requirement(
+        {"a": _check_a, "b": _check_b, "exp": _check_exp},
+        common_check=_common,
+        heuristic_func=_heuristic,
+    )(tuned)
+    AutoTuner.register(tuned_op, runners)
+    x, w = _inputs()
+    with autotune():
+        tuned_op(x, w)  # tunes this key once
+    return tuned_op
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros(4, 8), torch.zeros(8, 4)
+
+
+def _time(fn: Callable[[], Any], number: int, repeat: int) -> float:
+    best = min(timeit.repeat(fn, number=number, repeat=repeat))
+    return best / number * 1e9
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--reference", action="store_true", help="also time op.call_reference")
+    args = parser.parse_args(argv)
+    os.environ.pop(GATE, None)
+    warnings.simplefilter("ignore", flashinfer.ExperimentalWarning)
+
+    x, w = _inputs()
+    ca, ce, cm, h = _check_a, _check_exp, _common, _heuristic
+
+    def limit_explicit():
+        cm(x, w, 1.0, "a")
+        ca(x, w, 1.0, "a")
+        return bare(x, w, 1.0, "a")
+
+    def limit_auto():
+        cm(x, w, 1.0, "auto")
+        ca(x, w, 1.0, "auto")
+        _check_b(x, w, 1.0, "auto")
+        ce(x, w, 1.0, "auto")
+        h(["a", "b"], x, w, 1.0, "auto")
+        return bare(x, w, 1.0, "auto")
+
+    def limit_explicit_kw():
+        cm(x=x, w=w, scale=2.0, backend="a")
+        ca(x=x, w=w, scale=2.0, backend="a")
+        return bare(x=x, w=w, scale=2.0, backend="a")
+
+    rows: dict[str, Callable[[], Any]] = {
+        "bare function": lambda: bare(x, w),
+        "limit: explicit (checker bodies + bare)": limit_explicit,
+        "limit: auto (checker bodies + bare)": limit_auto,
+        "explicit stable backend": lambda: op(x, w, backend="a"),
+        "explicit experimental backend (warned)": lambda: op(x, w, backend="exp"),
+        "auto, gate off": lambda: op(x, w),
+        "skip_check=True": lambda: op(x, w, backend="a", skip_check=True),
+        "@flashinfer_experimental_api (warned)": lambda: experimental_bare(x, w),
+        "@flashinfer_api, logging off": lambda: stable_marked(x, w),
+        "bare function, keywords": lambda: bare(x=x, w=w, scale=2.0, backend="a"),
+        "limit: explicit, keywords": limit_explicit_kw,
+        "explicit stable backend, keywords": lambda: op(x=x, w=w, scale=2.0, backend="a"),
+        "auto, gate off, keywords": lambda: op(x=x, w=w, scale=2.0),
+        "bare function, defaults": lambda: bare(x, w),
+        "auto, gate off, defaults": lambda: op(x, w),
+    }
+    if args.reference:
+        ref = op.call_reference
+        rows["reference path: explicit stable backend"] = lambda: ref(x, w, backend="a")
+        rows["reference path: auto, gate off"] = lambda: ref(x, w)
+        rows["reference path: skip_check=True"] = lambda: ref(x, w, backend="a", skip_check=True)
+
+    op(x, w, backend="exp")  # the one warning happens outside the timed loop
+    experimental_bare(x, w)
+    results: dict[str, float] = {}
+    for name, fn in rows.items():
+        results[name] = _time(fn, args.number, args.repeat)
+
+    os.environ[GATE] = "1"
+    results["auto, gate on"] = _time(lambda: op(x, w), args.number, args.repeat)
+    os.environ.pop(GATE, None)
+
+    tuned = _tuned_op()
+    if tuned is not None:
+        tuned(x, w)
+        results["autotuned op, tuned key"] = _time(lambda: tuned(x, w), args.number, args.repeat)
+
+    base = results["bare function"]
+    width = max(len(k) for k in results)
+    print(
+        f"python {sys.version.split()[0]}, torch {torch.__version__}, {args.number} calls x "
+        f"best of {args.repeat}"
+    )
+    print(f"{'row':<{width}}  {'ns/call':>9}  {'x bare':>7}")
+    for name, ns in results.items():
+        print(f"{name:<{width}}  {ns:9.0f}  {ns / base:7.2f}")
+    checks = {
+        "explicit / limit": results["explicit stable backend"]
+        / results["limit: explicit (checker bodies + bare)"],
+        "auto / limit": results["auto, gate off"] / results["limit: auto (checker bodies + bare)"],
+        "skip_check / bare": results["skip_check=True"] / base,
+        "experimental API / bare": results["@flashinfer_experimental_api (warned)"] / base,
+        "stable marker / bare": results["@flashinfer_api, logging off"] / base,
+    }
+    if "autotuned op, tuned key" in results:
+        checks["tuned / auto limit"] = (
+            results["autotuned op, tuned key"] / results["limit: auto (checker bodies + bare)"]
+        )
+    print(
+        "targets: explicit/limit <= 2.0, auto/limit <= 2.0, skip_check/bare <= 3.0, "
+        "tuned/auto-limit <= 2.5, markers/bare <= 2.0"
+    )
+    for name, ratio in checks.items():
+        print(f"  {name}: {ratio:.2f}")
+    print(json.dumps({"ns_per_call": results, "ratios": checks}, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
