@@ -1,0 +1,229 @@
+"""Lifecycle of experimental work: list every experimental API and backend with its metadata.
+
+After :func:`flashinfer.load_all_apis` every module that defines public APIs has been
+imported, so the API inventory (:func:`flashinfer.api_inventory`) holds every experimental API
+and the dispatcher's registry (:func:`flashinfer.utils.registered_ops`) holds every API with
+backends, experimental ones included.  :func:`experimental_features` joins the two into one
+list of :class:`ExperimentalFeature` entries, each with its
+:class:`~flashinfer.api_logging.ExperimentalInfo` (feature, owner, tracking issue,
+graduation date).
+
+``python -m flashinfer.experimental`` and ``flashinfer experimental`` print
+:func:`format_listing`; ``scripts/pr_checks/experimental_lifecycle.py`` applies
+:func:`lifecycle_problems` to the same list and fails CI on a problem.
+
+Importing this module does not import ``flashinfer.experimental`` (nor any operator module);
+:func:`load_api_modules` does the importing when asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .api_logging import ExperimentalInfo, api_inventory
+from .backend_dispatch import registered_ops
+
+__all__ = [
+    "ExperimentalFeature",
+    "experimental_features",
+    "format_listing",
+    "lifecycle_problems",
+    "load_api_modules",
+    "main",
+]
+
+
+@dataclass(frozen=True)
+class ExperimentalFeature:
+    """One experimental API or experimental backend, as found in the loaded modules.
+
+    ``kind`` is ``"api"`` or ``"backend"``.  ``name`` is the API's qualified name, or for a
+    backend ``"<api qualified name>[backend=<name>]"``.  ``module`` is where the code lives
+    (the API's module, or the backend checker's module).  ``api`` and ``backend`` name the
+    stable API and the backend for a backend entry (``backend`` is ``None`` for an API).
+    """
+
+    kind: str
+    name: str
+    module: str
+    api: str
+    backend: str | None
+    info: ExperimentalInfo
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (dates as ``YYYY-MM-DD``)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "module": self.module,
+            "api": self.api,
+            "backend": self.backend,
+            "feature": self.info.feature,
+            "owner": self.info.owner,
+            "tracking_issue": self.info.tracking_issue,
+            "graduate_by": None
+            if self.info.graduate_by is None
+            else self.info.graduate_by.isoformat(),
+        }
+
+
+def load_api_modules(modules: Iterable[str] | None = None) -> list[str]:
+    """Import the modules that define APIs; return those that do not exist (yet).
+
+    With ``modules=None`` this is :func:`flashinfer.load_all_apis` (``flashinfer.API_MODULES``)
+    except that a module whose *file* is missing is reported instead of raised, so a listing
+    works on a tree where an operator has not landed.  Any other import error propagates.
+    """
+    if modules is None:
+        import flashinfer
+
+        modules = flashinfer.API_MODULES
+    missing = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            missing.append(module)
+    return missing
+
+
+def _chain(obj: Any) -> list[Any]:
+    """``obj`` and everything it wraps (``__wrapped__``), outermost first."""
+    seen: list[Any] = []
+    while obj is not None and all(obj is not s for s in seen):
+        seen.append(obj)
+        obj = getattr(obj, "__wrapped__", None)
+    return seen
+
+
+def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
+    """The lifecycle metadata of ``obj`` or of anything it wraps; ``None`` if it is stable."""
+    for layer in _chain(obj):
+        # ``is True``: BackendRequirementOp has an is_experimental_backend() *method*.
+        if (
+            getattr(layer, "is_experimental", None) is True
+            or getattr(layer, "is_experimental_backend", None) is True
+        ):
+            info = getattr(layer, "experimental_info", None)
+            if isinstance(info, ExperimentalInfo):
+                return info
+            feature = getattr(layer, "experimental_feature", None) or getattr(
+                layer, "__qualname__", repr(layer)
+            )
+            return ExperimentalInfo(feature=str(feature))
+    return None
+
+
+def experimental_features(
+    *, load: bool = True, modules: Iterable[str] | None = None
+) -> list[ExperimentalFeature]:
+    """Every experimental API and backend of the loaded modules, sorted by kind and name.
+
+    ``load=True`` first imports the API modules (:func:`load_api_modules` with ``modules``).
+    An API counts as experimental when it, or anything it wraps, carries
+    ``is_experimental``; so ``@flashinfer_api`` stacked on ``@backend_requirement`` on an
+    ``@flashinfer_experimental_api`` function is still found.
+    """
+    if load:
+        load_api_modules(modules)
+    found: dict[tuple[str, str], ExperimentalFeature] = {}
+    for record in api_inventory():
+        info = experimental_info_of(record.obj)
+        if info is None:
+            continue
+        module = getattr(record.obj, "__module__", None) or record.name.rpartition(".")[0]
+        found[("api", record.name)] = ExperimentalFeature(
+            "api", record.name, module, record.name, None, info
+        )
+    for op in registered_ops():
+        api = f"{op.__module__}.{op.__qualname__}"
+        info = experimental_info_of(op)
+        if info is not None and ("api", api) not in found:
+            found[("api", api)] = ExperimentalFeature("api", api, op.__module__, api, None, info)
+        for backend in sorted(op.experimental_backends):
+            checker = op.backend_checks[backend]
+            info = experimental_info_of(checker) or ExperimentalInfo(feature=backend)
+            name = f"{api}[backend={backend}]"
+            module = getattr(checker, "__module__", "") or ""
+            found[("backend", name)] = ExperimentalFeature(
+                "backend", name, module, api, backend, info
+            )
+    return [found[k] for k in sorted(found)]
+
+
+def lifecycle_problems(
+    features: Iterable[ExperimentalFeature], today: _dt.date | None = None
+) -> list[str]:
+    """What the policy's lifecycle rules say is wrong with ``features`` (empty: all good).
+
+    A feature needs an owner and a tracking issue; one whose ``graduate_by`` date is
+    before ``today`` is overdue: graduate it, remove it, or move the date in a reviewed
+    change.
+    """
+    today = today or _dt.date.today()
+    problems = []
+    for f in features:
+        where = f"experimental {f.kind} {f.name} (feature {f.info.feature!r}, module {f.module})"
+        if not (f.info.owner or "").strip():
+            problems.append(f"{where}: no owner; pass owner='@handle' to the marker")
+        if not (f.info.tracking_issue or "").strip():
+            problems.append(
+                f"{where}: no tracking issue; pass tracking_issue=<issue number or URL>"
+            )
+        if f.info.graduate_by is not None and f.info.graduate_by < today:
+            problems.append(
+                f"{where}: past its graduation date {f.info.graduate_by.isoformat()} "
+                f"(today {today.isoformat()}); graduate it, remove it, or move graduate_by "
+                "in a reviewed change"
+            )
+    return problems
+
+
+def format_listing(features: Sequence[ExperimentalFeature]) -> str:
+    """A plain-text table of ``features``: kind, name, feature, owner, issue, graduate by."""
+    if not features:
+        return "No experimental APIs or backends are defined."
+    header = ("KIND", "NAME", "FEATURE", "OWNER", "TRACKING ISSUE", "GRADUATE BY")
+    rows = [header]
+    for f in features:
+        rows.append(
+            (
+                f.kind,
+                f.name,
+                f.info.feature,
+                f.info.owner or "-",
+                f.info.tracking_issue or "-",
+                f.info.graduate_by.isoformat() if f.info.graduate_by else "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flashinfer.experimental [--json]``: list experimental APIs and backends."""
+    parser = argparse.ArgumentParser(
+        prog="python -m flashinfer.experimental",
+        description="List every experimental API and backend with its lifecycle metadata.",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    missing = load_api_modules()
+    features = experimental_features(load=False)
+    if args.json:
+        print(json.dumps([f.as_dict() for f in features], indent=2))
+    else:
+        print(format_listing(features))
+    for module in missing:
+        print(f"note: API module {module} does not exist; not listed", file=sys.stderr)
+    return 0

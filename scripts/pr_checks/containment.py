@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Containment check: core code keeps experimental code out of its import-time graph.
+
+Standard library only (an AST scan; nothing of the package is imported).  The rules, from
+``flashinfer/experimental/README.md``:
+
+* ``flashinfer/__init__.py`` never imports ``flashinfer.experimental``, in any form, anywhere
+  in the file (``import flashinfer`` must never load it).
+* A core module -- any ``.py`` under ``flashinfer/`` outside ``flashinfer/experimental/`` --
+  may import from ``flashinfer.experimental`` at module level only a feature's light
+  ``support`` module: ``flashinfer.experimental.<feature>.support`` (or names from it).
+  Everything else (kernels, the package's re-exports) is imported inside a function, on
+  first use.  Imports under ``if TYPE_CHECKING:`` never run and are allowed.
+
+Absolute imports, relative imports (``from .experimental.x import kernel``,
+``from . import experimental``) and ``importlib.import_module("flashinfer.experimental...")``
+/ ``__import__`` with a literal name are all recognised.
+
+Usage: ``python scripts/pr_checks/containment.py [--root REPO_ROOT]``.  Exit 0 when clean,
+1 with one ``path:line: message`` per violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "flashinfer"
+EXPERIMENTAL = "flashinfer.experimental"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+def module_name(path: Path, package_dir: Path) -> str:
+    """Dotted module name of ``path`` (a file under ``package_dir``)."""
+    rel = path.relative_to(package_dir.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve_relative(current: str, is_package: bool, level: int, module: str | None) -> str:
+    """Absolute name of ``from <level dots><module> import ...`` written in ``current``."""
+    base = current.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    name = ".".join(base)
+    if module:
+        name = f"{name}.{module}" if name else module
+    return name
+
+
+def _is_experimental(name: str) -> bool:
+    return name == EXPERIMENTAL or name.startswith(EXPERIMENTAL + ".")
+
+
+def _is_support(name: str) -> bool:
+    """``flashinfer.experimental.<feature>.support`` or something inside it."""
+    parts = name.split(".")
+    return len(parts) >= 4 and parts[:2] == ["flashinfer", "experimental"] and parts[3] == "support"
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(
+    node: ast.AST, in_function: bool = False, type_only: bool = False
+) -> Iterator[tuple[ast.AST, bool, bool]]:
+    """Yield (node, inside a function, under ``if TYPE_CHECKING``) for every node."""
+    for child in ast.iter_child_nodes(node):
+        child_in_function = in_function or isinstance(
+            child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        )
+        yield child, in_function, type_only
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for stmt in child.body:
+                yield stmt, in_function, True
+                yield from _walk(stmt, in_function, True)
+            for stmt in child.orelse:
+                yield stmt, in_function, type_only
+                yield from _walk(stmt, in_function, type_only)
+            continue
+        yield from _walk(child, child_in_function, type_only)
+
+
+def imported_names(node: ast.AST, current: str, is_package: bool) -> list[str]:
+    """The absolute module names (or ``module.name``) that an import node brings in."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = (
+            _resolve_relative(current, is_package, node.level, node.module)
+            if node.level
+            else (node.module or "")
+        )
+        return [base if alias.name == "*" else f"{base}.{alias.name}" for alias in node.names]
+    if isinstance(node, ast.Call):
+        func = node.func
+        dynamic = (isinstance(func, ast.Name) and func.id in ("__import__", "import_module")) or (
+            isinstance(func, ast.Attribute) and func.attr == "import_module"
+        )
+        if dynamic and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                return [first.value]
+    return []
+
+
+def check_file(path: Path, package_dir: Path, display_root: Path) -> list[Violation]:
+    current = module_name(path, package_dir)
+    is_package = path.name == "__init__.py"
+    is_root_init = is_package and current == PACKAGE
+    display = path.relative_to(display_root).as_posix()
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        return [Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}")]
+    found = []
+    for node, in_function, type_only in _walk(tree):
+        for name in imported_names(node, current, is_package):
+            if not _is_experimental(name):
+                continue
+            line = getattr(node, "lineno", 0)
+            if is_root_init:
+                found.append(
+                    Violation(
+                        display,
+                        line,
+                        f"flashinfer/__init__.py imports {name}; `import flashinfer` must never "
+                        f"import {EXPERIMENTAL} (not even inside a function: move the code to "
+                        "the module that needs it)",
+                    )
+                )
+            elif not in_function and not type_only and not _is_support(name):
+                found.append(
+                    Violation(
+                        display,
+                        line,
+                        f"core module {current} imports {name} at module level; core may import "
+                        f"only a feature's light support module ({EXPERIMENTAL}.<feature>.support)"
+                        " at module level. Import kernels inside the function that uses them.",
+                    )
+                )
+    return found
+
+
+def check_tree(root: Path) -> list[Violation]:
+    """Every violation under ``root/flashinfer`` (``root`` is a repository root)."""
+    package_dir = root / PACKAGE
+    if not (package_dir / "__init__.py").is_file():
+        return [Violation(str(package_dir), 0, "no flashinfer/__init__.py: not a repository root")]
+    experimental_dir = package_dir / "experimental"
+    violations = []
+    for path in sorted(package_dir.rglob("*.py")):
+        if experimental_dir in path.parents:
+            continue
+        violations.extend(check_file(path, package_dir, root))
+    return violations
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root")
+    args = parser.parse_args(argv)
+    violations = check_tree(args.root.resolve())
+    for v in violations:
+        print(v)
+    if violations:
+        print(f"containment: {len(violations)} violation(s)", file=sys.stderr)
+        return 1
+    print("containment: OK (core imports of flashinfer.experimental are contained)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

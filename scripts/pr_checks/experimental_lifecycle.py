@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Lifecycle check: every experimental API and backend has an owner, a tracking issue, and
+is not past its graduation date.
+
+Lists what ``python -m flashinfer.experimental`` lists (:mod:`flashinfer.lifecycle`, after
+``flashinfer.load_all_apis()``) and fails for each feature:
+
+* with no ``owner=`` on its marker;
+* with no ``tracking_issue=`` on its marker;
+* whose ``graduate_by="YYYY-MM-DD"`` is before today: graduate it, remove it, or move the
+  date in a reviewed change.
+
+Usage: ``python scripts/pr_checks/experimental_lifecycle.py [--today YYYY-MM-DD]
+[--module MOD ...]``.  ``--today`` fixes the date (for tests); ``--module`` (for tests)
+imports those modules instead of the package's API modules and checks only what they define.
+Exit 0 clean, 1 with one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
+
+
+def _in_scope(name: str, modules: Sequence[str]) -> bool:
+    return any(name == m or name.startswith(m + ".") for m in modules)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--today", type=_date, help="the date to check against (YYYY-MM-DD)")
+    parser.add_argument(
+        "--module", action="append", help="check these modules instead (repeatable; for tests)"
+    )
+    args = parser.parse_args(argv)
+
+    from flashinfer.lifecycle import (
+        experimental_features,
+        format_listing,
+        lifecycle_problems,
+        load_api_modules,
+    )
+
+    missing = load_api_modules(args.module)
+    if args.module and missing:
+        print(f"experimental_lifecycle: cannot import {', '.join(missing)}")
+        return 1
+    for module in missing:
+        print(
+            f"note: API module {module} does not exist; nothing of it is checked", file=sys.stderr
+        )
+    features = experimental_features(load=False)
+    if args.module:
+        features = [f for f in features if _in_scope(f.api, args.module)]
+    print(format_listing(features))
+    problems = lifecycle_problems(features, args.today)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"experimental_lifecycle: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"experimental_lifecycle: OK ({len(features)} experimental API(s)/backend(s))")
+    return 0
+
+
+if __name__ == "__main__":
+    if str(REPO_ROOT) not in sys.path:  # run from a checkout without an install
+        sys.path.insert(0, str(REPO_ROOT))
+    sys.exit(main())
