@@ -456,17 +456,17 @@ def _experimental(obj: Any, info_args: dict[str, Any]) -> Any:
         function = _wrap_function(inner, info, inner.__qualname__)
         _record(function)
         return type(obj)(function)
-    feature = info_args["feature"] or obj.__qualname__
-    info = make_experimental_info(feature, *info_args["rest"])
-    if isinstance(obj, type):
-        result = _wrap_class(obj, info)
-    elif callable(obj):
-        result = _wrap_function(obj, info, obj.__qualname__)
-    else:
+    if not callable(obj):
         raise TypeError(
             f"@flashinfer_experimental_api decorates functions, methods and classes, "
             f"not {type(obj).__name__}"
         )
+    feature = info_args["feature"] or obj.__qualname__
+    info = make_experimental_info(feature, *info_args["rest"])
+    if isinstance(obj, type):
+        result = _wrap_class(obj, info)
+    else:
+        result = _wrap_function(obj, info, obj.__qualname__)
     # Experimental APIs are listed too (apart from stable ones); this also updates the
     # record when @flashinfer_api was applied first.
     _record(result)
