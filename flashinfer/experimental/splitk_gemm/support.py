@@ -1,0 +1,110 @@
+"""Support checker and tactic space of the experimental split-K GEMM backend of ``mm``.
+
+Light on purpose: core (``flashinfer.gemm``) imports this module at its own import, so it
+holds only data and a checker: no Triton, no kernel, no work at import.  The kernel
+(:mod:`.kernel`) is imported when the backend first runs.
+
+Split-K: for a small M and a large K, a plain tiled GEMM has too few output tiles to keep
+a GPU busy while each tile walks the whole K dimension.  Split-K also splits K across
+``SPLIT_K`` programs per tile, writes fp32 partial sums to a workspace and reduces them
+(deterministically, no atomics).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...backend_dispatch import (
+    experimental_backend,
+    find_compute_capability,
+    supported_compute_capability,
+)
+from ...kernels import INT32_MAX, max_offset, triton_device_reason
+
+__all__ = ["MAX_M", "MIN_K", "TACTIC_SPACE", "check_splitk", "valid_tactics"]
+
+MAX_M = 64
+"""Largest M split-K accepts: beyond it a plain GEMM has enough tiles to fill the GPU."""
+
+MIN_K = 1024
+"""Smallest K split-K accepts: below it the extra reduction costs more than it saves."""
+
+TACTIC_SPACE: list[dict[str, int]] = [
+    {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s}
+    for bm, bn, bk, sk, w, s in (
+        (16, 64, 128, 4, 4, 3),
+        (16, 64, 64, 8, 4, 4),
+        (16, 128, 64, 4, 4, 3),
+        (32, 64, 64, 4, 4, 4),
+        (32, 128, 64, 8, 4, 3),
+        (64, 64, 64, 4, 4, 3),
+        (16, 32, 128, 16, 2, 3),
+    )
+]
+"""Every tactic the split-K runner may use (JSON-serialisable dicts)."""
+
+
+def _np2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def valid_tactics(m: int, n: int, k: int) -> list[dict[str, int]]:
+    """Tactics worth timing for an ``(m, n, k)`` problem, default first.
+
+    Depends only on the next powers of two of the sizes (the autotuner's shape buckets), so
+    a tactic chosen for one shape stays valid for its whole bucket; edges are masked, so
+    every tactic is *correct* for any shape.
+    """
+    pm, pn, pk = max(16, _np2(m)), max(16, _np2(n)), _np2(k)
+    fits = [
+        t
+        for t in TACTIC_SPACE
+        if t["BLOCK_M"] <= pm and t["BLOCK_N"] <= max(32, pn) and t["SPLIT_K"] * t["BLOCK_K"] <= pk
+    ]
+    if not fits:
+        return [TACTIC_SPACE[0]]
+    # Default: the tile closest to M, then the most K work per split.
+    fits.sort(key=lambda t: (abs(t["BLOCK_M"] - min(pm, 64)), -t["BLOCK_K"], t["SPLIT_K"]))
+    return fits
+
+
+@supported_compute_capability([80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121], cpu=True)
+@experimental_backend(
+    owner="@flashinfer-gemm",
+    tracking_issue=3,
+    graduate_by="2027-06-30",
+    feature="splitk_gemm",
+)
+def check_splitk(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Split-K runs small-M, large-K problems on CUDA (CPU: Triton interpreter only)."""
+    reason = triton_device_reason(a)
+    if reason is not None:
+        raise ValueError(reason)
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        raise ValueError("the output is empty; there is nothing to split")
+    if m > MAX_M:
+        raise ValueError(
+            f"split-K is for small M (M <= {MAX_M}), got M={m}; a plain tiled GEMM fills the "
+            "GPU at this size, use backend='triton' or 'torch'"
+        )
+    if k < MIN_K:
+        raise ValueError(
+            f"split-K is for large K (K >= {MIN_K}), got K={k}; splitting a short K costs "
+            "more than it saves"
+        )
+    cc = find_compute_capability(a)
+    if a.dtype == torch.bfloat16 and cc is not None and cc < 80:
+        raise ValueError(f"bfloat16 needs compute capability >= 80, found {cc}")
+    for name, t in (("a", a), ("b", b), ("out", out)):
+        if t is not None and max_offset(t) > INT32_MAX:
+            raise ValueError(f"{name} spans more than 2**31 - 1 elements (32-bit offsets)")
+    return True

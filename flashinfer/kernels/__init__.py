@@ -1,0 +1,68 @@
+"""Triton kernels of the stable backends.
+
+This package itself is light: it never imports Triton.  Each kernel module
+(:mod:`.rmsnorm_triton`, :mod:`.mm_triton`) imports Triton at its top and is imported by its
+backend function on first use.  The helpers here answer, cheaply and without importing
+Triton, whether a Triton kernel can run on a tensor's device at all; support checkers (ours
+and the experimental ones) call them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+__all__ = [
+    "INT32_MAX",
+    "interpreter_enabled",
+    "max_offset",
+    "triton_device_reason",
+]
+
+INT32_MAX = 2**31 - 1
+"""Kernels index with 32-bit offsets: element offsets must stay below this."""
+
+_triton_installed: bool | None = None
+
+
+def interpreter_enabled() -> bool:
+    """Whether ``TRITON_INTERPRET=1`` (Triton kernels then run on CPU tensors, slowly)."""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def _triton_is_installed() -> bool:
+    global _triton_installed
+    if _triton_installed is None:
+        _triton_installed = importlib.util.find_spec("triton") is not None
+    return _triton_installed
+
+
+def triton_device_reason(*tensors: torch.Tensor) -> str | None:
+    """Why a Triton kernel cannot run on these tensors' device, or ``None`` if it can.
+
+    CUDA tensors need Triton installed; CPU tensors also need the Triton interpreter
+    (``TRITON_INTERPRET=1``, set before Triton is first imported).
+    """
+    if not _triton_is_installed():
+        return "Triton is not installed (pip install triton)"
+    device = tensors[0].device
+    if device.type == "cuda":
+        return None
+    if device.type == "cpu":
+        if interpreter_enabled():
+            return None
+        return (
+            "CPU tensors run Triton kernels only through the Triton interpreter; set "
+            "TRITON_INTERPRET=1 before importing triton, move the tensors to CUDA, or use "
+            "backend='torch'"
+        )
+    return f"Triton kernels run on CUDA (or CPU via the interpreter), not on {device.type!r}"
+
+
+def max_offset(t: torch.Tensor) -> int:
+    """Largest element offset a kernel computes for ``t`` (0 for an empty tensor)."""
+    if t.numel() == 0:
+        return 0
+    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))

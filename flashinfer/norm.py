@@ -1,0 +1,267 @@
+"""RMS normalisation: :func:`rmsnorm`, a stable API with ``"torch"`` and ``"triton"`` backends.
+
+Layout of an op module: the public API (signature, docstring), the shared validation
+(``common_check``), one support checker and one implementation per backend, the heuristic
+that orders ``backend="auto"`` candidates, and the op's declared test cases.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .api_logging import flashinfer_api
+from .backend_dispatch import (
+    backend_requirement,
+    find_compute_capability,
+    supported_compute_capability,
+)
+from .kernels import INT32_MAX, max_offset, triton_device_reason
+
+__all__ = ["rmsnorm"]
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Every CUDA capability torch ships kernels for; the reference runs wherever torch does.
+_TORCH_CCS = [60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
+# Triton 3.x targets Turing and newer (bf16 from Ampere, checked below).
+_TRITON_CCS = [75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# --------------------------------------------------------------------------------------
+# Shared validation: every backend, before any kernel runs
+# --------------------------------------------------------------------------------------
+
+
+def _common_check(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Reject malformed calls with a ``ValueError`` that says what is wrong and what to do."""
+    if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        raise ValueError(
+            "rmsnorm: input and weight must be torch.Tensor, got "
+            f"{type(input).__name__} and {type(weight).__name__}"
+        )
+    if input.dim() < 1:
+        raise ValueError(
+            "rmsnorm: input must have at least one dimension (normalised over the last); "
+            "got a 0-d tensor"
+        )
+    hidden = input.shape[-1]
+    if hidden == 0:
+        raise ValueError(
+            f"rmsnorm: the last dimension of input (hidden size) is 0, shape "
+            f"{tuple(input.shape)}; RMS of no elements is undefined"
+        )
+    if input.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(
+            f"rmsnorm: input dtype {_dtype_name(input.dtype)} is not supported; use float32, "
+            "float16 or bfloat16"
+        )
+    if weight.dim() != 1 or weight.shape[0] != hidden:
+        raise ValueError(
+            f"rmsnorm: weight must be 1-D of the hidden size ({hidden},), the last dimension "
+            f"of input {tuple(input.shape)}; got weight of shape {tuple(weight.shape)}"
+        )
+    if weight.dtype != input.dtype:
+        raise ValueError(
+            f"rmsnorm: weight dtype {_dtype_name(weight.dtype)} differs from input dtype "
+            f"{_dtype_name(input.dtype)}; cast one, e.g. weight.to(input.dtype)"
+        )
+    if weight.device != input.device:
+        raise ValueError(
+            f"rmsnorm: input is on {input.device} but weight is on {weight.device}; "
+            "move them to the same device"
+        )
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float))
+        or not (math.isfinite(eps) and eps >= 0)
+    ):
+        raise ValueError(f"rmsnorm: eps must be a finite float >= 0, got {eps!r}")
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(
+                f"rmsnorm: out must be a torch.Tensor or None, got {type(out).__name__}"
+            )
+        if out.shape != input.shape:
+            raise ValueError(
+                f"rmsnorm: out has shape {tuple(out.shape)} but the result has the input's "
+                f"shape {tuple(input.shape)}; pass out=torch.empty_like(input) or out=None"
+            )
+        if out.dtype != input.dtype:
+            raise ValueError(
+                f"rmsnorm: out has dtype {_dtype_name(out.dtype)} but the result has the "
+                f"input's dtype {_dtype_name(input.dtype)}; pass an out of that dtype"
+            )
+        if out.device != input.device:
+            raise ValueError(
+                f"rmsnorm: out is on {out.device} but input is on {input.device}; allocate "
+                "out on the input's device"
+            )
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# Backend "torch": the reference, anywhere torch runs
+# --------------------------------------------------------------------------------------
+
+
+@supported_compute_capability(_TORCH_CCS, cpu=True)
+def _check_torch(input: torch.Tensor) -> bool:
+    """The reference accepts every input the shared validation accepts."""
+    return True
+
+
+def _rmsnorm_torch(
+    input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
+) -> torch.Tensor:
+    x = input.float()
+    y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float()
+    if out is None:
+        return y.to(input.dtype)
+    return out.copy_(y)
+
+
+# --------------------------------------------------------------------------------------
+# Backend "triton": CUDA, or CPU through the Triton interpreter
+# --------------------------------------------------------------------------------------
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor | None:
+    """``t`` seen as ``(rows, hidden)`` without a copy, with unit column stride; else None."""
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        return None
+    try:
+        rows = t.view(-1, t.shape[-1])
+    except RuntimeError:  # leading dimensions not collapsible into one row stride
+        return None
+    return rows
+
+
+@supported_compute_capability(_TRITON_CCS, cpu=True)
+def _check_triton(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Triton's real limits: device, bf16 capability, memory layout, 32-bit offsets."""
+    reason = triton_device_reason(input)
+    if reason is not None:
+        raise ValueError(reason)
+    cc = find_compute_capability(input)
+    if input.dtype == torch.bfloat16 and cc is not None and cc < 80:
+        raise ValueError(f"bfloat16 needs compute capability >= 80, found {cc}")
+    for name, t in (("input", input), ("out", out)):
+        if t is not None and _rows(t) is None:
+            raise ValueError(
+                f"{name} of shape {tuple(t.shape)} and strides {t.stride()} is not a stack of "
+                "rows with a contiguous last dimension (stride 1) and one row stride; pass "
+                f"{name}.contiguous() or use backend='torch'"
+            )
+    if weight.stride(0) != 1 and weight.shape[0] > 1:
+        raise ValueError(
+            f"weight must be contiguous (stride 1), got stride {weight.stride(0)}; "
+            "pass weight.contiguous()"
+        )
+    for name, t in (("input", input), ("out", out)):
+        if t is not None and max_offset(t) > INT32_MAX:
+            raise ValueError(
+                f"{name} spans more than 2**31 - 1 elements; the kernel uses 32-bit offsets"
+            )
+    return True
+
+
+def _rmsnorm_triton(
+    input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
+) -> torch.Tensor:
+    from .kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
+
+    result = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+    rows_in, rows_out = _rows(input), _rows(result)
+    assert rows_in is not None and rows_out is not None  # guaranteed by _check_triton
+    rmsnorm_rows(rows_in, weight, eps, rows_out)
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# Heuristic and the API
+# --------------------------------------------------------------------------------------
+
+
+def _heuristic(
+    suitable: list[str],
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> list[str]:
+    """Fastest first: on CUDA the fused Triton kernel (one read, one write) beats torch's
+    chain of elementwise kernels; on CPU Triton only runs through its interpreter, which is
+    orders of magnitude slower than torch."""
+    order = ("triton", "torch") if input.is_cuda else ("torch", "triton")
+    rank = {b: i for i, b in enumerate(order)}
+    return sorted(suitable, key=lambda b: rank.get(b, len(order)))
+
+
+_BACKENDS = {"torch": _rmsnorm_torch, "triton": _rmsnorm_triton}
+
+
+@flashinfer_api
+@backend_requirement(
+    {"torch": _check_torch, "triton": _check_triton},
+    common_check=_common_check,
+    heuristic_func=_heuristic,
+)
+def rmsnorm(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    r"""Root-mean-square normalisation over the last dimension.
+
+    .. math:: y = \frac{x}{\sqrt{\mathrm{mean}(x^2) + \epsilon}} \cdot w
+
+    computed with fp32 accumulation and stored in the input's dtype.
+
+    Args:
+        input: tensor of any shape ``(..., hidden)``; float32, float16 or bfloat16.
+        weight: ``(hidden,)`` tensor of the same dtype and device.
+        eps: added to the mean square before the square root; finite and ``>= 0``.
+        out: optional output of the input's shape, dtype and device (may be ``input``
+            itself for an in-place update).
+        backend: ``"auto"`` (default: the fastest suitable backend for the inputs),
+            ``"torch"`` (reference; CPU and CUDA) or ``"triton"`` (CUDA; CPU tensors only
+            under ``TRITON_INTERPRET=1``; needs a contiguous last dimension).
+
+    Returns:
+        The normalised tensor (``out`` when given).
+
+    Raises:
+        ValueError: malformed inputs (rank, shapes, dtypes, devices, ``out``), raised before
+            any kernel runs; or an explicitly named backend cannot run these inputs (the
+            message says why).
+        BackendSupportedError: unknown backend, or no backend can run the inputs with
+            ``backend="auto"`` (the message lists each backend and why).
+    """
+    if backend == "auto":
+        backend = rmsnorm.suitable_auto_backends[0]
+    return _BACKENDS[backend](input, weight, eps, out)
