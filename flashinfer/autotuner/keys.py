@@ -38,6 +38,7 @@ from ..backend_dispatch import find_compute_capability
 __all__ = [
     "Key",
     "bucket_dim",
+    "bucket_shape",
     "dtype_from_name",
     "dtype_name",
     "key_from_json",
@@ -50,10 +51,11 @@ Key = tuple  # (api_key, inputs, device_type, compute_capability)
 _Tensor = torch.Tensor
 _dtype = torch.dtype
 
-# Bucketed dimension per exact dimension, filled on first sight: a dict lookup is cheaper
-# than the arithmetic plus a function call, and real programs see few distinct sizes.
-_BUCKETS: dict[int, int] = {}
-_MAX_MEMO = 1 << 16
+# Bucketed shape per exact shape (``torch.Size`` hashes like a tuple), filled on first
+# sight: one dict lookup instead of a Python loop over the dimensions on every call.  Real
+# programs see few distinct shapes; past the cap new shapes are computed, not remembered.
+_SHAPE_BUCKETS: dict[tuple[int, ...], tuple[int, ...]] = {}
+_MAX_MEMO = 1 << 14
 
 
 def bucket_dim(d: int) -> int:
@@ -61,26 +63,36 @@ def bucket_dim(d: int) -> int:
     return 1 << (d - 1).bit_length() if d > 0 else 0
 
 
-def _bucket_shape(shape: Any) -> tuple[int, ...]:
-    get = _BUCKETS.get
-    out = []
-    for d in shape:
-        b = get(d)
-        if b is None:
-            b = bucket_dim(d)
-            if len(_BUCKETS) < _MAX_MEMO:
-                _BUCKETS[d] = b
-        out.append(b)
-    return tuple(out)
+def bucket_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """:func:`bucket_dim` of every dimension."""
+    bucket = _SHAPE_BUCKETS.get(shape)
+    if bucket is None:
+        bucket = tuple(bucket_dim(d) for d in shape)
+        if len(_SHAPE_BUCKETS) < _MAX_MEMO:
+            _SHAPE_BUCKETS[tuple(shape)] = bucket
+    return bucket
+
+
+def _device_type(x: torch.Tensor) -> str:
+    return "cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type
 
 
 def make_key(api_key: str, inputs: tuple) -> Key:
-    """The tuning key of one call (see the module docstring)."""
+    """The tuning key of one call (see the module docstring).
+
+    On the hot path of every tuned call, hence written for speed: attribute reads that are
+    cheap on tensors (``is_cuda`` rather than ``device.type``) and a memo of shape buckets.
+    """
     parts = []
     first = None
+    get_bucket = _SHAPE_BUCKETS.get
     for x in inputs:
         if isinstance(x, _Tensor):
-            parts.append((_bucket_shape(x.shape), x.dtype))
+            shape = x.shape
+            bucket = get_bucket(shape)
+            if bucket is None:
+                bucket = bucket_shape(shape)
+            parts.append((bucket, x.dtype))
             if first is None:
                 first = x
         elif x is None or isinstance(x, _dtype):
@@ -89,9 +101,9 @@ def make_key(api_key: str, inputs: tuple) -> Key:
             parts.append(...)
     if first is None:
         return (api_key, tuple(parts), None, None)
-    device = first.device.type
-    cc = find_compute_capability(*inputs) if device == "cuda" else None
-    return (api_key, tuple(parts), device, cc)
+    if first.is_cuda:
+        return (api_key, tuple(parts), "cuda", find_compute_capability(first))
+    return (api_key, tuple(parts), _device_type(first), None)
 
 
 # --------------------------------------------------------------------------------------
