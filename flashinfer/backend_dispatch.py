@@ -290,6 +290,13 @@ class PerThreadList(Sequence[str]):
     def __iter__(self) -> Any:
         return iter(self._current())
 
+    def __contains__(self, value: object) -> bool:  # Sequence's default iterates in Python
+        return value in self._current()
+
+    def snapshot(self) -> list[str]:
+        """A copy of this thread's current value."""
+        return list(self._current())
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
             return list(self._current()) == list(other)
