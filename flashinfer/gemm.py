@@ -415,3 +415,72 @@ def mm(
 
 if AutoTuner is not None:
     AutoTuner.register(mm, MM_RUNNERS)
+
+
+# --------------------------------------------------------------------------------------
+# Declared test cases (run against every backend by tests/test_conformance.py and
+# tests/experimental/test_conformance_experimental.py)
+# --------------------------------------------------------------------------------------
+
+
+def _reference(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    return (a.double() @ b.double()).to(_result_dtype(a, out_dtype))
+
+
+def _case_inputs(
+    m: int,
+    n: int,
+    k: int,
+    dtype: torch.dtype,
+    *,
+    out_dtype: torch.dtype | None = None,
+    with_out: bool = False,
+    b_transposed: bool = False,
+) -> Any:
+    def make(gen: torch.Generator) -> dict[str, Any]:
+        a = torch.randn(m, k, generator=gen).to(dtype)
+        if b_transposed:  # a (K, N) view of an (N, K) matrix: column-major b
+            b = torch.randn(n, k, generator=gen).to(dtype).t()
+        else:
+            b = torch.randn(k, n, generator=gen).to(dtype)
+        inputs: dict[str, Any] = {"a": a, "b": b, "out_dtype": out_dtype}
+        if with_out:
+            inputs["out"] = torch.full((m, n), float("nan"), dtype=_result_dtype(a, out_dtype))
+        return inputs
+
+    return make
+
+
+def _declare_cases() -> None:
+    from .testing import Case, declare_cases, rel_frobenius
+
+    specs = [
+        ("f32_64x64x64", (64, 64, 64, torch.float32), {}),
+        ("f16_33x40x70_ragged", (33, 40, 70, torch.float16), {}),
+        ("bf16_17x24x96", (17, 24, 96, torch.bfloat16), {}),
+        ("f16_16x32x48_out_f32", (16, 32, 48, torch.float16), {"out_dtype": torch.float32}),
+        ("f32_20x36x40_out", (20, 36, 40, torch.float32), {"with_out": True}),
+        ("f32_24x40x56_b_colmajor", (24, 40, 56, torch.float32), {"b_transposed": True}),
+        ("bf16_4x32x1024_small_m", (4, 32, 1024, torch.bfloat16), {}),
+        (
+            "f16_8x48x1536_small_m_out_f32",
+            (8, 48, 1536, torch.float16),
+            {"out_dtype": torch.float32},
+        ),
+    ]
+    declare_cases(
+        mm,
+        [
+            Case(name, _case_inputs(*dims, **kw), _reference, rel_frobenius(), seed=100 + i)
+            for i, (name, dims, kw) in enumerate(specs)
+        ],
+    )
+
+
+_declare_cases()

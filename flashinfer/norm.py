@@ -8,6 +8,8 @@ that orders ``backend="auto"`` candidates, and the op's declared test cases.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -265,3 +267,67 @@ def rmsnorm(
     if backend == "auto":
         backend = rmsnorm.suitable_auto_backends[0]
     return _BACKENDS[backend](input, weight, eps, out)
+
+
+# --------------------------------------------------------------------------------------
+# Declared test cases (run against every backend by tests/test_conformance.py)
+# --------------------------------------------------------------------------------------
+
+
+def _reference(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    x = input.double()
+    y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.double()
+    return y.to(input.dtype)
+
+
+def _case_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    *,
+    with_out: bool = False,
+    transposed: bool = False,
+    eps: float = 1e-6,
+) -> Callable[[torch.Generator], dict[str, Any]]:
+    def make(gen: torch.Generator) -> dict[str, Any]:
+        src = shape[::-1] if transposed else shape
+        x = torch.randn(src, generator=gen, dtype=torch.float32).to(dtype)
+        if transposed:
+            x = x.transpose(0, 1)
+        w = (1.0 + 0.1 * torch.randn(shape[-1], generator=gen)).to(dtype)
+        inputs: dict[str, Any] = {"input": x, "weight": w, "eps": eps}
+        if with_out:
+            inputs["out"] = torch.full(shape, float("nan"), dtype=dtype)
+        return inputs
+
+    return make
+
+
+def _declare_cases() -> None:
+    from .testing import Case, allclose, declare_cases
+
+    specs = [
+        ("f32_4x64", (4, 64), torch.float32, {}),
+        ("f16_2x3x100", (2, 3, 100), torch.float16, {}),
+        ("bf16_5x256", (5, 256), torch.bfloat16, {}),
+        ("bf16_hidden_only_128", (128,), torch.bfloat16, {}),
+        ("f32_3x5000_two_pass", (3, 5000), torch.float32, {}),
+        ("f16_4x96_out", (4, 96), torch.float16, {"with_out": True}),
+        ("f32_48x6_transposed", (48, 6), torch.float32, {"transposed": True}),
+        ("f32_3x32_eps_1e-2", (3, 32), torch.float32, {"eps": 1e-2}),
+    ]
+    declare_cases(
+        rmsnorm,
+        [
+            Case(name, _case_inputs(shape, dtype, **kw), _reference, allclose(), seed=i)
+            for i, (name, shape, dtype, kw) in enumerate(specs)
+        ],
+    )
+
+
+_declare_cases()

@@ -1,0 +1,101 @@
+"""Fused normalisation APIs.  :func:`fused_add_rmsnorm` is experimental: this module holds
+only its marked entry point (and its declared test cases); the implementation lives in
+``flashinfer/experimental/fused_add_rmsnorm/`` and is imported on the first call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .api_logging import flashinfer_experimental_api
+
+__all__ = ["fused_add_rmsnorm"]
+
+
+@flashinfer_experimental_api(
+    feature="fused_add_rmsnorm",
+    owner="@flashinfer-norm",
+    tracking_issue=3,
+    graduate_by="2027-06-30",
+)
+def fused_add_rmsnorm(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> None:
+    """Residual add then RMS norm, in place: ``residual += input``, then
+    ``input = rmsnorm(residual, weight, eps)``.
+
+    The sum is formed in fp32 and rounded once to the dtype; the norm is computed from the
+    rounded sum with fp32 accumulation, so the result equals the unfused
+    ``residual.add_(input); flashinfer.rmsnorm(residual, weight, eps, out=input)``, in one
+    pass over memory (Triton kernel on CUDA, or on CPU under ``TRITON_INTERPRET=1``; a torch
+    composition otherwise).
+
+    Args:
+        input: ``(..., hidden)`` tensor, float32, float16 or bfloat16; overwritten with the
+            normalised sum.
+        residual: tensor of the same shape, dtype and device; overwritten with the sum.
+        weight: ``(hidden,)`` tensor of the same dtype and device.
+        eps: added to the mean square before the square root; finite and ``>= 0``.
+
+    Raises:
+        ValueError: mismatched shapes, dtypes or devices, an unsupported dtype, a bad
+            ``eps``, or ``input`` and ``residual`` sharing memory; raised before anything is
+            written.
+    """
+    from .experimental.fused_add_rmsnorm import fused_add_rmsnorm as impl
+
+    impl(input, residual, weight, eps)
+
+
+# --------------------------------------------------------------------------------------
+# Declared test cases (run by tests/experimental/test_conformance_experimental.py)
+# --------------------------------------------------------------------------------------
+
+
+def _reference(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    s = (input.double() + residual.double()).to(input.dtype)  # rounded once, like residual
+    r = s.double()
+    y = r * torch.rsqrt(r.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.double()
+    return y.to(input.dtype), s
+
+
+def _case_inputs(shape: tuple[int, ...], dtype: torch.dtype) -> Any:
+    def make(gen: torch.Generator) -> dict[str, Any]:
+        x = torch.randn(shape, generator=gen).to(dtype)
+        r = torch.randn(shape, generator=gen).to(dtype)
+        w = (1.0 + 0.1 * torch.randn(shape[-1], generator=gen)).to(dtype)
+        return {"input": x, "residual": r, "weight": w, "eps": 1e-6}
+
+    return make
+
+
+def _declare_cases() -> None:
+    from .testing import Case, allclose, declare_cases
+
+    specs = [
+        ("f32_4x64", (4, 64), torch.float32),
+        ("f16_2x3x100", (2, 3, 100), torch.float16),
+        ("bf16_5x256", (5, 256), torch.bfloat16),
+        ("f32_2x5000_two_pass", (2, 5000), torch.float32),
+    ]
+    declare_cases(
+        fused_add_rmsnorm,
+        [
+            Case(
+                name,
+                _case_inputs(shape, dtype),
+                _reference,
+                allclose(),
+                seed=200 + i,
+                result=lambda inputs, _: (inputs["input"], inputs["residual"]),
+            )
+            for i, (name, shape, dtype) in enumerate(specs)
+        ],
+    )
+
+
+_declare_cases()

@@ -1,0 +1,313 @@
+"""Declared test cases: an op's tests as values, run against every backend it has.
+
+A :class:`Case` is a value known at collection time: a name, a seeded inputs factory, a
+reference and a comparator.  Ops declare theirs next to their definition::
+
+    declare_cases(rmsnorm, [Case("f16_2x3x100", inputs=..., reference=..., compare=allclose())])
+
+and one conformance test runs every declared case against every backend the op registers
+(read from ``op.backend_checks`` at collection time, so a backend added later is covered
+with no new test code)::
+
+    @pytest.mark.parametrize("item", conformance_items(experimental=False), ids=str)
+    def test_conformance(item):
+        reason = item.run("cpu")          # None when it ran and matched
+        if reason is not None:
+            pytest.skip(reason)            # the backend's own checker said why not
+
+Comparators: :func:`allclose` (elementwise, tolerances per dtype) and
+:func:`rel_frobenius` (``||actual - expected||_F / ||expected||_F`` bounded per dtype), which
+is what a matmul wants: accumulation order moves single elements far more than the whole.
+
+This module imports torch only; no pytest, no Triton, no ``flashinfer.experimental``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .api_logging import ExperimentalWarning
+from .backend_dispatch import find_compute_capability
+
+__all__ = [
+    "ALLCLOSE_TOLERANCES",
+    "Case",
+    "ConformanceItem",
+    "FROBENIUS_BOUNDS",
+    "allclose",
+    "cases_for",
+    "conformance_items",
+    "declare_cases",
+    "declared_ops",
+    "rel_frobenius",
+    "support_reason",
+]
+
+Inputs = dict[str, Any]
+Comparator = Callable[[Any, Any], None]
+
+ALLCLOSE_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+"""Default ``(rtol, atol)`` per result dtype: about two units in the last place."""
+
+FROBENIUS_BOUNDS: dict[torch.dtype, float] = {
+    torch.float32: 1e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 1e-2,
+}
+"""Default relative Frobenius-error bound per result dtype."""
+
+
+# --------------------------------------------------------------------------------------
+# Comparators
+# --------------------------------------------------------------------------------------
+
+
+def _pairs(actual: Any, expected: Any, path: str = "result") -> Iterable[tuple[str, Any, Any]]:
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            raise AssertionError(f"{path}: expected {len(expected)} outputs, got {actual!r}")
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            yield from _pairs(a, e, f"{path}[{i}]")
+        return
+    if not isinstance(actual, torch.Tensor):
+        raise AssertionError(f"{path}: expected a tensor, got {type(actual).__name__}")
+    if actual.shape != expected.shape:
+        raise AssertionError(
+            f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        )
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{path}: dtype {actual.dtype}, expected {expected.dtype}")
+    yield path, actual, expected
+
+
+def allclose(
+    tolerances: Mapping[torch.dtype, tuple[float, float]] | None = None,
+) -> Comparator:
+    """Elementwise ``|actual - expected| <= atol + rtol * |expected|``, tolerances per dtype.
+
+    ``tolerances`` overrides entries of :data:`ALLCLOSE_TOLERANCES`.  Shapes and dtypes must
+    match exactly; tuples of outputs are compared element by element.
+    """
+    table = {**ALLCLOSE_TOLERANCES, **(tolerances or {})}
+
+    def compare(actual: Any, expected: Any) -> None:
+        for path, a, e in _pairs(actual, expected):
+            rtol, atol = table[e.dtype]
+            a64, e64 = a.detach().cpu().double(), e.detach().cpu().double()
+            bad = ~torch.isclose(a64, e64, rtol=rtol, atol=atol)
+            if bad.any():
+                err = (a64 - e64).abs()
+                idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+                raise AssertionError(
+                    f"{path}: {int(bad.sum())} of {bad.numel()} elements differ beyond "
+                    f"rtol={rtol}, atol={atol} ({e.dtype}); max abs error {err.max().item():.3g};"
+                    f" first at {idx}: {a64[idx].item()!r} vs expected {e64[idx].item()!r}"
+                )
+
+    compare.__qualname__ = f"allclose({table})"
+    return compare
+
+
+def rel_frobenius(bounds: Mapping[torch.dtype, float] | float | None = None) -> Comparator:
+    """``||actual - expected||_F <= bound * ||expected||_F``, the bound per result dtype.
+
+    A float applies to every dtype; a mapping overrides entries of :data:`FROBENIUS_BOUNDS`.
+    """
+    if isinstance(bounds, (int, float)):
+        table = dict.fromkeys(FROBENIUS_BOUNDS, float(bounds))
+    else:
+        table = {**FROBENIUS_BOUNDS, **(bounds or {})}
+
+    def compare(actual: Any, expected: Any) -> None:
+        for path, a, e in _pairs(actual, expected):
+            a64, e64 = a.detach().cpu().double(), e.detach().cpu().double()
+            if not torch.isfinite(a64).all():
+                raise AssertionError(f"{path}: result has non-finite values")
+            norm = e64.norm().item()
+            err = (a64 - e64).norm().item()
+            rel = err / norm if norm else err
+            if rel > table[e.dtype]:
+                raise AssertionError(
+                    f"{path}: relative Frobenius error {rel:.3g} exceeds {table[e.dtype]:g} "
+                    f"({e.dtype})"
+                )
+
+    compare.__qualname__ = f"rel_frobenius({table})"
+    return compare
+
+
+# --------------------------------------------------------------------------------------
+# Cases and their registry
+# --------------------------------------------------------------------------------------
+
+
+def _to_device(value: Any, device: torch.device | str) -> Any:
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _clone(value: Any) -> Any:
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+@dataclass(frozen=True)
+class Case:
+    """One declared test case of an op.
+
+    Attributes:
+        name: unique among the op's cases; part of the test id.
+        inputs: ``inputs(generator) -> {parameter: value}``, the op's keyword arguments
+            (without ``backend``), built on CPU from the seeded ``torch.Generator``; tensors
+            are moved to the test's device afterwards, so every device sees the same values.
+        reference: ``reference(**inputs) -> expected``, computed on a copy of the inputs
+            before the op runs (so in-place ops are fine).
+        compare: ``compare(actual, expected)`` raising ``AssertionError`` on a mismatch.
+        seed: seed of the generator handed to ``inputs``.
+        result: ``result(inputs, returned) -> actual``; by default the returned value.  An
+            in-place op returns what it wrote, e.g. ``lambda ins, _: ins["input"]``.
+    """
+
+    name: str
+    inputs: Callable[[torch.Generator], Inputs]
+    reference: Callable[..., Any]
+    compare: Comparator
+    seed: int = 0
+    result: Callable[[Inputs, Any], Any] | None = field(default=None)
+
+    def make_inputs(self, device: torch.device | str = "cpu") -> Inputs:
+        """The case's inputs on ``device``, freshly generated from the seed."""
+        generator = torch.Generator().manual_seed(self.seed)
+        return {k: _to_device(v, device) for k, v in self.inputs(generator).items()}
+
+
+_declared: dict[str, tuple[Any, list[Case]]] = {}
+
+
+def _op_key(op: Any) -> str:
+    return getattr(op, "api_key", None) or f"{op.__module__}.{op.__qualname__}"
+
+
+def declare_cases(op: Any, cases: Iterable[Case]) -> None:
+    """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function).
+
+    Call at import of the op's module.  Names must be unique per op; declaring again
+    replaces the op's cases (module reloads stay idempotent).
+    """
+    cases = list(cases)
+    names = [c.name for c in cases]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"declare_cases({_op_key(op)}): duplicate case names {dupes}")
+    _declared[_op_key(op)] = (op, cases)
+
+
+def cases_for(op: Any) -> list[Case]:
+    """The cases declared for ``op`` (empty if none)."""
+    entry = _declared.get(_op_key(op))
+    return list(entry[1]) if entry else []
+
+
+def declared_ops() -> list[Any]:
+    """Every op with declared cases, after importing all API modules, sorted by name."""
+    import flashinfer
+
+    flashinfer.load_all_apis()
+    return [_declared[k][0] for k in sorted(_declared)]
+
+
+# --------------------------------------------------------------------------------------
+# Conformance
+# --------------------------------------------------------------------------------------
+
+
+def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
+    """Why ``backend`` of ``op`` does not support ``inputs``, or ``None`` if it does.
+
+    Asks the backend's own capability declaration and support checker (the checker's
+    ``ValueError`` message is the reason), without running the op.  ``backend=None`` (a
+    plain API without backends) always returns ``None``.
+    """
+    if backend is None:
+        return None
+    bound = inspect.signature(op.__wrapped__).bind(**inputs, backend=backend)
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    cc = find_compute_capability(*args.values())
+    reason = op.backend_runnable_reason(backend, cc)
+    if reason is not None:
+        return f"{backend}: {reason}"
+    checker = op.backend_checks[backend]
+    params = inspect.signature(checker).parameters
+    try:
+        ok = checker(**{n: args[n] for n in params if n in args})
+    except ValueError as exc:
+        return f"{backend}: {exc}"
+    return None if ok else f"{backend}: support check returned False for these inputs"
+
+
+@dataclass(frozen=True)
+class ConformanceItem:
+    """One (op, backend, case) triple; ``backend`` is ``None`` for an API without backends."""
+
+    op: Any
+    backend: str | None
+    case: Case
+
+    @property
+    def experimental(self) -> bool:
+        """Whether the op is an experimental API or the backend an experimental backend."""
+        if getattr(self.op, "is_experimental", False):
+            return True
+        return self.backend is not None and self.op.is_experimental_backend(self.backend)
+
+    def __str__(self) -> str:
+        name = getattr(self.op, "api_name", None) or self.op.__name__
+        return f"{name}-{self.backend or 'api'}-{self.case.name}"
+
+    def run(self, device: torch.device | str = "cpu") -> str | None:
+        """Run the case on ``device``: ``None`` if it matched, the reason if unsupported.
+
+        Raises ``AssertionError`` when the result does not match the reference.  Experimental
+        warnings are silenced (running an experimental backend here is deliberate).
+        """
+        inputs = self.case.make_inputs(device)
+        reason = support_reason(self.op, self.backend, inputs)
+        if reason is not None:
+            return reason
+        expected = self.case.reference(**{k: _clone(v) for k, v in inputs.items()})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            if self.backend is None:
+                returned = self.op(**inputs)
+            else:
+                returned = self.op(**inputs, backend=self.backend)
+        actual = returned if self.case.result is None else self.case.result(inputs, returned)
+        self.case.compare(actual, expected)
+        return None
+
+
+def conformance_items(*, experimental: bool | None = None) -> list[ConformanceItem]:
+    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``.
+
+    ``experimental=False`` keeps stable backends of stable APIs, ``True`` keeps experimental
+    backends and experimental APIs, ``None`` keeps everything.
+    """
+    items = []
+    for op in declared_ops():
+        checks = getattr(op, "backend_checks", None)
+        backends: list[str | None] = list(checks) if checks else [None]
+        for backend in backends:
+            for case in cases_for(op):
+                item = ConformanceItem(op, backend, case)
+                if experimental is None or item.experimental == experimental:
+                    items.append(item)
+    return items
