@@ -75,7 +75,7 @@ def user_stacklevel() -> int:
     Counts frames from the caller of this function up to the first frame outside the
     ``flashinfer`` package.  Only called on the rare path that actually warns.
     """
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     level = 1
     while frame is not None and _is_internal_frame(frame):
         frame = frame.f_back
@@ -432,7 +432,7 @@ def _wrap_function(func: Callable[..., Any], info: ExperimentalInfo, name: str) 
 
 def _wrap_class(cls: type, info: ExperimentalInfo) -> type:
     flag = _new_flag()
-    original_init = cls.__init__
+    original_init = cls.__init__  # type: ignore[misc]
     feature = info.feature
     name = cls.__qualname__
 

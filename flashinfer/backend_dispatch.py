@@ -533,7 +533,7 @@ class BackendRequirementOp:
         ns["__name__"] = __name__
         fn = compile_function(lines, ns, f"<backend_requirement {self.api_key}>")
         fn.__name__ = self.api_name
-        fn.__qualname__ = f"{self.__qualname__}[dispatch]"
+        fn.__qualname__ = f"{self.__wrapped__.__qualname__}[dispatch]"
         return fn
 
     # ---- the reference path ------------------------------------------------------------
@@ -554,7 +554,7 @@ class BackendRequirementOp:
         api = self.api_name
         if self._state.dropped:
             self._state.dropped = ()
-        backend = bound.get("backend", "auto") if self.backend_checks else None
+        backend: str = bound.get("backend", "auto") if self.backend_checks else "auto"
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             raise BackendSupportedError(
                 f"{api} does not support backend {backend!r}. Available backends: "
