@@ -1,0 +1,67 @@
+"""Sphinx configuration of the flashinfer-gating documentation.
+
+Builds offline (no intersphinx) and on CPU: the doctest builder runs every example.
+Both builds run with warnings as errors: ``scripts/docs/build_docs.sh``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # document the checkout, also without `pip install -e .`
+
+# Examples run on CPU tensors; Triton kernels (if an example reaches one) run interpreted.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+# The examples show the default behaviour: the gate is off unless an example turns it on.
+os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)
+
+import flashinfer  # noqa: E402
+
+project = "flashinfer-gating"
+author = "flashinfer developers"
+copyright = "flashinfer developers"
+release = flashinfer.__version__
+version = release
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.doctest",
+    "myst_parser",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "requirements.txt"]
+
+# No network: intersphinx is deliberately not enabled.
+
+html_theme = "furo"
+html_title = f"flashinfer-gating {release}"
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"undoc-members": False}
+
+myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3
+
+# Every doctest group starts from the default state: gate unset, no "already warned" record.
+doctest_global_setup = """
+__name__ = "example"  # the module name that functions defined in examples report
+import os
+import warnings
+
+import torch
+
+import flashinfer
+
+os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)
+flashinfer.reset_experimental_warnings()
+"""
+doctest_global_cleanup = """
+os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)
+flashinfer.reset_experimental_warnings()
+"""
