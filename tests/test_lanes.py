@@ -1,0 +1,251 @@
+"""Every test file belongs to exactly one lane, and the marker slices partition the suite.
+
+Lanes (the commands CI runs):
+    stable        pytest tests/               (pytest.ini's norecursedirs skips tests/experimental)
+    experimental  pytest tests/experimental
+Slices within a lane: ``-m "not gpu"`` (CPU) and ``-m gpu`` (GPU) must be disjoint and
+together select everything the lane collects.
+
+Nothing is hard-coded: the files are globbed and the lanes are asked, through
+``pytest --collect-only`` subprocesses and a small probe plugin that records every test
+module pytest starts to collect (so a module that errors or skips at import still counts as
+collected by its lane) and the final item ids after marker selection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LANES = {"stable": "tests", "experimental": "tests/experimental"}
+# The "not gpu" run also yields everything the lane collects: selected plus deselected.
+SELECTIONS = {"cpu": "not gpu", "gpu": "gpu"}
+PROBE = textwrap.dedent(
+    """
+    import json
+    import os
+
+    import pytest
+
+    _modules = set()
+
+
+    def pytest_collectstart(collector):
+        if isinstance(collector, pytest.Module):
+            _modules.add(str(collector.path))
+
+
+    _deselected = []
+
+
+    def pytest_deselected(items):
+        _deselected.extend(item.nodeid for item in items)
+
+
+    def pytest_collection_finish(session):
+        data = {
+            "modules": sorted(_modules),
+            "items": [i.nodeid for i in session.items],
+            "deselected": _deselected,
+        }
+        with open(os.environ["LANE_PROBE_OUT"], "w", encoding="utf-8") as out:
+            json.dump(data, out)
+    """
+)
+
+
+@dataclass(frozen=True)
+class Collected:
+    modules: frozenset[str]  # paths relative to the project root
+    items: frozenset[str]  # selected by the marker expression
+    deselected: frozenset[str]
+
+    @property
+    def everything(self) -> frozenset[str]:
+        return self.items | self.deselected
+
+
+def _probe_dir(tmp: Path) -> Path:
+    probe = tmp / "probe"
+    probe.mkdir(exist_ok=True)
+    (probe / "lane_probe.py").write_text(PROBE, encoding="utf-8")
+    return probe
+
+
+def collect(project: Path, target: str, marker: str | None, tmp: Path, tag: str) -> Collected:
+    """Run ``pytest --collect-only`` on ``target`` from ``project`` and read the probe."""
+    out = tmp / f"{tag}.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    env["LANE_PROBE_OUT"] = str(out)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(_probe_dir(tmp)), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    cmd += ["-p", "lane_probe"]
+    if marker is not None:
+        cmd += ["-m", marker]
+    cmd.append(target)
+    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    # Exit 0, or 2 (a collection error in someone's test file: still collected by its lane),
+    # or 5 (nothing collected, e.g. a lane with no tests yet). Anything else is a failure to
+    # collect at all (a broken conftest.py, a bad option) and nothing can be proved.
+    if proc.returncode not in (0, 2, 5) or not out.exists():
+        pytest.fail(
+            f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    data = json.loads(out.read_text(encoding="utf-8"))
+    modules = frozenset(
+        Path(m).resolve().relative_to(project.resolve()).as_posix() for m in data["modules"]
+    )
+    return Collected(modules, frozenset(data["items"]), frozenset(data["deselected"]))
+
+
+def find_test_files(project: Path) -> set[str]:
+    """Every file under tests/ that pytest's default python_files patterns name."""
+    found = set()
+    for pattern in ("test_*.py", "*_test.py"):
+        for path in (project / "tests").rglob(pattern):
+            rel = path.relative_to(project)
+            if "__pycache__" in rel.parts or any(p.startswith(".") for p in rel.parts):
+                continue
+            found.add(rel.as_posix())
+    return found
+
+
+def collect_all(project: Path, tmp: Path) -> dict[tuple[str, str], Collected]:
+    jobs = {}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        for lane, target in LANES.items():
+            if not (project / target).is_dir():
+                continue
+            for sel, marker in SELECTIONS.items():
+                jobs[(lane, sel)] = pool.submit(
+                    collect, project, target, marker, tmp, f"{lane}-{sel}"
+                )
+        return {key: job.result() for key, job in jobs.items()}
+
+
+@pytest.fixture(scope="module")
+def repo_files_and_lanes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[set[str], dict[tuple[str, str], Collected]]:
+    # Other people add and remove tests while this runs: a file counts if it existed both
+    # before the lanes were collected and after.
+    before = find_test_files(REPO)
+    lanes = collect_all(REPO, tmp_path_factory.mktemp("lanes"))
+    return before & find_test_files(REPO), lanes
+
+
+@pytest.fixture(scope="module")
+def repo_lanes(
+    repo_files_and_lanes: tuple[set[str], dict[tuple[str, str], Collected]],
+) -> dict[tuple[str, str], Collected]:
+    return repo_files_and_lanes[1]
+
+
+def _empty() -> Collected:
+    return Collected(frozenset(), frozenset(), frozenset())
+
+
+# --------------------------------------------------------------------------------------------
+# The real suite
+
+
+def test_every_test_file_is_in_exactly_one_lane(
+    repo_files_and_lanes: tuple[set[str], dict[tuple[str, str], Collected]],
+) -> None:
+    files, repo_lanes = repo_files_and_lanes
+    assert "tests/test_lanes.py" in files
+    stable = repo_lanes.get(("stable", "cpu"), _empty()).modules
+    experimental = repo_lanes.get(("experimental", "cpu"), _empty()).modules
+    in_both = sorted(stable & experimental)
+    in_neither = sorted(files - stable - experimental)
+    assert not in_both, f"collected by both lanes: {in_both}"
+    assert not in_neither, f"collected by no lane: {in_neither}"
+    assert all(m.startswith("tests/experimental/") for m in experimental)
+    assert not any(m.startswith("tests/experimental/") for m in stable)
+
+
+def test_the_lanes_collect_disjoint_items(repo_lanes: dict[tuple[str, str], Collected]) -> None:
+    stable = repo_lanes.get(("stable", "cpu"), _empty()).everything
+    experimental = repo_lanes.get(("experimental", "cpu"), _empty()).everything
+    assert not stable & experimental
+
+
+@pytest.mark.parametrize("lane", list(LANES))
+def test_cpu_and_gpu_selections_partition_the_lane(
+    repo_lanes: dict[tuple[str, str], Collected], lane: str
+) -> None:
+    if (lane, "cpu") not in repo_lanes:
+        pytest.skip(f"{LANES[lane]} does not exist yet")
+    everything = repo_lanes[(lane, "cpu")].everything
+    cpu = repo_lanes[(lane, "cpu")].items
+    gpu = repo_lanes[(lane, "gpu")].items
+    assert not cpu & gpu, f"selected by both -m 'not gpu' and -m gpu: {sorted(cpu & gpu)}"
+    assert cpu | gpu == everything, f"selected by neither: {sorted(everything - cpu - gpu)}"
+
+
+# --------------------------------------------------------------------------------------------
+# The mechanism, on a synthetic project using the repository's own pytest.ini
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Iterator[Path]:
+    project = tmp_path / "project"
+    files = {
+        "tests/test_stable.py": "def test_a():\n    pass\n",
+        "tests/sub/test_nested.py": "def test_b():\n    pass\n",
+        # Only tests/experimental itself is a lane: a nested dir of that name is not.
+        "tests/sub/experimental/test_not_the_lane.py": "def test_c():\n    pass\n",
+        "tests/experimental/test_exp.py": (
+            "import pytest\n\n\n@pytest.mark.gpu\ndef test_gpu():\n    pass\n\n\n"
+            "def test_cpu():\n    pass\n"
+        ),
+        "tests/experimental/feature/test_deep.py": "def test_d():\n    pass\n",
+        "tests/experimental/feature/test_broken.py": "raise ImportError('mid-edit')\n",
+        "tests/experimental/test_skipped.py": (
+            "import pytest\n\npytest.skip('no backend', allow_module_level=True)\n"
+        ),
+    }
+    for rel, text in files.items():
+        path = project / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    shutil.copy(REPO / "pytest.ini", project / "pytest.ini")
+    yield project
+
+
+def test_norecursedirs_excludes_the_experimental_lane(synthetic: Path, tmp_path: Path) -> None:
+    lanes = collect_all(synthetic, tmp_path)
+    stable = lanes[("stable", "cpu")].modules
+    experimental = lanes[("experimental", "cpu")].modules
+    assert lanes[("stable", "gpu")].modules == stable
+    assert stable == {
+        "tests/test_stable.py",
+        "tests/sub/test_nested.py",
+        "tests/sub/experimental/test_not_the_lane.py",
+    }
+    assert experimental == {
+        "tests/experimental/test_exp.py",
+        "tests/experimental/feature/test_deep.py",
+        "tests/experimental/feature/test_broken.py",
+        "tests/experimental/test_skipped.py",
+    }
+    assert stable | experimental == find_test_files(synthetic)
+    assert lanes[("experimental", "gpu")].items == {"tests/experimental/test_exp.py::test_gpu"}
+    assert lanes[("experimental", "cpu")].items == {
+        "tests/experimental/test_exp.py::test_cpu",
+        "tests/experimental/feature/test_deep.py::test_d",
+    }
