@@ -1,0 +1,451 @@
+"""flashinfer.mm: validation, checker reasons, heuristic order, auto vs explicit, tactics,
+the autotuner call site, and the behaviour table of DESIGN.md section 1 through the real op.
+
+Numerical agreement of every backend with the reference on the declared cases is the
+conformance test's job (tests/test_conformance.py).  The split-K backend's own tests are in
+tests/experimental/test_splitk_gemm.py; the rows here exercise the *gate* around it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+import warnings
+
+import pytest
+import torch
+
+import flashinfer
+import flashinfer.gemm as gemm
+from flashinfer import BackendSupportedError, ExperimentalWarning, mm
+from flashinfer.autotuner import AutoTuner, autotune
+from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
+from flashinfer.experimental.splitk_gemm.support import check_splitk
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+
+def _rand(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _small_m_large_k(dtype=torch.float16):
+    """A shape every mm backend supports, split-K included (M <= 64, K >= 1024)."""
+    return _rand(4, 1024, dtype=dtype), _rand(1024, 16, dtype=dtype, seed=1)
+
+
+def _assert_mm_close(y, a, b, bound=2e-3):
+    ref = a.double() @ b.double()
+    assert ((y.double() - ref).norm() / ref.norm()).item() < bound
+
+
+@pytest.fixture
+def no_kernels(monkeypatch):
+    """Runners that fail loudly if reached: validation must reject before any kernel."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a backend ran although the inputs were invalid")
+
+    for name in gemm.MM_RUNNERS:
+        monkeypatch.setitem(gemm.MM_RUNNERS, name, boom)
+
+
+@pytest.fixture
+def clean_tuner():
+    tuner = AutoTuner.get()
+    tuner.clear()
+    yield tuner
+    tuner.clear()
+
+
+# ---- shared validation ----------------------------------------------------------------
+
+F16 = torch.float16
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch", "triton", "splitk"])
+@pytest.mark.parametrize(
+    "make, kwargs, match",
+    [
+        (lambda: (torch.ones(4), torch.ones(4, 2)), {}, r"a must be a 2-D matrix.*1-D"),
+        (lambda: (torch.ones(2, 4), torch.ones(1, 4, 2)), {}, r"b must be a 2-D.*torch.bmm"),
+        (lambda: (torch.ones(2, 4), torch.ones(5, 3)), {}, r"inner dimensions differ.*K=4.*K=5"),
+        (lambda: (torch.ones(2, 4), torch.ones(4, 3, dtype=F16)), {}, "a is float32 but b is"),
+        (lambda: (torch.ones(2, 4, dtype=torch.int8),) * 2, {}, "dtype int8"),
+        (lambda: (torch.ones(2, 4), torch.ones(4, 3, device="meta")), {}, "one device"),
+        (lambda: (torch.ones(2, 4), torch.ones(4, 3)), {"out_dtype": torch.int32}, "out_dtype="),
+        (lambda: (torch.ones(2, 4), torch.ones(4, 3)), {"out": torch.empty(3, 2)}, r"\(2, 3\)"),
+        (
+            lambda: (torch.ones(2, 4), torch.ones(4, 3)),
+            {"out": torch.empty(2, 3, dtype=F16)},
+            "out has dtype float16 but the result is float32",
+        ),
+        (
+            lambda: (torch.ones(2, 4, dtype=F16), torch.ones(4, 3, dtype=F16)),
+            {"out": torch.empty(2, 3), "out_dtype": torch.bfloat16},
+            "out has dtype float32 but the result is bfloat16",
+        ),
+        (
+            lambda: (torch.ones(2, 4), torch.ones(4, 3)),
+            {"out": torch.empty(2, 3, device="meta")},
+            "out is on meta",
+        ),
+    ],
+)
+def test_malformed_inputs_raise_before_any_kernel(no_kernels, backend, make, kwargs, match):
+    a, b = make()
+    with pytest.raises(ValueError, match=match):
+        mm(a, b, backend=backend, **kwargs)
+
+
+def test_out_aliasing_an_input_is_rejected(no_kernels):
+    buf = torch.zeros(4, 4)
+    with pytest.raises(ValueError, match="shares memory with an input"):
+        mm(buf, torch.ones(4, 4), out=buf)
+
+
+def test_unknown_backend_lists_the_real_ones():
+    with pytest.raises(BackendSupportedError, match="'torch', 'triton', 'splitk', or 'auto'"):
+        mm(torch.ones(2, 2), torch.ones(2, 2), backend="cublas")
+
+
+# ---- semantics ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_backends_match_the_reference(backend, dtype):
+    a, b = _rand(19, 37, dtype=dtype), _rand(37, 21, dtype=dtype, seed=1)
+    y = mm(a, b, backend=backend)
+    assert y.shape == (19, 21) and y.dtype == dtype
+    _assert_mm_close(y, a, b, bound=1e-2)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_fp32_accumulation_of_fp16_inputs(backend):
+    # 4096 ones summed in fp16 stall at 2048 (2048 + 1 rounds back to 2048); fp32 does not.
+    a, b = torch.ones(2, 4096, dtype=F16), torch.ones(4096, 16, dtype=F16)
+    assert torch.equal(mm(a, b, backend=backend), torch.full((2, 16), 4096.0, dtype=F16))
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_out_dtype_and_out(backend):
+    a, b = _rand(8, 24, dtype=torch.bfloat16), _rand(24, 8, dtype=torch.bfloat16, seed=1)
+    y = mm(a, b, out_dtype=torch.float32, backend=backend)
+    assert y.dtype == torch.float32
+    _assert_mm_close(y, a, b, bound=1e-6)  # exact products of bf16 values, fp32 sums
+    out = torch.empty(8, 8, dtype=torch.float32)
+    assert mm(a, b, out=out, out_dtype=torch.float32, backend=backend) is out
+    torch.testing.assert_close(out, y)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_strided_inputs(backend):
+    a = _rand(20, 10).t()  # (10, 20), column-major
+    b = _rand(40, 12)[::2]  # (20, 12), row stride 24
+    _assert_mm_close(mm(a, b, backend=backend), a, b, bound=1e-6)
+
+
+def test_empty_sizes():
+    y = mm(torch.ones(0, 4), torch.ones(4, 3))
+    assert y.shape == (0, 3) and mm.suitable_auto_backends == ["torch"]
+    with pytest.raises(ValueError, match="output is empty"):
+        mm(torch.ones(0, 4), torch.ones(4, 3), backend="triton")
+    for backend in ("torch", "triton"):  # K = 0: a sum of nothing
+        assert torch.equal(
+            mm(torch.ones(2, 0), torch.ones(0, 3), backend=backend), torch.zeros(2, 3)
+        )
+
+
+def test_auto_matches_every_stable_backend():
+    a, b = _rand(16, 48, dtype=F16), _rand(48, 24, dtype=F16, seed=1)
+    auto = mm(a, b)
+    for backend in mm.stable_backends:
+        torch.testing.assert_close(mm(a, b, backend=backend), auto, rtol=2e-3, atol=2e-3)
+
+
+# ---- support checkers -------------------------------------------------------------------
+
+
+def test_triton_on_cpu_needs_the_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    a, b = _small_m_large_k()
+    for backend in ("triton", "splitk"):
+        with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+            mm(a, b, backend=backend)
+    mm(a, b)
+    assert mm.suitable_auto_backends == ["torch"]
+
+
+def test_checkers_declare_capabilities_and_split_k_is_marked():
+    assert gemm._check_torch._supports_cpu and gemm._check_triton._supports_cpu
+    assert mm.experimental_backends == {"splitk"}
+    assert mm.stable_backends == ("torch", "triton")
+    assert 75 not in check_splitk._supported_ccs  # bf16 tl.dot needs Ampere
+
+
+# ---- heuristic ------------------------------------------------------------------------
+
+
+def test_heuristic_on_cpu_is_torch_then_triton_then_split_k(monkeypatch):
+    a, b = _small_m_large_k()
+    mm(a, b)
+    assert mm.suitable_auto_backends == ["torch", "triton"]
+    monkeypatch.setenv(GATE, "1")
+    mm(a, b)
+    assert mm.suitable_auto_backends == ["torch", "triton", "splitk"]
+
+
+def test_heuristic_on_cuda_puts_split_k_first_then_cublas():
+    cuda_like = types.SimpleNamespace(is_cuda=True)
+    order = gemm._heuristic(["torch", "triton", "splitk"], cuda_like, None)
+    assert order == ["splitk", "torch", "triton"]
+    assert gemm._heuristic(["triton", "torch"], cuda_like, None) == ["torch", "triton"]
+
+
+# ---- tactics -----------------------------------------------------------------------------
+
+
+def test_triton_tactic_space_is_json_and_tactics_come_from_it():
+    runner = gemm.MM_RUNNERS["triton"]
+    space = runner.tactic_space()
+    assert json.loads(json.dumps(space)) == space
+    inputs = (_rand(40, 70), _rand(70, 50), None, None)
+    tactics = runner.tactics(inputs)
+    assert tactics and all(t in space for t in tactics)
+    assert tactics[0] == max(tactics, key=lambda t: t["BLOCK_M"] * t["BLOCK_N"])  # default
+    # Same power-of-two bucket, same tactics (a tuned tactic serves its whole bucket).
+    assert runner.tactics((_rand(64, 128), _rand(128, 64), None, None)) == tactics
+
+
+def test_every_valid_triton_tactic_is_correct():
+    a, b = _rand(40, 70, dtype=F16), _rand(70, 50, dtype=F16, seed=1)
+    runner = gemm.MM_RUNNERS["triton"]
+    for tactic in runner.tactics((a, b, None, None)):
+        _assert_mm_close(runner((a, b, None, None), tactic), a, b)
+
+
+def test_shared_memory_prunes_tactics():
+    space = gemm.MM_TRITON_TACTICS
+    roomy = gemm._triton_tactics(256, 256, 256, 4, None)
+    tight = gemm._triton_tactics(256, 256, 256, 4, 100 * 1024)
+    assert len(tight) < len(roomy)
+    for i in tight:
+        t = space[i]
+        assert (t["BLOCK_M"] + t["BLOCK_N"]) * t["BLOCK_K"] * 4 * t["num_stages"] <= 100 * 1024
+
+
+def test_an_unknown_tactic_is_refused():
+    with pytest.raises(ValueError, match="not a tactic of backend 'triton'"):
+        gemm.MM_RUNNERS["triton"]((torch.ones(2, 2), torch.ones(2, 2), None, None), {"BLOCK_M": 7})
+
+
+# ---- the autotuner call site ---------------------------------------------------------------
+
+
+def test_mm_is_registered_with_the_autotuner():
+    op, runners = AutoTuner.get().registered()["flashinfer.gemm.mm"]
+    assert op is mm and runners is gemm.MM_RUNNERS
+
+
+def test_auto_calls_go_through_the_autotuner_and_explicit_ones_do_not(monkeypatch):
+    seen = []
+    real_run = AutoTuner.run
+
+    def spy(self, op, runners, inputs):
+        seen.append((op, list(op.suitable_auto_backends)))
+        return real_run(self, op, runners, inputs)
+
+    monkeypatch.setattr(AutoTuner, "run", spy)
+    a, b = _rand(4, 8), _rand(8, 4)
+    mm(a, b)
+    assert seen == [(mm, ["torch", "triton"])]
+    mm(a, b, backend="triton")
+    assert len(seen) == 1
+
+
+def test_tuning_times_only_the_gate_allowed_candidates(monkeypatch, clean_tuner):
+    monkeypatch.setattr(clean_tuner, "warmup", 0)
+    monkeypatch.setattr(clean_tuner, "repeat", 1)
+    timed = []
+    for name, runner in list(gemm.MM_RUNNERS.items()):
+        monkeypatch.setitem(gemm.MM_RUNNERS, name, _SpyRunner(name, runner, timed))
+    a, b = _small_m_large_k()
+    with autotune():
+        y = mm(a, b)
+    _assert_mm_close(y, a, b)
+    assert set(timed) == {"torch", "triton"}
+    timed.clear()
+    clean_tuner.clear()
+    monkeypatch.setenv(GATE, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        with autotune():
+            mm(a, b)
+    assert set(timed) == {"torch", "triton", "splitk"}
+
+
+class _SpyRunner:
+    """Delegates to a real runner and records each run's backend name."""
+
+    def __init__(self, name, runner, log):
+        self.name, self.runner, self.log = name, runner, log
+
+    def tactic_space(self):
+        return self.runner.tactic_space()
+
+    def tactics(self, inputs):
+        return self.runner.tactics(inputs)
+
+    def __call__(self, inputs, tactic=None):
+        self.log.append(self.name)
+        return self.runner(inputs, tactic)
+
+
+# ---- the behaviour table, row by row (DESIGN.md section 1) ---------------------------------
+
+
+def test_row_auto_gate_off_lists_viable_experimental_backends_as_dropped(recwarn):
+    a, b = _small_m_large_k()
+    _assert_mm_close(mm(a, b), a, b)
+    assert mm.dropped_experimental_backends == ("splitk",)
+    assert "splitk" not in mm.suitable_auto_backends
+    mm(_rand(128, 64), _rand(64, 32))  # split-K does not fit: nothing dropped
+    assert mm.dropped_experimental_backends == ()
+    assert not [w for w in recwarn if issubclass(w.category, ExperimentalWarning)]
+
+
+def test_row_auto_gate_on_lets_split_k_join_without_warning_unless_picked(monkeypatch, recwarn):
+    monkeypatch.setenv(GATE, "1")
+    a, b = _small_m_large_k()
+    mm(a, b)
+    assert "splitk" in mm.suitable_auto_backends and mm.dropped_experimental_backends == ()
+    # On CPU torch is first, so split-K is a candidate but not picked: no warning.
+    assert not [w for w in recwarn if issubclass(w.category, ExperimentalWarning)]
+
+
+@pytest.mark.parametrize("gate", [None, "0", "1"])
+def test_row_explicit_split_k_runs_and_warns_once_per_op_and_backend(monkeypatch, gate):
+    if gate is not None:
+        monkeypatch.setenv(GATE, gate)
+    a, b = _small_m_large_k()
+    with pytest.warns(ExperimentalWarning, match="'splitk' was selected explicitly") as record:
+        y = mm(a, b, backend="splitk")
+    assert record[0].filename == __file__  # points at the caller's line
+    _assert_mm_close(y, a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        mm(a, b, backend="splitk")  # second time: silent
+
+
+def test_row_unrecognised_gate_value_is_off_and_warns_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(GATE, "yes")
+    a, b = _small_m_large_k()
+    with pytest.warns(RuntimeWarning, match=f"{GATE}='yes'.*Accepted values"):
+        mm(a, b)
+    assert mm.dropped_experimental_backends == ("splitk",)
+
+
+def _mm_without_reference():
+    """mm's real split-K checker and runner beside a stable backend that declines small M.
+
+    The real ``mm`` cannot reach the rows "only experimental backends fit" and "nothing
+    fits" on any machine: its torch reference accepts every valid input.  This op is mm
+    without the reference, with the Triton kernel restricted to large M (as a persistent
+    GEMM tuned for big batches would be), so both rows run through the real split-K
+    checker, gate and kernel.
+    """
+
+    @supported_compute_capability([80, 90], cpu=True)
+    def check_large_m(a, b):
+        if a.shape[0] <= 64:
+            raise ValueError(f"needs M > 64, got M={a.shape[0]}")
+        return gemm._check_triton(a, b)
+
+    @backend_requirement(
+        {"large_m": check_large_m, "splitk": check_splitk},
+        common_check=gemm._common_check,
+        heuristic_func=gemm._heuristic,
+    )
+    def mm_large_m(a, b, *, out=None, out_dtype=None, backend="auto"):
+        if backend == "auto":
+            backend = mm_large_m.suitable_auto_backends[0]
+        runner = gemm.MM_RUNNERS["triton" if backend == "large_m" else backend]
+        return runner((a, b, out, out_dtype))
+
+    return mm_large_m
+
+
+def test_row_only_experimental_fits_gate_off_names_the_variable():
+    op = _mm_without_reference()
+    with pytest.raises(BackendSupportedError) as info:
+        op(*_small_m_large_k())
+    message = str(info.value)
+    assert GATE in message and "backend='splitk'" in message
+    assert "needs M > 64" in message  # and why the stable backend declined
+
+
+def test_row_only_experimental_fits_gate_on_runs_it_and_warns_once(monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    op = _mm_without_reference()
+    a, b = _small_m_large_k()
+    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+        y = op(a, b)
+    assert record[0].filename == __file__
+    _assert_mm_close(y, a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        op(a, b)
+
+
+@pytest.mark.parametrize("gate", [None, "1"])
+def test_row_nothing_fits_lists_every_reason_without_the_variable(monkeypatch, gate):
+    if gate is not None:
+        monkeypatch.setenv(GATE, gate)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    op = _mm_without_reference()
+    with pytest.raises(BackendSupportedError) as info:
+        op(*_small_m_large_k())
+    message = str(info.value)
+    assert "large_m: support check rejected the inputs: needs M > 64" in message
+    assert "splitk: support check rejected the inputs: CPU tensors run Triton" in message
+    assert GATE not in message
+
+
+@pytest.mark.gpu
+def test_row_auto_gate_on_picks_split_k_on_cuda_and_warns(monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    a, b = (t.cuda() for t in _small_m_large_k())
+    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+        y = mm(a, b)
+    assert mm.suitable_auto_backends[0] == "splitk"
+    _assert_mm_close(y.cpu(), a.cpu(), b.cpu())
+
+
+# ---- packaging ------------------------------------------------------------------------------
+
+
+def test_mm_is_a_recorded_stable_api():
+    names = {r.name for r in flashinfer.api_inventory(experimental=False)}
+    assert "flashinfer.gemm.mm" in names and flashinfer.mm is mm
+
+
+def test_imports_stay_light():
+    code = (
+        "import sys, torch, flashinfer\n"
+        "assert 'flashinfer.gemm' not in sys.modules\n"
+        "assert 'flashinfer.experimental' not in sys.modules\n"
+        "flashinfer.mm(torch.ones(2, 2), torch.ones(2, 2))\n"
+        "assert 'triton' not in sys.modules, 'triton imported before a Triton kernel ran'\n"
+        "assert 'flashinfer.experimental.splitk_gemm.support' in sys.modules\n"
+        "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
+        "flashinfer.mm(torch.ones(2, 2), torch.ones(2, 2), backend='triton')\n"
+        "assert 'triton' in sys.modules\n"
+        "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
