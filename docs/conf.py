@@ -29,6 +29,7 @@ version = release
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.doctest",
+    "sphinx.ext.napoleon",  # the operators' docstrings use Google style (Args:, Returns:)
     "myst_parser",
 ]
 

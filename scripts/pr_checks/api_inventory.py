@@ -148,6 +148,13 @@ def _load(modules: Iterable[str] | None) -> list[str]:
     return notes
 
 
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def check(
     docs_api: Path, display_root: Path, modules: Sequence[str] | None = None
 ) -> tuple[list[str], list[str]]:
@@ -217,7 +224,7 @@ def check(
         if not any(id(layer) in documented for layer in chain(obj)):
             problems.append(
                 f"{name}: stable API missing from the API reference; add an autodoc entry "
-                f"(e.g. `.. autofunction:: {name}`) under {docs_api.name}/"
+                f"(e.g. `.. autofunction:: {name}`) under {_shown(docs_api, display_root)}/"
             )
     return problems, notes
 
