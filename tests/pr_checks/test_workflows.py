@@ -24,7 +24,7 @@ def _tool_path() -> str:
     return os.pathsep.join([scripts, os.environ.get("PATH", "")])
 
 
-def test_run_actionlint() -> None:
+def _run_actionlint(script: Path) -> subprocess.CompletedProcess[str]:
     path = _tool_path()
     missing = [t for t in ("actionlint", "shellcheck") if shutil.which(t, path=path) is None]
     if missing:
@@ -32,16 +32,38 @@ def test_run_actionlint() -> None:
             f"{' and '.join(missing)} not installed (run_actionlint.sh installs them from PyPI)"
         )
     env = {**os.environ, "PATH": path, "PYTHON": sys.executable}
-    proc = subprocess.run(
-        ["bash", str(RUN_ACTIONLINT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        env=env,
+    return subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, timeout=300, env=env
     )
+
+
+def test_run_actionlint() -> None:
+    proc = _run_actionlint(RUN_ACTIONLINT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "clean" in proc.stdout
+
+
+BAD_WORKFLOW = """\
+on: issue_comment
+jobs:
+  bad:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo ${{ github.event.comment.body }}
+      - run: pytest $TEST_PATH
+"""
+
+
+def test_run_actionlint_fails_on_findings(tmp_path: Path) -> None:
+    script = tmp_path / "scripts" / "pr_checks" / "run_actionlint.sh"
+    script.parent.mkdir(parents=True)
+    shutil.copy(RUN_ACTIONLINT, script)
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "bad.yml").write_text(BAD_WORKFLOW)
+    proc = _run_actionlint(script)
+    assert proc.returncode != 0
+    assert "untrusted" in proc.stdout  # expression injection
+    assert "SC2086" in proc.stdout  # shellcheck: unquoted expansion
 
 
 def _steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
