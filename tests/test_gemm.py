@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import flashinfer
+import flashinfer.backend_dispatch as dispatch
 import flashinfer.gemm as gemm
 from flashinfer import BackendSupportedError, ExperimentalWarning, mm
 from flashinfer.autotuner import AutoTuner, autotune
@@ -40,6 +41,12 @@ def _small_m_large_k(dtype=torch.float16):
 def _assert_mm_close(y, a, b, bound=2e-3):
     ref = a.double() @ b.double()
     assert ((y.double() - ref).norm() / ref.norm()).item() < bound
+
+
+@pytest.fixture(autouse=True)
+def _isolated_op_registry(monkeypatch):
+    """Ops built by a test stay out of the process-wide registry (CLI listings etc.)."""
+    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
 
 
 @pytest.fixture
