@@ -19,6 +19,7 @@ from .tuner import (
     Choice,
     ProgressCallback,
     TunableRunner,
+    TuningRecord,
     autotune,
     is_tuning,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "ProgressCallback",
     "SCHEMA_VERSION",
     "TunableRunner",
+    "TuningRecord",
     "autotune",
     "bucket_dim",
     "is_tuning",

@@ -77,17 +77,24 @@ def _device_type(x: torch.Tensor) -> str:
     return "cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type
 
 
+# Types that are certainly not tensors: ``isinstance(x, torch.Tensor)`` goes through
+# torch's metaclass and costs ~0.5 us when the answer is no, so these are sorted out first.
+_NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.device})
+
+
 def make_key(api_key: str, inputs: tuple) -> Key:
     """The tuning key of one call (see the module docstring).
 
-    On the hot path of every tuned call, hence written for speed: attribute reads that are
-    cheap on tensors (``is_cuda`` rather than ``device.type``) and a memo of shape buckets.
+    On the hot path of every tuned call, hence written for speed: ``type(x) is Tensor``
+    before ``isinstance`` (torch's metaclass makes a negative ``isinstance`` slow), cheap
+    tensor attributes (``is_cuda`` rather than ``device.type``) and a memo of shape buckets.
     """
     parts = []
     first = None
     get_bucket = _SHAPE_BUCKETS.get
     for x in inputs:
-        if isinstance(x, _Tensor):
+        tp = type(x)
+        if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
             shape = x.shape
             bucket = get_bucket(shape)
             if bucket is None:
@@ -95,7 +102,7 @@ def make_key(api_key: str, inputs: tuple) -> Key:
             parts.append((bucket, x.dtype))
             if first is None:
                 first = x
-        elif x is None or isinstance(x, _dtype):
+        elif x is None or tp is _dtype:
             parts.append(x)
         else:
             parts.append(...)

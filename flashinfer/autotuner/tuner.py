@@ -57,6 +57,7 @@ __all__ = [
     "Choice",
     "ProgressCallback",
     "TunableRunner",
+    "TuningRecord",
     "autotune",
     "is_tuning",
 ]
@@ -99,6 +100,14 @@ class Choice(NamedTuple):
     median_s: float
 
 
+class TuningRecord(NamedTuple):
+    """What the last tuning-mode call of this thread did (see :meth:`AutoTuner.last_tuning`)."""
+
+    key: Key
+    choice: Choice | None  # None: nothing could be timed, the default ran
+    timed: bool  # False: the key was already tuned (e.g. loaded from a cache file)
+
+
 _tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
 _progress: ContextVar[ProgressCallback | None] = ContextVar(
     "flashinfer_autotune_progress", default=None
@@ -135,6 +144,7 @@ class AutoTuner:
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[BackendRequirementOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._tune_lock = threading.RLock()
         #: Untimed calls before timing, and timed calls (the median is kept).
         self.warmup = 1
@@ -193,8 +203,10 @@ class AutoTuner:
         key = make_key(op.api_key, inputs)
         if _tuning.get():
             choice = self._best.get(key)
-            if choice is None or choice.backend not in candidates:
+            timed = choice is None or choice.backend not in candidates
+            if timed:
                 choice = self._tune(op, runners, inputs, key, candidates)
+            self._local.last = TuningRecord(key, choice, timed)
         else:
             choice = self._best.get(key)
         if choice is not None and choice.backend in candidates:
@@ -271,6 +283,11 @@ class AutoTuner:
             return best
 
     # ---- inspecting and editing the results -------------------------------------------
+
+    def last_tuning(self) -> TuningRecord | None:
+        """The key, choice and whether timing happened, of this thread's last call made
+        inside ``autotune()`` (None before any).  Not recorded outside tuning."""
+        return getattr(self._local, "last", None)
 
     def choice(self, key: Key) -> Choice | None:
         """The tuned choice of ``key``, if any."""
