@@ -1,0 +1,91 @@
+"""Small fake tunable ops for the autotuner tests (not a test module).
+
+``make_op`` builds an op through the real dispatcher (``backend_requirement``) with one
+counting runner per backend, registers it with the autotuner and returns it.  Each call
+gets a unique qualified name, so tests never share tuned keys.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+
+from flashinfer.autotuner import AutoTuner
+from flashinfer.backend_dispatch import (
+    backend_requirement,
+    experimental_backend,
+    supported_compute_capability,
+)
+
+_ids = itertools.count()
+
+
+class FakeRunner:
+    """Counts calls; tactic ``t`` sleeps ``delays.get(t, 0)`` seconds; ``fail`` tactics raise."""
+
+    def __init__(
+        self,
+        name: str,
+        space: Sequence[Any] = (None,),
+        delays: dict[Any, float] | None = None,
+        fail: Iterable[Any] = (),
+    ) -> None:
+        self.name = name
+        self.space = list(space)
+        self.delays = delays or {}
+        self.fail = list(fail)
+        self.calls: list[Any] = []
+        self.tactics_calls = 0
+
+    def tactic_space(self) -> Sequence[Any]:
+        return self.space
+
+    def tactics(self, inputs: tuple) -> Sequence[Any]:
+        self.tactics_calls += 1
+        return self.space
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> Any:
+        self.calls.append(tactic)
+        if tactic in self.fail:
+            raise RuntimeError(f"{self.name} tactic {tactic!r} failed")
+        delay = self.delays.get(tactic, 0.0)
+        if delay:
+            time.sleep(delay)
+        return (self.name, tactic)
+
+
+def make_op(
+    runners: dict[str, FakeRunner],
+    *,
+    experimental: Iterable[str] = (),
+    supports: Callable[[str, torch.Tensor], bool] | None = None,
+    register: bool = True,
+) -> Any:
+    """A fake op ``op(x, backend="auto")`` whose backends are ``runners``' keys."""
+    experimental = set(experimental)
+    n = next(_ids)
+    checks = {}
+    for name in runners:
+
+        def check(x: torch.Tensor, backend: str = "auto", *, _n: str = name) -> bool:
+            return supports is None or supports(_n, x)
+
+        check = supported_compute_capability([80, 90], cpu=True)(check)
+        if name in experimental:
+            check = experimental_backend(owner="@tests", tracking_issue=3)(check)
+        checks[name] = check
+
+    def fake(x: torch.Tensor, backend: str = "auto") -> Any:
+        if backend == "auto":
+            return AutoTuner.get().run(op, runners, (x,))
+        return runners[backend]((x,))
+
+    fake.__name__ = fake.__qualname__ = f"fake_op_{n}"
+    op = backend_requirement(checks)(fake)
+    if register:
+        AutoTuner.register(op, runners)
+    return op
