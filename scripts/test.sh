@@ -18,9 +18,12 @@ python -m pytest tests/experimental -q -p no:cacheprovider
 
 step "repository checks: scripts/pr_checks"
 python scripts/pr_checks/experimental_test_scope.py --selftest
+# The template ships its experimental-tests block with commented examples only: untouched,
+# it must be rejected as invalid input (exit 2), not crash (exit 1) or pass (exit 0).
+rc=0
 python scripts/pr_checks/experimental_test_scope.py \
-  --body-file .github/pull_request_template.md --test-path >/dev/null 2>&1 \
-  && { echo "the PR template's untouched experimental-tests block must fail validation"; exit 1; }
+  --body-file .github/pull_request_template.md --test-path >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "untouched experimental-tests block must exit 2, got $rc"; exit 1; }
 python scripts/pr_checks/containment.py
 python scripts/pr_checks/api_inventory.py
 python scripts/pr_checks/experimental_lifecycle.py
