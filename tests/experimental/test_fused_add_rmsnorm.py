@@ -1,0 +1,132 @@
+"""The experimental API flashinfer.fused_add_rmsnorm (thin entry point in
+flashinfer/fused_norm.py, implementation in flashinfer/experimental/fused_add_rmsnorm)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import flashinfer
+from flashinfer import ExperimentalWarning, fused_add_rmsnorm, rmsnorm
+from flashinfer.experimental.fused_add_rmsnorm import kernel_unsupported_reason
+
+pytestmark = pytest.mark.experimental
+
+
+def _rand(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _unfused(x, r, w, eps=1e-6):
+    r = r.clone()
+    r.add_(x)
+    return rmsnorm(r, w, eps, backend="torch"), r
+
+
+@pytest.fixture
+def quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        yield
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [96, 5000])  # one block / two passes
+def test_equals_the_unfused_composition(quiet, dtype, hidden):
+    """The residual sum bit for bit; the norm up to summation order (one ulp)."""
+    x, r, w = _rand(3, hidden, dtype=dtype), _rand(3, hidden, dtype=dtype, seed=1), _rand(hidden)
+    w = w.to(dtype)
+    expected_x, expected_r = _unfused(x, r, w)
+    assert kernel_unsupported_reason(x, r, w) is None  # the Triton kernel runs (interpreter)
+    assert fused_add_rmsnorm(x, r, w) is None
+    assert torch.equal(r, expected_r)
+    ulp = {torch.float32: 2e-7, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+    torch.testing.assert_close(x, expected_x, rtol=ulp, atol=ulp)
+
+
+def test_torch_path_when_the_kernel_cannot_run(quiet, monkeypatch):
+    x, r, w = _rand(4, 32), _rand(4, 32, seed=1), torch.ones(32)
+    expected = _unfused(x, r, w)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert "TRITON_INTERPRET" in kernel_unsupported_reason(x, r, w)
+    fused_add_rmsnorm(x, r, w)
+    torch.testing.assert_close((x, r), expected)
+
+
+def test_non_contiguous_rows_use_the_torch_path(quiet):
+    x, r = _rand(32, 4).t(), _rand(32, 4, seed=1).t()  # (4, 32), last-dim stride 4
+    w = torch.ones(32)
+    expected = _unfused(x.clone(), r.clone(), w)
+    assert "contiguous last dimension" in kernel_unsupported_reason(x, r, w)
+    fused_add_rmsnorm(x, r, w)
+    torch.testing.assert_close((x, r), expected)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((torch.ones(2, 4), torch.ones(2, 5), torch.ones(4)), "residual has shape"),
+        ((torch.ones(2, 4), torch.ones(2, 4), torch.ones(5)), "weight must be 1-D"),
+        ((torch.ones(2, 4), torch.ones(2, 4).half(), torch.ones(4)), "residual has dtype"),
+        ((torch.ones(2, 4).double(),) * 2 + (torch.ones(4).double(),), "not supported"),
+        ((torch.ones(2, 4), torch.ones(2, 4, device="meta"), torch.ones(4)), "is on meta"),
+        ((torch.tensor(1.0), torch.tensor(1.0), torch.ones(1)), "at least one dimension"),
+    ],
+)
+def test_malformed_inputs_raise_before_anything_is_written(quiet, args, match):
+    before = [a.clone() if a.device.type != "meta" else None for a in args]
+    with pytest.raises(ValueError, match=match):
+        fused_add_rmsnorm(*args)
+    for a, b in zip(args, before, strict=True):
+        if b is not None:
+            assert torch.equal(a, b)
+
+
+def test_aliased_input_and_residual_are_refused(quiet):
+    x = torch.ones(2, 4)
+    with pytest.raises(ValueError, match="share memory"):
+        fused_add_rmsnorm(x, x, torch.ones(4))
+
+
+def test_bad_eps(quiet):
+    with pytest.raises(ValueError, match="eps"):
+        fused_add_rmsnorm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4), -1.0)
+
+
+def test_warns_once_at_the_callers_line_and_always_runs(monkeypatch):
+    monkeypatch.setenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", "0")  # never read
+    x, r, w = torch.ones(2, 4), torch.zeros(2, 4), torch.ones(4)
+    with pytest.warns(ExperimentalWarning, match="fused_add_rmsnorm.*experimental API") as rec:
+        fused_add_rmsnorm(x, r, w)
+    assert len(rec) == 1 and rec[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        fused_add_rmsnorm(x, r, w)
+
+
+def test_marker_metadata_and_inventory():
+    assert fused_add_rmsnorm.is_experimental
+    info = fused_add_rmsnorm.experimental_info
+    assert info.feature == "fused_add_rmsnorm" and info.owner and info.graduate_by
+    assert "Experimental API" in fused_add_rmsnorm.__doc__
+    names = {r.name for r in flashinfer.api_inventory(experimental=True)}
+    assert "flashinfer.fused_norm.fused_add_rmsnorm" in names
+
+
+def test_the_entry_point_imports_the_implementation_only_when_called():
+    code = (
+        "import sys, warnings, torch\n"
+        "import flashinfer.fused_norm\n"
+        "assert 'flashinfer.experimental' not in sys.modules\n"
+        "warnings.simplefilter('ignore')\n"
+        "flashinfer.fused_add_rmsnorm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4))\n"
+        "assert 'flashinfer.experimental.fused_add_rmsnorm' in sys.modules\n"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
