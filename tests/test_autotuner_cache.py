@@ -1,0 +1,432 @@
+"""Persisted autotune results: format, every skip reason and its single warning, corrupt
+files, atomic and concurrent saves, and ``autotune(cache=...)``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from autotuner_fakes import FakeRunner, make_op
+
+from flashinfer.autotuner import (
+    SCHEMA_VERSION,
+    AutotuneCacheWarning,
+    AutoTuner,
+    autotune,
+    load_configs,
+    make_key,
+    save_configs,
+)
+from flashinfer.autotuner import cache as cache_module
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def fast_tuner():
+    tuner = AutoTuner.get()
+    saved = (tuner.warmup, tuner.repeat)
+    tuner.warmup, tuner.repeat = 0, 1
+    tuner.clear()
+    yield tuner
+    tuner.warmup, tuner.repeat = saved
+    tuner.clear()
+
+
+def tuned_op(monkeypatch=None):
+    """An op with stable 'a' (tuple tactics), stable 'b', experimental 'exp'; 'a' wins."""
+    runners = {
+        "a": FakeRunner("a", [(64, 2), (32, 4)], delays={(32, 4): 0.002}),
+        "b": FakeRunner("b", [None], delays={None: 0.004}),
+        "exp": FakeRunner("exp", [None], delays={None: 0.004}),
+    }
+    return make_op(runners, experimental={"exp"}), runners
+
+
+def entry(target, backend, tactic, shape=(4,), **over):
+    e = {
+        "op": target.api_key,
+        "inputs": [{"shape": list(shape), "dtype": "float32"}],
+        "device": "cpu",
+        "compute_capability": None,
+        "backend": backend,
+        "tactic": tactic,
+        "median_ms": 1.0,
+        "experimental": False,
+    }
+    e.update(over)
+    return e
+
+
+def write(path, entries, version=SCHEMA_VERSION):
+    path.write_text(json.dumps({"schema_version": version, "entries": entries}))
+
+
+def key(op, n=4):
+    return make_key(op.api_key, (torch.zeros(n),))
+
+
+# --------------------------------------------------------------------------------------
+# Round trip and format
+# --------------------------------------------------------------------------------------
+
+
+def test_round_trip_is_readable_versioned_json(tmp_path):
+    op, _ = tuned_op()
+    with autotune():
+        assert op(torch.zeros(3)) == ("a", (64, 2))
+    path = tmp_path / "tuned.json"
+    assert save_configs(path) == 1
+    text = path.read_text()
+    doc = json.loads(text)
+    assert doc["schema_version"] == 1
+    (e,) = doc["entries"]
+    assert e["op"] == op.api_key and e["backend"] == "a" and e["tactic"] == [64, 2]
+    assert e["inputs"] == [{"shape": [4], "dtype": "float32"}] and e["device"] == "cpu"
+    assert e["experimental"] is False and e["median_ms"] > 0
+    assert "\n" in text and "pickle" not in text  # human-readable, one entry per line
+    AutoTuner.get().clear()
+    report = load_configs(path)
+    assert report.loaded == 1 and report.skipped == {}
+    # The tuple tactic comes back as the runner's own object, not a JSON list.
+    assert AutoTuner.get().choice(key(op)).tactic == (64, 2)
+
+
+def test_loaded_choice_is_used_without_timing(tmp_path):
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [32, 4])])
+    load_configs(path)
+    assert op(torch.zeros(4)) == ("a", (32, 4))
+    assert runners["a"].calls == [(32, 4)] and runners["a"].tactics_calls == 0
+
+
+def test_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_configs(tmp_path / "nope.json")
+
+
+# --------------------------------------------------------------------------------------
+# Skip reasons, one warning
+# --------------------------------------------------------------------------------------
+
+
+def test_experimental_entry_skipped_with_gate_off_stable_choice_used(tmp_path):
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "exp", None, experimental=True)])
+    with pytest.warns(AutotuneCacheWarning) as record:
+        report = load_configs(path)
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "Skipped 1 of 1 entries" in message
+    assert f"1 name an experimental backend while {GATE} is not 1" in message
+    assert report.loaded == 0 and report.total_skipped == 1
+    assert op(torch.zeros(4)) == ("a", None)  # the stable default, no timing
+    assert runners["exp"].calls == []
+
+
+def test_experimental_entry_used_with_gate_on(tmp_path, monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "exp", None, experimental=True)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutotuneCacheWarning)
+        assert load_configs(path).loaded == 1
+    from flashinfer.api_logging import ExperimentalWarning
+
+    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+        assert op(torch.zeros(4)) == ("exp", None)
+
+
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (lambda op: entry(op, "gone", None), "1 name a backend that no longer exists ('gone'"),
+        (lambda op: entry(op, "a", [16, 16]), "1 name a tactic that no longer exists ([16, 16]"),
+        (
+            lambda op: entry(op, "a", [64, 2], op="tests.nowhere.op"),
+            "1 name an op that is unknown or not autotunable (tests.nowhere.op)",
+        ),
+        (lambda op: {"op": op.api_key, "backend": "a"}, "1 are malformed"),
+        (
+            lambda op: entry(op, "a", [64, 2], inputs=[{"shape": [4], "dtype": "float99"}]),
+            "1 are malformed",
+        ),
+        (lambda op: "not an object", "1 are malformed"),
+    ],
+)
+def test_each_skip_reason(tmp_path, bad, reason):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [64, 2], shape=(8,)), bad(op)])
+    with pytest.warns(AutotuneCacheWarning) as record:
+        report = load_configs(path)
+    assert len(record) == 1
+    assert "Skipped 1 of 2 entries" in str(record[0].message)
+    assert reason in str(record[0].message)
+    assert report.loaded == 1
+    assert AutoTuner.get().choice(key(op, 8)).backend == "a"
+
+
+def test_other_schema_version_skips_everything(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [64, 2]), entry(op, "b", None, shape=(8,))], version=2)
+    with pytest.warns(AutotuneCacheWarning) as record:
+        report = load_configs(path)
+    assert len(record) == 1
+    assert "Skipped 2 of 2 entries" in str(record[0].message)
+    assert "2 come from schema version 2 (this flashinfer reads 1)" in str(record[0].message)
+    assert report.loaded == 0 and AutoTuner.get().choices() == {}
+
+
+def test_mixed_file_gives_one_warning_grouped_by_reason(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    write(
+        path,
+        [
+            entry(op, "a", [64, 2]),
+            entry(op, "exp", None, shape=(8,)),
+            entry(op, "exp", None, shape=(16,)),
+            entry(op, "gone", None, shape=(32,)),
+            entry(op, "a", [1, 1], shape=(64,)),
+            entry(op, "a", [64, 2], op="x.y"),
+        ],
+    )
+    with pytest.warns(AutotuneCacheWarning) as record:
+        report = load_configs(path)
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert message.startswith(f"Skipped 5 of 6 entries of the autotune cache {str(path)!r}: ")
+    for part in (
+        f"2 name an experimental backend while {GATE} is not 1",
+        "1 name a backend that no longer exists",
+        "1 name a tactic that no longer exists",
+        "1 name an op that is unknown or not autotunable",
+        "Loaded 1",
+    ):
+        assert part in message
+    assert record[0].filename == __file__  # points at the caller's line
+    assert report.loaded == 1 and report.total_skipped == 5
+
+
+# --------------------------------------------------------------------------------------
+# Corrupt and truncated files
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"{ this is not json", b"\xff\xfe\x00garbage", b"[1, 2, 3]", b'{"entries": []}', b""],
+    ids=["garbage", "binary", "list", "no-version", "empty"],
+)
+def test_corrupt_file_warns_and_loads_nothing(tmp_path, content):
+    op, _ = tuned_op()
+    with autotune():
+        op(torch.zeros(4))
+    before = AutoTuner.get().choices()
+    path = tmp_path / "c.json"
+    path.write_bytes(content)
+    with pytest.warns(AutotuneCacheWarning, match="Could not read the autotune cache") as rec:
+        report = load_configs(path)
+    assert len(rec) == 1 and rec[0].filename == __file__
+    assert report.loaded == 0 and report.error
+    assert AutoTuner.get().choices() == before
+    assert op(torch.zeros(4))[0] == "a"  # calls still work
+
+
+def test_truncated_file_warns_and_loads_nothing(tmp_path):
+    op, _ = tuned_op()
+    with autotune():
+        op(torch.zeros(4))
+        op(torch.zeros(40))
+    path = tmp_path / "c.json"
+    save_configs(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    AutoTuner.get().clear()
+    with pytest.warns(AutotuneCacheWarning, match="corrupt or truncated"):
+        assert load_configs(path).loaded == 0
+    assert AutoTuner.get().choices() == {}
+    assert op(torch.zeros(4)) == ("a", None)
+
+
+def test_autotune_cache_with_corrupt_file_does_not_crash(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    path.write_text("{nope")
+    with pytest.warns(AutotuneCacheWarning):
+        with autotune(cache=path):
+            op(torch.zeros(4))
+    assert json.loads(path.read_text())["entries"][0]["backend"] == "a"  # replaced
+
+
+# --------------------------------------------------------------------------------------
+# Atomic and concurrent saves
+# --------------------------------------------------------------------------------------
+
+
+def _leftovers(directory):
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_crash_mid_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    op, _ = tuned_op()
+    with autotune():
+        op(torch.zeros(4))
+    path = tmp_path / "c.json"
+    save_configs(path)
+    original = path.read_bytes()
+    with autotune():
+        op(torch.zeros(40))
+
+    real_fdopen = os.fdopen
+
+    class HalfWriter:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            self.f.write(text[: len(text) // 2])
+            self.f.flush()
+            raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(cache_module.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
+    with pytest.raises(OSError, match="simulated"):
+        save_configs(path)
+    assert path.read_bytes() == original
+    assert _leftovers(tmp_path) == []  # the partial temporary file was removed
+
+
+def test_crash_before_rename_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    path.write_text('{"schema_version": 1, "entries": []}')
+    with autotune():
+        op(torch.zeros(4))
+
+    def boom(src, dst):
+        raise KeyboardInterrupt  # even a BaseException leaves no partial file
+
+    monkeypatch.setattr(cache_module.os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        save_configs(path)
+    assert json.loads(path.read_text()) == {"schema_version": 1, "entries": []}
+    assert _leftovers(tmp_path) == []
+
+
+def test_process_killed_mid_write_never_leaves_a_partial_target(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text('{"schema_version": 1, "entries": []}')
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {os.path.join(REPO, "tests")!r})
+        import torch
+        from autotuner_fakes import FakeRunner, make_op
+        from flashinfer.autotuner import autotune, save_configs
+        from flashinfer.autotuner import cache
+        op = make_op({{"a": FakeRunner("a")}})
+        with autotune():
+            op(torch.zeros(4))
+        def die(*a, **k):
+            os._exit(3)  # the process dies after writing the temporary file
+        cache.os.replace = die
+        save_configs({str(path)!r})
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr.decode()
+    assert json.loads(path.read_text()) == {"schema_version": 1, "entries": []}
+
+
+CONCURRENT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from autotuner_fakes import FakeRunner, make_op
+    from flashinfer.autotuner import AutoTuner, autotune, save_configs
+    AutoTuner.get().warmup, AutoTuner.get().repeat = 0, 1
+    op = make_op({{"a": FakeRunner("a", [1, 2])}})
+    start = int(sys.argv[1])
+    for i in range(start, start + 12):
+        with autotune():
+            op(torch.zeros(2 ** i))
+        save_configs({path!r})
+    """
+)
+
+
+def test_two_processes_saving_concurrently_leave_valid_json_with_both(tmp_path):
+    path = tmp_path / "shared.json"
+    script = CONCURRENT.format(tests=os.path.join(REPO, "tests"), path=str(path))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(start)], stderr=subprocess.PIPE)
+        for start in (0, 12)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+    doc = json.loads(path.read_text())  # valid JSON
+    assert doc["schema_version"] == 1
+    shapes = sorted(e["inputs"][0]["shape"][0] for e in doc["entries"])
+    assert shapes == [2**i for i in range(24)]  # merged: nobody's entries were lost
+    assert _leftovers(tmp_path) == []
+
+
+def test_save_merges_and_keeps_entries_this_process_cannot_use(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    foreign = entry(op, "a", [64, 2], op="other.package.op")
+    write(path, [foreign])
+    with autotune():
+        op(torch.zeros(4))
+    assert save_configs(path) == 2
+    ops = sorted(e["op"] for e in json.loads(path.read_text())["entries"])
+    assert ops == sorted([op.api_key, "other.package.op"])
+    assert save_configs(path, merge=False) == 1
+
+
+# --------------------------------------------------------------------------------------
+# autotune(cache=...)
+# --------------------------------------------------------------------------------------
+
+
+def test_autotune_cache_loads_on_entry_and_saves_on_exit(tmp_path):
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    with autotune(cache=path):  # missing file: nothing to load, created on exit
+        op(torch.zeros(4))
+    assert path.exists()
+    AutoTuner.get().clear()
+    timed = len(runners["a"].calls)
+    with autotune(cache=path):
+        op(torch.zeros(4))  # loaded on entry: no timing
+    assert len(runners["a"].calls) == timed + 1
+
+
+def test_autotune_cache_saves_when_the_block_raises(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    with pytest.raises(ZeroDivisionError):
+        with autotune(cache=path):
+            op(torch.zeros(4))
+            1 / 0  # noqa: B018
+    assert len(json.loads(path.read_text())["entries"]) == 1
