@@ -65,6 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.module:
         features = [f for f in features if _in_scope(f.api, args.module)]
     print(format_listing(features))
+    for f in features:
+        if f.info.graduate_by is None:
+            print(
+                f"note: experimental {f.kind} {f.name} has no graduate_by date; the policy "
+                "asks for one (graduate_by='YYYY-MM-DD')",
+                file=sys.stderr,
+            )
     problems = lifecycle_problems(features, args.today)
     for problem in problems:
         print(problem)
