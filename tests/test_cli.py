@@ -1,0 +1,228 @@
+"""The ``flashinfer`` command: every sub-command, in-process (``main([...])``) and as
+``python -m flashinfer`` in a subprocess, with its exit codes (0 ok, 1 runtime, 2 usage)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from flashinfer.autotuner import AutoTuner
+from flashinfer.cli import main
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+
+def run_module(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if k not in (GATE, "TRITON_INTERPRET")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "flashinfer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=full_env,
+    )
+
+
+@pytest.fixture(autouse=True)
+def fresh_tuner():
+    tuner = AutoTuner.get()
+    saved = (tuner.warmup, tuner.repeat)
+    tuner.warmup, tuner.repeat = 0, 1
+    tuner.clear()
+    yield
+    tuner.warmup, tuner.repeat = saved
+    tuner.clear()
+
+
+# --------------------------------------------------------------------------------------
+# backends
+# --------------------------------------------------------------------------------------
+
+
+def test_backends_subprocess_table():
+    proc = run_module("backends")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "machine: " in out
+    assert f"experimental gate: {GATE}=unset -> off" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("API"))
+    for column in ("KIND", "BACKEND", "EXPERIMENTAL", "RUNS HERE", "WHY NOT"):
+        assert column in header
+    rows = {tuple(line.split()[:5]) for line in lines if line.startswith("flashinfer.")}
+    assert ("flashinfer.gemm.mm", "stable", "torch", "no", "yes") in rows
+    assert ("flashinfer.gemm.mm", "stable", "splitk", "yes") in {r[:4] for r in rows}
+    assert ("flashinfer.norm.rmsnorm", "stable", "torch", "no", "yes") in rows
+    assert any(r[:2] == ("flashinfer.fused_norm.fused_add_rmsnorm", "experimental") for r in rows)
+    if not torch.cuda.is_available():
+        # No CUDA and no interpreter: Triton backends cannot run, and the table says why.
+        triton_row = next(
+            line for line in lines if line.split()[:3] == ["flashinfer.gemm.mm", "stable", "triton"]
+        )
+        assert " no " in triton_row and "TRITON_INTERPRET=1" in triton_row
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only capability rule")
+def test_backends_json_reports_capability_rule_and_gate():
+    proc = run_module("backends", "--json", env={GATE: "1", "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["compute_capability"] is None
+    assert doc["gate"] == {"variable": GATE, "value": "1", "on": True, "note": None}
+    apis = {a["api"]: a for a in doc["apis"]}
+    mm = {b["name"]: b for b in apis["flashinfer.gemm.mm"]["backends"]}
+    assert mm["torch"] == {"name": "torch", "experimental": False, "runnable": True, "reason": None}
+    assert mm["triton"]["runnable"] is True  # the interpreter is on
+    assert mm["splitk"]["experimental"] is True
+    assert apis["flashinfer.fused_norm.fused_add_rmsnorm"]["experimental"] is True
+
+
+def test_backends_in_process_reports_unrecognised_gate_value(monkeypatch, capsys):
+    monkeypatch.setenv(GATE, "yes")
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert f"{GATE}='yes' -> off" in out and "unrecognised value" in out
+
+
+# --------------------------------------------------------------------------------------
+# autotune
+# --------------------------------------------------------------------------------------
+
+
+def test_autotune_subprocess_writes_cache_and_prints_summary(tmp_path):
+    cache = tmp_path / "tuned.json"
+    proc = run_module(
+        "autotune", "--op", "mm", "--shapes", "16x16x32,8x4x16", "--cache", str(cache)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "[1/2] mm 16x16x32" in proc.stderr and "[2/2] mm 8x4x16" in proc.stderr  # progress
+    assert "1/1 done" in proc.stderr
+    assert "SHAPE" in proc.stdout and "16x16x32" in proc.stdout and "torch" in proc.stdout
+    assert f"wrote 2 entries to {cache}" in proc.stdout
+    doc = json.loads(cache.read_text())
+    assert doc["schema_version"] == 1
+    assert {tuple(e["inputs"][0]["shape"]) for e in doc["entries"]} == {(16, 32), (8, 16)}
+    # Run again: the keys are in the file, so nothing is timed.
+    again = run_module("autotune", "--op", "mm", "--shapes", "16x16x32", "--cache", str(cache))
+    assert again.returncode == 0, again.stderr
+    assert "reused (key already tuned)" in again.stdout
+
+
+def test_autotune_in_process_with_interpreter_times_triton(tmp_path, capsys):
+    cache = tmp_path / "t.json"
+    args = ["autotune", "--op", "flashinfer.gemm.mm", "--shapes", "16X16X32", "--cache", str(cache)]
+    assert main([*args, "--dtype", "float16"]) == 0
+    captured = capsys.readouterr()
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") == "1":
+        assert "triton" in captured.err  # the interpreter makes Triton a candidate on CPU
+    (entry,) = json.loads(cache.read_text())["entries"]
+    assert entry["inputs"][0]["dtype"] == "float16"
+    assert entry["backend"] in ("torch", "triton")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["autotune", "--op", "nope", "--shapes", "1x2x3"], "unknown op; autotunable ops: mm"),
+        (["autotune", "--op", "mm", "--shapes", "1x2"], "'1x2' has 2 dimensions"),
+        (["autotune", "--op", "mm", "--shapes", "axbxc"], "malformed shape 'axbxc'"),
+        (["autotune", "--op", "mm", "--shapes", "1x0x3"], "positive integer"),
+        (["autotune", "--op", "mm", "--shapes", "1x2x3,"], "empty shape"),
+        (
+            ["autotune", "--op", "mm", "--shapes", "1x2x3", "--dtype", "int8"],
+            "invalid choice: 'int8'",
+        ),
+        (["autotune", "--op", "rmsnorm", "--shapes", "4x8"], "not autotunable"),
+        (["autotune", "--shapes", "1x2x3"], "the following arguments are required: --op"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, capsys, argv, message):
+    if argv[0] == "autotune" and "--cache" not in argv:
+        argv = [*argv, "--cache", str(tmp_path / "c.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "error:" in err
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_requested_without_cuda_is_a_usage_error(tmp_path, capsys):
+    argv = ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", str(tmp_path / "c.json")]
+    assert main([*argv, "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_cache_in_missing_directory_is_a_usage_error(tmp_path, capsys):
+    argv = [
+        "autotune",
+        "--op",
+        "mm",
+        "--shapes",
+        "4x4x4",
+        "--cache",
+        str(tmp_path / "no" / "c.json"),
+    ]
+    assert main(argv) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_runtime_failure_exits_1(tmp_path, capsys):
+    target = tmp_path / "is_a_directory.json"
+    target.mkdir()
+    argv = ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", str(target)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("flashinfer autotune: error: IsADirectoryError")
+    assert "Traceback" not in err
+
+
+def test_usage_errors_exit_2_in_a_subprocess():
+    proc = run_module("autotune", "--op", "mm", "--shapes", "12", "--cache", "x.json")
+    assert proc.returncode == 2
+    assert "flashinfer autotune: error: --shapes" in proc.stderr
+    proc = run_module()
+    assert proc.returncode == 2 and "usage: flashinfer" in proc.stderr
+
+
+def test_help_and_version_exit_0(capsys):
+    assert main(["--help"]) == 0
+    assert "backends" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert main(["autotune", "--help"]) == 0
+    assert "MxNxK" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------
+# experimental
+# --------------------------------------------------------------------------------------
+
+
+def test_experimental_lists_apis_and_backends_with_lifecycle():
+    proc = run_module("experimental")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"experimental gate: {GATE}=unset -> off" in out
+    assert "OWNER" in out and "TRACKING ISSUE" in out and "GRADUATE BY" in out
+    assert "flashinfer.gemm.mm[backend=splitk]" in out
+    assert "flashinfer.fused_norm.fused_add_rmsnorm" in out
+
+
+def test_experimental_json_in_process(capsys):
+    assert main(["experimental", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    names = {f["name"]: f for f in doc["features"]}
+    splitk = names["flashinfer.gemm.mm[backend=splitk]"]
+    assert splitk["kind"] == "backend" and splitk["owner"] and splitk["tracking_issue"]
+    assert doc["gate"]["on"] is False
+
+
+def test_console_script_is_declared():
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")) as f:
+        assert 'flashinfer = "flashinfer.cli:main"' in f.read()
