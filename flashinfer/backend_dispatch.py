@@ -480,15 +480,19 @@ class BackendRequirementOp:
         lines += [
             f"    _cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})",
         ]
+        # The common check runs after the backend is known to exist (inside each branch),
+        # as in the reference: an unknown backend is reported whatever the check would do.
+        common: list[str] = []
         if self.common_check is not None:
-            if not self.backend_checks:  # upstream: then the common check carries capability
-                ns["_cc_reason"] = _capability_reason
-                lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
-            lines += [
-                f"    if not {render_call('_common', specs['__common__'])}:",
-                f"        {fail}",
+            common = [
+                f"if not {render_call('_common', specs['__common__'])}:",
+                f"    {fail}",
             ]
         if not self.backend_checks:
+            if self.common_check is not None:  # upstream: it carries the capability rule
+                ns["_cc_reason"] = _capability_reason
+                lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
+            lines += [f"    {c}" for c in common]
             lines.append(f"    return {call_func}")
             return self._compile(lines, ns)
 
@@ -497,6 +501,7 @@ class BackendRequirementOp:
             ns[f"_chk{i}"] = chk
             lines += [
                 f"    {'if' if i == 0 else 'elif'} backend == {name!r}:",
+                *(f"        {c}" for c in common),
                 f"        if not {self._capability_guard(i, chk, ns)}:",
                 f"            {fail}",
                 f"        if not {render_call(f'_chk{i}', specs[name])}:",
@@ -506,7 +511,7 @@ class BackendRequirementOp:
                 ns[f"_once{i}"] = backend_warning_flag(self.api_key, name)
                 lines += [f"        if not _once{i}.warned:", f"            _warn(_api, {name!r})"]
             lines.append(f"        return {call_func}")
-        lines += ["    if backend != 'auto':", f"        {fail}"]
+        lines += ["    if backend != 'auto':", f"        {fail}", *(f"    {c}" for c in common)]
 
         # backend="auto": every checker in declaration order; experimental ones apart.
         lines += ["    _ok = []", "    _xok = None"]
@@ -538,11 +543,14 @@ class BackendRequirementOp:
                 "            _state.dropped = tuple(_xok)",
             ]
         if self.heuristic_func is not None:
-            heur = render_call("_heuristic", specs["__func__"], lead="_ok")
+            # The heuristic gets a copy: were it given _ok itself, it could add a backend
+            # (an unknown one, or one the gate dropped) by editing the list in place.
+            heur = render_call("_heuristic", specs["__func__"], lead="_ok[:]")
             lines += [
                 "    if _ok:",
                 f"        _h = {heur}",
-                "        _ok = _h if _h is _ok else _filter(_h, _ok)",
+                "        if _h != _ok:",
+                "            _ok = _filter(_h, _ok)",
             ]
         lines += ["    if not _ok:", f"        {fail}", "    _state.suitable = _ok"]
         if self.experimental_backends:
@@ -684,7 +692,13 @@ class BackendRequirementOp:
         bound_args.apply_defaults()
         if not skip_check:
             bound = dict(bound_args.arguments)
-            values = [bound[n] for how, n in self._specs["__func__"] if how in ("pos", "kw")]
+            # The values the generated path scans: named ones and *args, not backend.
+            values: list[Any] = []
+            for how, n in self._specs["__func__"]:
+                if how in ("pos", "kw") and n != "backend":
+                    values.append(bound[n])
+                elif how == "star":
+                    values.extend(bound[n])
             self._select(find_compute_capability(*values), bound)
         return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
 
