@@ -236,7 +236,7 @@ def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if len(theirs.params) < len(api.params):
         return False
-    for mine, other in zip(api.params, theirs.params):
+    for mine, other in zip(api.params, theirs.params[: len(api.params)], strict=True):
         if mine.name != other.name:
             return False
         if mine.kind in positional:
