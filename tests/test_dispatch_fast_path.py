@@ -1,0 +1,930 @@
+"""The generated fast path of ``backend_requirement`` agrees with the reference path.
+
+``backend_requirement`` returns a *generated* function (``op.__generated_source__``) that
+does the binding in its own parameter list and calls checkers directly; its failures are
+handed to the readable reference logic.  ``op.call_reference`` runs the same call through
+``inspect.Signature.bind`` and ``BackendRequirementOp._select``.  For the same call the two
+must choose the same backend (and record the same ``suitable_auto_backends`` and
+``dropped_experimental_backends``), emit the same warnings, and raise the same error, type
+and message.  The body of every op here returns what it saw, so a disagreement anywhere
+shows up as a difference in the outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flashinfer
+import flashinfer.backend_dispatch as bd
+from flashinfer.api_logging import flashinfer_experimental_api
+from flashinfer.backend_dispatch import (
+    BackendSupportedError,
+    backend_requirement,
+    experimental_backend,
+    supported_compute_capability,
+)
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+# API parameter lists exercised: plain, keyword-only, positional-only, *args/**kwargs.
+SIGNATURES: dict[str, str] = {
+    "plain": "(x, w, scale=1.0, backend='auto')",
+    "kwonly": "(x, w, *, scale=1.0, backend='auto')",
+    "posonly": "(x, w, /, scale=1.0, backend='auto')",
+    "varargs": "(x, *rest, backend='auto', **extra)",
+    "kwargs": "(x, w=None, backend='auto', **extra)",
+    "backend_first": "(backend, x, w=None)",
+}
+
+# How a checker declares its parameters relative to the API's.
+CHECKER_STYLES = ("same", "kwargs", "subset", "star_kwargs", "subset_reordered")
+
+
+# --------------------------------------------------------------------------------------
+# Building ops from a description
+# --------------------------------------------------------------------------------------
+
+
+def _size(value: Any) -> int:
+    return value.numel() if isinstance(value, torch.Tensor) else int(value)
+
+
+class Recorder:
+    """Counts checker/heuristic calls and keeps the arguments each received."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.seen: dict[str, dict[str, Any]] = {}
+
+    def hit(self, who: str, args: dict[str, Any]) -> None:
+        self.calls[who] = self.calls.get(who, 0) + 1
+        self.seen[who] = args
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.seen.clear()
+
+
+def _make(source: str, ns: dict[str, Any], name: str) -> Callable[..., Any]:
+    exec(source, ns)  # noqa: S102 - test helper building functions of a given signature
+    return ns[name]
+
+
+def _verdict(behaviour: str, args: dict[str, Any]) -> bool:
+    if behaviour == "ok":
+        return True
+    if behaviour == "false":
+        return False
+    if behaviour == "raise":
+        raise ValueError("checker says these inputs are not supported")
+    if behaviour == "small":  # a verdict that depends on the input values
+        return _size(args["x"]) < 3
+    if behaviour == "type_error":
+        raise TypeError("checker crashed")
+    raise AssertionError(behaviour)
+
+
+def make_checker(
+    signature: str, style: str, behaviour: str, who: str, rec: Recorder
+) -> Callable[..., Any]:
+    """A checker with the API's parameter list, or a different one (``style``)."""
+    params = {
+        "same": signature[1:-1],
+        "kwargs": "**kw",
+        "subset": "x, backend='auto'",
+        "star_kwargs": "*a, **kw",
+        "subset_reordered": "backend, x",
+    }[style]
+    ns = {"_verdict": _verdict, "_rec": rec, "_b": behaviour, "_who": who}
+    source = (
+        f"def check({params}):\n"
+        "    _args = dict(locals())\n"
+        "    _args.update(_args.pop('kw', {}))\n"
+        "    _rec.hit(_who, _args)\n"
+        "    return _verdict(_b, _args)\n"
+    )
+    return _make(source, ns, "check")
+
+
+def mark_capability(checker: Callable[..., Any], rule: str) -> Callable[..., Any]:
+    if rule == "undeclared":
+        return checker
+    ccs, cpu = {
+        "cpu_80_90": ([80, 90], True),
+        "cpu_90": ([90], True),
+        "gpu_80_90": ([80, 90], False),
+        "gpu_90": ([90], False),
+    }[rule]
+    return supported_compute_capability(ccs, cpu=cpu)(checker)
+
+
+def make_heuristic(kind: str, rec: Recorder) -> Callable[..., Any] | None:
+    if kind == "none":
+        return None
+
+    def heuristic(candidates: list[str], *args: Any, **kwargs: Any) -> list[str]:
+        rec.hit("heuristic", {"candidates": list(candidates)})
+        if kind == "identity":
+            return candidates
+        if kind == "reverse":
+            return list(reversed(candidates))
+        if kind == "reverse_in_place":
+            candidates.reverse()
+            return candidates
+        if kind == "drop_first":
+            return candidates[1:]
+        if kind == "empty":
+            return []
+        if kind == "add_unknown":  # a heuristic can never add a backend
+            return ["not_a_backend", *candidates]
+        if kind == "add_in_place":  # ... not even by editing the list it was given
+            candidates.insert(0, "not_a_backend")
+            return candidates
+        raise AssertionError(kind)
+
+    return heuristic
+
+
+def make_op(
+    signature: str,
+    backends: list[tuple[str, str, str, bool, str]],
+    common: str | None = None,
+    common_style: str = "same",
+    heuristic: str = "none",
+    rec: Recorder | None = None,
+) -> tuple[Any, Recorder]:
+    """An op whose body returns (backend, suitable copy, dropped copy, arguments seen).
+
+    ``backends``: (name, checker style, behaviour, experimental, capability rule).
+    """
+    rec = rec or Recorder()
+    holder: list[Any] = []
+
+    def body(args: dict[str, Any]) -> tuple[Any, ...]:
+        op = holder[0]
+        return (
+            args.get("backend"),
+            list(op.suitable_auto_backends),
+            list(op.dropped_experimental_backends),
+            args,
+        )
+
+    api = _make(f"def api{signature}:\n    return _body(dict(locals()))\n", {"_body": body}, "api")
+    checks: dict[str, Any] = {}
+    for name, style, behaviour, experimental, rule in backends:
+        chk = mark_capability(make_checker(signature, style, behaviour, name, rec), rule)
+        if experimental:
+            chk = experimental_backend(chk)
+        checks[name] = chk
+    common_fn = None
+    if common is not None:
+        common_fn = make_checker(signature, common_style, common, "common", rec)
+    op = backend_requirement(checks, common_fn, make_heuristic(heuristic, rec))(api)
+    holder.append(op)
+    return op, rec
+
+
+# --------------------------------------------------------------------------------------
+# Running a call through both paths
+# --------------------------------------------------------------------------------------
+
+
+def _fake_find(*values: Any) -> int | None:
+    """Capability lookup that treats tensors carrying ``fake_cc`` as CUDA tensors."""
+    for value in values:
+        if isinstance(value, torch.Tensor) and hasattr(value, "fake_cc"):
+            return value.fake_cc
+    return None
+
+
+@contextlib.contextmanager
+def fake_cuda() -> Iterator[None]:
+    with (
+        mock.patch.object(bd, "find_compute_capability", _fake_find),
+        mock.patch.object(bd._CUDA, "absent", False),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def gate(value: str | None) -> Iterator[None]:
+    old = os.environ.get(GATE)
+    if value is None:
+        os.environ.pop(GATE, None)
+    else:
+        os.environ[GATE] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(GATE, None)
+        else:
+            os.environ[GATE] = old
+
+
+def outcome(op: Any, fn: Callable[..., Any], args: tuple, kwargs: dict, rec: Recorder) -> dict:
+    """Everything observable about one call, from a clean per-thread and warning state."""
+    state = op.dispatcher._state
+    # A previous call's records (only ops with experimental backends ever record drops).
+    state.suitable = ["stale"]
+    state.dropped = ("stale",) if op.experimental_backends else ()
+    op.dispatcher._live.dropped = bool(op.experimental_backends)
+    flashinfer.reset_experimental_warnings()
+    rec.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result: Any = ("ok", fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+            result = ("error", type(exc), str(exc))
+    return {
+        "result": result,
+        "dropped_after": list(op.dropped_experimental_backends),
+        "warnings": [(w.category, str(w.message)) for w in caught],
+        # On a failure the fast path re-runs checks in the reference logic to explain it;
+        # on success both paths call each checker exactly once.
+        "calls": dict(rec.calls) if result[0] == "ok" else None,
+    }
+
+
+def both(op: Any, rec: Recorder, *args: Any, **kwargs: Any) -> tuple[dict, dict]:
+    fast = outcome(op, op, args, kwargs, rec)
+    ref = outcome(op, op.call_reference, args, kwargs, rec)
+    return fast, ref
+
+
+def assert_agree(op: Any, rec: Recorder, *args: Any, **kwargs: Any) -> dict:
+    fast, ref = both(op, rec, *args, **kwargs)
+    assert fast == ref, f"\nfast:      {fast}\nreference: {ref}\n{op.__generated_source__}"
+    return fast
+
+
+# --------------------------------------------------------------------------------------
+# Hypothesis: random ops, random calls
+# --------------------------------------------------------------------------------------
+
+BEHAVIOURS = ("ok", "false", "raise", "small")
+RULES = ("undeclared", "cpu_80_90", "cpu_90", "gpu_80_90", "gpu_90")
+HEURISTICS = (
+    "none",
+    "identity",
+    "reverse",
+    "reverse_in_place",
+    "drop_first",
+    "empty",
+    "add_unknown",
+    "add_in_place",
+)
+
+
+@st.composite
+def backend_tables(draw: st.DrawFn, signature_key: str) -> list[tuple[str, str, str, bool, str]]:
+    names = draw(
+        st.lists(st.sampled_from(["a", "b", "e", "z"]), min_size=1, max_size=4, unique=True)
+    )
+    styles = CHECKER_STYLES
+    if signature_key == "backend_first":  # "subset" assumes a defaulted backend
+        styles = tuple(s for s in styles if s != "subset")
+    return [
+        (
+            name,
+            draw(st.sampled_from(styles)),
+            draw(st.sampled_from(BEHAVIOURS)),
+            draw(st.booleans()),
+            draw(st.sampled_from(RULES)),
+        )
+        for name in names
+    ]
+
+
+@st.composite
+def calls(draw: st.DrawFn, signature_key: str, backend_names: list[str]) -> tuple[tuple, dict, str]:
+    """Arguments for one call: each parameter by position, by keyword, or left to its default."""
+    sig = inspect.signature(_make(f"def f{SIGNATURES[signature_key]}: pass\n", {}, "f"))
+    tensors = draw(st.booleans())
+    size = draw(st.sampled_from([2, 4]))
+    x: Any = torch.zeros(size) if tensors else size
+    cc = draw(st.sampled_from([None, None, 80, 90, 75]))
+    if cc is not None and tensors:
+        x.fake_cc = cc
+    backend = draw(st.sampled_from([*backend_names, "auto", "auto", "nope", None]))
+    values = {"x": x, "w": torch.ones(2) if tensors else 7, "scale": 2.0, "backend": backend}
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    positional_open = True
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_POSITIONAL:
+            if positional_open:
+                rest = draw(st.lists(st.sampled_from([1, "r"]), max_size=2))
+                if cc is not None and tensors and draw(st.booleans()):
+                    # the only "CUDA" tensor sits in *rest
+                    del x.fake_cc
+                    marked = torch.zeros(1)
+                    marked.fake_cc = cc
+                    rest.append(marked)
+                args += rest
+            continue
+        if p.kind == p.VAR_KEYWORD:
+            kwargs.update(draw(st.dictionaries(st.sampled_from(["k1", "k2"]), st.integers(0, 3))))
+            continue
+        how = draw(
+            st.sampled_from(
+                [
+                    h
+                    for h in ("pos", "kw", "default")
+                    if (h != "pos" or (positional_open and p.kind != p.KEYWORD_ONLY))
+                    and (h != "kw" or p.kind != p.POSITIONAL_ONLY)
+                    and (h != "default" or p.default is not p.empty)
+                ]
+            )
+        )
+        if how == "pos":
+            args.append(values[p.name])
+        else:
+            positional_open = False
+            if how == "kw":
+                kwargs[p.name] = values[p.name]
+    return tuple(args), kwargs, draw(st.sampled_from([None, None, "0", "1", "1", "yes", ""]))
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), signature_key=st.sampled_from(sorted(SIGNATURES)))
+def test_fast_path_agrees_with_reference(data: st.DataObject, signature_key: str) -> None:
+    backends = data.draw(backend_tables(signature_key), label="backends")
+    common = data.draw(st.sampled_from([None, None, "ok", "false", "raise", "small"]), "common")
+    common_style = data.draw(st.sampled_from(CHECKER_STYLES), "common_style")
+    if signature_key == "backend_first" and common_style == "subset":
+        common_style = "same"
+    heuristic = data.draw(st.sampled_from(HEURISTICS), "heuristic")
+    op, rec = make_op(SIGNATURES[signature_key], backends, common, common_style, heuristic)
+    args, kwargs, gate_value = data.draw(calls(signature_key, [b[0] for b in backends]), "call")
+    with gate(gate_value), fake_cuda():
+        assert_agree(op, rec, *args, **kwargs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), signature_key=st.sampled_from(sorted(SIGNATURES)))
+def test_common_check_only_agrees(data: st.DataObject, signature_key: str) -> None:
+    """An op with no backend table: the common check carries the capability rule."""
+    rec = Recorder()
+    common = data.draw(st.sampled_from(["ok", "false", "raise", "small"]), "common")
+    rule = data.draw(st.sampled_from(RULES), "rule")
+    sig = SIGNATURES[signature_key]
+    api = _make(f"def api{sig}:\n    return dict(locals())\n", {}, "api")
+    common_fn = mark_capability(make_checker(sig, "same", common, "common", rec), rule)
+    op = backend_requirement({}, common_check=common_fn)(api)
+    args, kwargs, _ = data.draw(calls(signature_key, []), "call")
+    with fake_cuda():
+        assert_agree(op, rec, *args, **kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# Explicit scenarios (readable failures for each rule)
+# --------------------------------------------------------------------------------------
+
+PLAIN = SIGNATURES["plain"]
+
+
+def _table(**behaviours: str) -> list[tuple[str, str, str, bool, str]]:
+    return [(name, "same", b, False, "undeclared") for name, b in behaviours.items()]
+
+
+X, W = torch.zeros(2), torch.ones(2)
+
+
+def plain_call(signature_key: str) -> tuple[tuple, dict[str, Any]]:
+    """A valid call of each signature (x and w, no backend): positions where needed."""
+    return {
+        "plain": ((X, W), {}),
+        "kwonly": ((X, W), {}),
+        "posonly": ((X, W), {}),
+        "varargs": ((X,), {}),
+        "kwargs": ((X,), {"w": W}),
+        "backend_first": ((), {"x": X, "w": W}),
+    }[signature_key]
+
+
+@pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
+@pytest.mark.parametrize("backend", ["a", "e", "auto", "nope"])
+@pytest.mark.parametrize("gate_value", [None, "1"])
+def test_every_signature_positional_keyword_default(signature_key, backend, gate_value):
+    backends = [
+        ("a", "same", "ok", False, "cpu_80_90"),
+        ("e", "same", "ok", True, "cpu_90"),
+    ]
+    op, rec = make_op(SIGNATURES[signature_key], backends, common="ok", heuristic="reverse")
+    sig = inspect.signature(op)
+    params = [p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    values = {"x": X, "w": W, "scale": 3.0, "backend": backend}
+    styles = []
+    # every parameter by keyword where allowed; positionally where allowed; defaults omitted
+    kw = {p.name: values[p.name] for p in params if p.kind != p.POSITIONAL_ONLY}
+    pos_only = [values[p.name] for p in params if p.kind == p.POSITIONAL_ONLY]
+    styles.append((tuple(pos_only), kw))
+    positional = [
+        values[p.name] for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    styles.append(
+        (tuple(positional), {p.name: values[p.name] for p in params if p.kind == p.KEYWORD_ONLY})
+    )
+    required = [p for p in params if p.default is p.empty]
+    styles.append(
+        (
+            tuple(values[p.name] for p in required if p.kind != p.KEYWORD_ONLY),
+            {"backend": backend} if "backend" not in {p.name for p in required} else {},
+        )
+    )
+    with gate(gate_value):
+        for args, kwargs in styles:
+            assert_agree(op, rec, *args, **kwargs)
+
+
+def test_explicit_stable_backend():
+    op, rec = make_op(PLAIN, _table(a="ok", b="ok"))
+    out = assert_agree(op, rec, X, W, backend="b")
+    assert out["result"][1][0] == "b"
+    assert out["calls"] == {"b": 1}
+    assert out["warnings"] == []
+
+
+def test_explicit_experimental_backend_warns_once_and_runs():
+    backends = [("a", "same", "ok", False, "undeclared"), ("e", "same", "ok", True, "undeclared")]
+    op, rec = make_op(PLAIN, backends)
+    out = assert_agree(op, rec, X, W, backend="e")
+    assert out["result"][1][0] == "e"
+    assert [c for c, _ in out["warnings"]] == [flashinfer.ExperimentalWarning]
+    assert "selected explicitly" in out["warnings"][0][1]
+
+
+@pytest.mark.parametrize("gate_value", [None, "0", "", "1"])
+def test_auto_gate_off_and_on(gate_value):
+    backends = [
+        ("e", "same", "ok", True, "undeclared"),
+        ("a", "same", "ok", False, "undeclared"),
+        ("b", "same", "false", False, "undeclared"),
+    ]
+    op, rec = make_op(PLAIN, backends)
+    with gate(gate_value):
+        out = assert_agree(op, rec, X, W)
+    backend, suitable, dropped, _ = out["result"][1]
+    if gate_value == "1":
+        assert (backend, suitable, dropped) == ("auto", ["e", "a"], [])
+        assert "picked automatically" in out["warnings"][0][1]
+    else:
+        assert (backend, suitable, dropped) == ("auto", ["a"], ["e"])
+        assert out["dropped_after"] == ["e"]
+        assert out["warnings"] == []
+    assert out["calls"] == {"e": 1, "a": 1, "b": 1}
+
+
+def test_auto_only_experimental_fits_gate_off():
+    backends = [
+        ("a", "same", "false", False, "undeclared"),
+        ("e", "same", "ok", True, "undeclared"),
+    ]
+    op, rec = make_op(PLAIN, backends)
+    out = assert_agree(op, rec, X, W)
+    kind, exc_type, message = out["result"]
+    assert (kind, exc_type) == ("error", BackendSupportedError)
+    assert "only experimental backends ('e')" in message
+    assert out["dropped_after"] == ["e"]
+
+
+def test_unknown_backend():
+    op, rec = make_op(PLAIN, _table(a="ok"))
+    out = assert_agree(op, rec, X, W, backend="nope")
+    assert out["result"][:2] == ("error", BackendSupportedError)
+    assert "does not support backend 'nope'" in out["result"][2]
+
+
+@pytest.mark.parametrize("common", ["ok", "false", "raise", "type_error"])
+def test_unknown_backend_is_reported_before_the_common_check(common):
+    """Both paths name the unknown backend, whatever the common check would have said."""
+    op, rec = make_op(PLAIN, _table(a="ok"), common=common)
+    out = assert_agree(op, rec, X, W, backend="nope")
+    assert out["result"][:2] == ("error", BackendSupportedError)
+
+
+@pytest.mark.parametrize("backend", ["a", "auto"])
+def test_checker_false(backend):
+    op, rec = make_op(PLAIN, _table(a="false"))
+    out = assert_agree(op, rec, X, W, backend=backend)
+    expected = ValueError if backend == "a" else BackendSupportedError
+    assert out["result"][:2] == ("error", expected)
+
+
+def test_checker_raising_value_error_explicit_propagates():
+    op, rec = make_op(PLAIN, _table(a="raise"))
+    out = assert_agree(op, rec, X, W, backend="a")
+    assert out["result"] == ("error", ValueError, "checker says these inputs are not supported")
+
+
+def test_checker_raising_value_error_in_auto_skips_the_backend():
+    op, rec = make_op(PLAIN, _table(a="raise", b="ok"))
+    out = assert_agree(op, rec, X, W)
+    assert out["result"][1][:2] == ("auto", ["b"])
+    op2, rec2 = make_op(PLAIN, _table(a="raise"))
+    out2 = assert_agree(op2, rec2, X, W)
+    assert "support check rejected the inputs: checker says" in out2["result"][2]
+
+
+def test_checker_raising_other_errors_propagates_in_auto():
+    op, rec = make_op(PLAIN, _table(a="type_error", b="ok"))
+    out = assert_agree(op, rec, X, W)
+    assert out["result"] == ("error", TypeError, "checker crashed")
+
+
+@pytest.mark.parametrize("backend", ["a", "auto"])
+def test_common_check_false(backend):
+    op, rec = make_op(PLAIN, _table(a="ok"), common="false")
+    out = assert_agree(op, rec, X, W, backend=backend)
+    assert out["result"][:2] == ("error", ValueError)
+    assert "common check returned False" in out["result"][2]
+
+
+@pytest.mark.parametrize(
+    ("heuristic", "expected"),
+    [
+        ("identity", ["a", "b", "c"]),
+        ("reverse", ["c", "b", "a"]),
+        ("reverse_in_place", ["c", "b", "a"]),
+        ("drop_first", ["b", "c"]),
+        ("add_unknown", ["a", "b", "c"]),
+        ("add_in_place", ["a", "b", "c"]),
+    ],
+)
+def test_heuristic_reorders_and_drops(heuristic, expected):
+    op, rec = make_op(PLAIN, _table(a="ok", b="ok", c="ok"), heuristic=heuristic)
+    out = assert_agree(op, rec, X, W)
+    assert out["result"][1][:2] == ("auto", expected)
+    assert out["calls"]["heuristic"] == 1
+
+
+def test_heuristic_dropping_everything():
+    op, rec = make_op(PLAIN, _table(a="ok", b="ok"), heuristic="empty")
+    out = assert_agree(op, rec, X, W)
+    assert out["result"][:2] == ("error", BackendSupportedError)
+    assert "left out by the heuristic" in out["result"][2]
+
+
+def test_heuristic_sees_only_stable_candidates_with_gate_off():
+    backends = [("e", "same", "ok", True, "undeclared"), ("a", "same", "ok", False, "undeclared")]
+    op, rec = make_op(PLAIN, backends, heuristic="identity")
+    fast = outcome(op, op, (X, W), {}, rec)
+    assert rec.seen["heuristic"]["candidates"] == ["a"]
+    ref = outcome(op, op.call_reference, (X, W), {}, rec)
+    assert rec.seen["heuristic"]["candidates"] == ["a"]
+    assert fast == ref
+
+
+CAPABILITY_CASES = [
+    # rule, fake cc (None: CPU tensors), runs?
+    ("undeclared", None, True),
+    ("undeclared", 90, False),
+    ("cpu_80_90", None, True),
+    ("cpu_80_90", 90, True),
+    ("cpu_80_90", 75, False),
+    ("gpu_80_90", None, False),
+    ("gpu_80_90", 80, True),
+    ("gpu_90", 80, False),
+]
+
+
+@pytest.mark.parametrize(("rule", "cc", "runs"), CAPABILITY_CASES)
+@pytest.mark.parametrize("backend", ["a", "auto"])
+def test_capability_rules(rule, cc, runs, backend):
+    op, rec = make_op(PLAIN, [("a", "same", "ok", False, rule)])
+    x = torch.zeros(2)
+    if cc is not None:
+        x.fake_cc = cc
+    with fake_cuda():
+        out = assert_agree(op, rec, x, W, backend=backend)
+    assert (out["result"][0] == "ok") is runs, out
+    if not runs:
+        assert out["result"][1] is BackendSupportedError
+
+
+@pytest.mark.parametrize(
+    ("rule", "runs"), [("undeclared", True), ("cpu_90", True), ("gpu_90", False)]
+)
+def test_capability_rules_with_no_tensors(rule, runs):
+    op, rec = make_op(PLAIN, [("a", "same", "ok", False, rule)])
+    for backend in ("a", "auto"):
+        out = assert_agree(op, rec, 1, 2, backend=backend)
+        assert (out["result"][0] == "ok") is runs
+
+
+@pytest.mark.parametrize(
+    ("rule", "runs"), [("undeclared", True), ("cpu_90", True), ("gpu_90", False)]
+)
+def test_capability_rules_on_real_cpu_tensors(rule, runs):
+    """No fake: the real capability lookup of a CPU-only process."""
+    op, rec = make_op(PLAIN, [("a", "same", "ok", False, rule)])
+    for backend in ("a", "auto"):
+        out = assert_agree(op, rec, X, W, backend=backend)
+        assert (out["result"][0] == "ok") is runs
+
+
+def test_capability_found_in_star_args():
+    """A "CUDA" tensor passed only through ``*args`` decides the capability in both paths."""
+    op, rec = make_op(SIGNATURES["varargs"], [("a", "same", "ok", False, "gpu_90")])
+    marked = torch.zeros(1)
+    marked.fake_cc = 90
+    with fake_cuda():
+        out = assert_agree(op, rec, 1, marked, backend="a")
+    assert out["result"][0] == "ok"
+
+
+# ---- binding errors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signature_key", ["plain", "kwonly", "posonly", "backend_first"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda f: f(), id="missing"),
+        pytest.param(lambda f: f(X, W, nope=1), id="unexpected-keyword"),
+        pytest.param(lambda f: f(X, W, 1.0, "a", 5, 6), id="too-many-positionals"),
+        pytest.param(lambda f: f(X, W, x=X), id="twice"),
+    ],
+)
+def test_binding_errors_are_type_errors_in_both_paths(signature_key, call):
+    op, rec = make_op(SIGNATURES[signature_key], _table(a="ok"), common="ok")
+    with pytest.raises(TypeError):
+        call(op)
+    with pytest.raises(TypeError):
+        call(op.call_reference)
+    assert rec.calls == {}  # nothing was checked
+
+
+def test_positional_only_passed_by_keyword_is_a_type_error():
+    op, rec = make_op(SIGNATURES["posonly"], _table(a="ok"))
+    with pytest.raises(TypeError):
+        op(X, w=W)
+    with pytest.raises(TypeError):
+        op.call_reference(X, w=W)
+
+
+# ---- skip_check ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
+def test_skip_check_calls_the_body_with_no_checks(signature_key):
+    backends = [("a", "same", "false", False, "gpu_90"), ("e", "same", "raise", True, "gpu_90")]
+    op, rec = make_op(SIGNATURES[signature_key], backends, common="raise", heuristic="empty")
+    args, kwargs = plain_call(signature_key)
+    for backend in ("a", "e", "auto", "nope"):
+        results = []
+        for fn in (op, op.call_reference):
+            rec.reset()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                got = fn(*args, **kwargs, backend=backend, skip_check=True)
+            assert rec.calls == {}
+            results.append((got[0], got[3]))
+        assert results[0] == results[1]
+        assert results[0][0] == backend
+
+
+# ---- checkers called once, with the right arguments ----------------------------------
+
+
+@pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
+@pytest.mark.parametrize("style", CHECKER_STYLES)
+def test_checkers_called_once_with_the_api_arguments(signature_key, style):
+    if signature_key == "backend_first" and style == "subset":
+        pytest.skip("'subset' declares backend with a default after x")
+    sig = SIGNATURES[signature_key]
+    backends = [("a", style, "ok", False, "undeclared"), ("b", style, "ok", False, "undeclared")]
+    op, rec = make_op(sig, backends, common="ok", common_style=style, heuristic="identity")
+    args, kwargs = plain_call(signature_key)
+    expected = {"x": X, "w": W} if "w" in sig else {"x": X}
+    for backend, checked in (("a", {"common", "a"}), ("auto", {"common", "a", "b", "heuristic"})):
+        expected["backend"] = backend
+        for fn in (op, op.call_reference):
+            rec.reset()
+            got = fn(*args, **kwargs, backend=backend)
+            assert got[0] == backend
+            assert rec.calls == dict.fromkeys(checked, 1)
+            for who in checked - {"heuristic"}:
+                seen = rec.seen[who]
+                for name, value in expected.items():
+                    if style in ("subset", "subset_reordered") and name == "w":
+                        continue
+                    assert seen[name] is value, (who, name, seen)
+
+
+def test_checker_with_a_parameter_the_api_lacks_is_rejected_at_decoration():
+    def api(x, backend="auto"):
+        return x
+
+    def checker(x, alpha, backend="auto"):
+        return True
+
+    with pytest.raises(TypeError, match="alpha"):
+        backend_requirement({"a": checker})(api)
+    with pytest.raises(TypeError, match="alpha"):
+        backend_requirement({"a": lambda x, backend: True}, common_check=checker)(api)
+
+
+def test_checker_with_an_extra_defaulted_parameter_is_accepted():
+    def api(x, backend="auto"):
+        return x
+
+    seen = []
+
+    def checker(x, backend="auto", alpha=5):
+        seen.append((x, backend, alpha))
+        return True
+
+    op = backend_requirement({"a": checker})(api)
+    assert op(1, backend="a") == 1
+    assert op.call_reference(1, backend="a") == 1
+    assert seen == [(1, "a", 5), (1, "a", 5)]
+
+
+def test_checker_with_the_same_names_in_another_order_gets_each_value_by_name():
+    def api(x, w, backend="auto"):
+        return backend
+
+    seen = []
+
+    def checker(w, x, backend="auto"):
+        seen.append((x, w))
+        return True
+
+    op = backend_requirement({"a": checker})(api)
+    assert op("X", "W", backend="a") == "a"
+    assert op.call_reference("X", "W", backend="a") == "a"
+    assert seen == [("X", "W"), ("X", "W")]
+
+
+def test_checker_without_an_introspectable_signature():
+    # a builtin with no signature: called with the API's own argument spec
+    calls_seen = []
+
+    class Checker:
+        __signature__ = "none"  # inspect.signature raises TypeError on it
+
+        def __call__(self, *args, **kwargs):
+            calls_seen.append((args, kwargs))
+            return True
+
+    chk = Checker()
+    with pytest.raises((TypeError, ValueError)):
+        inspect.signature(chk)
+
+    def api(x, *, backend="auto"):
+        return backend
+
+    op = backend_requirement({"a": chk})(api)
+    assert op(1, backend="a") == "a"
+    assert op.call_reference(1, backend="a") == "a"
+    assert calls_seen == [((1,), {"backend": "a"})] * 2
+
+
+# ---- the generated function dressed as the API ---------------------------------------
+
+
+def test_generated_function_keeps_the_api_metadata():
+    def gemm(a, b, *, alpha=1.0, backend="auto"):
+        """Multiply."""
+        return a
+
+    op = backend_requirement({"a": lambda a, b, alpha, backend: True})(gemm)
+    assert inspect.signature(op) == inspect.signature(gemm)
+    assert op.__name__ == "gemm"
+    assert op.__qualname__ == gemm.__qualname__
+    assert op.__doc__ == "Multiply."
+    assert op.__module__ == gemm.__module__
+    assert op.__wrapped__ is gemm
+    assert "def generated(" in op.__generated_source__
+    assert op.dispatcher.function is op
+    # skip_check is accepted though not part of the documented signature
+    assert op(1, 2, skip_check=True) == 1
+
+
+def test_generated_function_works_as_a_method():
+    seen = []
+
+    def check(self, x, backend="auto"):
+        seen.append((self, x, backend))
+        return self.ok
+
+    class Layer:
+        def __init__(self, ok):
+            self.ok = ok
+
+        @backend_requirement({"a": check, "b": check}, heuristic_func=lambda c, *a, **k: c[::-1])
+        def forward(self, x, backend="auto"):
+            """Run."""
+            return (self, x, backend, list(Layer.forward.suitable_auto_backends))
+
+    layer = Layer(True)
+    assert layer.forward(1) == (layer, 1, "auto", ["b", "a"])
+    assert layer.forward(1, backend="a") == (layer, 1, "a", ["b", "a"])
+    assert Layer.forward.call_reference(layer, 1) == (layer, 1, "auto", ["b", "a"])
+    assert seen[0] == (layer, 1, "auto")
+    assert inspect.signature(layer.forward) == inspect.signature(
+        Layer.forward.__wrapped__.__get__(layer)
+    )
+    assert layer.forward.__doc__ == "Run."
+    bad = Layer(False)
+    errors = []
+    for call in (
+        lambda: bad.forward(1, backend="a"),
+        lambda: Layer.forward.call_reference(bad, 1, backend="a"),
+    ):
+        with pytest.raises(ValueError) as info:
+            call()
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+
+
+def test_stacked_under_the_experimental_api_marker():
+    """``@flashinfer_experimental_api`` over a dispatched op: exact-signature wrapper."""
+
+    def api(x, w=None, *, backend="auto"):
+        return backend
+
+    op = backend_requirement({"a": lambda x, w, backend: True})(api)
+    wrapped = flashinfer_experimental_api(op)
+    assert inspect.signature(wrapped) == inspect.signature(api)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert wrapped(1, backend="a") == "a"
+        assert wrapped(x=1) == "auto"
+    assert len([w for w in caught if issubclass(w.category, flashinfer.ExperimentalWarning)]) == 1
+    with pytest.raises(TypeError):
+        wrapped()
+    with pytest.raises(BackendSupportedError):
+        wrapped(1, backend="nope")
+
+
+# ---- per-thread records across calls ---------------------------------------------------
+
+
+def test_dropped_record_is_cleared_by_the_next_call_in_both_paths():
+    backends = [("a", "same", "ok", False, "undeclared"), ("e", "same", "ok", True, "undeclared")]
+    op, rec = make_op(PLAIN, backends)
+    for fn in (op, op.call_reference):
+        fn(X, W)
+        assert list(op.dropped_experimental_backends) == ["e"]
+        fn(X, W, backend="a")
+        assert list(op.dropped_experimental_backends) == []
+        fn(X, W)
+        with pytest.raises(BackendSupportedError):
+            fn(X, W, backend="nope")
+        assert list(op.dropped_experimental_backends) == []
+
+
+def test_explicit_call_leaves_suitable_backends_of_the_last_auto_call():
+    op, rec = make_op(PLAIN, _table(a="ok", b="ok"), heuristic="reverse")
+    for fn in (op, op.call_reference):
+        op.dispatcher._state.suitable = []
+        fn(X, W)
+        assert list(op.suitable_auto_backends) == ["b", "a"]
+        assert fn(X, W, backend="a")[1] == ["b", "a"]
+
+
+@pytest.fixture(autouse=True)
+def _quiet_gate_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", flashinfer.ExperimentalWarning)
+        yield
+
+
+def test_heuristic_cannot_bring_back_a_dropped_experimental_backend_in_place():
+    """Gate off: a heuristic editing its candidate list cannot re-add the experimental one."""
+
+    def heuristic(candidates, x, w, scale=1.0, backend="auto"):
+        candidates.insert(0, "e")
+        return candidates
+
+    op = backend_requirement(
+        {
+            "a": lambda x, w, scale, backend: True,
+            "e": experimental_backend(lambda x, w, scale, backend: True),
+        },
+        heuristic_func=heuristic,
+    )(lambda x, w, scale=1.0, backend="auto": list(op.suitable_auto_backends))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert op(X, W) == ["a"]
+        assert op.call_reference(X, W) == ["a"]
+    assert caught == []
