@@ -9,7 +9,14 @@ Sub-commands::
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),
 ``2`` a usage error (unknown command, op or dtype, malformed shape, CUDA asked for on a
-machine without it).  Errors are one line on stderr, starting ``flashinfer: error:``.
+machine without it).  Errors are one line on stderr, starting ``flashinfer: error:`` (or
+``flashinfer <command>: error:``); ``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a
+runtime failure.
+
+``autotune`` loads the cache file first (keys already in it are not timed again; ``--force``
+re-times them), tunes each shape inside :func:`flashinfer.autotuner.autotune` with a
+plain-text progress bar on stderr, then saves (merging with the file, atomically) and prints
+one row per shape: the picked backend, tactic and median time, and whether it was timed now.
 """
 
 from __future__ import annotations
@@ -182,7 +189,7 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for api in report["apis"]:
         kind = "experimental" if api["experimental"] else "stable"
         if not api["backends"]:
-            rows.append((api["api"], kind, "-", "-", "yes", ""))
+            rows.append((api["api"], kind, "-", "-", "-", "no backend table (not dispatched)"))
         for b in api["backends"]:
             rows.append(
                 (

@@ -126,6 +126,18 @@ def test_autotune_in_process_with_interpreter_times_triton(tmp_path, capsys):
     assert entry["backend"] in ("torch", "triton")
 
 
+def test_autotune_force_retimes_keys_already_in_the_cache(tmp_path, capsys):
+    argv = ["autotune", "--op", "mm", "--shapes", "8x8x8", "--cache", str(tmp_path / "c.json")]
+    assert main(argv) == 0
+    AutoTuner.get().clear()
+    assert main(argv) == 0
+    assert "reused (key already tuned)" in capsys.readouterr().out
+    AutoTuner.get().clear()
+    assert main([*argv, "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned" in out and "reused" not in out
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
