@@ -460,7 +460,7 @@ def _case_inputs(
 def _declare_cases() -> None:
     from .testing import Case, declare_cases, rel_frobenius
 
-    specs = [
+    specs: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
         ("f32_64x64x64", (64, 64, 64, torch.float32), {}),
         ("f16_33x40x70_ragged", (33, 40, 70, torch.float16), {}),
         ("bf16_17x24x96", (17, 24, 96, torch.bfloat16), {}),

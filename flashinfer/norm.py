@@ -311,7 +311,7 @@ def _case_inputs(
 def _declare_cases() -> None:
     from .testing import Case, allclose, declare_cases
 
-    specs = [
+    specs: list[tuple[str, Any, Any, dict[str, Any]]] = [
         ("f32_4x64", (4, 64), torch.float32, {}),
         ("f16_2x3x100", (2, 3, 100), torch.float16, {}),
         ("bf16_5x256", (5, 256), torch.bfloat16, {}),

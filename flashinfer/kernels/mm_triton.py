@@ -76,9 +76,16 @@ def _mm_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def dot_precision() -> str:
-    """``"ieee"`` unless torch's float32 matmul precision setting allows TF32."""
-    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+def dot_precision(dtype: torch.dtype) -> str:
+    """``tl.dot``'s ``input_precision`` for operands of ``dtype``.
+
+    fp32 operands: ``"ieee"`` unless torch's float32 matmul precision setting allows TF32.
+    16-bit operands: Triton's default (the flag only concerns fp32 operands; IEEE there
+    could steer the compiler away from tensor cores).
+    """
+    if dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest":
+        return "ieee"
+    return "tf32"
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, tactic: dict[str, Any]) -> None:
@@ -110,7 +117,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, tactic: dict[str, 
         BLOCK_K=bk,
         GROUP_M=8,
         UPCAST=a.dtype == torch.bfloat16 and interpreter_enabled(),
-        PRECISION=dot_precision(),
+        PRECISION=dot_precision(a.dtype),
         num_warps=tactic["num_warps"],
         num_stages=tactic["num_stages"],
     )

@@ -125,6 +125,8 @@ def fused_add_rmsnorm(
     if kernel_unsupported_reason(input, residual, weight) is None:
         from .kernel import fused_add_rmsnorm_rows  # first use imports Triton
 
-        fused_add_rmsnorm_rows(_rows(input), _rows(residual), weight, float(eps))
+        rows_in, rows_res = _rows(input), _rows(residual)
+        assert rows_in is not None and rows_res is not None  # kernel_unsupported_reason checked
+        fused_add_rmsnorm_rows(rows_in, rows_res, weight, float(eps))
     else:
         _torch_fused_add_rmsnorm(input, residual, weight, float(eps))

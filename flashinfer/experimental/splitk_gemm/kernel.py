@@ -96,7 +96,7 @@ def splitk_matmul(
         BLOCK_N=bn,
         BLOCK_K=bk,
         UPCAST=a.dtype == torch.bfloat16 and interpreter_enabled(),
-        PRECISION=dot_precision(),
+        PRECISION=dot_precision(a.dtype),
         num_warps=tactic["num_warps"],
         num_stages=tactic["num_stages"],
     )
