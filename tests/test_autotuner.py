@@ -4,6 +4,8 @@ the real dispatcher; the last tests tune the real ``flashinfer.mm``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -263,6 +265,28 @@ def test_tuning_flag_is_per_thread():
             t.join(10)
         assert is_tuning()
     assert seen == {"a": [True, False], "b": [False, False], "outsider": [False]}
+
+
+def test_one_autotune_object_can_be_reentered():
+    block = autotune()
+    with block:
+        with autotune(False):
+            with block:
+                assert is_tuning()
+            assert not is_tuning()
+        assert is_tuning()
+    assert not is_tuning()
+
+
+def test_importing_the_autotuner_stays_light():
+    code = (
+        "import sys, flashinfer.autotuner; "
+        "bad = [m for m in ('triton', 'flashinfer.experimental', 'flashinfer.gemm') "
+        "if m in sys.modules]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_threads_share_tuned_results():

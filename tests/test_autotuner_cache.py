@@ -265,9 +265,10 @@ def test_autotune_cache_with_corrupt_file_does_not_crash(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
     path.write_text("{nope")
-    with pytest.warns(AutotuneCacheWarning):
+    with pytest.warns(AutotuneCacheWarning) as rec:
         with autotune(cache=path):
             op(torch.zeros(4))
+    assert rec[0].filename == __file__  # the user's with-line, not contextlib's
     assert json.loads(path.read_text())["entries"][0]["backend"] == "a"  # replaced
 
 

@@ -34,13 +34,12 @@ logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also written to s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -308,32 +307,47 @@ class AutoTuner:
             self._best = {}
 
 
-@contextlib.contextmanager
-def autotune(
-    enabled: bool = True,
-    *,
-    cache: str | os.PathLike[str] | None = None,
-    progress: ProgressCallback | None = None,
-) -> Iterator[AutoTuner]:
+class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).
 
     ``enabled=False`` turns tuning off inside the block (tuned results are still used).
     ``cache=path`` loads the results saved there on entry, if the file exists, and saves
     every result to it on exit (also when the block raises), see
     :func:`flashinfer.autotuner.save_configs`.  ``progress`` is called before each timing
-    (see :data:`ProgressCallback`).  The previous state is restored on exit.
-    """
-    from .cache import load_configs, save_configs
+    (see :data:`ProgressCallback`).  The previous state is restored on exit, also when
+    blocks are nested or left by an exception; ``with`` yields the :class:`AutoTuner`.
 
-    tuner = AutoTuner.get()
-    if cache is not None and os.path.exists(cache):
-        load_configs(cache)
-    token = _tuning.set(bool(enabled))
-    ptoken = _progress.set(progress)
-    try:
-        yield tuner
-    finally:
+    A class rather than a ``contextlib`` generator so that the warnings of loading the cache
+    point at the user's ``with`` line (no ``contextlib`` frame in between).  The same object
+    may be entered again, also while already entered (each entry restores its own state).
+    """
+
+    def __init__(
+        self,
+        enabled: bool = True,
+        *,
+        cache: str | os.PathLike[str] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.enabled = bool(enabled)
+        self.cache = cache
+        self.progress = progress
+        self._tokens: list[tuple[Any, Any]] = []
+
+    def __enter__(self) -> AutoTuner:
+        from .cache import load_configs
+
+        tuner = AutoTuner.get()
+        if self.cache is not None and os.path.exists(self.cache):
+            load_configs(self.cache)
+        self._tokens.append((_tuning.set(self.enabled), _progress.set(self.progress)))
+        return tuner
+
+    def __exit__(self, *exc_info: object) -> None:
+        from .cache import save_configs
+
+        token, ptoken = self._tokens.pop()
         _progress.reset(ptoken)
         _tuning.reset(token)
-        if cache is not None:
-            save_configs(cache)
+        if self.cache is not None:
+            save_configs(self.cache)
