@@ -208,8 +208,8 @@ class AutoTuner:
             self._local.last = TuningRecord(key, choice, timed)
         else:
             choice = self._best.get(key)
-        if choice is not None and choice.backend in candidates:
-            backend, tactic = choice.backend, choice.tactic
+        if choice is not None and choice[0] in candidates and choice[0] in runners:
+            backend, tactic = choice[0], choice[1]
         else:
             backend, tactic = self._first(op, runners, candidates), None
         if backend in op.experimental_backends:
