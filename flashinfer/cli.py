@@ -280,13 +280,13 @@ def _resolve_op(name: str) -> tuple[Any, _TuneTarget]:
     _load_apis()
     registered = AutoTuner.get().registered()
     tunable = {
-        op.__name__: (op, _TARGETS[op.__name__])
+        op.api_name: (op, _TARGETS[op.api_name])
         for op, _ in registered.values()
-        if getattr(op, "__name__", None) in _TARGETS
+        if getattr(op, "api_name", None) in _TARGETS
     }
     for key, (op, _) in registered.items():
-        if name == key and op.__name__ in tunable:
-            return tunable[op.__name__]
+        if name == key and getattr(op, "api_name", None) in tunable:
+            return tunable[op.api_name]
     if name in tunable:
         return tunable[name]
     available = ", ".join(sorted(tunable)) or "none"

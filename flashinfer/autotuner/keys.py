@@ -89,7 +89,7 @@ def make_key(api_key: str, inputs: tuple) -> Key:
     before ``isinstance`` (torch's metaclass makes a negative ``isinstance`` slow), cheap
     tensor attributes (``is_cuda`` rather than ``device.type``) and a memo of shape buckets.
     """
-    parts = []
+    parts: list[Any] = []
     first = None
     get_bucket = _SHAPE_BUCKETS.get
     for x in inputs:

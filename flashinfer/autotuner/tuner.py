@@ -34,6 +34,7 @@ logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also written to s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -41,20 +42,18 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..api_logging import warn_experimental_backend_once
 from .keys import Key, make_key
 from .timing import measure
-
-if TYPE_CHECKING:
-    from ..backend_dispatch import BackendRequirementOp
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
     "AutoTuner",
     "Choice",
     "ProgressCallback",
+    "TunableOp",
     "TunableRunner",
     "TuningRecord",
     "autotune",
@@ -89,6 +88,18 @@ class TunableRunner(Protocol):
     def tactics(self, inputs: tuple) -> Sequence[Any]: ...
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> Any: ...
+
+
+class TunableOp(Protocol):
+    """What the tuner reads of an op: the function ``backend_requirement`` returns."""
+
+    api_key: str
+    api_name: str
+    backend_checks: Mapping[str, Any]
+    experimental_backends: frozenset[str]
+
+    @property
+    def suitable_auto_backends(self) -> Sequence[str]: ...
 
 
 class Choice(NamedTuple):
@@ -141,7 +152,7 @@ class AutoTuner:
         #: key -> best choice; read lock-free on the hot path, replaced under ``_lock``.
         self._best: dict[Key, Choice] = {}
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
-        self._ops: dict[str, tuple[BackendRequirementOp, Mapping[str, TunableRunner]]] = {}
+        self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tune_lock = threading.RLock()
@@ -165,7 +176,7 @@ class AutoTuner:
         return inst
 
     @classmethod
-    def register(cls, op: BackendRequirementOp, runners: Mapping[str, TunableRunner]) -> None:
+    def register(cls, op: TunableOp, runners: Mapping[str, TunableRunner]) -> None:
         """Declare ``op`` tunable with one runner per backend (call at import of the op).
 
         Persisted results are validated against the registered runners' tactic spaces.
@@ -181,15 +192,13 @@ class AutoTuner:
         with tuner._lock:
             tuner._ops[op.api_key] = (op, runners)
 
-    def registered(self) -> dict[str, tuple[BackendRequirementOp, Mapping[str, TunableRunner]]]:
+    def registered(self) -> dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]]:
         """``api_key -> (op, runners)`` of every registered op."""
         return dict(self._ops)
 
     # ---- the call path ----------------------------------------------------------------
 
-    def run(
-        self, op: BackendRequirementOp, runners: Mapping[str, TunableRunner], inputs: tuple
-    ) -> Any:
+    def run(self, op: TunableOp, runners: Mapping[str, TunableRunner], inputs: tuple) -> Any:
         """Run the current ``backend="auto"`` call of ``op`` with the best known choice.
 
         Candidates are ``op.suitable_auto_backends`` (this call's list from the dispatcher)
@@ -218,7 +227,7 @@ class AutoTuner:
 
     @staticmethod
     def _first(
-        op: BackendRequirementOp, runners: Mapping[str, TunableRunner], candidates: Sequence[str]
+        op: TunableOp, runners: Mapping[str, TunableRunner], candidates: Sequence[str]
     ) -> str:
         for backend in candidates:
             if backend in runners:
@@ -230,7 +239,7 @@ class AutoTuner:
 
     def _tune(
         self,
-        op: BackendRequirementOp,
+        op: TunableOp,
         runners: Mapping[str, TunableRunner],
         inputs: tuple,
         key: Key,
@@ -256,7 +265,7 @@ class AutoTuner:
                     progress(i, len(plan), label)
                 try:
                     median = measure(
-                        lambda r=runner, t=tactic: r(inputs, t),
+                        functools.partial(runner, inputs, tactic),
                         inputs,
                         warmup=self.warmup,
                         repeat=self.repeat,
