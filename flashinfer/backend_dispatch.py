@@ -675,7 +675,8 @@ class BackendRequirementOp:
                     f"automatic selection use them.\n{detail}"
                 )
             raise BackendSupportedError(
-                f"No suitable auto backends found for {api}; every candidate was rejected:\n{detail}"
+                f"No suitable auto backends found for {api}; every candidate was "
+                f"rejected:\n{detail}"
             )
         self._state.suitable = viable
         if viable[0] in self.experimental_backends:

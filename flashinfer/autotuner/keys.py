@@ -82,13 +82,45 @@ def _device_type(x: torch.Tensor) -> str:
 _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.device})
 
 
+# Tuning key per exact call signature: (api_key, then per input its shape and dtype, None,
+# a dtype or ..., then the first tensor's device).  Hashing that flat tuple is cheaper than
+# bucketing each shape and nesting tuples on every call; the memo is a pure function of
+# shapes, dtypes and device (never of tensor values), so it can never go stale.
+_KEY_MEMO: dict[tuple, Key] = {}
+
+
 def make_key(api_key: str, inputs: tuple) -> Key:
     """The tuning key of one call (see the module docstring).
 
     On the hot path of every tuned call, hence written for speed: ``type(x) is Tensor``
-    before ``isinstance`` (torch's metaclass makes a negative ``isinstance`` slow), cheap
-    tensor attributes (``is_cuda`` rather than ``device.type``) and a memo of shape buckets.
+    before ``isinstance`` (torch's metaclass makes a negative ``isinstance`` slow), and a
+    memo from the exact shapes, dtypes and device to the bucketed key.
     """
+    signature: list[Any] = [api_key]
+    first = None
+    for x in inputs:
+        tp = type(x)
+        if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
+            signature.append(x.shape)
+            signature.append(x.dtype)
+            if first is None:
+                first = x
+        elif x is None or tp is _dtype:
+            signature.append(x)
+        else:
+            signature.append(...)
+    signature.append(None if first is None else first.device)
+    exact = tuple(signature)
+    key = _KEY_MEMO.get(exact)
+    if key is None:
+        key = _compute_key(api_key, inputs)
+        if len(_KEY_MEMO) < _MAX_MEMO:
+            _KEY_MEMO[exact] = key
+    return key
+
+
+def _compute_key(api_key: str, inputs: tuple) -> Key:
+    """The tuning key, computed from scratch (see :func:`make_key`)."""
     parts: list[Any] = []
     first = None
     get_bucket = _SHAPE_BUCKETS.get
