@@ -36,6 +36,7 @@ from .api_logging import (
 __all__ = [
     "BackendRequirementOp",
     "BackendSupportedError",
+    "PerThreadList",
     "backend_requirement",
     "experimental_backend",
     "find_compute_capability",
@@ -306,14 +307,11 @@ class PerThreadList(Sequence[str]):
     reached through an attribute that looks them up on every read.
     """
 
-    __slots__ = ("_field", "_state")
+    __slots__ = ("_current", "current")
 
     def __init__(self, state: _CallState, field: str) -> None:
-        self._state = state
-        self._field = field
-
-    def _current(self) -> Sequence[str]:
-        return getattr(self._state, self._field)
+        # A C-level callable: reading the current value costs no Python frame.
+        self._current = self.current = functools.partial(getattr, state, field)
 
     def __getitem__(self, index: Any) -> Any:
         return self._current()[index]
@@ -326,6 +324,9 @@ class PerThreadList(Sequence[str]):
 
     def __contains__(self, value: object) -> bool:  # Sequence's default iterates in Python
         return value in self._current()
+
+    current: Callable[[], Sequence[str]]
+    """This thread's current value itself (no copy): for hot paths such as the autotuner."""
 
     def snapshot(self) -> list[str]:
         """A copy of this thread's current value."""

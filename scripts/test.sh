@@ -10,6 +10,9 @@ step "lint: ruff"
 ruff check .
 ruff format --check .
 
+step "types: mypy on the package"
+mypy flashinfer
+
 step "stable lane: pytest tests/ (tests/experimental/ excluded by norecursedirs)"
 python -m pytest tests -q -p no:cacheprovider
 

@@ -37,6 +37,7 @@ from ..backend_dispatch import find_compute_capability
 
 __all__ = [
     "Key",
+    "exact_signature",
     "bucket_dim",
     "bucket_shape",
     "dtype_from_name",
@@ -89,28 +90,39 @@ _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.d
 _KEY_MEMO: dict[tuple, Key] = {}
 
 
-def make_key(api_key: str, inputs: tuple) -> Key:
-    """The tuning key of one call (see the module docstring).
+def exact_signature(api_key: str, inputs: tuple) -> tuple:
+    """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
 
-    On the hot path of every tuned call, hence written for speed: ``type(x) is Tensor``
-    before ``isinstance`` (torch's metaclass makes a negative ``isinstance`` slow), and a
-    memo from the exact shapes, dtypes and device to the bucketed key.
+    ``api_key``, then per input its shape and dtype (tensors), itself (``None`` or a
+    dtype) or ``...`` (any other value), then the first tensor's device.  Tensor attribute
+    reads are most of the cost of a tuned call's key, so each is read exactly once here.
     """
     signature: list[Any] = [api_key]
+    append = signature.append
     first = None
     for x in inputs:
         tp = type(x)
         if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
-            signature.append(x.shape)
-            signature.append(x.dtype)
+            append(x.shape)
+            append(x.dtype)
             if first is None:
                 first = x
         elif x is None or tp is _dtype:
-            signature.append(x)
+            append(x)
         else:
-            signature.append(...)
-    signature.append(None if first is None else first.device)
-    exact = tuple(signature)
+            append(...)
+    if first is not None:
+        append(first.device)
+    return tuple(signature)
+
+
+def make_key(api_key: str, inputs: tuple) -> Key:
+    """The tuning key of one call (see the module docstring).
+
+    Memoised from :func:`exact_signature`, a pure function of shapes, dtypes and device
+    (never of tensor values), so a memo entry can never go stale.
+    """
+    exact = exact_signature(api_key, inputs)
     key = _KEY_MEMO.get(exact)
     if key is None:
         key = _compute_key(api_key, inputs)

@@ -45,7 +45,8 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..api_logging import warn_experimental_backend_once
-from .keys import Key, make_key
+from ..backend_dispatch import PerThreadList
+from .keys import Key, exact_signature, make_key
 from .timing import measure
 
 __all__ = [
@@ -99,7 +100,7 @@ class TunableOp(Protocol):
     experimental_backends: frozenset[str]
 
     @property
-    def suitable_auto_backends(self) -> Sequence[str]: ...
+    def suitable_auto_backends(self) -> PerThreadList: ...
 
 
 class Choice(NamedTuple):
@@ -142,6 +143,10 @@ def _describe_tactic(tactic: Any) -> str:
         return repr(tactic)
 
 
+_UNSEEN: Any = object()
+_FAST_CAP = 1 << 14
+
+
 class AutoTuner:
     """The process-wide autotuner (:meth:`get`).  See the module docstring."""
 
@@ -151,6 +156,10 @@ class AutoTuner:
     def __init__(self) -> None:
         #: key -> best choice; read lock-free on the hot path, replaced under ``_lock``.
         self._best: dict[Key, Choice] = {}
+        #: exact call signature -> choice (None: untuned), for calls outside tuning.  A new
+        #: dict replaces it whenever ``_best`` changes, so an entry is never stale; a reader
+        #: that raced with the change writes into the discarded dict.
+        self._fast: dict[tuple, Choice | None] = {}
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
@@ -207,16 +216,22 @@ class AutoTuner:
         and keeps the fastest.  Otherwise a tuned key runs its choice when its backend is a
         candidate, and anything else the first candidate with its default tactic.
         """
-        candidates = op.suitable_auto_backends
-        key = make_key(op.api_key, inputs)
+        candidates = op.suitable_auto_backends.current()
         if _tuning.get():
+            key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
             timed = choice is None or choice.backend not in candidates
             if timed:
                 choice = self._tune(op, runners, inputs, key, candidates)
             self._local.last = TuningRecord(key, choice, timed)
         else:
-            choice = self._best.get(key)
+            fast = self._fast
+            exact = exact_signature(op.api_key, inputs)
+            choice = fast.get(exact, _UNSEEN)  # type: ignore[arg-type]
+            if choice is _UNSEEN:
+                choice = self._best.get(make_key(op.api_key, inputs))
+                if len(fast) < _FAST_CAP:
+                    fast[exact] = choice
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
         else:
@@ -288,6 +303,7 @@ class AutoTuner:
             )
             with self._lock:
                 self._best[key] = best
+                self._fast = {}
             return best
 
     # ---- inspecting and editing the results -------------------------------------------
@@ -309,11 +325,13 @@ class AutoTuner:
         """Record ``choice`` for ``key`` (used by the persisted cache)."""
         with self._lock:
             self._best[key] = choice
+            self._fast = {}
 
     def clear(self) -> None:
         """Forget every tuned result (registrations stay)."""
         with self._lock:
             self._best = {}
+            self._fast = {}
 
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``
