@@ -475,9 +475,12 @@ class BackendRequirementOp:
             "    if skip_check:",
             f"        return {call_func}",
         ]
-        if self.experimental_backends:  # only these ops ever record dropped backends
+        # Only ops with experimental backends ever record dropped ones; each checked call
+        # clears this thread's record first (an explicit branch) or rewrites it (auto).
+        clear: list[str] = []
+        if self.experimental_backends:
             ns["_live"] = self._live
-            lines += ["    if _live.dropped and _state.dropped:", "        _state.dropped = ()"]
+            clear = ["if _live.dropped and _state.dropped:", "    _state.dropped = ()"]
         lines += [
             f"    _cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})",
         ]
@@ -502,7 +505,7 @@ class BackendRequirementOp:
             ns[f"_chk{i}"] = chk
             lines += [
                 f"    {'if' if i == 0 else 'elif'} backend == {name!r}:",
-                *(f"        {c}" for c in common),
+                *(f"        {c}" for c in clear + common),
                 f"        if not {self._capability_guard(i, chk, ns)}:",
                 f"            {fail}",
                 f"        if not {render_call(f'_chk{i}', specs[name])}:",
@@ -512,37 +515,44 @@ class BackendRequirementOp:
                 ns[f"_once{i}"] = backend_warning_flag(self.api_key, name)
                 lines += [f"        if not _once{i}.warned:", f"            _warn(_api, {name!r})"]
             lines.append(f"        return {call_func}")
-        lines += ["    if backend != 'auto':", f"        {fail}", *(f"    {c}" for c in common)]
+        lines += ["    if backend != 'auto':", f"        {fail}"]  # _fail clears the record
 
-        # backend="auto": every checker in declaration order; experimental ones apart.
-        lines += ["    _ok = []", "    _xok = None"]
+        # backend="auto": every checker in declaration order.  Experimental ones join _ok in
+        # declaration order and are also noted in _xok: with the gate on nothing needs
+        # merging; with it off they are taken out again and recorded as dropped.  Whatever
+        # raises before that record is written clears it, as every call must.
+        body = [*common, "_ok = []"]
         for i, (name, chk) in enumerate(self.backend_checks.items()):
+            keep = [f"_ok.append({name!r})"]
             if name in self.experimental_backends:
-                keep = [
-                    "if _xok is None:",
-                    f"    _xok = [{name!r}]",
-                    "else:",
-                    f"    _xok.append({name!r})",
-                ]
-            else:
-                keep = [f"_ok.append({name!r})"]
-            lines += [
-                f"    if {self._capability_guard(i, chk, ns)}:",
-                "        try:",
-                f"            if {render_call(f'_chk{i}', specs[name])}:",
-                *(f"                {k}" for k in keep),
-                "        except ValueError:",
-                "            pass",
+                keep.append(f"_xok += ({name!r},)")
+            body += [
+                f"if {self._capability_guard(i, chk, ns)}:",
+                "    try:",
+                f"        if {render_call(f'_chk{i}', specs[name])}:",
+                *(f"            {k}" for k in keep),
+                "    except ValueError:",
+                "        pass",
             ]
         if self.experimental_backends:
-            lines += [
-                "    if _xok is not None:",
-                "        if _gate():",
-                "            _ok = [b for b in _ORDER if b in _ok or b in _xok]",
-                "        else:",
-                "            _live.dropped = True",
-                "            _state.dropped = tuple(_xok)",
+            body += [
+                "if _xok and not _gate():",
+                "    for _b in _xok:",
+                "        _ok.remove(_b)",
+                "    _live.dropped = True",
+                "    _state.dropped = _xok",
+                *(f"el{c}" if j == 0 else c for j, c in enumerate(clear)),
             ]
+            lines += [
+                "    _xok = ()",
+                "    try:",
+                *(f"        {c}" for c in body),
+                "    except BaseException:",
+                *(f"        {c}" for c in clear),
+                "        raise",
+            ]
+        else:
+            lines += [f"    {c}" for c in body]
         if self.heuristic_func is not None:
             # The heuristic gets a copy: were it given _ok itself, it could add a backend
             # (an unknown one, or one the gate dropped) by editing the list in place.
@@ -556,7 +566,7 @@ class BackendRequirementOp:
         lines += ["    if not _ok:", f"        {fail}", "    _state.suitable = _ok"]
         if self.experimental_backends:
             lines += [
-                "    if _xok is not None and _ok[0] in _xok:",
+                "    if _xok and _ok[0] in _xok:",
                 "        _warn(_api, _ok[0], automatic=True)",
             ]
         lines.append(f"    return {call_func}")
