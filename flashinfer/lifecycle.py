@@ -96,8 +96,8 @@ def load_api_modules(modules: Iterable[str] | None = None) -> list[str]:
     return missing
 
 
-def _chain(obj: Any) -> list[Any]:
-    """``obj`` and everything it wraps (``__wrapped__``), outermost first."""
+def wrapper_chain(obj: Any) -> list[Any]:
+    """``obj`` and everything it wraps (``__wrapped__``), outermost first (cycle-safe)."""
     seen: list[Any] = []
     while obj is not None and all(obj is not s for s in seen):
         seen.append(obj)
@@ -107,7 +107,7 @@ def _chain(obj: Any) -> list[Any]:
 
 def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
     """The lifecycle metadata of ``obj`` or of anything it wraps; ``None`` if it is stable."""
-    for layer in _chain(obj):
+    for layer in wrapper_chain(obj):
         # ``is True``: BackendRequirementOp has an is_experimental_backend() *method*.
         if (
             getattr(layer, "is_experimental", None) is True

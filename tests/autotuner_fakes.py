@@ -2,14 +2,16 @@
 
 ``make_op`` builds an op through the real dispatcher (``backend_requirement``) with one
 counting runner per backend, registers it with the autotuner and returns it.  Each call
-gets a unique qualified name, so tests never share tuned keys.
+gets a unique qualified name, so tests never share tuned keys.  ``clean_tuner`` is the
+body of the tests' autouse fixtures: short timings, no tuned results left over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -22,6 +24,20 @@ from flashinfer.backend_dispatch import (
 )
 
 _ids = itertools.count()
+
+
+@contextlib.contextmanager
+def clean_tuner(warmup: int, repeat: int) -> Iterator[AutoTuner]:
+    """The autotuner with these timings and no tuned results; both restored on exit."""
+    tuner = AutoTuner.get()
+    saved = (tuner.warmup, tuner.repeat)
+    tuner.warmup, tuner.repeat = warmup, repeat
+    tuner.clear()
+    try:
+        yield tuner
+    finally:
+        tuner.warmup, tuner.repeat = saved
+        tuner.clear()
 
 
 class FakeRunner:

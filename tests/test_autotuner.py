@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
@@ -23,13 +23,8 @@ GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 @pytest.fixture(autouse=True)
 def fast_tuner():
     """Short timings and no tuned results left over from other tests."""
-    tuner = AutoTuner.get()
-    saved = (tuner.warmup, tuner.repeat)
-    tuner.warmup, tuner.repeat = 1, 3
-    tuner.clear()
-    yield tuner
-    tuner.warmup, tuner.repeat = saved
-    tuner.clear()
+    with clean_tuner(warmup=1, repeat=3) as tuner:
+        yield tuner
 
 
 def three_backends():

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 from flashinfer.autotuner import (
     SCHEMA_VERSION,
@@ -31,13 +31,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(autouse=True)
 def fast_tuner():
-    tuner = AutoTuner.get()
-    saved = (tuner.warmup, tuner.repeat)
-    tuner.warmup, tuner.repeat = 0, 1
-    tuner.clear()
-    yield tuner
-    tuner.warmup, tuner.repeat = saved
-    tuner.clear()
+    with clean_tuner(warmup=0, repeat=1) as tuner:
+        yield tuner
 
 
 def tuned_op(monkeypatch=None):

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from autotuner_fakes import clean_tuner
 
 from flashinfer.autotuner import AutoTuner
 from flashinfer.cli import main
@@ -31,13 +32,8 @@ def run_module(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 @pytest.fixture(autouse=True)
 def fresh_tuner():
-    tuner = AutoTuner.get()
-    saved = (tuner.warmup, tuner.repeat)
-    tuner.warmup, tuner.repeat = 0, 1
-    tuner.clear()
-    yield
-    tuner.warmup, tuner.repeat = saved
-    tuner.clear()
+    with clean_tuner(warmup=0, repeat=1):
+        yield
 
 
 # --------------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flashinfer.lifecycle import load_api_modules
+from flashinfer.lifecycle import wrapper_chain as chain
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _RST_DIRECTIVE = re.compile(
@@ -70,11 +73,9 @@ def reference_entries(docs_api: Path, display_root: Path) -> list[DocEntry]:
                         members = True
                     if option.strip() and not option.strip().startswith(":"):
                         break
-            try:
-                shown = path.relative_to(display_root).as_posix()
-            except ValueError:
-                shown = str(path)
-            entries.append(DocEntry(shown, i + 1, m.group(1), m.group(2), members))
+            entries.append(
+                DocEntry(_shown(path, display_root), i + 1, m.group(1), m.group(2), members)
+            )
     return entries
 
 
@@ -90,15 +91,6 @@ def resolve(target: str) -> Any:
             obj = getattr(obj, attr)
         return obj
     raise ImportError(f"no importable module in {target!r}")
-
-
-def chain(obj: Any) -> list[Any]:
-    """``obj`` and all it wraps (``__wrapped__``), outermost first."""
-    seen: list[Any] = []
-    while obj is not None and all(obj is not s for s in seen):
-        seen.append(obj)
-        obj = getattr(obj, "__wrapped__", None)
-    return seen
 
 
 def is_experimental(obj: Any) -> bool:
@@ -132,20 +124,18 @@ def _public_names(module_name: str) -> tuple[list[tuple[str, Any]], list[str]]:
 
 
 def _load(modules: Iterable[str] | None) -> list[str]:
-    notes = []
-    explicit = modules is not None
-    if modules is None:
-        import flashinfer
+    """Import the API modules; notes for those of the package that do not exist (yet).
 
-        modules = flashinfer.API_MODULES
-    for module in modules:
-        try:
+    Modules named explicitly (``--module``) must all import.
+    """
+    if modules is not None:
+        for module in modules:
             importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module or explicit:
-                raise
-            notes.append(f"note: API module {module} does not exist; nothing of it is checked")
-    return notes
+        return []
+    return [
+        f"note: API module {module} does not exist; nothing of it is checked"
+        for module in load_api_modules()
+    ]
 
 
 def _shown(path: Path, root: Path) -> str:

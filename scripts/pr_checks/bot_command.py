@@ -25,7 +25,6 @@ import argparse
 import json
 import re
 import sys
-import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,9 +36,8 @@ if str(_HERE) not in sys.path:
 
 import experimental_test_scope as scope  # noqa: E402
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_INVALID = 2
+# The exit codes and their meaning are the scope validator's (see scope.guarded_main).
+EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = scope.EXIT_OK, scope.EXIT_INTERNAL, scope.EXIT_INVALID
 
 BOT_HANDLE = "@flashinfer-bot"
 ROOT = scope.TARGETS_ROOT
@@ -520,18 +518,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return run(argv)
-    except scope.ScopeError as exc:
-        for error in exc.errors:
-            print(f"error: {error}", file=sys.stderr)
-        return EXIT_INVALID
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_INVALID
-    except Exception:  # anything else is a bug in this script
-        traceback.print_exc()
-        print("error: internal error in bot_command.py", file=sys.stderr)
-        return EXIT_INTERNAL
+    return scope.guarded_main(run, argv, "bot_command.py")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import re
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 EXIT_OK = 0
@@ -467,7 +467,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def guarded_main(
+    run: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None, script: str
+) -> int:
+    """``run(argv)``'s exit code, with failures mapped to exit codes (shared by bot_command.py).
+
+    A ScopeError is invalid input (its errors on stderr, exit 2); so is an argparse usage
+    error.  Anything else is a bug in ``script``: traceback, exit 1.
+    """
     try:
         return run(argv)
     except ScopeError as exc:
@@ -476,10 +483,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     except SystemExit as exc:  # argparse: usage errors are invalid input (exit 2)
         return exc.code if isinstance(exc.code, int) else EXIT_INVALID
-    except Exception:  # noqa: BLE001 - anything else is a bug in this script
+    except Exception:  # noqa: BLE001 - anything else is a bug in the script
         traceback.print_exc()
-        print("error: internal error in experimental_test_scope.py", file=sys.stderr)
+        print(f"error: internal error in {script}", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return guarded_main(run, argv, "experimental_test_scope.py")
 
 
 if __name__ == "__main__":

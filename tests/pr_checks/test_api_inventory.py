@@ -6,16 +6,13 @@ in a subprocess, so the fake APIs never enter this process's inventory.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "pr_checks" / "api_inventory.py"
+from . import REPO, run_script
 
 PACKAGE = '''
     """A fake package with one stable and one experimental API."""
@@ -56,14 +53,8 @@ def _run(tmp_path: Path, pkg: str, package: str, reference: str) -> subprocess.C
     api = tmp_path / "docs" / "api"
     api.mkdir(parents=True)
     (api / "index.rst").write_text(textwrap.dedent(reference.format(pkg=pkg)), encoding="utf-8")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "--root", str(tmp_path), "--module", pkg],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    return run_script(
+        "api_inventory", "--root", str(tmp_path), "--module", pkg, pythonpath=tmp_path
     )
 
 
@@ -187,19 +178,12 @@ def test_stable_record_under_experimental_fails(tmp_path: Path) -> None:
 
 
 def test_missing_reference_folder(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--root", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_script("api_inventory", "--root", str(tmp_path))
     assert result.returncode == 1
     assert "no API reference folder" in result.stdout
 
 
 def test_real_repository_passes() -> None:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=REPO, timeout=300
-    )
+    result = run_script("api_inventory", cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "api_inventory: OK" in result.stdout

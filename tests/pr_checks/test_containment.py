@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "pr_checks" / "containment.py"
+from . import REPO, load_script, run_script
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pr_check_containment", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up while executing it
-    spec.loader.exec_module(module)
-    return module
-
-
-containment = _load()
+containment = load_script("containment", "pr_check_containment")
 
 
 def _write(root: Path, rel: str, text: str = "") -> None:
@@ -170,8 +155,6 @@ def test_not_a_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_real_repository_passes() -> None:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    result = run_script("containment", cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "containment: OK" in result.stdout

@@ -7,7 +7,6 @@ in a subprocess (``--module``), so they never enter this process's registries.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "pr_checks" / "experimental_lifecycle.py"
+from . import REPO, run_script
 
 MODULE = """
     from flashinfer import (
@@ -60,15 +58,7 @@ def _run(
 ) -> subprocess.CompletedProcess:
     source = MODULE.format(backend_meta=backend_meta, api_meta=api_meta)
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "--module", name, *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_script("experimental_lifecycle", "--module", name, *extra, pythonpath=tmp_path)
 
 
 def test_passing_fixture(tmp_path: Path) -> None:
@@ -153,20 +143,13 @@ def test_bad_today_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_unknown_module_fails(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--module", "fi_life_does_not_exist"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_script("experimental_lifecycle", "--module", "fi_life_does_not_exist")
     assert result.returncode == 1
     assert "cannot import fi_life_does_not_exist" in result.stdout
 
 
 def test_real_repository_passes() -> None:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=REPO, timeout=300
-    )
+    result = run_script("experimental_lifecycle", cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "experimental_lifecycle: OK" in result.stdout
 

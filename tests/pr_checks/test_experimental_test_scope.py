@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "pr_checks" / "experimental_test_scope.py"
+from . import REPO, SCRIPTS, load_script, run_script
+
+SCRIPT = SCRIPTS / "experimental_test_scope.py"
 TEMPLATE = REPO / ".github" / "pull_request_template.md"
 
-
-def _load(name: str) -> ModuleType:
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPT.parent / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-ets = _load("experimental_test_scope")
+ets = load_script("experimental_test_scope")
 ScopeError = ets.ScopeError
 
 
@@ -376,23 +363,14 @@ def test_selftest_in_process() -> None:
 
 
 def test_selftest_subprocess() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--selftest"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    proc = run_script("experimental_test_scope", "--selftest", cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "selftest: all cases pass" in proc.stdout
 
 
 def test_subprocess_exit_code_invalid() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--targets", "tests/$(id).py", "--test-path"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = run_script(
+        "experimental_test_scope", "--targets", "tests/$(id).py", "--test-path", timeout=60
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert "command substitution" in proc.stderr

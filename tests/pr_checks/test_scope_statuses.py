@@ -6,33 +6,18 @@ context supersedes the old one, and the list API returns history newest first.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "scripts" / "pr_checks"
+from . import load_script
 
-
-def _load(name: str) -> ModuleType:
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-ets = _load("experimental_test_scope")
-bot = _load("bot_command")
+ets = load_script("experimental_test_scope")
+bot = load_script("bot_command")
 
 
 class FakeCommit:
