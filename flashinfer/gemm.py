@@ -9,7 +9,7 @@ candidates for the call (so the experimental gate applies to tuning too).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -23,7 +23,7 @@ from .backend_dispatch import (
 
 # The only module-level import from flashinfer.experimental: the light checker.
 from .experimental.splitk_gemm.support import check_splitk
-from .kernels import INT32_MAX, max_offset, triton_device_reason
+from .kernels import bf16_reason, offsets_reason, triton_device_reason
 
 try:
     from .autotuner import AutoTuner
@@ -182,13 +182,6 @@ class TorchRunner:
 # --------------------------------------------------------------------------------------
 
 
-def _int32_reason(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> str | None:
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if t is not None and max_offset(t) > INT32_MAX:
-            return f"{name} spans more than 2**31 - 1 elements; the kernel uses 32-bit offsets"
-    return None
-
-
 @supported_compute_capability(_TRITON_CCS, cpu=True)
 def _check_triton(
     a: torch.Tensor,
@@ -202,12 +195,12 @@ def _check_triton(
     reason = triton_device_reason(a)
     if reason is not None:
         raise ValueError(reason)
-    cc = find_compute_capability(a)
-    if a.dtype == torch.bfloat16 and cc is not None and cc < 80:
-        raise ValueError(f"bfloat16 tl.dot needs compute capability >= 80, found {cc}")
+    reason = bf16_reason(a.dtype, find_compute_capability(a))
+    if reason is not None:
+        raise ValueError(reason)
     if a.shape[0] == 0 or b.shape[1] == 0:
         raise ValueError("the output is empty (M or N is 0); there is no kernel to launch")
-    reason = _int32_reason(a, b, out)
+    reason = offsets_reason(a=a, b=b, out=out)
     if reason is not None:
         raise ValueError(reason)
     return True
@@ -247,17 +240,28 @@ def _triton_tactics(pm: int, pn: int, pk: int, elem: int, smem: int | None) -> t
     return tuple(fits)
 
 
-def _check_tactic(tactic: Any, space: Sequence[Any], backend: str) -> None:
-    if tactic not in space:
-        raise ValueError(f"mm: {tactic!r} is not a tactic of backend {backend!r}")
-
-
-def _output(
-    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: Any
+def _run_tiled(
+    runner: Any,
+    inputs: tuple,
+    tactic: Any,
+    space: Sequence[Any],
+    backend: str,
+    launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
 ) -> torch.Tensor:
-    if out is not None:
-        return out
-    return torch.empty((a.shape[0], b.shape[1]), dtype=_result_dtype(a, out_dtype), device=a.device)
+    """Run a tiled Triton GEMM (the ``triton`` and ``splitk`` runners): ``tactic`` defaults to
+    ``runner``'s first for these inputs and must otherwise be in ``space`` (the tactics of
+    ``backend``); ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
+    a, b, out, out_dtype = inputs
+    if tactic is None:
+        tactic = runner.tactics(inputs)[0]
+    elif tactic not in space:
+        raise ValueError(f"mm: {tactic!r} is not a tactic of backend {backend!r}")
+    if out is None:
+        out = torch.empty(
+            (a.shape[0], b.shape[1]), dtype=_result_dtype(a, out_dtype), device=a.device
+        )
+    launch(a, b, out, tactic)
+    return out
 
 
 class TritonRunner:
@@ -283,14 +287,7 @@ class TritonRunner:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
         from .kernels.mm_triton import matmul  # first use imports Triton
 
-        a, b, out, out_dtype = inputs
-        if tactic is None:
-            tactic = self.tactics(inputs)[0]
-        else:
-            _check_tactic(tactic, MM_TRITON_TACTICS, "triton")
-        c = _output(a, b, out, out_dtype)
-        matmul(a, b, c, tactic)
-        return c
+        return _run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)
 
 
 # --------------------------------------------------------------------------------------
@@ -318,14 +315,7 @@ class SplitKRunner:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
         from .experimental.splitk_gemm import TACTIC_SPACE, splitk_mm
 
-        a, b, out, out_dtype = inputs
-        if tactic is None:
-            tactic = self.tactics(inputs)[0]
-        else:
-            _check_tactic(tactic, TACTIC_SPACE, "splitk")
-        c = _output(a, b, out, out_dtype)
-        splitk_mm(a, b, c, tactic)
-        return c
+        return _run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_mm)
 
 
 MM_RUNNERS: dict[str, Any] = {

@@ -19,7 +19,7 @@ from .backend_dispatch import (
     find_compute_capability,
     supported_compute_capability,
 )
-from .kernels import INT32_MAX, max_offset, triton_device_reason
+from .kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
 
 __all__ = ["rmsnorm"]
 
@@ -140,17 +140,6 @@ def _rmsnorm_torch(
 # --------------------------------------------------------------------------------------
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor | None:
-    """``t`` seen as ``(rows, hidden)`` without a copy, with unit column stride; else None."""
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
-        return None
-    try:
-        rows = t.view(-1, t.shape[-1])
-    except RuntimeError:  # leading dimensions not collapsible into one row stride
-        return None
-    return rows
-
-
 @supported_compute_capability(_TRITON_CCS, cpu=True)
 def _check_triton(
     input: torch.Tensor,
@@ -164,11 +153,11 @@ def _check_triton(
     reason = triton_device_reason(input)
     if reason is not None:
         raise ValueError(reason)
-    cc = find_compute_capability(input)
-    if input.dtype == torch.bfloat16 and cc is not None and cc < 80:
-        raise ValueError(f"bfloat16 needs compute capability >= 80, found {cc}")
+    reason = bf16_reason(input.dtype, find_compute_capability(input))
+    if reason is not None:
+        raise ValueError(reason)
     for name, t in (("input", input), ("out", out)):
-        if t is not None and _rows(t) is None:
+        if t is not None and rows_view(t) is None:
             raise ValueError(
                 f"{name} of shape {tuple(t.shape)} and strides {t.stride()} is not a stack of "
                 "rows with a contiguous last dimension (stride 1) and one row stride; pass "
@@ -179,11 +168,9 @@ def _check_triton(
             f"weight must be contiguous (stride 1), got stride {weight.stride(0)}; "
             "pass weight.contiguous()"
         )
-    for name, t in (("input", input), ("out", out)):
-        if t is not None and max_offset(t) > INT32_MAX:
-            raise ValueError(
-                f"{name} spans more than 2**31 - 1 elements; the kernel uses 32-bit offsets"
-            )
+    reason = offsets_reason(input=input, out=out)
+    if reason is not None:
+        raise ValueError(reason)
     return True
 
 
@@ -193,7 +180,7 @@ def _rmsnorm_triton(
     from .kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
 
     result = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-    rows_in, rows_out = _rows(input), _rows(result)
+    rows_in, rows_out = rows_view(input), rows_view(result)
     assert rows_in is not None and rows_out is not None  # guaranteed by _check_triton
     rmsnorm_rows(rows_in, weight, eps, rows_out)
     return result

@@ -19,7 +19,12 @@ Comparators: :func:`allclose` (elementwise, tolerances per dtype) and
 :func:`rel_frobenius` (``||actual - expected||_F / ||expected||_F`` bounded per dtype), which
 is what a matmul wants: accumulation order moves single elements far more than the whole.
 
-This module imports torch only; no pytest, no Triton, no ``flashinfer.experimental``.
+Helpers for the tests themselves: :func:`conformance_devices` and :func:`run_or_skip` (the
+body of each lane's conformance test), and :func:`assert_runs_in_fresh_interpreter` (for
+"imported only on first use" checks, which need a process that has imported nothing yet).
+
+At import this module loads torch only; no pytest, no Triton, no ``flashinfer.experimental``
+(the pytest helpers import pytest when called).
 """
 
 from __future__ import annotations
@@ -41,11 +46,14 @@ __all__ = [
     "ConformanceItem",
     "FROBENIUS_BOUNDS",
     "allclose",
+    "assert_runs_in_fresh_interpreter",
     "cases_for",
+    "conformance_devices",
     "conformance_items",
     "declare_cases",
     "declared_ops",
     "rel_frobenius",
+    "run_or_skip",
     "support_reason",
 ]
 
@@ -311,3 +319,42 @@ def conformance_items(*, experimental: bool | None = None) -> list[ConformanceIt
                 if experimental is None or item.experimental == experimental:
                     items.append(item)
     return items
+
+
+# --------------------------------------------------------------------------------------
+# Helpers for tests (pytest imported on call)
+# --------------------------------------------------------------------------------------
+
+
+def conformance_devices() -> list[Any]:
+    """The ``device`` parameters of a conformance test: ``"cpu"``, and ``"cuda"`` marked
+    ``gpu`` (skipped cleanly without a CUDA device)."""
+    import pytest
+
+    return ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def run_or_skip(item: ConformanceItem, device: str) -> None:
+    """Run ``item`` on ``device`` inside a test; skip with the backend's own reason when it
+    does not support the case, fail when the result does not match."""
+    import pytest
+
+    reason = item.run(device)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def assert_runs_in_fresh_interpreter(code: str) -> None:
+    """Run ``code`` in a new Python process (``TRITON_INTERPRET=1``, so Triton kernels run on
+    CPU tensors) and raise ``AssertionError`` with its stderr unless it exits 0.
+
+    For import checks: the test process has long since imported everything.
+    """
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise AssertionError(f"exit status {proc.returncode}:\n{proc.stderr}")

@@ -15,9 +15,15 @@ import torch
 import flashinfer.backend_dispatch as dispatch
 from flashinfer import testing
 from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
-from flashinfer.testing import Case, ConformanceItem, allclose, conformance_items, rel_frobenius
-
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+from flashinfer.testing import (
+    Case,
+    ConformanceItem,
+    allclose,
+    conformance_devices,
+    conformance_items,
+    rel_frobenius,
+    run_or_skip,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -26,12 +32,10 @@ def _isolated_op_registry(monkeypatch):
     monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", conformance_devices())
 @pytest.mark.parametrize("item", conformance_items(experimental=False), ids=str)
 def test_conformance(item: ConformanceItem, device: str) -> None:
-    reason = item.run(device)
-    if reason is not None:
-        pytest.skip(reason)
+    run_or_skip(item, device)
 
 
 # ---- the machinery itself ----------------------------------------------------------------

@@ -9,9 +9,6 @@ tests/experimental/test_splitk_gemm.py; the rows here exercise the *gate* around
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import types
 import warnings
 
@@ -25,6 +22,7 @@ from flashinfer import BackendSupportedError, ExperimentalWarning, mm
 from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
 from flashinfer.experimental.splitk_gemm.support import check_splitk
+from flashinfer.testing import assert_runs_in_fresh_interpreter
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 
@@ -453,6 +451,4 @@ def test_imports_stay_light():
         "assert 'triton' in sys.modules\n"
         "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr
+    assert_runs_in_fresh_interpreter(code)

@@ -6,9 +6,6 @@ Numerical agreement of every backend with the reference is the conformance test'
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 
 import pytest
@@ -17,6 +14,7 @@ import torch
 import flashinfer
 import flashinfer.norm as norm
 from flashinfer import BackendSupportedError, rmsnorm
+from flashinfer.testing import assert_runs_in_fresh_interpreter
 
 
 def _x(*shape, dtype=torch.float32):
@@ -202,6 +200,4 @@ def test_triton_is_imported_only_when_a_triton_kernel_first_runs():
         "flashinfer.rmsnorm(torch.ones(2, 4), torch.ones(4), backend='triton')\n"
         "assert 'triton' in sys.modules\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr
+    assert_runs_in_fresh_interpreter(code)

@@ -16,8 +16,11 @@ import torch
 
 __all__ = [
     "INT32_MAX",
+    "bf16_reason",
     "interpreter_enabled",
     "max_offset",
+    "offsets_reason",
+    "rows_view",
     "triton_device_reason",
 ]
 
@@ -66,3 +69,31 @@ def max_offset(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
     return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
+
+
+def offsets_reason(**tensors: torch.Tensor | None) -> str | None:
+    """Why a kernel indexing with 32-bit offsets cannot run on one of ``tensors`` (passed by
+    name, ``None`` entries skipped), or ``None`` if it can."""
+    for name, t in tensors.items():
+        if t is not None and max_offset(t) > INT32_MAX:
+            return f"{name} spans more than 2**31 - 1 elements; the kernel uses 32-bit offsets"
+    return None
+
+
+def bf16_reason(dtype: torch.dtype, cc: int | None) -> str | None:
+    """Why a Triton kernel cannot run ``dtype`` at compute capability ``cc`` (``None``: CPU or
+    unknown), or ``None`` if it can: bfloat16 needs Ampere (sm80) or newer."""
+    if dtype == torch.bfloat16 and cc is not None and cc < 80:
+        return f"bfloat16 needs compute capability >= 80, found {cc}"
+    return None
+
+
+def rows_view(t: torch.Tensor) -> torch.Tensor | None:
+    """``t`` seen as ``(rows, hidden)`` without a copy, with unit column stride; else ``None``
+    (what the row kernels need)."""
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        return None
+    try:
+        return t.view(-1, t.shape[-1])
+    except RuntimeError:  # leading dimensions not collapsible into one row stride
+        return None

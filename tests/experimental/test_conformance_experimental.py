@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from flashinfer.testing import ConformanceItem, conformance_items
-
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+from flashinfer.testing import (
+    ConformanceItem,
+    conformance_devices,
+    conformance_items,
+    run_or_skip,
+)
 
 pytestmark = pytest.mark.experimental
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", conformance_devices())
 @pytest.mark.parametrize("item", conformance_items(experimental=True), ids=str)
 def test_conformance_experimental(item: ConformanceItem, device: str) -> None:
-    reason = item.run(device)
-    if reason is not None:
-        pytest.skip(reason)
+    run_or_skip(item, device)
 
 
 def test_the_experimental_lane_covers_split_k_and_fused_add_rmsnorm():

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -15,6 +12,7 @@ import flashinfer.gemm as gemm
 from flashinfer import ExperimentalWarning, mm
 from flashinfer.experimental.splitk_gemm import support
 from flashinfer.experimental.splitk_gemm.support import TACTIC_SPACE, check_splitk, valid_tactics
+from flashinfer.testing import assert_runs_in_fresh_interpreter
 
 pytestmark = pytest.mark.experimental
 
@@ -128,9 +126,7 @@ def test_support_module_is_light_and_the_kernel_loads_on_first_use():
         "flashinfer.mm(torch.ones(2, 1024), torch.ones(1024, 4), backend='splitk')\n"
         "assert 'flashinfer.experimental.splitk_gemm.kernel' in sys.modules\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr
+    assert_runs_in_fresh_interpreter(code)
 
 
 def test_limits_are_module_constants():

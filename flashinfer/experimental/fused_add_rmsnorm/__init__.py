@@ -19,7 +19,8 @@ import math
 
 import torch
 
-from ...kernels import INT32_MAX, max_offset, triton_device_reason
+from ...kernels import offsets_reason, rows_view, triton_device_reason
+from ...norm import _rmsnorm_torch
 
 __all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
 
@@ -81,15 +82,6 @@ def _validate(
         )
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor | None:
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
-        return None
-    try:
-        return t.view(-1, t.shape[-1])
-    except RuntimeError:
-        return None
-
-
 def kernel_unsupported_reason(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
 ) -> str | None:
@@ -98,21 +90,14 @@ def kernel_unsupported_reason(
     if reason is not None:
         return reason
     for name, t in (("input", input), ("residual", residual)):
-        if _rows(t) is None:
+        if rows_view(t) is None:
             return f"{name} is not a stack of rows with a contiguous last dimension"
-        if max_offset(t) > INT32_MAX:
-            return f"{name} spans more than 2**31 - 1 elements (32-bit offsets)"
+        reason = offsets_reason(**{name: t})
+        if reason is not None:
+            return reason
     if weight.shape[0] > 1 and weight.stride(0) != 1:
         return "weight is not contiguous"
     return None
-
-
-def _torch_fused_add_rmsnorm(
-    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
-) -> None:
-    residual.add_(input)
-    r = residual.float()
-    input.copy_(r * torch.rsqrt(r.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float())
 
 
 def fused_add_rmsnorm(
@@ -125,8 +110,10 @@ def fused_add_rmsnorm(
     if kernel_unsupported_reason(input, residual, weight) is None:
         from .kernel import fused_add_rmsnorm_rows  # first use imports Triton
 
-        rows_in, rows_res = _rows(input), _rows(residual)
+        rows_in, rows_res = rows_view(input), rows_view(residual)
         assert rows_in is not None and rows_res is not None  # kernel_unsupported_reason checked
         fused_add_rmsnorm_rows(rows_in, rows_res, weight, float(eps))
     else:
-        _torch_fused_add_rmsnorm(input, residual, weight, float(eps))
+        # The unfused composition, with the stable torch backend's rmsnorm.
+        residual.add_(input)
+        _rmsnorm_torch(residual, weight, float(eps), input)

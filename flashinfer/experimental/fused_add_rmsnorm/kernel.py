@@ -37,6 +37,20 @@ def _store_rounded(ptr, x, mask, ROUND_BF16: tl.constexpr):
 
 
 @triton.jit
+def _add_residual(x_ptrs, r_ptrs, mask, ROUND_BF16: tl.constexpr):
+    # residual = input + residual, summed in fp32 and rounded once to the storage dtype;
+    # stored to the residual and returned (rounded) in fp32.
+    x = tl.load(x_ptrs, mask=mask, other=0.0).to(tl.float32)
+    r = tl.load(r_ptrs, mask=mask, other=0.0).to(tl.float32)
+    s = x + r
+    if ROUND_BF16:
+        s = _round_to_bf16_grid(s)
+    s = s.to(r_ptrs.dtype.element_ty)
+    tl.store(r_ptrs, s, mask=mask)
+    return s.to(tl.float32)
+
+
+@triton.jit
 def _fused_add_rmsnorm_kernel(
     x_ptr,
     r_ptr,
@@ -55,14 +69,7 @@ def _fused_add_rmsnorm_kernel(
     cols = tl.arange(0, BLOCK)
     if SINGLE:
         mask = cols < n_cols
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
-        s = x + r
-        if ROUND_BF16:
-            s = _round_to_bf16_grid(s)
-        s = s.to(r_ptr.dtype.element_ty)
-        tl.store(r_row + cols, s, mask=mask)
-        s = s.to(tl.float32)
+        s = _add_residual(x_row + cols, r_row + cols, mask, ROUND_BF16)
         rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / n_cols + eps)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         _store_rounded(x_row + cols, s * rstd * w, mask, ROUND_BF16)
@@ -71,14 +78,7 @@ def _fused_add_rmsnorm_kernel(
         for start in range(0, n_cols, BLOCK):
             offs = start + cols
             mask = offs < n_cols
-            x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
-            r = tl.load(r_row + offs, mask=mask, other=0.0).to(tl.float32)
-            s = x + r
-            if ROUND_BF16:
-                s = _round_to_bf16_grid(s)
-            s = s.to(r_ptr.dtype.element_ty)
-            tl.store(r_row + offs, s, mask=mask)
-            s = s.to(tl.float32)
+            s = _add_residual(x_row + offs, r_row + offs, mask, ROUND_BF16)
             acc += s * s
         rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK):

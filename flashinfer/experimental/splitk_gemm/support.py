@@ -19,7 +19,7 @@ from ...backend_dispatch import (
     find_compute_capability,
     supported_compute_capability,
 )
-from ...kernels import INT32_MAX, max_offset, triton_device_reason
+from ...kernels import bf16_reason, offsets_reason, triton_device_reason
 
 __all__ = ["MAX_M", "MIN_K", "TACTIC_SPACE", "check_splitk", "valid_tactics"]
 
@@ -101,10 +101,7 @@ def check_splitk(
             f"split-K is for large K (K >= {MIN_K}), got K={k}; splitting a short K costs "
             "more than it saves"
         )
-    cc = find_compute_capability(a)
-    if a.dtype == torch.bfloat16 and cc is not None and cc < 80:
-        raise ValueError(f"bfloat16 needs compute capability >= 80, found {cc}")
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if t is not None and max_offset(t) > INT32_MAX:
-            raise ValueError(f"{name} spans more than 2**31 - 1 elements (32-bit offsets)")
+    reason = bf16_reason(a.dtype, find_compute_capability(a)) or offsets_reason(a=a, b=b, out=out)
+    if reason is not None:
+        raise ValueError(reason)
     return True
