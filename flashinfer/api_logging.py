@@ -97,6 +97,16 @@ _warned_env_values: set[str] = set()
 _warn_lock = threading.Lock()
 
 
+def gate_fast_read() -> tuple[Any, dict[bytes, bytes], bytes] | None:
+    """``(os module, environment bytes dict, key)`` for generated code to read the gate
+    variable inline (POSIX only; None elsewhere).  The reader must check that
+    ``os.environ._data`` is still that dict, and leave any value but ``b"1"``, ``b"0"`` or
+    empty to :func:`experimental_auto_backends_allowed`, which warns."""
+    if _environ_bytes is None:
+        return None
+    return os, _environ_bytes, _ENV_KEY_BYTES
+
+
 def _gate_raw_value() -> str | None:
     if _environ_bytes is not None and os.environ._data is _environ_bytes:  # type: ignore[attr-defined]
         raw = _environ_bytes.get(_ENV_KEY_BYTES)

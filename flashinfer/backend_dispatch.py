@@ -29,6 +29,7 @@ from .api_logging import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     backend_warning_flag,
     experimental_auto_backends_allowed,
+    gate_fast_read,
     make_experimental_info,
     warn_experimental_backend_once,
 )
@@ -535,8 +536,16 @@ class BackendRequirementOp:
                 "        pass",
             ]
         if self.experimental_backends:
+            gate = "_gate()"
+            fast = gate_fast_read()
+            if fast is not None:  # read the variable inline; odd values go to _gate (warns)
+                ns["_os"], ns["_genv"], ns["_gkey"] = fast
+                gate = (
+                    "(_gate() if _os.environ._data is not _genv else "
+                    "(_g := _genv.get(_gkey)) == b'1' or (bool(_g) and _g != b'0' and _gate()))"
+                )
             body += [
-                "if _xok and not _gate():",
+                f"if _xok and not {gate}:",
                 "    for _b in _xok:",
                 "        _ok.remove(_b)",
                 "    _live.dropped = True",

@@ -29,6 +29,7 @@ tactic is reused across the shapes of its bucket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -90,30 +91,83 @@ _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.d
 _KEY_MEMO: dict[tuple, Key] = {}
 
 
+def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, ...]]:
+    """The exact signature, and the pattern of input types it was read with."""
+    signature: list[Any] = [api_key]
+    pattern: list[type] = []
+    first = None
+    for x in inputs:
+        tp = type(x)
+        pattern.append(tp)
+        if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
+            signature += (x.shape, x.dtype)
+            if first is None:
+                first = x
+        elif x is None or tp is _dtype:
+            signature.append(x)
+        else:
+            signature.append(...)
+    if first is not None:
+        signature.append(first.device)
+    return tuple(signature), tuple(pattern)
+
+
+def _reader_for(pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
+    """A function that reads the exact signature of inputs of exactly this type pattern,
+    unrolled (no loop, no per-input type dispatch), or returns None for another pattern."""
+    names = [f"i{n}" for n in range(len(pattern))]
+    namespace: dict[str, Any] = {}
+    tests, parts, first = [f"len(inputs) == {len(pattern)}"], ["api_key"], None
+    for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
+        namespace[f"_t{n}"] = tp
+        tests.append(f"type({name}) is _t{n}")
+        if issubclass(tp, _Tensor):
+            parts += [f"{name}.shape", f"{name}.dtype"]
+            first = first or name
+        elif tp is type(None) or tp is _dtype:
+            parts.append(name)
+        else:
+            parts.append("...")
+    if first is not None:
+        parts.append(f"{first}.device")
+    unpack = [f"    {', '.join(names)}, = inputs"] if names else []
+    source = [
+        "def read(api_key, inputs):",
+        f"    if {tests[0]}:",
+        *(f"    {line}" for line in unpack),
+        f"        if {' and '.join(tests[1:]) or 'True'}:",
+        f"            return ({', '.join(parts)},)",
+        "    return None",
+    ]
+    exec("\n".join(source) + "\n", namespace)
+    return namespace["read"]
+
+
+# Per op, the readers of the input-type patterns seen so far (usually one or two).
+_READERS: dict[str, list[Callable[[str, tuple], tuple | None]]] = {}
+_MAX_READERS = 8
+
+
 def exact_signature(api_key: str, inputs: tuple) -> tuple:
     """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
 
     ``api_key``, then per input its shape and dtype (tensors), itself (``None`` or a
     dtype) or ``...`` (any other value), then the first tensor's device.  Tensor attribute
-    reads are most of the cost of a tuned call's key, so each is read exactly once here.
+    reads are most of the cost of a tuned call, so each is read once, by a reader
+    generated for the call's pattern of input types (a loop with per-input type tests cost
+    about twice as much here).
     """
-    signature: list[Any] = [api_key]
-    append = signature.append
-    first = None
-    for x in inputs:
-        tp = type(x)
-        if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
-            append(x.shape)
-            append(x.dtype)
-            if first is None:
-                first = x
-        elif x is None or tp is _dtype:
-            append(x)
-        else:
-            append(...)
-    if first is not None:
-        append(first.device)
-    return tuple(signature)
+    readers = _READERS.get(api_key)
+    if readers is not None:
+        for read in readers:
+            signature = read(api_key, inputs)
+            if signature is not None:
+                return signature
+    signature, pattern = _generic_signature(api_key, inputs)
+    readers = _READERS.setdefault(api_key, [])
+    if len(readers) < _MAX_READERS:
+        readers.append(_reader_for(pattern))
+    return signature
 
 
 def make_key(api_key: str, inputs: tuple) -> Key:
