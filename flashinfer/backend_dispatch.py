@@ -329,10 +329,6 @@ class PerThreadList(Sequence[str]):
     current: Callable[[], Sequence[str]]
     """This thread's current value itself (no copy): for hot paths such as the autotuner."""
 
-    def snapshot(self) -> list[str]:
-        """A copy of this thread's current value."""
-        return list(self._current())
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
             return list(self._current()) == list(other)
