@@ -90,6 +90,7 @@ def user_stacklevel() -> int:
 # os.environ.get re-encodes the key on every call (~1 us here); on POSIX the underlying
 # bytes dict is kept in sync by os.environ itself, so reading it directly is exact and cheap.
 _ENV_KEY_BYTES = os.fsencode(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
+_environ_object = os.environ
 _environ_bytes: dict[bytes, bytes] | None = (
     getattr(os.environ, "_data", None) if os.name == "posix" else None
 )
@@ -97,18 +98,19 @@ _warned_env_values: set[str] = set()
 _warn_lock = threading.Lock()
 
 
-def gate_fast_read() -> tuple[Any, dict[bytes, bytes], bytes] | None:
-    """``(os module, environment bytes dict, key)`` for generated code to read the gate
-    variable inline (POSIX only; None elsewhere).  The reader must check that
-    ``os.environ._data`` is still that dict, and leave any value but ``b"1"``, ``b"0"`` or
-    empty to :func:`experimental_auto_backends_allowed`, which warns."""
+def gate_fast_read() -> tuple[Any, Any, dict[bytes, bytes], bytes] | None:
+    """``(os module, os.environ, its bytes dict, key)`` for generated code to read the
+    gate variable inline (POSIX only; None elsewhere).  The reader must check that
+    ``os.environ`` is still that object (replaced, e.g. by a mock, it reads through
+    :func:`experimental_auto_backends_allowed`), and leave any value but ``b"1"``,
+    ``b"0"`` or empty to that function, which warns."""
     if _environ_bytes is None:
         return None
-    return os, _environ_bytes, _ENV_KEY_BYTES
+    return os, _environ_object, _environ_bytes, _ENV_KEY_BYTES
 
 
 def _gate_raw_value() -> str | None:
-    if _environ_bytes is not None and os.environ._data is _environ_bytes:  # type: ignore[attr-defined]
+    if _environ_bytes is not None and os.environ is _environ_object:
         raw = _environ_bytes.get(_ENV_KEY_BYTES)
         return None if raw is None else os.fsdecode(raw)
     return os.environ.get(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)

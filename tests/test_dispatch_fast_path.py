@@ -237,8 +237,8 @@ def outcome(op: Any, fn: Callable[..., Any], args: tuple, kwargs: dict, rec: Rec
     """Everything observable about one call, from a clean per-thread and warning state."""
     state = op.dispatcher._state
     # A previous call's records (only ops with experimental backends ever record drops).
-    state.suitable = ["stale"]
-    state.dropped = ("stale",) if op.experimental_backends else ()
+    state.r.suitable = ["stale"]
+    state.r.dropped = ("stale",) if op.experimental_backends else ()
     op.dispatcher._live.dropped = bool(op.experimental_backends)
     flashinfer.reset_experimental_warnings()
     rec.reset()
@@ -896,7 +896,7 @@ def test_dropped_record_is_cleared_by_the_next_call_in_both_paths():
 def test_explicit_call_leaves_suitable_backends_of_the_last_auto_call():
     op, rec = make_op(PLAIN, _table(a="ok", b="ok"), heuristic="reverse")
     for fn in (op, op.call_reference):
-        op.dispatcher._state.suitable = []
+        op.dispatcher._state.r.suitable = []
         fn(X, W)
         assert list(op.suitable_auto_backends) == ["b", "a"]
         assert fn(X, W, backend="a")[1] == ["b", "a"]
