@@ -404,7 +404,9 @@ def mm(
 
 
 if AutoTuner is not None:
-    AutoTuner.register(mm, MM_RUNNERS)
+    # direct: the dispatcher hands auto calls straight to the tuner with inputs
+    # (a, b, out, out_dtype), the tuple the body builds above.
+    AutoTuner.register(mm, MM_RUNNERS, direct=True)
 
 
 # --------------------------------------------------------------------------------------

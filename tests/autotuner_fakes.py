@@ -1,7 +1,9 @@
 """Small fake tunable ops for the autotuner tests (not a test module).
 
 ``make_op`` builds an op through the real dispatcher (``backend_requirement``) with one
-counting runner per backend, registers it with the autotuner and returns it.  Each call
+counting runner per backend, registers it with the autotuner and returns it: by default
+the way :data:`DIRECT` says (``tests/test_autotuner.py`` runs every test both ways: the
+body calling ``AutoTuner.run``, and the dispatcher routing auto calls to the tuner).  Each call
 gets a unique qualified name, so tests never share tuned keys.  ``clean_tuner`` is the
 body of the tests' autouse fixtures: short timings, no tuned results left over.
 """
@@ -24,6 +26,9 @@ from flashinfer.backend_dispatch import (
 )
 
 _ids = itertools.count()
+
+#: ``AutoTuner.register(..., direct=DIRECT)`` for ops made without ``direct=``.
+DIRECT = False
 
 
 @contextlib.contextmanager
@@ -80,6 +85,7 @@ def make_op(
     experimental: Iterable[str] = (),
     supports: Callable[[str, torch.Tensor], bool] | None = None,
     register: bool = True,
+    direct: bool | None = None,
 ) -> Any:
     """A fake op ``op(x, backend="auto")`` whose backends are ``runners``' keys."""
     experimental = set(experimental)
@@ -103,5 +109,5 @@ def make_op(
     fake.__name__ = fake.__qualname__ = f"fake_op_{n}"
     op = backend_requirement(checks)(fake)
     if register:
-        AutoTuner.register(op, runners)
+        AutoTuner.register(op, runners, direct=DIRECT if direct is None else direct)
     return op

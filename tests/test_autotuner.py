@@ -9,6 +9,7 @@ import sys
 import threading
 import warnings
 
+import autotuner_fakes
 import pytest
 import torch
 from autotuner_fakes import FakeRunner, clean_tuner, make_op
@@ -18,6 +19,15 @@ from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import AutoTuner, autotune, bucket_dim, is_tuning, make_key
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["via-body", "direct"])
+def registration(request, monkeypatch):
+    """Every test twice: ops whose body calls ``AutoTuner.run``, and ops registered
+    ``direct=True``, whose auto calls the dispatcher routes to the tuner.  Both must
+    behave the same."""
+    monkeypatch.setattr(autotuner_fakes, "DIRECT", request.param)
+    return request.param
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +64,7 @@ def test_gate_off_experimental_backend_is_never_timed_nor_picked():
     assert AutoTuner.get().choice(key).backend == "mid"
 
 
-def test_gate_on_experimental_backend_is_timed_picked_and_warns(monkeypatch):
+def test_gate_on_experimental_backend_is_timed_picked_and_warns(monkeypatch, registration):
     monkeypatch.setenv(GATE, "1")
     runners = three_backends()
     op = make_op(runners, experimental={"exp"})
@@ -62,9 +72,10 @@ def test_gate_on_experimental_backend_is_timed_picked_and_warns(monkeypatch):
     with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
         with autotune():
             assert op(x) == ("exp", None)
-    # The first frame outside flashinfer: here the fake op's body (for flashinfer's own ops,
-    # whose bodies are internal, the caller's line; see tests/experimental).
-    assert record[0].filename.endswith("autotuner_fakes.py")
+    # The first frame outside flashinfer: the fake op's body when it calls the tuner; this
+    # line when the dispatcher routes the call (no body frame in between).
+    where = "test_autotuner.py" if registration else "autotuner_fakes.py"
+    assert record[0].filename.endswith(where)
     assert runners["exp"].calls
     # Outside the block the tuned experimental choice is used, silently (warned once).
     with warnings.catch_warnings():

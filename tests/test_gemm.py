@@ -257,17 +257,20 @@ def test_mm_is_registered_with_the_autotuner():
 
 
 def test_auto_calls_go_through_the_autotuner_and_explicit_ones_do_not(monkeypatch):
+    """mm is registered direct: the dispatcher routes auto calls to the tuner, whose
+    readable path serves an untuned key with the call's candidates."""
+    assert mm.dispatcher.auto_route is not None
     seen = []
-    real_run = AutoTuner.run
+    real_run = AutoTuner.run_candidates
 
-    def spy(self, op, runners, inputs):
-        seen.append((op, list(op.suitable_auto_backends)))
-        return real_run(self, op, runners, inputs)
+    def spy(self, op, runners, candidates, inputs):
+        seen.append((op, list(candidates), inputs))
+        return real_run(self, op, runners, candidates, inputs)
 
-    monkeypatch.setattr(AutoTuner, "run", spy)
+    monkeypatch.setattr(AutoTuner, "run_candidates", spy)
     a, b = _rand(4, 8), _rand(8, 4)
     mm(a, b)
-    assert seen == [(mm, ["torch", "triton"])]
+    assert seen == [(mm, ["torch", "triton"], (a, b, None, None))]
     mm(a, b, backend="triton")
     assert len(seen) == 1
 

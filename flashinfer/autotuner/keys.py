@@ -39,6 +39,7 @@ from ..backend_dispatch import find_compute_capability
 __all__ = [
     "Key",
     "exact_signature",
+    "pattern_reads",
     "bucket_dim",
     "bucket_shape",
     "dtype_from_name",
@@ -112,15 +113,17 @@ def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, 
     return tuple(signature), tuple(pattern)
 
 
-def _reader_for(pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
-    """A function that reads the exact signature of inputs of exactly this type pattern,
-    unrolled (no loop, no per-input type dispatch), or returns None for another pattern."""
-    names = [f"i{n}" for n in range(len(pattern))]
-    namespace: dict[str, Any] = {}
-    tests, parts, first = [f"len(inputs) == {len(pattern)}"], ["api_key"], None
+def pattern_reads(
+    pattern: tuple[type, ...], names: list[str], ns: dict[str, Any], tag: str
+) -> tuple[str, list[str]]:
+    """Source for reading the exact signature of inputs bound to ``names`` in generated
+    code: the test that their types are exactly ``pattern``, and the expressions of the
+    signature's items after ``api_key`` (see :func:`exact_signature`), unrolled.  The
+    pattern's types are stored in ``ns`` as ``_<tag><n>``."""
+    tests, parts, first = [], [], None
     for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
-        namespace[f"_t{n}"] = tp
-        tests.append(f"type({name}) is _t{n}")
+        ns[f"_{tag}{n}"] = tp
+        tests.append(f"type({name}) is _{tag}{n}")
         if issubclass(tp, _Tensor):
             parts += [f"{name}.shape", f"{name}.dtype"]
             first = first or name
@@ -130,13 +133,22 @@ def _reader_for(pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | Non
             parts.append("...")
     if first is not None:
         parts.append(f"{first}.device")
+    return " and ".join(tests) or "True", parts
+
+
+def _reader_for(pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
+    """A function that reads the exact signature of inputs of exactly this type pattern,
+    unrolled (no loop, no per-input type dispatch), or returns None for another pattern."""
+    names = [f"i{n}" for n in range(len(pattern))]
+    namespace: dict[str, Any] = {}
+    test, parts = pattern_reads(pattern, names, namespace, "t")
     unpack = [f"    {', '.join(names)}, = inputs"] if names else []
     source = [
         "def read(api_key, inputs):",
-        f"    if {tests[0]}:",
+        f"    if len(inputs) == {len(pattern)}:",
         *(f"    {line}" for line in unpack),
-        f"        if {' and '.join(tests[1:]) or 'True'}:",
-        f"            return ({', '.join(parts)},)",
+        f"        if {test}:",
+        f"            return ({', '.join(['api_key', *parts])},)",
         "    return None",
     ]
     exec("\n".join(source) + "\n", namespace)

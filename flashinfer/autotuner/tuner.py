@@ -98,6 +98,7 @@ class TunableOp(Protocol):
     api_name: str
     backend_checks: Mapping[str, Any]
     experimental_backends: frozenset[str]
+    dispatcher: Any  # its BackendRequirementOp (route_auto)
 
     @property
     def suitable_auto_backends(self) -> PerThreadList: ...
@@ -160,6 +161,9 @@ class AutoTuner:
         #: dict replaces it whenever ``_best`` changes, so an entry is never stale; a reader
         #: that raced with the change writes into the discarded dict.
         self._fast: dict[tuple, Choice | None] = {}
+        #: The same for routed ops (``register(direct=True)``, see :mod:`.router`): exact
+        #: signature -> ready-to-call entry.  Replaced together with ``_fast``.
+        self._direct: dict[tuple, tuple[Any, Any, Any]] = {}
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
@@ -185,11 +189,21 @@ class AutoTuner:
         return inst
 
     @classmethod
-    def register(cls, op: TunableOp, runners: Mapping[str, TunableRunner]) -> None:
+    def register(
+        cls, op: TunableOp, runners: Mapping[str, TunableRunner], *, direct: bool = False
+    ) -> None:
         """Declare ``op`` tunable with one runner per backend (call at import of the op).
 
         Persisted results are validated against the registered runners' tactic spaces.
         ``ValueError`` if a runner is named after a backend ``op`` does not have.
+
+        ``direct=True`` routes the op's checked ``backend="auto"`` calls from the dispatcher
+        straight to the tuner (:meth:`BackendRequirementOp.route_auto`), with the call's
+        candidates and ``inputs`` = the API's arguments for every parameter but ``backend``,
+        in declaration order: the body's ``AutoTuner.get().run(...)`` branch is then
+        skipped, which saves its call and the per-thread lookup of the candidates.  Use it
+        only when the body would build exactly that ``inputs`` tuple (``TypeError`` for an
+        API with ``*args``/``**kwargs``, which cannot be routed).
         """
         unknown = [b for b in runners if b not in op.backend_checks]
         if unknown:
@@ -198,6 +212,12 @@ class AutoTuner:
                 f"op; its backends are {list(op.backend_checks)}"
             )
         tuner = cls.get()
+        if direct:
+            from .router import Router
+
+            Router(tuner, op, runners).install()
+        else:
+            op.dispatcher.route_auto(None)
         with tuner._lock:
             tuner._ops[op.api_key] = (op, runners)
 
@@ -216,7 +236,16 @@ class AutoTuner:
         and keeps the fastest.  Otherwise a tuned key runs its choice when its backend is a
         candidate, and anything else the first candidate with its default tactic.
         """
-        candidates = op.suitable_auto_backends.current()
+        return self.run_candidates(op, runners, op.suitable_auto_backends.current(), inputs)
+
+    def run_candidates(
+        self,
+        op: TunableOp,
+        runners: Mapping[str, TunableRunner],
+        candidates: Sequence[str],
+        inputs: tuple,
+    ) -> Any:
+        """:meth:`run` with the call's candidates given (what a routed call receives)."""
         if _tuning.get():
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
@@ -303,7 +332,7 @@ class AutoTuner:
             )
             with self._lock:
                 self._best[key] = best
-                self._fast = {}
+                self._fast, self._direct = {}, {}
             return best
 
     # ---- inspecting and editing the results -------------------------------------------
@@ -325,13 +354,13 @@ class AutoTuner:
         """Record ``choice`` for ``key`` (used by the persisted cache)."""
         with self._lock:
             self._best[key] = choice
-            self._fast = {}
+            self._fast, self._direct = {}, {}
 
     def clear(self) -> None:
         """Forget every tuned result (registrations stay)."""
         with self._lock:
             self._best = {}
-            self._fast = {}
+            self._fast, self._direct = {}, {}
 
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``

@@ -1,0 +1,137 @@
+"""The router of a directly registered op (``AutoTuner.register(op, runners, direct=True)``).
+
+The dispatcher hands each checked ``backend="auto"`` call of such an op to a router, with
+the call's candidates and its arguments (every parameter but ``backend``, in order).  On a
+tuned key, outside ``autotune()``, the router's work is the whole cost the autotuner adds
+to a call, so it is generated per op, the way the dispatcher is: one unrolled read of the
+exact signature per input-type pattern seen so far (see
+:func:`~flashinfer.autotuner.keys.pattern_reads`), one dict lookup, and a call of the
+runner's bound method with its tuned tactic.  Anything else (tuning, an untuned key, a
+choice that is not a candidate of this call, an experimental choice that must warn) goes
+to :meth:`AutoTuner.run_candidates`, the readable path.
+
+A call whose input types match no known pattern adds its pattern (up to
+:data:`MAX_PATTERNS`), regenerates the router and installs the new one on the dispatcher.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._codegen import compile_function
+from .keys import make_key, pattern_reads
+
+if TYPE_CHECKING:
+    from .tuner import AutoTuner, TunableOp, TunableRunner
+
+__all__ = ["MAX_PATTERNS", "Router", "RouteEntry"]
+
+MAX_PATTERNS = 8
+
+RouteEntry = tuple[Any, Any, Any]
+"""What the router's memo holds per exact signature: ``(backend, bound runner call,
+tactic)`` of a tuned, stable choice, or :data:`_SLOW` (untuned, no runner, or experimental:
+the readable path handles it)."""
+
+_SLOW: RouteEntry = (None, None, None)  # ``None in candidates`` is never true
+_FAST_CAP = 1 << 14
+
+
+class Router:
+    """Builds, installs and serves the generated router of one op."""
+
+    def __init__(
+        self, tuner: AutoTuner, op: TunableOp, runners: Mapping[str, TunableRunner]
+    ) -> None:
+        self.tuner, self.op, self.runners = tuner, op, runners
+        # The API's own parameter names (never "_"-prefixed, see ParameterList) name the
+        # inputs in the generated code; None: not routable, and install() says why.
+        self.names: list[str] = op.dispatcher.routed_inputs() or []
+        self.patterns: list[tuple[type, ...]] = []
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        """Generate the router for the patterns known so far and hand it to the dispatcher."""
+        self.op.dispatcher.route_auto(self._generate())
+
+    # ---- generated code ------------------------------------------------------------------
+
+    def _generate(self) -> Callable[[Sequence[str], tuple], Any]:
+        from .tuner import _tuning
+
+        ns: dict[str, Any] = {
+            "_tuning": _tuning.get,
+            "_tuner": self.tuner,
+            "_api": self.op.api_key,
+            "_readable": self.readable,
+            "_miss": self.miss,
+            "_memo_miss": self.memo_miss,
+            "_SLOW": _SLOW,
+        }
+        names = self.names
+        # Underscored names throughout: the inputs are named after the API's parameters.
+        lines = [
+            "def generated(_candidates, _inputs):",
+            "    if _tuning():",
+            "        return _readable(_candidates, _inputs)",
+        ]
+        if names:
+            lines.append(f"    {', '.join(names)}, = _inputs")
+        for i, pattern in enumerate(self.patterns):
+            test, parts = pattern_reads(pattern, names, ns, f"p{i}_")
+            lines += [
+                f"    {'if' if i == 0 else 'elif'} {test}:",
+                f"        _x = ({', '.join(['_api', *parts])},)",
+            ]
+        if self.patterns:
+            lines += ["    else:", "        return _miss(_candidates, _inputs)"]
+        else:
+            lines.append("    return _miss(_candidates, _inputs)")
+        lines += [
+            "    _e = _tuner._direct.get(_x, _SLOW)",
+            "    if _e[0] in _candidates:",
+            "        return _e[1](_inputs, _e[2])",
+            "    return _memo_miss(_candidates, _inputs, _x)",
+        ]
+        fn = compile_function(lines, ns, f"<autotuner router {self.op.api_key}>")
+        fn.__qualname__ = f"{self.op.api_key}[autotuner router]"
+        return fn
+
+    # ---- the paths the generated code hands over to --------------------------------------
+
+    def readable(self, candidates: Sequence[str], inputs: tuple) -> Any:
+        return self.tuner.run_candidates(self.op, self.runners, candidates, inputs)
+
+    def miss(self, candidates: Sequence[str], inputs: tuple) -> Any:
+        """Input types of a pattern not seen yet: learn it, then serve the call."""
+        pattern = tuple(type(x) for x in inputs)
+        with self._lock:
+            if pattern not in self.patterns and len(self.patterns) < MAX_PATTERNS:
+                self.patterns.append(pattern)
+                self.install()
+        return self.readable(candidates, inputs)
+
+    def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
+        """Not served by the memo: fill it for this signature, or take the readable path."""
+        memo = self.tuner._direct  # read before _best: see entry()
+        entry = memo.get(exact)
+        if entry is None:
+            entry = self.entry(inputs)
+            if len(memo) < _FAST_CAP:
+                memo[exact] = entry
+            if entry[0] in candidates:
+                return entry[1](inputs, entry[2])
+        return self.readable(candidates, inputs)
+
+    def entry(self, inputs: tuple) -> RouteEntry:
+        """The memo entry of a signature.  Computed from ``_best`` after the memo dict was
+        read: an entry computed before a new result is then written into the dict that the
+        new result discards, never into its replacement."""
+        choice = self.tuner._best.get(make_key(self.op.api_key, inputs))
+        if choice is None or choice.backend not in self.runners:
+            return _SLOW
+        if choice.backend in self.op.experimental_backends:
+            return _SLOW  # the readable path warns once
+        return (choice.backend, self.runners[choice.backend].__call__, choice.tactic)
