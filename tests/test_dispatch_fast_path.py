@@ -16,7 +16,7 @@ import contextlib
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from unittest import mock
 
@@ -372,6 +372,8 @@ def test_fast_path_agrees_with_reference(data: st.DataObject, signature_key: str
         common_style = "same"
     heuristic = data.draw(st.sampled_from(HEURISTICS), "heuristic")
     op, rec = make_op(SIGNATURES[signature_key], backends, common, common_style, heuristic)
+    if op.dispatcher.routed_inputs() is not None and data.draw(st.booleans(), "routed"):
+        op.dispatcher.route_auto(recording_router(op))
     args, kwargs, gate_value = data.draw(calls(signature_key, [b[0] for b in backends]), "call")
     with gate(gate_value), fake_cuda():
         assert_agree(op, rec, *args, **kwargs)
@@ -417,6 +419,91 @@ def plain_call(signature_key: str) -> tuple[tuple, dict[str, Any]]:
         "kwargs": ((X,), {"w": W}),
         "backend_first": ((), {"x": X, "w": W}),
     }[signature_key]
+
+
+# ---- routed auto calls (route_auto) ----
+
+
+def recording_router(op: Any) -> Callable[[Sequence[str], tuple], tuple]:
+    """A router (``route_auto``) returning what it was handed, and the op's records then."""
+
+    def route(candidates: Sequence[str], inputs: tuple) -> tuple:
+        records = (list(op.suitable_auto_backends), list(op.dropped_experimental_backends))
+        return ("routed", list(candidates), inputs, records)
+
+    return route
+
+
+# Per routable signature: calls spelling out x=X, w=W (and scale=3.0 where it exists)
+# positionally and by keyword, and what a routed auto call hands on for them; then a call
+# leaving the rest to defaults, with what that hands on.
+ROUTED_CALLS: dict[str, tuple[list[tuple[tuple, dict]], tuple, tuple, tuple]] = {
+    "plain": (
+        [((X, W, 3.0), {}), ((), {"x": X, "w": W, "scale": 3.0}), ((X,), {"w": W, "scale": 3.0})],
+        (X, W, 3.0),
+        ((X, W), {}),
+        (X, W, 1.0),
+    ),
+    "kwonly": (
+        [((X, W), {"scale": 3.0}), ((), {"x": X, "w": W, "scale": 3.0})],
+        (X, W, 3.0),
+        ((X, W), {}),
+        (X, W, 1.0),
+    ),
+    "posonly": (
+        [((X, W, 3.0), {}), ((X, W), {"scale": 3.0})],
+        (X, W, 3.0),
+        ((X, W), {}),
+        (X, W, 1.0),
+    ),
+    "backend_first": (
+        [(("auto", X, W), {}), ((), {"backend": "auto", "x": X, "w": W})],
+        (X, W),
+        (("auto", X), {}),
+        (X, None),
+    ),
+}
+
+
+@pytest.mark.parametrize("signature_key", sorted(ROUTED_CALLS))
+def test_routed_auto_calls_hand_on_every_argument_but_backend(signature_key):
+    op, rec = make_op(SIGNATURES[signature_key], _table(a="ok", b="ok"), heuristic="reverse")
+    op.dispatcher.route_auto(recording_router(op))
+    spelled, expected, (d_args, d_kwargs), with_defaults = ROUTED_CALLS[signature_key]
+    for args, kwargs in spelled:
+        out = assert_agree(op, rec, *args, **kwargs)
+        assert out["result"][1] == ("routed", ["b", "a"], expected, (["b", "a"], [])), out
+    out = assert_agree(op, rec, *d_args, **d_kwargs)
+    assert out["result"][1][2] == with_defaults
+    # explicit backends still reach the body
+    explicit = (("a", X, W), {}) if signature_key == "backend_first" else ((X, W), {"backend": "a"})
+    assert assert_agree(op, rec, *explicit[0], **explicit[1])["result"][1][0] == "a"
+    # removing the router restores the body
+    op.dispatcher.route_auto(None)
+    assert op.dispatcher.auto_route is None
+    assert assert_agree(op, rec, *spelled[0][0], **spelled[0][1])["result"][1][0] == "auto"
+
+
+@pytest.mark.parametrize("signature_key", ["varargs", "kwargs"])
+def test_apis_with_star_parameters_cannot_be_routed(signature_key):
+    op, _ = make_op(SIGNATURES[signature_key], _table(a="ok"))
+    assert op.dispatcher.routed_inputs() is None
+    with pytest.raises(TypeError, match=r"can only be routed .*no \*args or \*\*kwargs"):
+        op.dispatcher.route_auto(recording_router(op))
+
+
+def test_gate_is_read_through_a_replaced_os_environ():
+    """A test that swaps ``os.environ`` for another mapping (``mock.patch``) is obeyed:
+    the inline read checks it is still the real one."""
+    backends = [("a", "same", "ok", False, "undeclared"), ("e", "same", "ok", True, "undeclared")]
+    op, rec = make_op(PLAIN, backends)
+    with gate("1"):  # the real environment says on; the replacement says nothing
+        with mock.patch.object(os, "environ", {}):
+            out = assert_agree(op, rec, X, W)
+    assert out["result"][1][:3] == ("auto", ["a"], ["e"])
+    with gate(None), mock.patch.object(os, "environ", {GATE: "1"}):
+        out = assert_agree(op, rec, X, W)
+    assert out["result"][1][:3] == ("auto", ["a", "e"], [])
 
 
 @pytest.mark.parametrize("signature_key", sorted(SIGNATURES))

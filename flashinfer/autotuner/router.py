@@ -85,16 +85,19 @@ class Router:
                 f"    {'if' if i == 0 else 'elif'} {test}:",
                 f"        _x = ({', '.join(['_api', *parts])},)",
             ]
-        if self.patterns:
-            lines += ["    else:", "        return _miss(_candidates, _inputs)"]
-        else:
+        if not self.patterns:  # nothing to read yet: learn the first pattern
             lines.append("    return _miss(_candidates, _inputs)")
+            return self._compile(lines, ns)
+        lines += ["    else:", "        return _miss(_candidates, _inputs)"]
         lines += [
             "    _e = _tuner._direct.get(_x, _SLOW)",
             "    if _e[0] in _candidates:",
             "        return _e[1](_inputs, _e[2])",
             "    return _memo_miss(_candidates, _inputs, _x)",
         ]
+        return self._compile(lines, ns)
+
+    def _compile(self, lines: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
         fn = compile_function(lines, ns, f"<autotuner router {self.op.api_key}>")
         fn.__qualname__ = f"{self.op.api_key}[autotuner router]"
         return fn
