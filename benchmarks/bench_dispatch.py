@@ -7,8 +7,10 @@ heuristic, all doing trivial work on small CPU tensors.  Each row is the best of
 runs of ``--number`` calls.  "limit" rows call the same checker bodies directly and then the
 bare function: the work the dispatcher cannot avoid.  ``--reference`` also times the readable
 reference path (``op.call_reference``: ``inspect.Signature.bind`` + ``apply_defaults`` per
-call, upstream's design), the "before" of the generated path.  The last line is JSON with
-every figure.  Prints figures only; nothing here asserts on time.
+call, upstream's design), the "before" of the generated path.  "autotuned op, tuned key" is
+the same op registered ``direct=True`` (the dispatcher routes auto calls to the tuner);
+"autotuned via body's run()" is the older form, whose body calls ``AutoTuner.get().run``.
+The last line is JSON with every figure.  Prints figures only; nothing here asserts on time.
 """
 
 from __future__ import annotations

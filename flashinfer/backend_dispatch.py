@@ -12,6 +12,9 @@ and which calls each checker directly with the arguments spelled out.  Only the 
 is generated; every failure is handed to the readable reference path
 (:meth:`BackendRequirementOp.call_reference`), which builds the error message.  The two paths
 are tested to agree.
+
+:meth:`BackendRequirementOp.route_auto` lets the autotuner take over ``"auto"`` calls after
+the checks: the generated path then hands it the candidates instead of calling the body.
 """
 
 from __future__ import annotations

@@ -10,11 +10,16 @@ How an op uses it (``flashinfer/gemm.py`` is the worked example)::
 
     AutoTuner.register(mm, _RUNNERS)   # at import: lets persisted results be validated
 
+or, faster, ``AutoTuner.register(mm, _RUNNERS, direct=True)``: the dispatcher then hands
+``backend="auto"`` calls straight to a router generated for the op (:mod:`.router`), with
+this call's candidates and ``inputs`` = the arguments of every parameter but ``backend``, in
+order (here ``(a, b, out)``), and the body only runs for explicit backends.
+
 **Candidates.** :meth:`AutoTuner.run` only ever considers ``op.suitable_auto_backends``, the
 candidate list the dispatcher computed for *this* call (support checks, capability, the
-experimental gate, the heuristic's order).  The tuner has no rule of its own about
-experimental backends: with the gate off they are not in the list, so they are never timed
-nor picked.
+experimental gate, the heuristic's order); a routed call is handed that list itself.  The
+tuner has no rule of its own about experimental backends: with the gate off they are not in
+the list, so they are never timed nor picked.
 
 **Tuning state is per thread** (a :class:`contextvars.ContextVar`, so also per asyncio task).
 ``with autotune():`` turns tuning on for the code it wraps in the current thread only, and

@@ -1,0 +1,674 @@
+"""The generated router of directly registered ops (``AutoTuner.register(..., direct=True)``).
+
+Every checked ``backend="auto"`` call of such an op goes from the dispatcher to
+``router(candidates, inputs)``; explicit backends and ``skip_check=True`` still call the body.
+These tests pin what the router must do: run the tuned (backend, tactic) without the body,
+read the arguments of every parameter (keyword-only and defaulted ones included), keep one
+memo entry per exact signature (never shared between input types), drop stale entries when
+the tuned results change, fall back to the first candidate, respect the experimental gate,
+agree with the reference path, and stay correct under threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from autotuner_fakes import FakeRunner, clean_tuner, make_op
+
+import flashinfer
+from flashinfer.api_logging import ExperimentalWarning
+from flashinfer.autotuner import AutoTuner, Choice, autotune, make_key
+from flashinfer.autotuner import router as router_module
+from flashinfer.backend_dispatch import backend_requirement, experimental_backend
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+_ids = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def fast_tuner():
+    """Short timings and no tuned results left over from other tests."""
+    with clean_tuner(warmup=1, repeat=3) as tuner:
+        yield tuner
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+
+class RecordingRunner(FakeRunner):
+    """A FakeRunner that also keeps the exact ``inputs`` tuple of every call."""
+
+    def __init__(self, name: str, space=(None,)) -> None:
+        super().__init__(name, space)
+        self.inputs: list[tuple] = []
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> Any:
+        self.inputs.append(inputs)
+        return super().__call__(inputs, tactic)
+
+
+def build_op(
+    api,
+    runners: dict[str, FakeRunner],
+    *,
+    supports=None,
+    heuristic=None,
+    experimental=(),
+    direct: bool | None = True,
+):
+    """An op with ``api``'s signature and body (the body should return ``("body", backend)``),
+    one checker per runner (``supports(name, arguments) -> bool``, all by name), a unique
+    qualified name, registered with the tuner (``direct=None``: not registered)."""
+    api.__name__ = api.__qualname__ = f"router_op_{next(_ids)}"
+
+    def checker(name: str):
+        def check(**kwargs):  # every argument by name
+            return supports is None or supports(name, kwargs)
+
+        return check
+
+    checks = {}
+    for name in runners:
+        check = checker(name)
+        if name in experimental:
+            check = experimental_backend(owner="@tests", tracking_issue=1)(check)
+        checks[name] = check
+    op = backend_requirement(checks, heuristic_func=heuristic)(api)
+    if direct is not None:
+        AutoTuner.register(op, runners, direct=direct)
+    return op
+
+
+def choose(op, inputs: tuple, backend: str, tactic: Any = None) -> None:
+    """Record a tuned result for the key of ``inputs`` (no timing)."""
+    AutoTuner.get().set_choice(make_key(op.api_key, inputs), Choice(backend, tactic, 1e-3))
+
+
+def abc(space=(None, 1, 2, 3)) -> dict[str, FakeRunner]:
+    return {n: FakeRunner(n, space) for n in ("a", "b", "c")}
+
+
+def pattern_count(route) -> int:
+    """How many input-type patterns a generated router reads."""
+    return sum(
+        1
+        for line in route.__generated_source__.splitlines()
+        if line.lstrip().startswith(("if type(", "elif type("))
+    )
+
+
+def same_items(got: tuple, want: tuple) -> bool:
+    """Same length and each item the very same object."""
+    return len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
+
+
+# --------------------------------------------------------------------------------------
+# 1. Routed auto calls run the tuned runner, never the body
+# --------------------------------------------------------------------------------------
+
+
+def test_tuned_auto_call_runs_tuned_runner_and_tactic_without_body():
+    runners = abc()
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    assert op.dispatcher.auto_route is not None
+    x = torch.zeros(4, 4)
+    choose(op, (x,), "b", 2)
+    for _ in range(3):  # first call learns the pattern, then the memo serves it
+        assert op(x) == ("b", 2)
+    assert runners["b"].calls == [2, 2, 2]
+    assert runners["a"].calls == runners["c"].calls == []
+    assert op.suitable_auto_backends == ["a", "b", "c"]
+    # Explicit backends and skip_check still call the body.
+    assert op(x, backend="c") == ("body", "c")
+    assert op(x, skip_check=True) == ("body", "auto")
+    assert op(x, backend="a", skip_check=True) == ("body", "a")
+    assert runners["b"].calls == [2, 2, 2] and runners["c"].calls == []
+
+
+def test_untuned_auto_call_runs_first_candidate_default_tactic_without_body():
+    runners = abc()
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners, supports=lambda name, a: name != "a")
+    x = torch.zeros(3)
+    assert op(x) == ("b", None)
+    assert op(x) == ("b", None)
+    assert op.suitable_auto_backends == ["b", "c"]
+
+
+def test_suitable_auto_backends_are_this_calls_candidates_per_thread():
+    runners = abc()
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    # 'a' only for even first dimensions; 'c' never for more than 8 rows.
+    op = build_op(
+        api,
+        runners,
+        supports=lambda name, a: (
+            (name != "a" or a["x"].shape[0] % 2 == 0) and (name != "c" or a["x"].shape[0] <= 8)
+        ),
+    )
+    choose(op, (torch.zeros(4),), "c", 1)
+    assert op(torch.zeros(4)) == ("c", 1)
+    assert op.suitable_auto_backends == ["a", "b", "c"]
+    seen: dict[str, Any] = {}
+
+    def other():
+        seen["result"] = op(torch.zeros(3))
+        seen["suitable"] = list(op.suitable_auto_backends)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen == {"result": ("c", 1), "suitable": ["b", "c"]}
+    assert op.suitable_auto_backends == ["a", "b", "c"]  # this thread's list is unchanged
+    assert op(torch.zeros(16)) == ("a", None)  # untuned key
+    assert op.suitable_auto_backends == ["a", "b"]
+
+
+# --------------------------------------------------------------------------------------
+# 2. The inputs tuple: positional, keyword, default and keyword-only arguments
+# --------------------------------------------------------------------------------------
+
+
+def test_router_inputs_are_every_parameter_but_backend_in_declaration_order():
+    runners = {"a": RecordingRunner("a"), "b": RecordingRunner("b")}
+
+    def api(x, w=None, *, scale=1.0, flag=False, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    assert op.dispatcher.routed_inputs() == ["x", "w", "scale", "flag"]
+    x, w = torch.zeros(2, 3), torch.ones(3)
+    calls = [
+        ((x,), {}, (x, None, 1.0, False)),
+        ((x, w), {}, (x, w, 1.0, False)),
+        ((x,), {"w": w, "scale": 2.5}, (x, w, 2.5, False)),
+        ((), {"flag": True, "x": x, "backend": "auto"}, (x, None, 1.0, True)),
+        ((x, None), {"scale": 3, "flag": True}, (x, None, 3, True)),
+    ]
+    for tuned in (False, True):  # the readable path first, then the generated memo path
+        if tuned:
+            for _, _, want in calls:
+                choose(op, want, "b", 7)
+        for args, kwargs, want in calls:
+            for _ in range(2):
+                runners["a"].inputs.clear()
+                runners["b"].inputs.clear()
+                result = op(*args, **kwargs)
+                got = (runners["b"] if tuned else runners["a"]).inputs
+                assert result == (("b", 7) if tuned else ("a", None))
+                assert len(got) == 1 and same_items(got[0], want), (args, kwargs, got)
+
+
+def test_router_inputs_skip_a_backend_parameter_declared_in_the_middle():
+    runners = {"a": RecordingRunner("a"), "b": RecordingRunner("b")}
+
+    def api(x, backend="auto", *, eps=1e-6):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    x = torch.zeros(5)
+    choose(op, (x, 1e-6), "b", None)
+    for _ in range(2):
+        assert op(x) == ("b", None)
+        assert op(x, "auto", eps=0.5) == ("b", None)
+    assert all(len(i) == 2 and i[0] is x for i in runners["b"].inputs)
+    assert [i[1] for i in runners["b"].inputs] == [1e-6, 0.5, 1e-6, 0.5]
+    assert op(x, "a") == ("body", "a")
+
+
+# --------------------------------------------------------------------------------------
+# 3. Input-type patterns
+# --------------------------------------------------------------------------------------
+
+
+def test_optional_tensor_patterns_get_their_own_choices_and_regenerate_the_router():
+    runners = abc()
+
+    def api(x, w=None, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    x, w = torch.zeros(4, 8), torch.zeros(8)
+    choose(op, (x, None), "a", 1)
+    choose(op, (x, w), "c", 3)
+
+    route0 = op.dispatcher.auto_route
+    assert pattern_count(route0) == 0  # nothing learnt yet
+    assert op(x) == ("a", 1)
+    route1 = op.dispatcher.auto_route
+    assert route1 is not route0
+    assert pattern_count(route1) == 1
+    assert "w.shape" not in route1.__generated_source__  # reads w as None
+    assert op(x, w) == ("c", 3)
+    route2 = op.dispatcher.auto_route
+    assert route2 is not route1
+    assert pattern_count(route2) == 2
+    assert "w.shape" in route2.__generated_source__ and "w.dtype" in route2.__generated_source__
+    for _ in range(3):  # known patterns: served, no regeneration
+        assert op(x) == ("a", 1)
+        assert op(x, w) == ("c", 3)
+        assert op(x, None) == ("a", 1)
+        assert op(x, w=w) == ("c", 3)
+    assert op.dispatcher.auto_route is route2
+    assert runners["b"].calls == []
+
+
+def test_more_patterns_than_the_cap_still_route_correctly():
+    runners = abc()
+
+    def api(x, s, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    x = torch.zeros(3, 3)
+    # Eight scalar types (one key: scalars are "..."), then None, a dtype, a tensor and
+    # a ninth scalar type: four patterns past the cap.
+    scalars = [1, 2.0, True, "s", (1,), [2], 1j, b"b"]
+    assert len(scalars) == router_module.MAX_PATTERNS
+    extra = [None, torch.float16, torch.ones(2), frozenset()]
+    choose(op, (x, 1), "a", 1)
+    choose(op, (x, None), "b", 2)
+    choose(op, (x, torch.float16), "c", 3)
+    choose(op, (x, torch.ones(2)), "b", 1)
+    expected = [("b", 2), ("c", 3), ("b", 1), ("a", 1)]
+    for s in scalars:
+        assert op(x, s) == ("a", 1)
+    full = op.dispatcher.auto_route
+    assert pattern_count(full) == router_module.MAX_PATTERNS
+    for _ in range(2):
+        for s, want in zip(extra, expected, strict=True):
+            assert op(x, s) == want, s
+        for s in scalars:
+            assert op(x, s) == ("a", 1)
+    assert op.dispatcher.auto_route is full  # no pattern added past the cap
+    # Past the cap, a changed choice is seen too.
+    choose(op, (x, None), "c", None)
+    assert op(x, None) == ("c", None)
+    assert op(x, frozenset()) == ("a", 1)
+
+
+# --------------------------------------------------------------------------------------
+# 4. A scalar and a tensor in one position never share a memo entry
+# --------------------------------------------------------------------------------------
+
+
+def test_scalar_and_tensor_in_the_same_position_have_separate_entries():
+    runners = abc()
+
+    def api(a, b, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    t, u = torch.zeros(4), torch.zeros(2, 2)
+    choose(op, (t, u), "a", 1)
+    choose(op, (t, 0.5), "b", 2)
+    choose(op, (0.5, t), "c", 3)
+    cases = [
+        ((t, u), ("a", 1)),
+        ((t, 0.5), ("b", 2)),
+        ((t, 3), ("b", 2)),  # another scalar type, same key
+        ((0.5, t), ("c", 3)),
+        ((2, t), ("c", 3)),
+        ((0.5, 0.5), ("a", None)),  # untuned: no tensor at all
+    ]
+    for _ in range(3):
+        for args, expected in cases:
+            assert op(*args) == expected, args
+        for args, expected in reversed(cases):
+            assert op(*args) == expected, args
+
+
+# --------------------------------------------------------------------------------------
+# 5. Invalidation: no stale memo entry
+# --------------------------------------------------------------------------------------
+
+
+def test_set_choice_replaces_a_memoised_choice():
+    runners = abc()
+    op = make_op(runners, direct=True)
+    x = torch.zeros(6, 2)
+    choose(op, (x,), "a", 1)
+    assert op(x) == op(x) == ("a", 1)
+    choose(op, (x,), "b", 2)
+    assert op(x) == op(x) == ("b", 2)
+    choose(op, (x,), "b", 3)  # same backend, new tactic
+    assert op(x) == op(x) == ("b", 3)
+    choose(op, (torch.zeros(9, 9),), "c", 1)  # another key: this one is untouched
+    assert op(x) == ("b", 3)
+
+
+def test_clear_forgets_a_memoised_choice():
+    runners = abc()
+    op = make_op(runners, direct=True)
+    x = torch.zeros(6, 2)
+    choose(op, (x,), "c", 2)
+    assert op(x) == op(x) == ("c", 2)
+    AutoTuner.get().clear()
+    assert op(x) == op(x) == ("a", None)
+    choose(op, (x,), "b", 1)
+    assert op(x) == ("b", 1)
+
+
+def test_tuning_replaces_a_memoised_untuned_entry():
+    runners = {
+        "a": FakeRunner("a", [None], delays={None: 0.002}),
+        "b": FakeRunner("b", [None, 1], delays={None: 0.002}),
+    }
+    op = make_op(runners, direct=True)
+    x = torch.zeros(4)
+    assert op(x) == op(x) == ("a", None)  # untuned: memoised as such
+    with autotune():
+        assert op(x) == ("b", 1)
+    assert op(x) == op(x) == ("b", 1)
+
+
+def test_tuning_replaces_a_memoised_tuned_entry():
+    allow_a = [True]
+    runners = {
+        "a": FakeRunner("a", [None]),
+        "b": FakeRunner("b", [None], delays={None: 0.002}),
+        "c": FakeRunner("c", [None, 5], delays={None: 0.002}),
+    }
+    op = make_op(runners, direct=True, supports=lambda name, x: name != "a" or allow_a[0])
+    x = torch.zeros(4)
+    choose(op, (x,), "a", None)
+    assert op(x) == op(x) == ("a", None)  # the memo holds 'a' for this signature
+    allow_a[0] = False  # 'a' is no candidate now: autotune() times b and c
+    with autotune():
+        assert op(x) == ("c", 5)
+    allow_a[0] = True
+    assert AutoTuner.get().choice(make_key(op.api_key, (x,))).backend == "c"
+    assert op(x) == op(x) == ("c", 5)  # not the memoised 'a'
+
+
+# --------------------------------------------------------------------------------------
+# 6. A tuned choice that is no candidate of this call
+# --------------------------------------------------------------------------------------
+
+
+def test_choice_rejected_by_its_checker_in_the_same_bucket_falls_back():
+    runners = abc()
+    # 'b' rejects 3 rows; 3 and 4 rows share a bucket (4), so one tuned key.
+    op = make_op(runners, direct=True, supports=lambda name, x: name != "b" or x.shape[0] != 3)
+    x3, x4 = torch.zeros(3, 2), torch.zeros(4, 2)
+    assert make_key(op.api_key, (x3,)) == make_key(op.api_key, (x4,))
+    choose(op, (x4,), "b", 2)
+    for _ in range(3):
+        assert op(x3) == ("a", None)
+        assert op.suitable_auto_backends == ["a", "c"]
+        assert op(x4) == ("b", 2)
+        assert op.suitable_auto_backends == ["a", "b", "c"]
+
+
+def test_choice_dropped_by_the_heuristic_falls_back():
+    runners = abc()
+    drop: list[str] = []
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    def heuristic(candidates, x, backend="auto"):
+        return [b for b in reversed(candidates) if b not in drop]
+
+    op = build_op(api, runners, heuristic=heuristic)
+    x = torch.zeros(8)
+    choose(op, (x,), "b", 3)
+    assert op(x) == op(x) == ("b", 3)  # memoised for this exact signature
+    drop.append("b")
+    assert op(x) == op(x) == ("c", None)  # first candidate in the heuristic's order
+    assert op.suitable_auto_backends == ["c", "a"]
+    drop.clear()
+    assert op(x) == ("b", 3)
+
+
+# --------------------------------------------------------------------------------------
+# 7. Experimental backends
+# --------------------------------------------------------------------------------------
+
+
+def test_tuned_experimental_choice_is_not_run_with_the_gate_unset(monkeypatch):
+    monkeypatch.delenv(GATE, raising=False)
+    flashinfer.reset_experimental_warnings()
+    runners = {"a": FakeRunner("a", [None]), "exp": FakeRunner("exp", [None, 4])}
+    op = make_op(runners, experimental={"exp"}, direct=True)
+    x = torch.zeros(4)
+    choose(op, (x,), "exp", 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            assert op(x) == ("a", None)
+            assert op.call_reference(x) == ("a", None)
+    assert runners["exp"].calls == []
+    assert list(op.dropped_experimental_backends) == ["exp"]
+
+
+def test_tuned_experimental_choice_runs_and_warns_once_with_the_gate_on(monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    flashinfer.reset_experimental_warnings()
+    runners = {"a": FakeRunner("a", [None]), "exp": FakeRunner("exp", [None, 4])}
+    op = make_op(runners, experimental={"exp"}, direct=True)
+    x = torch.zeros(4)
+    choose(op, (x,), "exp", 4)
+    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+        results = [op(x), op(x), op(x)]
+    assert results == [("exp", 4)] * 3
+    found = [w for w in record if issubclass(w.category, ExperimentalWarning)]
+    assert len(found) == 1
+    assert found[0].filename.endswith("test_autotuner_router.py")
+    assert found[0].filename == __file__ or found[0].filename.endswith(__file__.rsplit("/", 1)[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert op(x) == ("exp", 4)  # warned once per process
+    # The gate closes again: the tuned experimental choice is not run any more.
+    monkeypatch.delenv(GATE)
+    before = len(runners["exp"].calls)
+    assert op(x) == op(x) == ("a", None)
+    assert len(runners["exp"].calls) == before
+
+
+# --------------------------------------------------------------------------------------
+# 8. Registration errors and restoring the body path
+# --------------------------------------------------------------------------------------
+
+
+def test_register_direct_rejects_var_args_and_var_kwargs():
+    def with_args(x, *rest, backend="auto"):
+        return ("body", backend)
+
+    def with_kwargs(x, backend="auto", **options):
+        return ("body", backend)
+
+    for api in (with_args, with_kwargs):
+        runners = abc()
+        op = build_op(api, runners, direct=None)
+        assert op.dispatcher.routed_inputs() is None
+        with pytest.raises(TypeError, match="routed"):
+            AutoTuner.register(op, runners, direct=True)
+        assert op.dispatcher.auto_route is None
+        assert op(torch.zeros(2)) == ("body", "auto")  # still the body
+        assert all(r.calls == [] for r in runners.values())
+        AutoTuner.register(op, runners)  # the body path is fine
+        assert op(torch.zeros(2)) == ("body", "auto")
+
+
+def test_route_auto_none_and_plain_register_restore_the_body():
+    runners = abc()
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    x = torch.zeros(2)
+    choose(op, (x,), "b", 1)
+    assert op(x) == ("b", 1)
+    op.dispatcher.route_auto(None)
+    assert op.dispatcher.auto_route is None
+    assert op(x) == op(x) == ("body", "auto")
+    assert op.call_reference(x) == ("body", "auto")
+    AutoTuner.register(op, runners, direct=True)
+    assert op(x) == op(x) == ("b", 1)
+    AutoTuner.register(op, runners)  # direct=False
+    assert op.dispatcher.auto_route is None
+    assert op(x) == op(x) == ("body", "auto")
+    assert op.call_reference(x) == ("body", "auto")
+    assert runners["b"].calls == [1, 1, 1]
+
+
+# --------------------------------------------------------------------------------------
+# 9. The reference path routes the same way
+# --------------------------------------------------------------------------------------
+
+
+def test_call_reference_matches_the_generated_path():
+    runners = abc()
+
+    def api(x, w=None, *, scale=1.0, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, runners, supports=lambda name, a: name != "a" or a["w"] is not None)
+    x, w = torch.zeros(4, 4), torch.zeros(4)
+    calls = [((x,), {}), ((x, w), {}), ((x,), {"w": w, "scale": 2.0}), ((x, None), {"scale": 3})]
+    for args, kwargs in calls:  # untuned
+        assert op.call_reference(*args, **kwargs) == op(*args, **kwargs)
+    assert op(x) == ("b", None) and op(x, w) == ("a", None)
+    choose(op, (x, None, 1.0), "c", 2)
+    choose(op, (x, w, 1.0), "b", 3)
+    for _ in range(2):
+        for args, kwargs in calls:  # tuned
+            assert op.call_reference(*args, **kwargs) == op(*args, **kwargs)
+    assert op(x) == ("c", 2) and op(x, w) == ("b", 3)
+    assert op.call_reference(x, backend="a", w=w) == op(x, w, backend="a") == ("body", "a")
+    assert op.call_reference(x, skip_check=True) == ("body", "auto")
+
+
+# --------------------------------------------------------------------------------------
+# 10. Threads
+# --------------------------------------------------------------------------------------
+
+
+def test_threads_see_a_flipping_choice_consistently():
+    runners = abc()
+    op = make_op(runners, direct=True)
+    tuner = AutoTuner.get()
+    key = make_key(op.api_key, (torch.zeros(8),))
+    one, two = Choice("a", 1, 1e-3), Choice("c", 2, 1e-3)
+    allowed = {("a", 1), ("c", 2)}
+    tuner.set_choice(key, one)
+    n_workers = 4
+    start = threading.Barrier(n_workers + 1)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    bad: list[Any] = []
+    finals: dict[int, Any] = {}
+
+    def worker(i: int) -> None:
+        try:
+            x = torch.zeros(5 + i)  # 5..8 rows: one bucket, distinct exact signatures
+            start.wait()
+            n = 0
+            while not stop.is_set() or n < 20:
+                result = op(x)
+                if result not in allowed:
+                    bad.append(result)
+                n += 1
+            finals[i] = op(x)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def flipper() -> None:
+        try:
+            start.wait()
+            for k in range(400):
+                tuner.set_choice(key, two if k % 2 == 0 else one)
+            tuner.set_choice(key, two)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_workers)]
+        threads.append(threading.Thread(target=flipper))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert bad == []
+    assert finals == {i: ("c", 2) for i in range(n_workers)}
+    assert runners["b"].calls == []
+
+
+# --------------------------------------------------------------------------------------
+# Bugs found (xfail until fixed)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason=(
+        "router bug: the generated router unpacks the inputs into locals named after the "
+        "API's parameters and then calls the builtin type(); a parameter named 'type' "
+        "shadows it, so every call of a known pattern raises TypeError"
+    ),
+)
+def test_parameter_named_type_is_routed():
+    runners = abc()
+
+    def api(x, type=None, backend="auto"):  # a legitimate API parameter name
+        return ("body", backend)
+
+    op = build_op(api, runners)
+    x = torch.zeros(2)
+    choose(op, (x, None), "b", 1)
+    assert op(x) == ("b", 1)  # learns the pattern (readable path)
+    assert op(x) == ("b", 1)  # generated path: TypeError 'NoneType' object is not callable
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "router bug: the tuner's _direct memo holds bound runner methods keyed by api_key "
+        "and signature and is not dropped when the op is registered again (direct=True) "
+        "with new runners, so calls after the first keep running the old runners"
+    ),
+)
+def test_registering_again_with_new_runners_uses_the_new_runners():
+    old = {"a": FakeRunner("a-old"), "b": FakeRunner("b-old")}
+    new = {"a": FakeRunner("a-new"), "b": FakeRunner("b-new")}
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, old)
+    x = torch.zeros(4)
+    choose(op, (x,), "b")
+    assert op(x) == op(x) == ("b-old", None)
+    AutoTuner.register(op, new, direct=True)
+    assert [op(x), op(x), op(x)] == [("b-new", None)] * 3  # got b-new, b-old, b-old
