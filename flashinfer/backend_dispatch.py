@@ -480,6 +480,9 @@ class BackendRequirementOp:
             "_api": self.api_key,
             "_ORDER": tuple(self.backend_checks),
             "_route": None,
+            # Builtins the code names, under names no API parameter can shadow.
+            "_ValueError": ValueError,
+            "_BaseException": BaseException,
         }
         self._ns = ns  # route_auto() fills _route in later
         call_func = render_call("_func", specs["__func__"])
@@ -594,7 +597,7 @@ class BackendRequirementOp:
                 "    _xok = _drop = ()",
                 "    try:",
                 *(f"        {c}" for c in body),
-                "    except BaseException:",
+                "    except _BaseException:",
                 "        if _live.dropped:",
                 "            _state.r.dropped = _drop",
                 "        raise",
@@ -644,7 +647,7 @@ class BackendRequirementOp:
                 "try:",
                 f"    if {render_call(f'_chk{i}', self._specs[name])}:",
                 f"        {keep}",
-                "except ValueError:",
+                "except _ValueError:",
                 "    pass",
             ]
             if not cc_none:

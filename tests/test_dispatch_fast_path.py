@@ -12,6 +12,7 @@ shows up as a difference in the outcome.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import inspect
 import os
@@ -1015,3 +1016,20 @@ def test_heuristic_cannot_bring_back_a_dropped_experimental_backend_in_place():
         assert op(X, W) == ["a"]
         assert op.call_reference(X, W) == ["a"]
     assert caught == []
+
+
+def test_parameters_named_like_builtins_do_not_shadow_the_generated_code():
+    """Generated code names its locals after the API's parameters: the builtins it uses
+    must not be reachable through such names (a parameter may be called ``type``)."""
+
+    def api(type, ValueError=None, BaseException=None, backend="auto"):  # noqa: A002, N803
+        return backend, list(op.suitable_auto_backends)
+
+    def refuse(type, ValueError=None, BaseException=None, backend="auto"):  # noqa: A002, N803
+        raise builtins.ValueError("never fits")
+
+    op = backend_requirement({"no": refuse, "yes": lambda *a, **k: True})(api)
+    assert op(1) == ("auto", ["yes"])
+    assert op.call_reference(1) == ("auto", ["yes"])
+    op.dispatcher.route_auto(lambda candidates, inputs: (list(candidates), inputs))
+    assert op(1, "v", "b") == (["yes"], (1, "v", "b"))

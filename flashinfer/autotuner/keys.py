@@ -119,11 +119,13 @@ def pattern_reads(
     """Source for reading the exact signature of inputs bound to ``names`` in generated
     code: the test that their types are exactly ``pattern``, and the expressions of the
     signature's items after ``api_key`` (see :func:`exact_signature`), unrolled.  The
-    pattern's types are stored in ``ns`` as ``_<tag><n>``."""
+    pattern's types are stored in ``ns`` as ``_<tag><n>``, and ``type`` itself as ``_type``:
+    a name in ``names`` (an API parameter) may be ``type``."""
+    ns["_type"] = type
     tests, parts, first = [], [], None
     for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
         ns[f"_{tag}{n}"] = tp
-        tests.append(f"type({name}) is _{tag}{n}")
+        tests.append(f"_type({name}) is _{tag}{n}")
         if issubclass(tp, _Tensor):
             parts += [f"{name}.shape", f"{name}.dtype"]
             first = first or name

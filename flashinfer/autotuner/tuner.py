@@ -225,6 +225,8 @@ class AutoTuner:
             op.dispatcher.route_auto(None)
         with tuner._lock:
             tuner._ops[op.api_key] = (op, runners)
+            # The memos may hold the previous registration's runners (bound calls).
+            tuner._fast, tuner._direct = {}, {}
 
     def registered(self) -> dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]]:
         """``api_key -> (op, runners)`` of every registered op."""
