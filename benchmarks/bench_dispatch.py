@@ -1,11 +1,14 @@
 """Dispatcher overhead: nanoseconds per call of trivial APIs through each path.
 
-Run:  python benchmarks/bench_dispatch.py [--number 20000] [--repeat 7] [--reference]
+Run:  python benchmarks/bench_dispatch.py [--number 20000] [--repeat 9] [--reference]
 
 One op with two stable backends, one experimental backend, a ``common_check`` and a
 heuristic, all doing trivial work on small CPU tensors.  Each row is the best of ``--repeat``
-runs of ``--number`` calls.  "limit" rows call the same checker bodies directly and then the
-bare function: the work the dispatcher cannot avoid.  ``--reference`` also times the readable
+runs of ``--number`` calls.  The runs are interleaved (a run of every row, then the next
+round), so that a noisy stretch of a shared machine slows every row a little rather than
+the few rows timed during it: ratios from one run stay comparable.  "limit" rows call the
+same checker bodies directly and then the bare function: the work the dispatcher cannot
+avoid.  ``--reference`` also times the readable
 reference path (``op.call_reference``: ``inspect.Signature.bind`` + ``apply_defaults`` per
 call, upstream's design), the "before" of the generated path.  "autotuned op, tuned key" is
 the same op registered ``direct=True`` (the dispatcher routes auto calls to the tuner);
@@ -16,6 +19,7 @@ The last line is JSON with every figure.  Prints figures only; nothing here asse
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -138,10 +142,21 @@ def _time(fn: Callable[[], Any], number: int, repeat: int) -> float:
     return best / number * 1e9
 
 
+def _time_interleaved(
+    rows: dict[str, Callable[[], Any]], number: int, repeat: int
+) -> dict[str, float]:
+    """ns per call of each row: the best of ``repeat`` rounds, each round timing every row."""
+    best = dict.fromkeys(rows, float("inf"))
+    for _ in range(repeat):
+        for name, fn in rows.items():
+            best[name] = min(best[name], timeit.timeit(fn, number=number))
+    return {name: t / number * 1e9 for name, t in best.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--reference", action="store_true", help="also time op.call_reference")
     args = parser.parse_args(argv)
     os.environ.pop(GATE, None)
@@ -191,21 +206,22 @@ def main(argv: list[str] | None = None) -> int:
         rows["reference path: auto, gate off"] = lambda: ref(x, w)
         rows["reference path: skip_check=True"] = lambda: ref(x, w, backend="a", skip_check=True)
 
-    op(x, w, backend="exp")  # the one warning happens outside the timed loop
-    experimental_bare(x, w)
-    results: dict[str, float] = {}
-    for name, fn in rows.items():
-        results[name] = _time(fn, args.number, args.repeat)
-
-    os.environ[GATE] = "1"
-    results["auto, gate on"] = _time(lambda: op(x, w), args.number, args.repeat)
-    os.environ.pop(GATE, None)
-
     for direct, row in ((True, "autotuned op, tuned key"), (False, "autotuned via body's run()")):
         tuned = _tuned_op(direct)
         if tuned is not None:
             tuned(x, w)
-            results[row] = _time(lambda: tuned(x, w), args.number, args.repeat)  # noqa: B023
+            rows[row] = functools.partial(tuned, x, w)
+
+    op(x, w, backend="exp")  # the one warning happens outside the timed loop
+    experimental_bare(x, w)
+    results = _time_interleaved(rows, args.number, args.repeat)
+
+    os.environ[GATE] = "1"  # its own loop: setting the variable per call would be timed
+    results["auto, gate on"] = _time(lambda: op(x, w), args.number, args.repeat)
+    os.environ.pop(GATE, None)
+    for row in ("autotuned op, tuned key", "autotuned via body's run()"):  # print them last
+        if row in results:
+            results[row] = results.pop(row)
 
     base = results["bare function"]
     width = max(len(k) for k in results)

@@ -585,7 +585,7 @@ class BackendRequirementOp:
         if self.heuristic_func is not None:
             # The heuristic gets a copy: were it given _ok itself, it could add a backend
             # (an unknown one, or one the gate dropped) by editing the list in place.
-            heur = render_call("_heuristic", specs["__func__"], lead="_ok[:]")
+            heur = render_call("_heuristic", specs["__func__"], lead="_ok.copy()")
             body += [
                 "if _ok:",
                 f"    _h = {heur}",
