@@ -689,3 +689,19 @@ def test_registering_again_with_new_runners_uses_the_new_runners():
     assert op(x) == op(x) == ("b-old", None)
     AutoTuner.register(op, new, direct=True)
     assert [op(x), op(x), op(x)] == [("b-new", None)] * 3
+
+
+def test_untuned_key_with_an_experimental_first_candidate_runs_it_and_warns_once(monkeypatch):
+    """The memo's untuned entry runs the first candidate directly unless it is experimental;
+    then the readable path runs it (gate on), and the call warns once."""
+    monkeypatch.setenv(GATE, "1")
+    flashinfer.reset_experimental_warnings()
+    runners = {"exp": FakeRunner("exp", [None, 4]), "a": FakeRunner("a", [None])}
+    op = make_op(runners, experimental={"exp"}, direct=True)
+    x = torch.zeros(4)
+    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+        results = [op(x), op(x), op(x)]
+    assert results == [("exp", None)] * 3
+    assert len([w for w in record if issubclass(w.category, ExperimentalWarning)]) == 1
+    monkeypatch.delenv(GATE)
+    assert op(x) == ("a", None)

@@ -256,23 +256,27 @@ def test_mm_is_registered_with_the_autotuner():
     assert op is mm and runners is gemm.MM_RUNNERS
 
 
-def test_auto_calls_go_through_the_autotuner_and_explicit_ones_do_not(monkeypatch):
-    """mm is registered direct: the dispatcher routes auto calls to the tuner, whose
-    readable path serves an untuned key with the call's candidates."""
-    assert mm.dispatcher.auto_route is not None
-    seen = []
-    real_run = AutoTuner.run_candidates
-
-    def spy(self, op, runners, candidates, inputs):
-        seen.append((op, list(candidates), inputs))
-        return real_run(self, op, runners, candidates, inputs)
-
-    monkeypatch.setattr(AutoTuner, "run_candidates", spy)
+def test_auto_calls_go_through_the_autotuner_and_explicit_ones_do_not():
+    """mm is registered direct: the dispatcher routes auto calls, with their candidates and
+    inputs, to the tuner's router; explicit ones go to the body."""
     a, b = _rand(4, 8), _rand(8, 4)
-    mm(a, b)
-    assert seen == [(mm, ["torch", "triton"], (a, b, None, None))]
-    mm(a, b, backend="triton")
-    assert len(seen) == 1
+    mm(a, b)  # the router learns this input pattern (it would reinstall itself otherwise)
+    router = mm.dispatcher.auto_route
+    assert router is not None
+    seen = []
+
+    def spy(candidates, inputs):
+        seen.append((mm, list(candidates), inputs))
+        return router(candidates, inputs)
+
+    mm.dispatcher.route_auto(spy)
+    try:
+        mm(a, b)
+        assert seen == [(mm, ["torch", "triton"], (a, b, None, None))]
+        mm(a, b, backend="triton")
+        assert len(seen) == 1
+    finally:
+        mm.dispatcher.route_auto(router)
 
 
 def test_tuning_times_only_the_gate_allowed_candidates(monkeypatch, clean_tuner):

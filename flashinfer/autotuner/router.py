@@ -6,9 +6,11 @@ tuned key, outside ``autotune()``, the router's work is the whole cost the autot
 to a call, so it is generated per op, the way the dispatcher is: one unrolled read of the
 exact signature per input-type pattern seen so far (see
 :func:`~flashinfer.autotuner.keys.pattern_reads`), one dict lookup, and a call of the
-runner's bound method with its tuned tactic.  Anything else (tuning, an untuned key, a
-choice that is not a candidate of this call, an experimental choice that must warn) goes
-to :meth:`AutoTuner.run_candidates`, the readable path.
+runner's bound method with its tuned tactic.  An untuned key (the common case of a program
+that never tunes) runs the first candidate's default from the memo as well, without a second
+read of the signature.  Anything else (tuning, a choice that is not a candidate of this
+call, an experimental backend that must warn) goes to :meth:`AutoTuner.run_candidates`, the
+readable path.
 
 A call whose input types match no known pattern adds its pattern (up to
 :data:`MAX_PATTERNS`), regenerates the router and installs the new one on the dispatcher.
@@ -32,10 +34,15 @@ MAX_PATTERNS = 8
 
 RouteEntry = tuple[Any, Any, Any]
 """What the router's memo holds per exact signature: ``(backend, bound runner call,
-tactic)`` of a tuned, stable choice, or :data:`_SLOW` (untuned, no runner, or experimental:
-the readable path handles it)."""
+tactic)`` of a tuned, stable choice; :data:`_UNTUNED` (no choice, or one without a runner:
+the first candidate runs with its default tactic); or :data:`_SLOW` (an experimental
+choice, left to the readable path, which warns)."""
 
-_SLOW: RouteEntry = (None, None, None)  # ``None in candidates`` is never true
+# Neither is ever a candidate (``None in candidates`` is false): the generated lookup hands
+# both to memo_miss, which tells them apart by identity (hence the distinct contents: equal
+# tuple constants may be one object).
+_SLOW: RouteEntry = (None, "readable path", None)
+_UNTUNED: RouteEntry = (None, "first candidate", None)
 _FAST_CAP = 1 << 14
 
 
@@ -117,7 +124,8 @@ class Router:
         return self.readable(candidates, inputs)
 
     def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
-        """Not served by the memo: fill it for this signature, or take the readable path."""
+        """Not served by the generated lookup: an untuned key, a signature not in the memo
+        yet (filled here), or anything for the readable path."""
         memo = self.tuner._direct  # read before _best: see entry()
         entry = memo.get(exact)
         if entry is None:
@@ -126,6 +134,10 @@ class Router:
                 memo[exact] = entry
             if entry[0] in candidates:
                 return entry[1](inputs, entry[2])
+        if entry is _UNTUNED:  # what run_candidates does for it, without reading the key
+            backend = self.tuner._first(self.op, self.runners, candidates)
+            if backend not in self.op.experimental_backends:
+                return self.runners[backend](inputs, None)
         return self.readable(candidates, inputs)
 
     def entry(self, inputs: tuple) -> RouteEntry:
@@ -134,7 +146,7 @@ class Router:
         new result discards, never into its replacement."""
         choice = self.tuner._best.get(make_key(self.op.api_key, inputs))
         if choice is None or choice.backend not in self.runners:
-            return _SLOW
+            return _UNTUNED
         if choice.backend in self.op.experimental_backends:
             return _SLOW  # the readable path warns once
         return (choice.backend, self.runners[choice.backend].__call__, choice.tactic)
