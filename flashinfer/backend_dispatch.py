@@ -147,7 +147,8 @@ _CUDA = _CudaState()
 _capability_by_device: dict[int, int] = {}
 
 
-def _device_capability(index: int) -> int:
+def device_capability(index: int) -> int:
+    """Compute capability (``major * 10 + minor``) of CUDA device ``index``, looked up once."""
     cc = _capability_by_device.get(index)
     if cc is None:
         major, minor = torch.cuda.get_device_capability(index)
@@ -163,17 +164,25 @@ def find_compute_capability(*values: Any) -> int | None:
     """
     for value in values:
         if isinstance(value, torch.Tensor) and value.is_cuda:
-            return _device_capability(value.get_device())
+            return device_capability(value.get_device())
     if not torch.cuda.is_available():
         _CUDA.absent = True
     return None
 
 
+def _capability_rule(checker: Any) -> tuple[bool, Any]:
+    """The capability rule of a checker: (runs without CUDA tensors, the capabilities it
+    declares or None).  The one place that reads the marks of supported_compute_capability:
+    the reference path explains it, the generated path tests it."""
+    ccs = getattr(checker, "_supported_ccs", None)
+    return ccs is None or getattr(checker, "_supports_cpu", False), ccs
+
+
 def _capability_reason(checker: Any, cc: int | None) -> str | None:
     """Why ``checker``'s backend cannot run at capability ``cc`` (None = no CUDA tensor)."""
-    ccs = getattr(checker, "_supported_ccs", None)
+    without_cuda, ccs = _capability_rule(checker)
     if cc is None:
-        if ccs is None or getattr(checker, "_supports_cpu", False):
+        if without_cuda:
             return None
         return (
             f"needs CUDA tensors (compute capability in {sorted(ccs)}); "
@@ -627,17 +636,13 @@ class BackendRequirementOp:
 
     def _auto_checks(self, ns: dict[str, Any], *, cc_none: bool) -> list[str]:
         """The auto path's checker calls, in declaration order: viable stable backends are
-        appended to _ok, experimental ones to _xok.  The capability rule of
-        :meth:`_capability_guard`, resolved for calls without CUDA tensors (``cc_none``:
-        declared ``cpu=True`` or no capabilities at all) or tested (a known capability:
-        among the declared ones)."""
+        appended to _ok, experimental ones to _xok; each under its capability guard, known
+        here to be ``_cc is None`` (``cc_none``) or not."""
         lines: list[str] = []
         for i, (name, chk) in enumerate(self.backend_checks.items()):
-            ccs = getattr(chk, "_supported_ccs", None)
-            if cc_none and ccs is not None and not getattr(chk, "_supports_cpu", False):
-                continue  # needs a CUDA capability
-            if not cc_none and ccs is None:
-                continue  # declares none, so runs only without CUDA tensors
+            guard = self._capability_guard(i, chk, ns, cc_none=cc_none)
+            if guard == "False":
+                continue
             keep = (
                 f"_xok += ({name!r},)"
                 if name in self.experimental_backends
@@ -650,19 +655,27 @@ class BackendRequirementOp:
                 "except _ValueError:",
                 "    pass",
             ]
-            if not cc_none:
-                ns[f"_ccs{i}"] = ccs
-                block = [f"if _cc in _ccs{i}:", *(f"    {c}" for c in block)]
+            if guard != "True":
+                block = [f"if {guard}:", *(f"    {c}" for c in block)]
             lines += block
         return lines
 
-    def _capability_guard(self, i: int, chk: Any, ns: dict[str, Any]) -> str:
-        """Expression: the capability ``_cc`` lets checker ``i``'s backend run."""
-        ccs = getattr(chk, "_supported_ccs", None)
+    def _capability_guard(
+        self, i: int, chk: Any, ns: dict[str, Any], *, cc_none: bool | None = None
+    ) -> str:
+        """Expression: the capability ``_cc`` lets checker ``i``'s backend run (see
+        :func:`_capability_rule`).  ``cc_none``: whether ``_cc is None`` is known where the
+        expression goes, which may reduce it to ``"True"`` or ``"False"``."""
+        without_cuda, ccs = _capability_rule(chk)
+        if ccs is not None:
+            ns[f"_ccs{i}"] = ccs
+        if cc_none is not None:
+            if cc_none:
+                return "True" if without_cuda else "False"
+            return "False" if ccs is None else f"_cc in _ccs{i}"
         if ccs is None:
             return "_cc is None"
-        ns[f"_ccs{i}"] = ccs
-        if getattr(chk, "_supports_cpu", False):
+        if without_cuda:
             return f"(_cc is None or _cc in _ccs{i})"
         return f"_cc in _ccs{i}"
 

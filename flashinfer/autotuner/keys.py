@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ..backend_dispatch import find_compute_capability
+from ..backend_dispatch import device_capability
 
 __all__ = [
     "Key",
@@ -74,10 +74,6 @@ def bucket_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
         if len(_SHAPE_BUCKETS) < _MAX_MEMO:
             _SHAPE_BUCKETS[tuple(shape)] = bucket
     return bucket
-
-
-def _device_type(x: torch.Tensor) -> str:
-    return "cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type
 
 
 # Types that are certainly not tensors: ``isinstance(x, torch.Tensor)`` goes through
@@ -193,36 +189,37 @@ def make_key(api_key: str, inputs: tuple) -> Key:
     exact = exact_signature(api_key, inputs)
     key = _KEY_MEMO.get(exact)
     if key is None:
-        key = _compute_key(api_key, inputs)
+        key = _key_from_signature(exact)
         if len(_KEY_MEMO) < _MAX_MEMO:
             _KEY_MEMO[exact] = key
     return key
 
 
-def _compute_key(api_key: str, inputs: tuple) -> Key:
-    """The tuning key, computed from scratch (see :func:`make_key`)."""
+def _key_from_signature(signature: tuple) -> Key:
+    """The tuning key of an exact signature (see :func:`exact_signature`), which holds all
+    it needs: a ``torch.Size`` starts a tensor's (shape, dtype) pair, since no other input
+    contributes one, and a trailing ``torch.device`` is the first tensor's.  Deriving the
+    key from the signature, rather than reading the inputs again, keeps one classification
+    of inputs for both."""
+    api_key, items = signature[0], signature[1:]
+    device = None
+    if items and type(items[-1]) is torch.device:
+        items, device = items[:-1], items[-1]
     parts: list[Any] = []
-    first = None
-    get_bucket = _SHAPE_BUCKETS.get
-    for x in inputs:
-        tp = type(x)
-        if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
-            shape = x.shape
-            bucket = get_bucket(shape)
-            if bucket is None:
-                bucket = bucket_shape(shape)
-            parts.append((bucket, x.dtype))
-            if first is None:
-                first = x
-        elif x is None or tp is _dtype:
-            parts.append(x)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if type(item) is torch.Size:
+            parts.append((bucket_shape(item), items[i + 1]))
+            i += 2
         else:
-            parts.append(...)
-    if first is None:
+            parts.append(item)
+            i += 1
+    if device is None:
         return (api_key, tuple(parts), None, None)
-    if first.is_cuda:
-        return (api_key, tuple(parts), "cuda", find_compute_capability(first))
-    return (api_key, tuple(parts), _device_type(first), None)
+    if device.type == "cuda":
+        return (api_key, tuple(parts), "cuda", device_capability(device.index))
+    return (api_key, tuple(parts), device.type, None)
 
 
 # --------------------------------------------------------------------------------------

@@ -225,8 +225,7 @@ class AutoTuner:
             op.dispatcher.route_auto(None)
         with tuner._lock:
             tuner._ops[op.api_key] = (op, runners)
-            # The memos may hold the previous registration's runners (bound calls).
-            tuner._fast, tuner._direct = {}, {}
+            tuner._forget_memos()  # they may hold a previous registration's runners
 
     def registered(self) -> dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]]:
         """``api_key -> (op, runners)`` of every registered op."""
@@ -339,8 +338,13 @@ class AutoTuner:
             )
             with self._lock:
                 self._best[key] = best
-                self._fast, self._direct = {}, {}
+                self._forget_memos()
             return best
+
+    def _forget_memos(self) -> None:
+        """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
+        with a change writes into the discarded dicts, so no entry is ever stale."""
+        self._fast, self._direct = {}, {}
 
     # ---- inspecting and editing the results -------------------------------------------
 
@@ -361,13 +365,13 @@ class AutoTuner:
         """Record ``choice`` for ``key`` (used by the persisted cache)."""
         with self._lock:
             self._best[key] = choice
-            self._fast, self._direct = {}, {}
+            self._forget_memos()
 
     def clear(self) -> None:
         """Forget every tuned result (registrations stay)."""
         with self._lock:
             self._best = {}
-            self._fast, self._direct = {}, {}
+            self._forget_memos()
 
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``
