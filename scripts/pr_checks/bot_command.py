@@ -44,12 +44,14 @@ ROOT = scope.TARGETS_ROOT
 CONTEXT_PREFIX = "ci/test-scope-"
 STATUS_STATE = "success"
 
+# Every regular expression here reads untrusted text, so each must run in linear time however
+# it is called (tests/pr_checks/test_regex_linear_time.py lists and attacks each one). Fence
+# lines are split by scope.fence_run, without a regex.
 # A command line: up to three spaces of indent (four would be a Markdown code block), the
 # handle (GitHub logins are case-insensitive), whitespace, then the word ``run``.
 _COMMAND_RE = re.compile(
     r"^ {0,3}(?i:@flashinfer-bot)[ \t]+run(?![A-Za-z0-9_-])(?P<rest>.*)$", re.DOTALL
 )
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _QUOTE_RE = re.compile(r"^ {0,3}>")
 _CONTEXT_RE = re.compile(r"^ci/test-scope-([1-9][0-9]*)$")
 
@@ -80,9 +82,9 @@ def find_commands(body: str) -> list[Command]:
     in_quote = False
     for number, line in enumerate(lines, start=1):
         if fence is not None:
-            m = _FENCE_RE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                if not m.group(2).strip():
+            closing = scope.fence_run(line)
+            if closing and closing[0][0] == fence[0] and len(closing[0]) >= len(fence):
+                if not closing[1].strip():
                     fence = None
             continue
         if in_comment:
@@ -95,9 +97,9 @@ def find_commands(body: str) -> list[Command]:
         if _QUOTE_RE.match(line):
             in_quote = True
             continue
-        m = _FENCE_RE.match(line)
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = m.group(1)
+        opening = scope.fence_run(line)
+        if opening and not (opening[0][0] == "`" and "`" in opening[1]):
+            fence = opening[0]
             in_quote = False
             continue
         if in_quote:  # a lazy continuation line renders inside the quote

@@ -41,7 +41,9 @@ BLOCK_INFO = "experimental-tests"
 TEMPLATE_HINT = ".github/pull_request_template.md"
 
 _PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./")
-_TEST_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Every regular expression here reads untrusted text, so each must run in linear time however
+# it is called (tests/pr_checks/test_regex_linear_time.py lists and attacks each one).
+_TEST_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch
 # Characters with a meaning to a shell or to pytest, named so a rejection says which rule.
 _SHELL_METACHARS = frozenset(";&|<>(){}!~^#\\$")
 _GLOB_CHARS = frozenset("*?[]")
@@ -49,7 +51,6 @@ _QUOTES = frozenset("'\"")
 # Split arguments on ASCII whitespace only: any other space-like character stays inside the
 # token and is rejected there, loudly, instead of silently separating two targets.
 _ASCII_WS_RE = re.compile(r"[ \t\r\n\f\v]+")
-_FENCE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})[ \t]*([^`]*?)[ \t]*$")
 
 
 class ScopeError(ValueError):
@@ -121,7 +122,7 @@ def target_problems(target: str, root: str) -> list[str]:
         if not path.endswith(".py"):
             problems.append("'::' test names are only allowed after a .py file")
         for part in node.split("::"):
-            if not _TEST_NAME_RE.match(part):
+            if not _TEST_NAME_RE.fullmatch(part):
                 problems.append(
                     f"test name {part!r} after '::' must be letters, digits and '_' "
                     "(no parametrize ids)"
@@ -180,6 +181,37 @@ def parse_targets(text: str, root: str = TARGETS_ROOT) -> list[str]:
 # The PR body
 
 
+def fence_run(line: str) -> tuple[str, str] | None:
+    """Split a Markdown fence line (one line, no newline) into its marker and what follows.
+
+    ``(marker, rest)`` when ``line`` is at most three spaces, then a run of three or more
+    backticks or tildes (``marker`` is the whole run); None when it is not a fence line.
+    String operations, not a regular expression: linear in the line's length whatever it
+    holds (a fence regex that backtracked took a minute on a 3 kB line). Shared with
+    bot_command.py, which applies its own rules to ``rest``.
+    """
+    text = line.lstrip(" ")
+    if len(line) - len(text) > 3 or text[:1] not in ("`", "~"):
+        return None
+    run = len(text) - len(text.lstrip(text[0]))
+    if run < 3:
+        return None
+    return text[:run], text[run:]
+
+
+def _fence_and_info(line: str) -> tuple[str, str] | None:
+    """``(marker, info string)`` of a fence line, the info stripped of spaces and tabs.
+
+    A line with a backtick after its marker is not a fence here, whichever the marker (a
+    backtick fence's info string cannot hold one; this check is stricter for tildes).
+    """
+    found = fence_run(line)
+    if found is None or "`" in found[1]:
+        return None
+    marker, rest = found
+    return marker, rest.strip(" \t")
+
+
 def find_blocks(body: str, info: str = BLOCK_INFO) -> list[tuple[int, list[str] | None]]:
     """Find fenced code blocks whose info string is ``info``.
 
@@ -194,12 +226,12 @@ def find_blocks(body: str, info: str = BLOCK_INFO) -> list[tuple[int, list[str] 
     in_comment = False
     for number, line in enumerate(lines, start=1):
         if fence is not None:
-            m = _FENCE_RE.match(line)
+            closing = _fence_and_info(line)
             if (
-                m
-                and m.group(2)[0] == fence[0]
-                and len(m.group(2)) >= len(fence)
-                and m.group(3) == ""
+                closing is not None
+                and closing[0][0] == fence[0]
+                and len(closing[0]) >= len(fence)
+                and closing[1] == ""
             ):
                 if current is not None:
                     found.append((start, current))
@@ -216,10 +248,10 @@ def find_blocks(body: str, info: str = BLOCK_INFO) -> list[tuple[int, list[str] 
             if "-->" not in stripped[4:]:
                 in_comment = True
             continue
-        m = _FENCE_RE.match(line)
-        if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-            fence = m.group(2)
-            words = m.group(3).split()
+        opening = _fence_and_info(line)
+        if opening is not None:
+            fence = opening[0]
+            words = opening[1].split()
             if words and words[0] == info:
                 current, start = [], number
     if fence is not None and current is not None:
