@@ -1,23 +1,73 @@
-"""``flashinfer backends``: every API, its backends, what runs here and why not."""
+"""``flashinfer backends``: an environment report to paste into a bug report.
+
+Versions (flashinfer, Python, torch and its CUDA/HIP build, triton, numpy), each device with
+its compute capability, ``TRITON_INTERPRET``, the experimental gate with its raw value, and
+every API by the name users call, one row per backend: whether it can run here and, if not,
+a short reason.  The advice that goes with a reason is printed once, below the table.  Whether
+a Triton backend can run comes from the same probe its support checker uses on a call
+(:mod:`flashinfer.kernels.availability`), so the report and the call agree.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import inspect
 import json
+import os
+import platform
+import sys
+import textwrap
 from typing import Any, TextIO
 
 from .cli_common import _gate_line, _gate_state, _load_apis, _table
 
+WIDTH = 100  # no line of the table is longer
+_REASON_MIN = 24  # narrowest the reason column gets before reasons move to the notes
 
-def _machine_capability() -> tuple[int | None, str]:
-    """Compute capability of CUDA device 0 (None without CUDA) and a description."""
+
+def _version(distribution: str) -> str | None:
+    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _versions() -> dict[str, str | None]:
+    import torch
+
+    from . import __version__
+
+    return {
+        "flashinfer": __version__,
+        "python": f"{platform.python_version()} ({platform.python_implementation()}, "
+        f"{sys.platform})",
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torch_hip": getattr(torch.version, "hip", None),
+        "triton": _version("triton"),
+        "numpy": _version("numpy"),
+    }
+
+
+def _devices() -> list[dict[str, Any]]:
+    """Every CUDA device with its name and compute capability (``major * 10 + minor``)."""
     import torch
 
     if not torch.cuda.is_available():
-        return None, "cpu only (no CUDA device)"
-    major, minor = torch.cuda.get_device_capability(0)
-    return major * 10 + minor, f"cuda:0 {torch.cuda.get_device_name(0)} (sm{major}{minor})"
+        return []
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(index)
+        devices.append(
+            {
+                "index": index,
+                "name": torch.cuda.get_device_name(index),
+                "compute_capability": major * 10 + minor,
+            }
+        )
+    return devices
 
 
 def _uses_triton(checker: Any) -> bool:
@@ -34,59 +84,162 @@ def _uses_triton(checker: Any) -> bool:
     return code is not None and "triton_device_reason" in code.co_names
 
 
-def _runnable_reason(op: Any, backend: str, cc: int | None) -> str | None:
-    """Why ``backend`` of ``op`` cannot run on this machine (None: it can)."""
+def _runnable(op: Any, backend: str, cc: int | None) -> tuple[str | None, str | None]:
+    """Why ``backend`` of ``op`` cannot run here as (short reason, advice); (None, None) if
+    it can."""
     reason = op.backend_runnable_reason(backend, cc)
-    if reason is None and _uses_triton(op.backend_checks[backend]):
-        import torch
+    if reason is not None:
+        short, _, advice = reason.partition("; ")
+        return short, advice or None
+    if _uses_triton(op.backend_checks[backend]):
+        from .kernels.availability import triton_unavailable
 
-        from .kernels import triton_device_reason
+        problem = triton_unavailable("cpu" if cc is None else "cuda")
+        if problem is not None:
+            return problem.reason, problem.fix
+    return None, None
 
-        device = "cpu" if cc is None else "cuda"
-        reason = triton_device_reason(torch.empty(0, device=device))
-    return reason
 
+def _public_names() -> dict[str, str]:
+    """Qualified API name -> the name users call (``flashinfer.gemm.mm`` -> ``flashinfer.mm``)."""
+    import flashinfer
 
-# --------------------------------------------------------------------------------------
-# flashinfer backends
-# --------------------------------------------------------------------------------------
+    names = {}
+    for name in flashinfer._LAZY:
+        obj = getattr(flashinfer, name)
+        qualified = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+        names[qualified] = f"flashinfer.{name}"
+    return names
 
 
 def backends_report() -> dict[str, Any]:
-    """Every API with its backends and whether each can run here (the ``backends`` data)."""
+    """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
     from .api_logging import api_inventory
     from .backend_dispatch import registered_ops
 
     missing = _load_apis()
-    cc, machine = _machine_capability()
+    devices = _devices()
+    cc = devices[0]["compute_capability"] if devices else None
+    public = _public_names()
     ops = {op.api_key: op for op in registered_ops()}
     apis: dict[str, dict[str, Any]] = {}
     for record in api_inventory():
-        apis[record.name] = {"api": record.name, "experimental": record.experimental}
+        apis[record.name] = {"experimental": record.experimental}
     for key in ops:
-        apis.setdefault(key, {"api": key, "experimental": False})
-    for key, entry in apis.items():
+        apis.setdefault(key, {"experimental": False})
+    entries = []
+    for key in apis:
         op = ops.get(key)
         backends = []
-        if op is not None:
-            for b in op.backend_checks:
-                reason = _runnable_reason(op, b, cc)
-                backends.append(
-                    {
-                        "name": b,
-                        "experimental": b in op.experimental_backends,
-                        "runnable": reason is None,
-                        "reason": reason,
-                    }
-                )
-        entry["backends"] = backends
+        for b in () if op is None else op.backend_checks:
+            assert op is not None
+            reason, advice = _runnable(op, b, cc)
+            backends.append(
+                {
+                    "name": b,
+                    "experimental": b in op.experimental_backends,
+                    "runnable": reason is None,
+                    "reason": reason,
+                    "advice": advice,
+                }
+            )
+        entries.append(
+            {
+                "api": public.get(key, key),
+                "qualified_name": key,
+                "experimental": apis[key]["experimental"],
+                "backends": backends,
+            }
+        )
+    entries.sort(key=lambda e: e["api"])
     return {
-        "machine": machine,
+        "versions": _versions(),
+        "devices": devices,
         "compute_capability": cc,
+        "triton_interpret": os.environ.get("TRITON_INTERPRET"),
         "gate": _gate_state(),
-        "apis": [apis[k] for k in sorted(apis)],
+        "apis": entries,
         "missing_modules": missing,
     }
+
+
+def _environment_lines(report: dict[str, Any]) -> list[str]:
+    v = report["versions"]
+    build = (
+        f"CUDA {v['torch_cuda']}"
+        if v["torch_cuda"]
+        else f"HIP {v['torch_hip']}"
+        if v["torch_hip"]
+        else "CPU-only build"
+    )
+    lines = [
+        f"flashinfer        {v['flashinfer']}",
+        f"python            {v['python']}",
+        f"torch             {v['torch']} ({build})",
+        f"triton            {v['triton'] or 'not installed'}",
+        f"numpy             {v['numpy'] or 'not installed'}",
+    ]
+    if report["devices"]:
+        for d in report["devices"]:
+            cc = d["compute_capability"]
+            lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
+    else:
+        lines.append("devices           cpu only (no CUDA device)")
+    interpret = report["triton_interpret"]
+    meaning = (
+        "Triton kernels run on CPU tensors through the interpreter"
+        if interpret == "1"
+        else "Triton kernels need CUDA tensors"
+    )
+    shown = "unset" if interpret is None else repr(interpret)
+    lines.append(f"TRITON_INTERPRET  {shown} ({meaning})")
+    lines.append(_gate_line(report["gate"]))
+    return lines
+
+
+def _api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Table rows and the advice notes they point to (each note printed once)."""
+    notes: list[str] = []
+
+    def note(text: str) -> str:
+        if text not in notes:
+            notes.append(text)
+        return f"[{notes.index(text) + 1}]"
+
+    rows: list[tuple[str, ...]] = [("API", "BACKEND", "KIND", "RUNS HERE")]
+    for api in report["apis"]:
+        if not api["backends"]:
+            if api["experimental"]:
+                rows.append((api["api"], "-", "experimental API", "yes (calling it opts in)"))
+            else:
+                rows.append((api["api"], "-", "stable API", "yes"))
+            continue
+        for b in api["backends"]:
+            verdict = "yes"
+            if not b["runnable"]:
+                verdict = f"no: {b['reason']}"
+                if b["advice"]:
+                    verdict += f" {note(b['advice'])}"
+            kind = "experimental" if b["experimental"] else "stable"
+            rows.append((api["api"], b["name"], kind, verdict))
+    return rows, notes
+
+
+def _fit(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]:
+    """Keep every line within :data:`WIDTH`: a verdict too long for its column moves to the
+    notes (its cell says where)."""
+    fixed = sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1))
+    room = max(_REASON_MIN, WIDTH - fixed - 2 * (len(rows[0]) - 1))
+    fitted = [rows[0]]
+    for row in rows[1:]:
+        verdict = row[-1]
+        if len(verdict) > room:
+            notes.append(verdict[4:] if verdict.startswith("no: ") else verdict)
+            verdict = (
+                f"no: see [{len(notes)}]" if verdict.startswith("no") else f"see [{len(notes)}]"
+            )
+        fitted.append((*row[:-1], verdict))
+    return fitted
 
 
 def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -94,26 +247,15 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.json:
         print(json.dumps(report, indent=2), file=out)
         return 0
-    rows = [("API", "KIND", "BACKEND", "EXPERIMENTAL", "RUNS HERE", "WHY NOT")]
-    for api in report["apis"]:
-        kind = "experimental" if api["experimental"] else "stable"
-        if not api["backends"]:
-            rows.append((api["api"], kind, "-", "-", "-", "no backend table (not dispatched)"))
-        for b in api["backends"]:
-            rows.append(
-                (
-                    api["api"],
-                    kind,
-                    b["name"],
-                    "yes" if b["experimental"] else "no",
-                    "yes" if b["runnable"] else "no",
-                    b["reason"] or "",
-                )
-            )
-    print(f"machine: {report['machine']}", file=out)
-    print(_gate_line(report["gate"]), file=out)
+    for line in _environment_lines(report):
+        print(line, file=out)
     print(file=out)
-    print(_table(rows), file=out)
+    rows, notes = _api_rows(report)
+    print(_table(_fit(rows, notes)), file=out)
+    if notes:
+        print(file=out)
+        for i, text in enumerate(notes, 1):
+            print(textwrap.fill(f"[{i}] {text}", WIDTH, subsequent_indent="    "), file=out)
     for module in report["missing_modules"]:
         print(f"note: API module {module} is missing from this build; not listed", file=err)
     return 0

@@ -59,7 +59,7 @@ def _gate_line(gate: dict[str, Any]) -> str:
         else "backend='auto' and the autotuner skip experimental backends"
     )
     extra = f"; {gate['note']}" if gate["note"] else ""
-    return f"experimental gate: {gate['variable']}={value} -> {state} ({meaning}{extra})"
+    return f"experimental gate: {gate['variable']}={value} -> {state}\n  ({meaning}{extra})"
 
 
 def _load_apis() -> list[str]:

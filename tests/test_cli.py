@@ -36,54 +36,7 @@ def fresh_tuner():
         yield
 
 
-# --------------------------------------------------------------------------------------
-# backends
-# --------------------------------------------------------------------------------------
-
-
-def test_backends_subprocess_table():
-    proc = run_module("backends")
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    assert "machine: " in out
-    assert f"experimental gate: {GATE}=unset -> off" in out
-    lines = out.splitlines()
-    header = next(line for line in lines if line.startswith("API"))
-    for column in ("KIND", "BACKEND", "EXPERIMENTAL", "RUNS HERE", "WHY NOT"):
-        assert column in header
-    rows = {tuple(line.split()[:5]) for line in lines if line.startswith("flashinfer.")}
-    assert ("flashinfer.gemm.mm", "stable", "torch", "no", "yes") in rows
-    assert ("flashinfer.gemm.mm", "stable", "splitk", "yes") in {r[:4] for r in rows}
-    assert ("flashinfer.norm.rmsnorm", "stable", "torch", "no", "yes") in rows
-    assert any(r[:2] == ("flashinfer.fused_norm.fused_add_rmsnorm", "experimental") for r in rows)
-    if not torch.cuda.is_available():
-        # No CUDA and no interpreter: Triton backends cannot run, and the table says why.
-        triton_row = next(
-            line for line in lines if line.split()[:3] == ["flashinfer.gemm.mm", "stable", "triton"]
-        )
-        assert " no " in triton_row and "TRITON_INTERPRET=1" in triton_row
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only capability rule")
-def test_backends_json_reports_capability_rule_and_gate():
-    proc = run_module("backends", "--json", env={GATE: "1", "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
-    assert doc["compute_capability"] is None
-    assert doc["gate"] == {"variable": GATE, "value": "1", "on": True, "note": None}
-    apis = {a["api"]: a for a in doc["apis"]}
-    mm = {b["name"]: b for b in apis["flashinfer.gemm.mm"]["backends"]}
-    assert mm["torch"] == {"name": "torch", "experimental": False, "runnable": True, "reason": None}
-    assert mm["triton"]["runnable"] is True  # the interpreter is on
-    assert mm["splitk"]["experimental"] is True
-    assert apis["flashinfer.fused_norm.fused_add_rmsnorm"]["experimental"] is True
-
-
-def test_backends_in_process_reports_unrecognised_gate_value(monkeypatch, capsys):
-    monkeypatch.setenv(GATE, "yes")
-    assert main(["backends"]) == 0
-    out = capsys.readouterr().out
-    assert f"{GATE}='yes' -> off" in out and "unrecognised value" in out
+# `flashinfer backends` is tested in tests/test_cli_backends.py.
 
 
 # --------------------------------------------------------------------------------------

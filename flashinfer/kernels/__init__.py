@@ -2,17 +2,18 @@
 
 This package itself is light: it never imports Triton.  Each kernel module
 (:mod:`.rmsnorm_triton`, :mod:`.mm_triton`) imports Triton at its top and is imported by its
-backend function on first use.  The helpers here answer, cheaply and without importing
-Triton, whether a Triton kernel can run on a tensor's device at all; support checkers (ours
-and the experimental ones) call them.
+backend function on first use.  The helpers here answer whether a Triton kernel can run on
+a tensor's device at all (through the probe in :mod:`.availability`, which imports Triton
+only when a Triton checker first asks about a device where it could run) and whether a
+tensor's layout suits the kernels; support checkers (ours and the experimental ones) call
+them.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import torch
+
+from .availability import interpreter_enabled, reset_probe, triton_unavailable
 
 __all__ = [
     "INT32_MAX",
@@ -20,6 +21,7 @@ __all__ = [
     "interpreter_enabled",
     "max_offset",
     "offsets_reason",
+    "reset_probe",
     "rows_view",
     "triton_device_reason",
 ]
@@ -27,41 +29,16 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 """Kernels index with 32-bit offsets: element offsets must stay below this."""
 
-_triton_installed: bool | None = None
-
-
-def interpreter_enabled() -> bool:
-    """Whether ``TRITON_INTERPRET=1`` (Triton kernels then run on CPU tensors, slowly)."""
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
-
-
-def _triton_is_installed() -> bool:
-    global _triton_installed
-    if _triton_installed is None:
-        _triton_installed = importlib.util.find_spec("triton") is not None
-    return _triton_installed
-
 
 def triton_device_reason(*tensors: torch.Tensor) -> str | None:
     """Why a Triton kernel cannot run on these tensors' device, or ``None`` if it can.
 
-    CUDA tensors need Triton installed; CPU tensors also need the Triton interpreter
-    (``TRITON_INTERPRET=1``, set before Triton is first imported).
+    The reason and its fix come from :func:`.availability.triton_unavailable`, the probe that
+    ``flashinfer backends`` reports too: CUDA tensors need Triton importable; CPU tensors also
+    need the Triton interpreter (``TRITON_INTERPRET=1``) and its own imports (numpy).
     """
-    if not _triton_is_installed():
-        return "Triton is not installed (pip install triton)"
-    device = tensors[0].device
-    if device.type == "cuda":
-        return None
-    if device.type == "cpu":
-        if interpreter_enabled():
-            return None
-        return (
-            "CPU tensors run Triton kernels only through the Triton interpreter; set "
-            "TRITON_INTERPRET=1 before importing triton, move the tensors to CUDA, or use "
-            "backend='torch'"
-        )
-    return f"Triton kernels run on CUDA (or CPU via the interpreter), not on {device.type!r}"
+    problem = triton_unavailable(tensors[0].device.type)
+    return None if problem is None else str(problem)
 
 
 def max_offset(t: torch.Tensor) -> int:

@@ -1,0 +1,114 @@
+"""Whether Triton kernels can run on this machine, and if not, why and how to fix it.
+
+One probe answers for the support checkers (the reason a call is refused) and for
+``flashinfer backends`` (the report), so the two never disagree.  The probe imports what a
+Triton kernel would import (Triton itself and, for CPU tensors, the interpreter's own
+dependencies such as numpy), once per device kind and setting, the first time a Triton
+checker asks; ``import flashinfer`` does not run it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+
+__all__ = ["TritonUnavailable", "interpreter_enabled", "reset_probe", "triton_unavailable"]
+
+# What Triton's interpreter imports beyond Triton (triton/runtime/interpreter.py); neither
+# torch's CPU build nor triton declares it, so a fresh environment can lack it.
+INTERPRETER_IMPORTS: tuple[str, ...] = ("numpy",)
+
+
+@dataclass(frozen=True)
+class TritonUnavailable:
+    """Why Triton kernels cannot run (``reason``, short) and what to do (``fix``)."""
+
+    reason: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}; {self.fix}"
+
+
+_probed: dict[tuple[str, bool], TritonUnavailable | None] = {}
+
+
+def interpreter_enabled() -> bool:
+    """Whether ``TRITON_INTERPRET=1`` (Triton kernels then run on CPU tensors, slowly)."""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def reset_probe() -> None:
+    """Forget the probe's answers (tests; after installing a missing package)."""
+    _probed.clear()
+
+
+def _import_problem(module: str) -> str | None:
+    """Why ``module`` cannot be imported here (one line), or ``None`` if it imports."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a broken install raises more than ImportError
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return None
+
+
+def _missing_module(problem: str) -> str | None:
+    """The module a ``ModuleNotFoundError`` line names (``No module named 'x'`` -> ``x``)."""
+    prefix = "ModuleNotFoundError: No module named "
+    if not problem.startswith(prefix):
+        return None
+    return problem[len(prefix) :].strip("'\"").split(".")[0] or None
+
+
+def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
+    if device_type not in ("cuda", "cpu"):
+        return TritonUnavailable(
+            f"Triton kernels do not run on {device_type!r} tensors",
+            "move the tensors to CUDA (or to CPU with TRITON_INTERPRET=1), or use backend='torch'",
+        )
+    if device_type == "cpu" and not interpret:
+        return TritonUnavailable(
+            "on CPU, needs TRITON_INTERPRET=1",
+            "set it before triton is imported (it runs Triton kernels through the "
+            "interpreter), move the tensors to CUDA, or use backend='torch'",
+        )
+    # Triton first, then what its interpreter imports (Triton may import those itself when
+    # TRITON_INTERPRET=1, so a missing one can surface while importing Triton).
+    needed = ("triton", *INTERPRETER_IMPORTS) if device_type == "cpu" else ("triton",)
+    for module in needed:
+        problem = _import_problem(module)
+        if problem is None:
+            continue
+        missing = _missing_module(problem)
+        if missing == "triton":
+            return TritonUnavailable("Triton is not installed", "pip install triton")
+        if missing in INTERPRETER_IMPORTS:
+            return TritonUnavailable(
+                f"the Triton interpreter needs {missing}, which is not installed",
+                f"pip install {missing}",
+            )
+        if module == "triton":
+            return TritonUnavailable(
+                f"Triton does not import ({problem})",
+                "reinstall it: pip install --force-reinstall triton",
+            )
+        return TritonUnavailable(
+            f"the Triton interpreter needs {module}, which does not import ({problem})",
+            f"reinstall it: pip install --force-reinstall {module}",
+        )
+    return None
+
+
+def triton_unavailable(device_type: str) -> TritonUnavailable | None:
+    """Why Triton kernels cannot run on ``device_type`` tensors here, or ``None`` if they can.
+
+    Probed once per device kind and ``TRITON_INTERPRET`` setting; the answer is cached.
+    """
+    key = (device_type, interpreter_enabled())
+    try:
+        return _probed[key]
+    except KeyError:
+        answer = _probed[key] = _probe(*key)
+        return answer

@@ -1,0 +1,336 @@
+"""``flashinfer backends``: an environment report that tells the truth.
+
+What it says can run is what a call can run: a Triton backend's row and its checker both ask
+the probe in :mod:`flashinfer.kernels.availability`.  The probe is tested here with the
+interpreter's own dependency (numpy) and Triton itself blocked by an import hook, in a
+subprocess, so the report and a real call are compared on a machine that lacks them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from flashinfer.cli import main
+from flashinfer.kernels import availability
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+TRITON_ROWS = [
+    ("flashinfer.mm", "triton"),
+    ("flashinfer.mm", "splitk"),
+    ("flashinfer.rmsnorm", "triton"),
+]
+
+
+def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k not in (GATE, "TRITON_INTERPRET")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=full_env
+    )
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run(f"import sys, flashinfer.cli as c; sys.exit(c.main({list(args)!r}))", env)
+
+
+# --------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------
+
+
+def test_table_reports_versions_devices_interpreter_and_gate():
+    proc = cli("backends", env={"TRITON_INTERPRET": "0"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    lines = out.splitlines()
+    fields = {line.split()[0] for line in lines if line.strip()}
+    for field in ("flashinfer", "python", "torch", "triton", "numpy", "TRITON_INTERPRET"):
+        assert field in fields, out
+    assert torch.__version__ in out
+    assert "TRITON_INTERPRET  '0'" in out
+    assert f"experimental gate: {GATE}=unset -> off" in out
+    if not torch.cuda.is_available():
+        assert "cpu only (no CUDA device)" in out
+    else:
+        name = torch.cuda.get_device_name(0)
+        assert name in out and "compute capability" in out
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+
+
+def test_table_names_apis_as_users_call_them_one_row_per_backend():
+    proc = cli("backends")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("API "))
+    assert lines[header].split() == ["API", "BACKEND", "KIND", "RUNS", "HERE"]
+    rows = [line.split(None, 3) for line in lines[header + 1 :] if line.startswith("flashinfer.")]
+    backends = {(r[0], r[1]): r for r in rows}
+    assert ("flashinfer.mm", "torch") in backends and ("flashinfer.rmsnorm", "torch") in backends
+    assert backends[("flashinfer.mm", "splitk")][2] == "experimental"
+    assert backends[("flashinfer.mm", "triton")][2] == "stable"
+    fused = next(r for r in rows if r[0] == "flashinfer.fused_add_rmsnorm")
+    assert fused[1:3] == ["-", "experimental"] and "API" in fused[3]
+    assert not any("gemm." in line or "not dispatched" in line for line in lines)
+    if not torch.cuda.is_available():
+        # No interpreter here: each Triton row gives the short reason and points at the
+        # advice, which is printed once below the table.
+        for key in TRITON_ROWS:
+            assert backends[key][3] == "no: on CPU, needs TRITON_INTERPRET=1 [1]"
+        notes = [line for line in lines if line.startswith("[")]
+        assert len(notes) == 1 and notes[0].startswith("[1] set it before triton is imported")
+
+
+def test_json_carries_the_same_facts():
+    proc = cli("backends", "--json", env={GATE: "1", "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert set(doc["versions"]) == {
+        "flashinfer",
+        "python",
+        "torch",
+        "torch_cuda",
+        "torch_hip",
+        "triton",
+        "numpy",
+    }
+    assert doc["versions"]["torch"] == torch.__version__
+    assert doc["triton_interpret"] == "1"
+    assert doc["gate"] == {"variable": GATE, "value": "1", "on": True, "note": None}
+    apis = {a["api"]: a for a in doc["apis"]}
+    assert apis["flashinfer.mm"]["qualified_name"] == "flashinfer.gemm.mm"
+    mm = {b["name"]: b for b in apis["flashinfer.mm"]["backends"]}
+    assert mm["torch"] == {
+        "name": "torch",
+        "experimental": False,
+        "runnable": True,
+        "reason": None,
+        "advice": None,
+    }
+    assert mm["triton"]["runnable"] is True  # the interpreter is on and numpy imports
+    assert mm["splitk"]["experimental"] is True
+    assert apis["flashinfer.fused_add_rmsnorm"]["experimental"] is True
+    assert apis["flashinfer.fused_add_rmsnorm"]["backends"] == []
+    if not torch.cuda.is_available():
+        assert doc["devices"] == [] and doc["compute_capability"] is None
+
+
+def test_unrecognised_gate_value_is_reported_with_its_raw_value(monkeypatch, capsys):
+    monkeypatch.setenv(GATE, "yes")
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert f"{GATE}='yes' -> off" in out and "unrecognised value" in out
+
+
+# --------------------------------------------------------------------------------------
+# The probe: the report and a call agree when a dependency is out of reach
+# --------------------------------------------------------------------------------------
+
+BLOCK = """
+import sys
+
+class _Block:
+    # An import hook that makes {blocked!r} unimportable, as on a machine without it.
+    def find_spec(self, name, path=None, target=None):
+        if name == {blocked!r} or name.startswith({blocked!r} + "."):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Block())
+"""
+
+COMPARE = """
+import io, json
+import torch
+import flashinfer
+from flashinfer.cli import main
+
+buf = io.StringIO()
+sys.stdout, real = buf, sys.stdout
+main(["backends", "--json"])
+sys.stdout = real
+apis = json.loads(buf.getvalue())["apis"]
+report = {{a["api"]: {{b["name"]: b for b in a["backends"]}} for a in apis}}
+
+calls = {{}}
+a, b = torch.randn(8, 1024), torch.randn(1024, 4)  # K >= 1024: split-K's own limit
+x, w = torch.randn(4, 32), torch.ones(32)
+for api, backend, call in [
+    ("flashinfer.mm", "triton", lambda: flashinfer.mm(a, b, backend="triton")),
+    ("flashinfer.mm", "splitk", lambda: flashinfer.mm(a, b, backend="splitk")),
+    ("flashinfer.rmsnorm", "triton", lambda: flashinfer.rmsnorm(x, w, backend="triton")),
+]:
+    try:
+        call()
+        calls[api + ":" + backend] = None
+    except Exception as exc:
+        calls[api + ":" + backend] = {{"value_error": isinstance(exc, ValueError), "msg": str(exc)}}
+# backend="auto" still works: it picks the torch backend.
+assert torch.allclose(flashinfer.mm(a, b), a @ b, atol=1e-3)
+assert torch.allclose(
+    flashinfer.rmsnorm(x, w), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), atol=1e-5
+)
+loaded = {blocked!r} in sys.modules
+print(json.dumps({{"report": report, "calls": calls, "blocked_loaded": loaded}}))
+"""
+
+
+def _compare(blocked: str) -> dict:
+    proc = run(
+        BLOCK.format(blocked=blocked) + COMPARE.format(blocked=blocked),
+        env={"TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU interpreter's imports")
+@pytest.mark.parametrize(
+    ("blocked", "reason", "advice"),
+    [
+        ("numpy", "the Triton interpreter needs numpy", "pip install numpy"),
+        ("triton", "Triton is not installed", "pip install triton"),
+    ],
+)
+def test_report_and_call_agree_when_a_dependency_is_missing(blocked, reason, advice):
+    result = _compare(blocked)
+    assert not result["blocked_loaded"]
+    for api, backend in TRITON_ROWS:
+        row = result["report"][api][backend]
+        assert row["runnable"] is False
+        assert row["reason"].startswith(reason), row
+        assert row["advice"] == advice
+        error = result["calls"][f"{api}:{backend}"]
+        # The call is refused before any kernel runs, with the report's reason and advice.
+        assert error is not None and error["value_error"], error
+        assert row["reason"] in error["msg"] and advice in error["msg"], error
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU interpreter's imports")
+def test_report_and_call_agree_when_everything_is_there():
+    result = _compare("a_module_nobody_imports")
+    for api, backend in TRITON_ROWS:
+        assert result["report"][api][backend]["runnable"] is True
+        assert result["calls"][f"{api}:{backend}"] is None
+
+
+# --------------------------------------------------------------------------------------
+# The probe in-process: each answer, and that it is cached per device and setting
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_probe():
+    availability.reset_probe()
+    yield
+    availability.reset_probe()
+
+
+def test_probe_answers_per_device_kind_and_interpreter_setting(monkeypatch, fresh_probe):
+    imported: list[str] = []
+
+    def fake_problem(module: str) -> str | None:
+        imported.append(module)
+        return None
+
+    monkeypatch.setattr(availability, "_import_problem", fake_problem)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    cpu_off = availability.triton_unavailable("cpu")
+    assert cpu_off is not None and "TRITON_INTERPRET=1" in cpu_off.reason
+    assert imported == []  # nothing to import when the interpreter is off
+    assert availability.triton_unavailable("cuda") is None
+    assert imported == ["triton"]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert availability.triton_unavailable("cpu") is None
+    assert imported == ["triton", "triton", *availability.INTERPRETER_IMPORTS]
+    availability.triton_unavailable("cuda")  # a new (device, setting) pair: probed
+    seen = len(imported)
+    for _ in range(3):
+        availability.triton_unavailable("cpu")
+        availability.triton_unavailable("cuda")
+    assert len(imported) == seen  # each answer is cached
+    other = availability.triton_unavailable("mps")
+    assert other is not None and "'mps'" in other.reason
+
+
+def test_probe_reports_a_broken_install_with_the_error(monkeypatch, fresh_probe):
+    def broken(module: str) -> str | None:
+        return "RuntimeError: CUDA driver mismatch" if module == "triton" else None
+
+    monkeypatch.setattr(availability, "_import_problem", broken)
+    problem = availability.triton_unavailable("cuda")
+    assert problem is not None
+    assert problem.reason == "Triton does not import (RuntimeError: CUDA driver mismatch)"
+    assert "pip install --force-reinstall triton" in problem.fix
+    assert str(problem) == f"{problem.reason}; {problem.fix}"
+
+
+@pytest.mark.parametrize(
+    ("problems", "reason", "fix"),
+    [
+        # Triton imports numpy itself under the interpreter: named as numpy's absence.
+        (
+            {"triton": "ModuleNotFoundError: No module named 'numpy'"},
+            "the Triton interpreter needs numpy, which is not installed",
+            "pip install numpy",
+        ),
+        (
+            {"numpy": "ModuleNotFoundError: No module named 'numpy.core'"},
+            "the Triton interpreter needs numpy, which is not installed",
+            "pip install numpy",
+        ),
+        (
+            {"numpy": "ImportError: numpy is built for another Python"},
+            "the Triton interpreter needs numpy, which does not import "
+            "(ImportError: numpy is built for another Python)",
+            "reinstall it: pip install --force-reinstall numpy",
+        ),
+        (
+            {"triton": "ModuleNotFoundError: No module named 'triton'"},
+            "Triton is not installed",
+            "pip install triton",
+        ),
+        (
+            {"triton": "ModuleNotFoundError: No module named 'something_else'"},
+            "Triton does not import (ModuleNotFoundError: No module named 'something_else')",
+            "reinstall it: pip install --force-reinstall triton",
+        ),
+    ],
+)
+def test_probe_names_what_is_missing_and_the_fix(monkeypatch, fresh_probe, problems, reason, fix):
+    monkeypatch.setattr(availability, "_import_problem", problems.get)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    problem = availability.triton_unavailable("cpu")
+    assert problem == availability.TritonUnavailable(reason, fix)
+
+
+def test_import_problem_reads_the_real_import_system():
+    assert availability._import_problem("json") is None
+    problem = availability._import_problem("no_such_module_anywhere")
+    assert problem is not None and problem.startswith("ModuleNotFoundError: No module named")
+
+
+def test_checkers_give_the_probe_answer_on_a_call(monkeypatch, fresh_probe):
+    import flashinfer
+
+    monkeypatch.setattr(
+        availability,
+        "_probed",
+        {
+            ("cpu", True): availability.TritonUnavailable("probe says no", "do the thing"),
+            ("cpu", False): availability.TritonUnavailable("probe says no", "do the thing"),
+        },
+    )
+    x, w = torch.randn(2, 8), torch.ones(8)
+    with pytest.raises(ValueError, match="probe says no; do the thing"):
+        flashinfer.rmsnorm(x, w, backend="triton")
+    a, b = torch.randn(4, 8), torch.randn(8, 4)
+    with pytest.raises(ValueError, match="probe says no; do the thing"):
+        flashinfer.mm(a, b, backend="triton")
+    flashinfer.mm(a, b)  # auto: the probe's "no" leaves triton out of the candidates
+    assert list(flashinfer.mm.suitable_auto_backends) == ["torch"]
