@@ -1,0 +1,223 @@
+"""The overlap rule of every operator that writes into tensors it is given.
+
+One job: decide, from shapes, strides and addresses only (no data is read and no device is
+synchronised), whether an op's written tensors may overlap in memory, and raise a
+``ValueError`` naming the arguments when they may not.  A kernel writes its outputs while it
+is still reading its inputs, so it gives wrong numbers (or torch raises after part of the
+result is written) when
+
+* an output overlaps itself: two of its elements share an address (a zero stride from
+  ``expand()``, or an ``as_strided`` view), so results overwrite each other;
+* an output overlaps another output, or an input that is still read while it is written,
+  unless the op documents that exact pairing as in place (``out=input``) and the two are
+  the identical view: same address, shape, strides and dtype.
+
+Inputs that are only read may overlap each other and themselves freely.
+
+An op states its rule once, as an :class:`OverlapRule` value (which arguments it writes,
+which it reads meanwhile, which pairs may be the same tensor), calls :meth:`OverlapRule.check`
+before any kernel runs, and declares the rule with its test cases
+(``flashinfer.testing.declare_cases(..., overlap=rule)``), so the tests attack every written
+argument of every op on every backend with no code per op.
+
+Cost: a caller with nothing to check (``out=None``) skips the call.  Otherwise tensors whose
+address ranges are disjoint (separate allocations, the usual case) are told apart by
+comparing ``data_ptr()`` ranges; only tensors whose ranges intersect (views of one buffer)
+are compared exactly, by listing their contiguous runs of bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["MAX_RUNS", "OverlapRule", "overlaps_itself", "tensors_overlap"]
+
+MAX_RUNS = 1 << 20
+"""Most contiguous runs of bytes listed per tensor in an exact comparison.  Beyond this
+(a very large, finely strided view of a buffer another argument also lives in) overlap is
+assumed, so the op refuses rather than risk wrong numbers."""
+
+
+@dataclass(frozen=True)
+class OverlapRule:
+    """The tensors an op writes and reads, by parameter name.
+
+    Attributes:
+        api: the op's name, the first word of every error message.
+        written: parameters the op writes (``out``, or arguments updated in place, which
+            it also reads).
+        read: parameters it reads while writing them.
+        in_place: ``(written, read)`` pairs that may be the identical view, because the op
+            documents the update as in place (``out=input``) and its kernels read each
+            element before they write it.
+    """
+
+    api: str
+    written: tuple[str, ...]
+    read: tuple[str, ...]
+    in_place: frozenset[tuple[str, str]] = frozenset()
+
+    def check(self, *tensors: torch.Tensor | None) -> None:
+        """Raise ``ValueError`` if ``tensors``, given in the order ``written + read``,
+        overlap in a way this rule forbids; ``None`` entries (an omitted ``out``) are
+        skipped.  Each written tensor is checked against itself, then against every later
+        written tensor and every read one."""
+        names = self.written + self.read
+        if len(tensors) != len(names):
+            raise TypeError(f"{self.api}: the overlap rule takes {names}, got {len(tensors)}")
+        spans = [None if t is None else _span(t) for t in tensors]
+        for i in range(len(self.written)):
+            out, span = tensors[i], spans[i]
+            if out is None or span is None:
+                continue
+            if overlaps_itself(out):
+                raise ValueError(_self_overlap_message(self.api, names[i], out))
+            lo, hi = span
+            for j in range(i + 1, len(tensors)):
+                t, t_span = tensors[j], spans[j]
+                if t is None or t_span is None or hi <= t_span[0] or t_span[1] <= lo:
+                    continue  # absent, or disjoint address ranges: the common case
+                allowed = (names[i], names[j]) in self.in_place
+                if allowed and _same_view(out, t):
+                    continue
+                if _runs_intersect(out, t):
+                    raise ValueError(
+                        _overlap_message(
+                            self.api, names[i], names[j], j < len(self.written), allowed
+                        )
+                    )
+
+
+def overlaps_itself(t: torch.Tensor) -> bool:
+    """Whether two elements of ``t`` share an address (exact up to :data:`MAX_RUNS`)."""
+    if t.is_contiguous() or t.numel() <= 1:
+        return False
+    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True))
+    span = 0  # elements reached by the dims with smaller strides
+    for stride, size in dims:
+        if size == 1:
+            continue
+        if stride == 0:
+            return True
+        if stride <= span:  # not nested: decide exactly
+            return _runs_overlap_themselves(t)
+        span += (size - 1) * stride
+    return False
+
+
+def tensors_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether some byte of ``a`` is also a byte of ``b`` (exact up to :data:`MAX_RUNS`)."""
+    a_lo, a_hi = _span(a)
+    b_lo, b_hi = _span(b)
+    return a_lo < b_hi and b_lo < a_hi and _runs_intersect(a, b)
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+
+def _self_overlap_message(api: str, name: str, t: torch.Tensor) -> str:
+    if name == "out":
+        fix = "Pass a fresh out (e.g. torch.empty of the result's shape) or out=None."
+    else:
+        fix = (
+            f"{name} is written in place, so pass {name}.contiguous() (a copy whose elements "
+            "are distinct) and read the result from that tensor."
+        )
+    return (
+        f"{api}: {name} overlaps itself (shape {tuple(t.shape)}, strides {t.stride()}): "
+        "several of its elements share one address, so the results written to them would "
+        f"overwrite each other. {fix}"
+    )
+
+
+def _overlap_message(api: str, out: str, other: str, both_written: bool, in_place: bool) -> str:
+    if both_written:
+        return (
+            f"{api}: {out} and {other} overlap, and both are written, so one would overwrite "
+            f"the other's result. Pass tensors that share no memory, e.g. {other}.clone()."
+        )
+    if in_place:
+        how = f"but is not the same view ({out}={other} itself updates in place)"
+        fix = f"{out}={other} itself, a separate {out}, or {other}.clone()"
+    else:
+        how = f"and {api} cannot run in place on {other}"
+        fix = f"a {out} that shares no memory with {other}, or {other}.clone()"
+    return (
+        f"{api}: {out} overlaps {other} {how}: {out} is written while {other} is still being "
+        f"read, so the result would depend on the order the kernel runs in. Pass {fix}."
+    )
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same address, dtype and shape, and the same stride wherever a dim has two or more
+    elements (the stride of a size-1 dim never matters)."""
+    if a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return a.stride() == b.stride() or all(
+        sa == sb or size == 1 for size, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True)
+    )
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """``t``'s address range ``[first byte, one past the last)``, empty for an empty ``t``
+    (strides are never negative in torch)."""
+    lo = t.data_ptr()
+    if t.is_contiguous():
+        return lo, lo + t.nbytes
+    if t.numel() == 0:
+        return lo, lo
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    return lo, lo + (last + 1) * t.element_size()
+
+
+def _runs(t: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """``t``'s bytes as sorted start addresses of equal runs, and the run length in bytes;
+    ``None`` when there are more than :data:`MAX_RUNS` runs.
+
+    Dims of size 1 and stride 0 add no addresses; the innermost dims that are contiguous
+    with each other fold into one run.
+    """
+    es = t.element_size()
+    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True))
+    dims = [(stride, size) for stride, size in dims if size > 1 and stride > 0]
+    run = es
+    while dims and dims[0][0] * es == run:
+        run *= dims.pop(0)[1]
+    count = 1
+    for _, size in dims:
+        count *= size
+    if count > MAX_RUNS:
+        return None
+    starts = torch.tensor([t.data_ptr()], dtype=torch.int64)
+    for stride, size in dims:
+        steps = torch.arange(size, dtype=torch.int64) * (stride * es)
+        starts = (starts[:, None] + steps).reshape(-1)
+    return starts.sort().values, run
+
+
+def _runs_overlap_themselves(t: torch.Tensor) -> bool:
+    listed = _runs(t)
+    if listed is None:
+        return True  # too many pieces to list: assume the worst
+    starts, run = listed  # callers have ruled out zero strides, which _runs drops
+    return bool((starts[1:] < starts[:-1] + run).any())
+
+
+def _runs_intersect(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Exact overlap of two tensors (called when their address ranges intersect)."""
+    if a.device != b.device or a.device.type == "meta":
+        return False  # no memory shared: another device, or none at all
+    listed_a, listed_b = _runs(a), _runs(b)
+    if listed_a is None or listed_b is None:
+        return True  # too many pieces to list: assume the worst
+    (a_starts, a_run), (b_starts, b_run) = listed_a, listed_b
+    # A run of b [s, s + b_run) meets a's runs iff one of a's runs starting before s + b_run
+    # ends after s. a's runs are sorted and of equal length, so the last such run ends last.
+    before = torch.searchsorted(a_starts, b_starts + b_run, side="left") - 1
+    hit = before >= 0
+    ends = a_starts[before.clamp(min=0)] + a_run
+    return bool((hit & (ends > b_starts)).any())
