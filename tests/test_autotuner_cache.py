@@ -16,9 +16,13 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 from flashinfer.autotuner import (
     SCHEMA_VERSION,
+    AutotuneCacheError,
     AutotuneCacheWarning,
     AutoTuner,
+    Choice,
+    LoadReport,
     autotune,
+    check_mergeable,
     load_configs,
     make_key,
     save_configs,
@@ -264,7 +268,293 @@ def test_autotune_cache_with_corrupt_file_does_not_crash(tmp_path):
         with autotune(cache=path):
             op(torch.zeros(4))
     assert rec[0].filename == __file__  # the user's with-line, not contextlib's
+    assert "Could not read" in str(rec[0].message)
+    # Saving over it says so too (the load may have been long ago, or never).
+    assert "could not be read" in str(rec[1].message) and "was replaced" in str(rec[1].message)
+    assert rec[1].filename == __file__
     assert json.loads(path.read_text())["entries"][0]["backend"] == "a"  # replaced
+
+
+DEEP = {
+    "open-arrays": "[" * 2000,
+    "open-objects": '{"a": ' * 2000,
+    "closed-arrays": "[" * 2000 + "]" * 2000,
+    "deep-entry": '{"schema_version": 1, "entries": [' + "[" * 3000 + "]" * 3000 + "]}",
+    "just-too-deep": '{"schema_version": 1, "entries": [' + "[" * 63 + "]" * 63 + "]}",
+}
+
+
+@pytest.mark.parametrize("content", list(DEEP.values()), ids=list(DEEP))
+def test_deeply_nested_file_warns_as_corrupt_everywhere(tmp_path, content):
+    """load_configs, save_configs and autotune(cache=...) warn; never RecursionError."""
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    path.write_text(content)
+    with pytest.warns(AutotuneCacheWarning, match="Could not read") as rec:
+        report = load_configs(path)
+    assert "nested deeper than 64 levels" in report.error and len(rec) == 1
+    with autotune():
+        op(torch.zeros(4))
+    with pytest.warns(AutotuneCacheWarning, match="was replaced"):
+        assert save_configs(path) == 1
+    path.write_text(content)
+    with pytest.warns(AutotuneCacheWarning) as rec:
+        with autotune(cache=path):
+            op(torch.zeros(8))
+    assert [r.filename for r in rec] == [__file__, __file__]
+    assert len(json.loads(path.read_text())["entries"]) == 2
+
+
+def test_nesting_of_a_real_file_is_far_below_the_limit(tmp_path):
+    path = tmp_path / "c.json"
+    write(path, [entry(tuned_op()[0], "a", [[[[64]]], 2])])  # even a nested tactic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.warns(AutotuneCacheWarning, match="name a tactic"):
+            load_configs(path)  # read as a cache: only the entry is judged
+
+
+@pytest.mark.parametrize("version", ["true", "1.0", '"1"', "null", "[1]", "false"])
+def test_schema_version_must_be_an_integer(tmp_path, version):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    path.write_text(
+        f'{{"schema_version": {version}, "entries": [{json.dumps(entry(op, "a", [64, 2]))}]}}'
+    )
+    with pytest.warns(AutotuneCacheWarning, match="'schema_version' must be an integer"):
+        report = load_configs(path)
+    assert report.loaded == 0 and AutoTuner.get().choices() == {}
+    assert version in report.error
+
+
+# --------------------------------------------------------------------------------------
+# Only strict JSON, never a non-finite time
+# --------------------------------------------------------------------------------------
+
+
+def strict_loads(text):
+    def refuse(token):
+        raise AssertionError(f"non-JSON token {token} written")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("median", ["NaN", "Infinity", "-Infinity", "1e400", "-1.0", "9" * 400])
+def test_entry_whose_median_is_not_a_finite_time_is_skipped_as_malformed(tmp_path, median):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    good = json.dumps(entry(op, "a", [64, 2], shape=(8,)))
+    bad = json.dumps(entry(op, "a", [64, 2])).replace('"median_ms": 1.0', f'"median_ms": {median}')
+    path.write_text(f'{{"schema_version": 1, "entries": [{good}, {bad}]}}')
+    with pytest.warns(AutotuneCacheWarning, match="1 are malformed") as rec:
+        report = load_configs(path)
+    assert "is not a finite number >= 0" in str(rec[0].message)
+    assert report.loaded == 1 and AutoTuner.get().choice(key(op)) is None
+
+
+def test_save_drops_non_finite_entries_with_a_warning_and_writes_strict_json(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    keep = entry(op, "a", [64, 2], op="other.op")
+    nan = entry(op, "a", [64, 2], op="nan.op", median_ms=float("nan"))
+    inf = entry(op, "a", [float("inf")], op="inf.op")
+    path.write_text(json.dumps({"schema_version": 1, "entries": [keep, nan, inf, 7]}))
+    with autotune():
+        op(torch.zeros(4))
+    with pytest.warns(AutotuneCacheWarning) as rec:
+        assert save_configs(path) == 2
+    (w,) = rec
+    message = str(w.message)
+    assert "3 of its entries were dropped" in message
+    assert "2 hold a number JSON cannot represent (NaN or Infinity)" in message
+    assert "1 are not JSON objects" in message and w.filename == __file__
+    doc = strict_loads(path.read_text())
+    assert sorted(e["op"] for e in doc["entries"]) == sorted(["other.op", op.api_key])
+
+
+def test_set_choice_refuses_a_time_that_is_not_finite():
+    op, _ = tuned_op()
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="finite number of seconds"):
+            AutoTuner.get().set_choice(key(op), Choice("a", (64, 2), bad))
+    with pytest.raises(TypeError, match="number of seconds"):
+        AutoTuner.get().set_choice(key(op), Choice("a", (64, 2), "1"))
+    assert AutoTuner.get().choices() == {}
+
+
+def test_a_measurement_that_is_not_finite_counts_as_failed(tmp_path, monkeypatch):
+    op, runners = tuned_op()
+    from flashinfer.autotuner import tuner as tuner_module
+
+    real = tuner_module.measure
+
+    def nan_for_a(fn, inputs, **kw):
+        return float("nan") if fn.func is runners["a"] else real(fn, inputs, **kw)
+
+    monkeypatch.setattr(tuner_module, "measure", nan_for_a)
+    with autotune():
+        assert op(torch.zeros(4))[0] in ("b",)
+    record = AutoTuner.get().last_tuning()
+    assert record.tried == 3 and record.choice.backend == "b"
+    assert [(f.backend, f.tactic) for f in record.failures] == [("a", (64, 2)), ("a", (32, 4))]
+    assert all("not a finite number" in f.reason for f in record.failures)
+    save_configs(tmp_path / "c.json")
+    strict_loads((tmp_path / "c.json").read_text())
+
+
+# --------------------------------------------------------------------------------------
+# Saving never loses entries silently
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [2, 0, -1, 10**20])
+def test_save_over_another_schema_version_is_refused_and_writes_nothing(tmp_path, version):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [64, 2]), {"anything": "a newer flashinfer wrote"}], version)
+    before = path.read_bytes()
+    with autotune():
+        op(torch.zeros(4))
+    with pytest.raises(AutotuneCacheError, match=f"schema version {version}") as exc:
+        save_configs(path)
+    assert "2 entries" in str(exc.value) and "merge=False" in str(exc.value)
+    assert isinstance(exc.value, ValueError)
+    with pytest.raises(AutotuneCacheError):
+        check_mergeable(path)  # what the command line asks before it tunes
+    with pytest.raises(AutotuneCacheError):
+        AutoTuner.get().save_configs(path)
+    assert path.read_bytes() == before and _leftovers(tmp_path) == []
+    assert save_configs(path, merge=False) == 1  # an explicit replacement
+    assert json.loads(path.read_text())["schema_version"] == 1
+
+
+def test_autotune_block_over_another_schema_version_raises_on_exit(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [64, 2])], version=2)
+    before = path.read_bytes()
+    with pytest.warns(AutotuneCacheWarning, match="schema version 2"):
+        with pytest.raises(AutotuneCacheError):
+            with autotune(cache=path):
+                op(torch.zeros(4))
+    assert path.read_bytes() == before
+    assert AutoTuner.get().choice(key(op)) is not None  # the results are still in memory
+
+
+def test_empty_or_whitespace_file_is_replaced_without_a_warning(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    path.write_text(" \n")
+    with autotune():
+        op(torch.zeros(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert save_configs(path) == 1
+
+
+# --------------------------------------------------------------------------------------
+# Paths that only read never write, lock nor create a file
+# --------------------------------------------------------------------------------------
+
+
+def snapshot(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture
+def no_writes(monkeypatch):
+    """Any attempt to lock or write a cache file fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a path that only reads tried to write or lock the cache file")
+
+    monkeypatch.setattr(cache_module, "_file_lock", refuse)
+    monkeypatch.setattr(cache_module, "_atomic_write", refuse)
+
+
+def test_autotune_disabled_with_a_cache_only_reads(tmp_path, no_writes):
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [32, 4])])
+    before = snapshot(tmp_path)
+    with autotune(False, cache=path):
+        assert op(torch.zeros(4)) == ("a", (32, 4))  # loaded
+        assert op(torch.zeros(64))[1] is None  # untuned: the default, nothing timed
+    assert snapshot(tmp_path) == before  # no p.lock, no rewrite
+
+
+def test_autotune_block_that_tuned_nothing_new_only_reads(tmp_path, no_writes):
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "a", [32, 4])])
+    before = snapshot(tmp_path)
+    with autotune(cache=path):  # enabled, but every key is in the file
+        op(torch.zeros(4))
+    with autotune(cache=path):  # enabled, no call at all
+        pass
+    with autotune(cache=tmp_path / "missing.json"):  # nothing to read, nothing tuned
+        pass
+    assert snapshot(tmp_path) == before
+    assert runners["a"].tactics_calls == 0
+
+
+def test_nested_block_tuning_is_saved_by_the_enclosing_cache_block(tmp_path):
+    op, _ = tuned_op()
+    path = tmp_path / "c.json"
+    with autotune(False, cache=path):
+        with autotune():
+            op(torch.zeros(4))  # tuned in the inner block
+    assert len(json.loads(path.read_text())["entries"]) == 1
+
+
+def test_block_saves_when_a_key_was_tuned_again(tmp_path):
+    """A loaded choice whose backend is no candidate of the call is re-tuned: new."""
+    op, runners = tuned_op()
+    path = tmp_path / "c.json"
+    write(path, [entry(op, "exp", None)])  # skipped: the gate is off
+    with pytest.warns(AutotuneCacheWarning):
+        with autotune(cache=path):
+            op(torch.zeros(4))
+    assert [e["backend"] for e in json.loads(path.read_text())["entries"]] == ["a"]
+
+
+@pytest.mark.parametrize("call", ["save_configs", "load_configs", "autotune", "method"])
+def test_empty_cache_path_is_refused_before_any_file_is_touched(tmp_path, monkeypatch, call):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="autotune cache path is empty"):
+        if call == "save_configs":
+            save_configs("")
+        elif call == "load_configs":
+            load_configs("")
+        elif call == "autotune":
+            autotune(cache="")
+        else:
+            AutoTuner.get().save_configs("")
+    assert list(tmp_path.iterdir()) == []  # no '.lock' in the working directory
+
+
+# --------------------------------------------------------------------------------------
+# Upstream's method names
+# --------------------------------------------------------------------------------------
+
+
+def test_autotuner_methods_are_the_module_functions(tmp_path):
+    op, _ = tuned_op()
+    with autotune():
+        op(torch.zeros(4))
+    path = tmp_path / "c.json"
+    tuner = AutoTuner.get()
+    assert tuner.save_configs(path) == 1
+    text = path.read_text()
+    tuner.clear()
+    report = tuner.load_configs(path)
+    assert isinstance(report, LoadReport) and report.loaded == 1
+    assert tuner.choice(key(op)).tactic == (64, 2)
+    assert save_configs(path) == 1 and path.read_text() == text  # one implementation
+    path.write_text("{")
+    with pytest.warns(AutotuneCacheWarning) as rec:
+        tuner.load_configs(path)
+    assert rec[0].filename == __file__  # the warning points at the caller's line
 
 
 # --------------------------------------------------------------------------------------

@@ -4,6 +4,9 @@ Public surface::
 
     from flashinfer.autotuner import AutoTuner, autotune, TunableRunner, save_configs, load_configs
 
+``AutoTuner.get().save_configs(path)`` / ``.load_configs(path)`` are the same (upstream's
+names).
+
 See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 :mod:`flashinfer.autotuner.keys` (what a tuning key is, shape buckets) and
 :mod:`flashinfer.autotuner.cache` (the persisted JSON file).
@@ -11,13 +14,23 @@ See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 
 from __future__ import annotations
 
-from .cache import SCHEMA_VERSION, AutotuneCacheWarning, LoadReport, load_configs, save_configs
+from .cache import (
+    MAX_DEPTH,
+    SCHEMA_VERSION,
+    AutotuneCacheError,
+    AutotuneCacheWarning,
+    LoadReport,
+    check_mergeable,
+    load_configs,
+    save_configs,
+)
 from .keys import bucket_dim, make_key
 from .tuner import (
     AUTOTUNER_LOG_ENV,
     AutoTuner,
     Choice,
     ProgressCallback,
+    TacticFailure,
     TunableOp,
     TunableRunner,
     TuningRecord,
@@ -27,17 +40,21 @@ from .tuner import (
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
+    "MAX_DEPTH",
     "AutoTuner",
+    "AutotuneCacheError",
     "AutotuneCacheWarning",
     "Choice",
     "LoadReport",
     "ProgressCallback",
     "SCHEMA_VERSION",
+    "TacticFailure",
     "TunableOp",
     "TunableRunner",
     "TuningRecord",
     "autotune",
     "bucket_dim",
+    "check_mergeable",
     "is_tuning",
     "load_configs",
     "make_key",

@@ -25,25 +25,43 @@ File format (``schema_version`` 1)::
 see :mod:`flashinfer.autotuner.keys`); ``experimental`` is informative only (the op's own
 table decides on load).  Never pickle: loading a cache cannot run code.
 
-Saving (:func:`save_configs`) takes an exclusive ``fcntl.flock`` on ``<path>.lock`` (POSIX;
-elsewhere no lock is taken), merges with the entries already in the file (so processes that
-tuned different keys all keep theirs; this process wins on equal keys), writes a temporary
-file in the same directory and ``os.replace``-s it over the target: a reader sees the old
-file or the new one, never a partial one, and a crash mid-write leaves the old file intact.
+Saving (:func:`save_configs`, or :meth:`AutoTuner.save_configs`) takes an exclusive
+``fcntl.flock`` on ``<path>.lock`` (POSIX; elsewhere no lock is taken), merges with the
+entries already in the file (so processes that tuned different keys all keep theirs; this
+process wins on equal keys, and of two equal keys in the file the later wins), writes a
+temporary file in the same directory and ``os.replace``-s it over the target: a reader sees
+the old file or the new one, never a partial one, and a crash mid-write leaves the old file
+intact.  What a merge cannot keep is never dropped silently:
 
-Loading (:func:`load_configs`) imports every op module first (``flashinfer.load_all_apis``),
-then skips, and reports in **one** warning grouped by reason, entries that
+* a file of **another schema version** is refused (:class:`AutotuneCacheError`, nothing
+  written): its entries belong to another flashinfer, which could use them, and one file
+  cannot hold two schemas.  Save elsewhere, or pass ``merge=False`` to replace it;
+* an **unreadable** file (corrupt, truncated, not a cache) holds nothing any flashinfer
+  can load: it is replaced, with an :class:`AutotuneCacheWarning` saying so;
+* entries that are not JSON objects, or hold ``NaN``/``Infinity`` (which JSON cannot
+  represent), are dropped with an :class:`AutotuneCacheWarning` that counts them.
+
+Only strict JSON is ever written (``allow_nan=False``).  A time that is not finite is a
+broken measurement, not a result, so none can get into the tuner: a tactic whose time is
+not finite counts as failed, ``AutoTuner.set_choice`` refuses one, and an entry with one is
+skipped on load.
+
+Loading (:func:`load_configs`, or :meth:`AutoTuner.load_configs`) imports every op module
+first (``flashinfer.load_all_apis``), then skips, and reports in **one** warning grouped by
+reason, entries that
 
 * come from another schema version (the whole file then),
-* are malformed,
+* are malformed (including a ``median_ms`` that is not a finite, non-negative number),
 * name an op that is unknown or not registered with the autotuner,
 * name a backend, or a tactic, that no longer exists (checked against the registered
   runners and their ``tactic_space()``),
 * name an experimental backend while ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` is not
   ``1`` (calls with that key then use the stable default).
 
-A corrupt or truncated file warns and loads nothing.  None of this raises; a missing file
-passed to :func:`load_configs` explicitly raises ``FileNotFoundError``.
+A corrupt or truncated file, one nested deeper than :data:`MAX_DEPTH` levels, or one whose
+``schema_version`` is not an integer (``true`` is not ``1``), warns and loads nothing.  None
+of this raises; a missing file passed to :func:`load_configs` explicitly raises
+``FileNotFoundError``.  Loading never writes, locks nor creates a file.
 """
 
 from __future__ import annotations
@@ -51,6 +69,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -72,14 +91,21 @@ except ImportError:  # pragma: no cover - Windows: no inter-process lock
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "MAX_DEPTH",
     "SCHEMA_VERSION",
+    "AutotuneCacheError",
     "AutotuneCacheWarning",
     "LoadReport",
+    "check_mergeable",
     "load_configs",
     "save_configs",
 ]
 
 SCHEMA_VERSION = 1
+
+#: Deepest nesting of JSON arrays/objects a cache file may have (a real one has 6 or 7
+#: levels; tactics add a few).  Deeper files are unreadable: never a ``RecursionError``.
+MAX_DEPTH = 64
 
 REASON_MALFORMED = "are malformed"
 REASON_UNKNOWN_OP = "name an op that is unknown or not autotunable"
@@ -88,14 +114,22 @@ REASON_UNKNOWN_TACTIC = "name a tactic that no longer exists"
 REASON_EXPERIMENTAL = (
     f"name an experimental backend while {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1"
 )
+DROP_NOT_OBJECT = "are not JSON objects"
+DROP_NOT_FINITE = "hold a number JSON cannot represent (NaN or Infinity)"
 
 
 def _reason_schema(version: Any) -> str:
-    return f"come from schema version {version!r} (this flashinfer reads {SCHEMA_VERSION})"
+    shown = _short(repr(version), 24)
+    return f"come from schema version {shown} (this flashinfer reads {SCHEMA_VERSION})"
 
 
 class AutotuneCacheWarning(UserWarning):
     """A persisted autotune file, or some of its entries, could not be used."""
+
+
+class AutotuneCacheError(ValueError):
+    """Saving would lose results another flashinfer can use (a file of another schema
+    version): nothing was written."""
 
 
 @dataclass
@@ -115,8 +149,140 @@ class LoadReport:
 
 
 # --------------------------------------------------------------------------------------
-# Helpers
+# Reading a file
 # --------------------------------------------------------------------------------------
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters: a hostile file cannot flood a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _nested_deeper_than(doc: Any, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
+    """The cache document in ``data``, or ``(None, why it is not one)``.
+
+    A document of another schema version is returned whatever else it holds (its layout
+    is that version's business).  ``NaN``/``Infinity`` tokens are accepted here (older
+    versions wrote them): an entry holding one is skipped on load and dropped, with a
+    warning, on save.
+    """
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        return None, f"nested deeper than {MAX_DEPTH} levels: not an autotune cache"
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"not valid JSON (corrupt or truncated?): {_short(str(exc), 120)}"
+    if _nested_deeper_than(doc, MAX_DEPTH):
+        return None, f"nested deeper than {MAX_DEPTH} levels: not an autotune cache"
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        return None, "not an autotune cache (no top-level 'schema_version')"
+    version = doc["schema_version"]
+    if type(version) is not int:  # bool is an int subclass: true is not version 1
+        shown = _short(json.dumps(version))
+        return None, f"not an autotune cache ('schema_version' must be an integer, not {shown})"
+    if version == SCHEMA_VERSION and not isinstance(doc.get("entries"), list):
+        return None, "not an autotune cache ('entries' is not a list)"
+    return doc, None
+
+
+@dataclass
+class _Existing:
+    """What a merging save keeps of the file it replaces."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    #: reason -> number of entries dropped for it
+    dropped: dict[str, int] = field(default_factory=dict)
+    #: why the previous content could not be read (it is then replaced)
+    unreadable: str | None = None
+
+
+def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
+    entries = doc.get("entries")
+    held = f"{len(entries)} entries" if isinstance(entries, list) else "results"
+    return AutotuneCacheError(
+        f"Refusing to save autotune results to {path!r}: it holds {held} of schema version "
+        f"{_short(repr(doc['schema_version']), 24)}, which this flashinfer (schema "
+        f"{SCHEMA_VERSION}) can neither use nor write back, so merging would lose them. Save "
+        "to another path, or pass merge=False to replace the file. Nothing was written; "
+        "this process's results are still in memory (AutoTuner.get().choices())."
+    )
+
+
+def _read_existing(path: str) -> _Existing:
+    """The entries of the file at ``path`` a merge keeps; raises :class:`AutotuneCacheError`
+    for a file of another schema version, and ``OSError`` for one that exists but cannot
+    be read (never overwritten blind)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return _Existing()
+    if not data.strip():  # an empty file (touch, mktemp) holds nothing to keep
+        return _Existing()
+    doc, error = _parse(data)
+    if doc is None:
+        return _Existing(unreadable=error)
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise _refusal(path, doc)
+    kept = _Existing()
+    for raw in doc["entries"]:
+        if not isinstance(raw, dict):
+            reason = DROP_NOT_OBJECT
+        elif not _strict_json(raw):
+            reason = DROP_NOT_FINITE
+        else:
+            kept.entries.append(raw)
+            continue
+        kept.dropped[reason] = kept.dropped.get(reason, 0) + 1
+    return kept
+
+
+def check_mergeable(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`AutotuneCacheError` if saving to ``path`` with ``merge=True`` would be
+    refused (a file of another schema version), so a caller can learn it before tuning.
+    Reads only."""
+    _read_existing(_cache_path(path))
+
+
+# --------------------------------------------------------------------------------------
+# Writing a file
+# --------------------------------------------------------------------------------------
+
+
+def _cache_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as a string; ``ValueError`` for an empty one (it would name the working
+    directory, and its lock ``.lock`` there)."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"autotune cache path must be a str or os.PathLike[str], not {path!r}")
+    if not text:
+        raise ValueError("autotune cache path is empty; name a file, e.g. 'tuned.json'")
+    return text
+
+
+def _strict_json(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _normalise(value: Any) -> Any:
@@ -187,28 +353,17 @@ def _atomic_write(path: str, text: str) -> None:
         raise
 
 
+def _dump(value: Any) -> str:
+    return json.dumps(value, allow_nan=False)  # strict JSON only: never NaN or Infinity
+
+
 def _dumps(doc: dict[str, Any]) -> str:
     """Pretty JSON with one entry per line: readable and diff-friendly."""
     head = {k: v for k, v in doc.items() if k != "entries"}
-    lines = [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
-    body = ",\n".join(f"    {json.dumps(e)}" for e in doc["entries"])
+    lines = [f"  {_dump(k)}: {_dump(v)}," for k, v in head.items()]
+    body = ",\n".join(f"    {_dump(e)}" for e in doc["entries"])
     entries = f'  "entries": [\n{body}\n  ]' if body else '  "entries": []'
     return "{\n" + "\n".join(lines) + "\n" + entries + "\n}\n"
-
-
-def _read_raw_entries(path: str) -> list[dict[str, Any]]:
-    """Entries of an existing file worth keeping on merge ([] if absent or unreadable)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return []
-    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
-        return []
-    entries = doc.get("entries")
-    if not isinstance(entries, list):
-        return []
-    return [e for e in entries if isinstance(e, dict)]
 
 
 def _entry(key: Key, choice: Choice, tuner: AutoTuner) -> dict[str, Any]:
@@ -223,25 +378,41 @@ def _entry(key: Key, choice: Choice, tuner: AutoTuner) -> dict[str, Any]:
     }
 
 
+def _warn_replaced(path: str, existing: _Existing, total: int) -> None:
+    """One warning for what a save did not keep of the file it replaced (if anything)."""
+    parts = []
+    if existing.unreadable is not None:
+        parts.append(
+            f"its previous content could not be read ({existing.unreadable}) and was replaced"
+        )
+    if existing.dropped:
+        dropped = sum(existing.dropped.values())
+        reasons = "; ".join(f"{n} {reason}" for reason, n in existing.dropped.items())
+        parts.append(
+            f"{dropped} of its entries were dropped ({reasons}): no flashinfer could use them"
+        )
+    if parts:
+        warnings.warn(
+            f"Saved {total} entries to the autotune cache {path!r}; {'; '.join(parts)}.",
+            AutotuneCacheWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 # --------------------------------------------------------------------------------------
-# Public functions
+# The implementations behind the public functions and AutoTuner's methods
 # --------------------------------------------------------------------------------------
 
 
-def save_configs(path: str | os.PathLike[str], *, merge: bool = True) -> int:
-    """Save every tuned result of this process to ``path`` (JSON); returns the entry count.
-
-    With ``merge=True`` (default) entries already in the file for other keys are kept.
-    Atomic and safe against concurrent savers (see the module docstring).
-    """
-    path = os.fspath(path)
-    tuner = AutoTuner.get()
+def save_into(tuner: AutoTuner, path: str | os.PathLike[str], *, merge: bool = True) -> int:
+    """:meth:`AutoTuner.save_configs` (see :func:`save_configs`)."""
+    path = _cache_path(path)
     ours = [_entry(k, c, tuner) for k, c in tuner.choices().items()]
     with _file_lock(path):
+        existing = _read_existing(path) if merge else _Existing()
         merged: dict[str, dict[str, Any]] = {}
-        if merge:
-            for raw in _read_raw_entries(path):
-                merged[_canonical(raw)] = raw
+        for raw in existing.entries:
+            merged[_canonical(raw)] = raw
         for entry in ours:
             merged[_canonical(entry)] = entry
         import torch
@@ -255,30 +426,36 @@ def save_configs(path: str | os.PathLike[str], *, merge: bool = True) -> int:
             "entries": sorted(merged.values(), key=_canonical),
         }
         _atomic_write(path, _dumps(doc))
+    _warn_replaced(path, existing, len(merged))
     return len(merged)
 
 
-def load_configs(path: str | os.PathLike[str]) -> LoadReport:
-    """Load persisted results from ``path`` into the process's autotuner.
+def _median_seconds(value: Any) -> float:
+    """A file's ``median_ms`` in seconds; ``ValueError`` unless a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"bad median_ms {_short(repr(value))}")
+    try:
+        ms = float(value)
+    except OverflowError:
+        ms = math.inf
+    if not math.isfinite(ms) or ms < 0:
+        raise ValueError(f"median_ms {_short(repr(value), 24)} is not a finite number >= 0")
+    return ms / 1e3
 
-    Skipped entries and unreadable files are reported in one :class:`AutotuneCacheWarning`
-    (pointing at the caller's line) and in the returned :class:`LoadReport`; nothing here
-    raises except ``FileNotFoundError``/``OSError`` for a file that cannot be opened.
-    """
-    path = os.fspath(path)
+
+def load_into(tuner: AutoTuner, path: str | os.PathLike[str]) -> LoadReport:
+    """:meth:`AutoTuner.load_configs` (see :func:`load_configs`)."""
+    path = _cache_path(path)
     report = LoadReport(path=path)
     with open(path, "rb") as f:
         data = f.read()
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        report.error = f"not valid JSON (corrupt or truncated?): {exc}"
-    else:
-        if not isinstance(doc, dict) or "schema_version" not in doc:
-            report.error = "not an autotune cache (no top-level 'schema_version')"
-        elif not isinstance(doc.get("entries"), list):
-            report.error = "not an autotune cache ('entries' is not a list)"
-    if report.error is not None:
+    doc, report.error = _parse(data)
+    if doc is not None and not isinstance(doc.get("entries"), list):
+        # Another schema version, laid out its own way: nothing here can be counted.
+        shown = _short(repr(doc["schema_version"]), 24)
+        report.error = f"written in schema version {shown} (this flashinfer reads {SCHEMA_VERSION})"
+        doc = None
+    if doc is None:
         warnings.warn(
             f"Could not read the autotune cache {path!r}: {report.error}. Nothing was "
             "loaded; calls use the default choices until tuned again.",
@@ -289,55 +466,11 @@ def load_configs(path: str | os.PathLike[str]) -> LoadReport:
 
     entries = doc["entries"]
     skipped: dict[str, list[str]] = {}
-
-    def skip(reason: str, detail: str) -> None:
-        skipped.setdefault(reason, []).append(detail)
-
     if doc["schema_version"] != SCHEMA_VERSION:
-        for _ in entries:
-            skip(_reason_schema(doc["schema_version"]), "")
+        if entries:
+            skipped[_reason_schema(doc["schema_version"])] = [""] * len(entries)
     else:
-        _load_op_modules()
-        tuner = AutoTuner.get()
-        ops = tuner.registered()
-        gate_on = experimental_auto_backends_allowed()
-        spaces: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
-        accepted: list[tuple[Key, Choice]] = []
-        for raw in entries:
-            try:
-                key = key_from_json(raw)
-                backend = raw["backend"]
-                tactic = raw["tactic"]
-                median_ms = raw["median_ms"]
-                if not isinstance(backend, str):
-                    raise ValueError(f"bad backend {backend!r}")
-                if not isinstance(median_ms, (int, float)) or isinstance(median_ms, bool):
-                    raise ValueError(f"bad median_ms {median_ms!r}")
-            except (KeyError, ValueError, TypeError) as exc:
-                skip(REASON_MALFORMED, str(exc))
-                continue
-            api_key = key[0]
-            registered = ops.get(api_key)
-            if registered is None:
-                skip(REASON_UNKNOWN_OP, api_key)
-                continue
-            op, runners = registered
-            if backend not in op.backend_checks or backend not in runners:
-                skip(REASON_UNKNOWN_BACKEND, f"{backend!r} of {api_key}")
-                continue
-            space = spaces.get((api_key, backend))
-            if space is None:
-                space = spaces[(api_key, backend)] = [
-                    (_normalise(t), t) for t in runners[backend].tactic_space()
-                ]
-            match = [t for norm, t in space if norm == tactic]
-            if not match:
-                skip(REASON_UNKNOWN_TACTIC, f"{tactic!r} of {backend!r} of {api_key}")
-                continue
-            if backend in op.experimental_backends and not gate_on:
-                skip(REASON_EXPERIMENTAL, f"{backend!r} of {api_key}")
-                continue
-            accepted.append((key, Choice(backend, match[0], float(median_ms) / 1e3)))
+        accepted = _accepted_entries(tuner, entries, skipped)
         for key, choice in accepted:
             tuner.set_choice(key, choice)
         report.loaded = len(accepted)
@@ -346,7 +479,7 @@ def load_configs(path: str | os.PathLike[str]) -> LoadReport:
     if skipped:
         parts = []
         for reason, details in skipped.items():
-            examples = sorted({d for d in details if d})[:3]
+            examples = sorted({_short(d, 80) for d in details if d})[:3]
             example = f" ({', '.join(examples)})" if examples else ""
             parts.append(f"{len(details)} {reason}{example}")
         warnings.warn(
@@ -357,3 +490,82 @@ def load_configs(path: str | os.PathLike[str]) -> LoadReport:
             stacklevel=user_stacklevel(),
         )
     return report
+
+
+def _accepted_entries(
+    tuner: AutoTuner, entries: list[Any], skipped: dict[str, list[str]]
+) -> list[tuple[Key, Choice]]:
+    """The entries of a schema-1 file this process can use; the rest go to ``skipped``
+    (reason -> details)."""
+
+    def skip(reason: str, detail: str) -> None:
+        skipped.setdefault(reason, []).append(detail)
+
+    _load_op_modules()
+    ops = tuner.registered()
+    gate_on = experimental_auto_backends_allowed()
+    spaces: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
+    accepted: list[tuple[Key, Choice]] = []
+    for raw in entries:
+        try:
+            key = key_from_json(raw)
+            backend = raw["backend"]
+            tactic = raw["tactic"]
+            median_s = _median_seconds(raw["median_ms"])
+            if not isinstance(backend, str):
+                raise ValueError(f"bad backend {_short(repr(backend))}")
+        except (KeyError, ValueError, TypeError) as exc:
+            skip(REASON_MALFORMED, str(exc))
+            continue
+        api_key = key[0]
+        registered = ops.get(api_key)
+        if registered is None:
+            skip(REASON_UNKNOWN_OP, api_key)
+            continue
+        op, runners = registered
+        if backend not in op.backend_checks or backend not in runners:
+            skip(REASON_UNKNOWN_BACKEND, f"{backend!r} of {api_key}")
+            continue
+        space = spaces.get((api_key, backend))
+        if space is None:
+            space = spaces[(api_key, backend)] = [
+                (_normalise(t), t) for t in runners[backend].tactic_space()
+            ]
+        match = [t for norm, t in space if norm == tactic]
+        if not match:
+            skip(REASON_UNKNOWN_TACTIC, f"{_short(repr(tactic))} of {backend!r} of {api_key}")
+            continue
+        if backend in op.experimental_backends and not gate_on:
+            skip(REASON_EXPERIMENTAL, f"{backend!r} of {api_key}")
+            continue
+        accepted.append((key, Choice(backend, match[0], median_s)))
+    return accepted
+
+
+# --------------------------------------------------------------------------------------
+# Public functions
+# --------------------------------------------------------------------------------------
+
+
+def save_configs(path: str | os.PathLike[str], *, merge: bool = True) -> int:
+    """Save every tuned result of this process to ``path`` (JSON); returns the entry count.
+
+    With ``merge=True`` (default) entries already in the file for other keys are kept; a
+    file of another schema version is refused (:class:`AutotuneCacheError`, nothing
+    written), an unreadable one is replaced with an :class:`AutotuneCacheWarning`.
+    ``merge=False`` replaces whatever the file holds.  Atomic and safe against concurrent
+    savers (see the module docstring).  The same as ``AutoTuner.get().save_configs(path)``.
+    """
+    return save_into(AutoTuner.get(), path, merge=merge)
+
+
+def load_configs(path: str | os.PathLike[str]) -> LoadReport:
+    """Load persisted results from ``path`` into the process's autotuner.
+
+    Skipped entries and unreadable files are reported in one :class:`AutotuneCacheWarning`
+    (pointing at the caller's line) and in the returned :class:`LoadReport`; nothing here
+    raises except ``FileNotFoundError``/``OSError`` for a file that cannot be opened (and
+    ``ValueError`` for an empty path).  Reads only: never writes, locks nor creates a file.
+    The same as ``AutoTuner.get().load_configs(path)``.
+    """
+    return load_into(AutoTuner.get(), path)

@@ -234,7 +234,9 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def dtype_from_name(name: str) -> torch.dtype:
     """``"float16"`` -> ``torch.float16``; ``ValueError`` for anything else."""
-    value = getattr(torch, name, None) if isinstance(name, str) else None
+    # vars(), not getattr(): a name from a file must never reach torch's lazy
+    # module __getattr__, which imports submodules (side effects, slow, may raise).
+    value = vars(torch).get(name) if isinstance(name, str) else None
     if not isinstance(value, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}")
     return value

@@ -32,9 +32,16 @@ process-wide** (one :class:`AutoTuner` per process, :meth:`AutoTuner.get`): read
 lock (a dict lookup), written under one; tuning itself is serialised by a lock so that two
 threads do not time kernels against each other.
 
-**Logging.** Every timing and pick is logged at DEBUG level to the ``flashinfer.autotuner``
-logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also written to stderr
-(prefixed ``[flashinfer.autotuner]``), the way ``TRITON_PRINT_AUTOTUNING=1`` does it.
+**Failures.** A (backend, tactic) that raises, or whose time is not finite, is not a
+candidate: it is left out, and :meth:`AutoTuner.last_tuning` lists it with a one-line reason
+(:class:`TacticFailure`).  When every pair fails the key stays untuned and the call runs the
+first candidate's default.
+
+**Logging.** Every timing, failure and pick is logged at DEBUG level to the
+``flashinfer.autotuner`` logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also
+written to stderr (prefixed ``[flashinfer.autotuner]``), the way
+``TRITON_PRINT_AUTOTUNING=1`` does it.  The variable is read at each line, so it can be
+set at any time.
 """
 
 from __future__ import annotations
@@ -42,23 +49,28 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from ..api_logging import warn_experimental_backend_once
 from ..backend_dispatch import PerThreadList
 from .keys import Key, exact_signature, make_key
 from .timing import measure
 
+if TYPE_CHECKING:
+    from .cache import LoadReport
+
 __all__ = [
     "AUTOTUNER_LOG_ENV",
     "AutoTuner",
     "Choice",
     "ProgressCallback",
+    "TacticFailure",
     "TunableOp",
     "TunableRunner",
     "TuningRecord",
@@ -117,18 +129,32 @@ class Choice(NamedTuple):
     median_s: float
 
 
+class TacticFailure(NamedTuple):
+    """A (backend, tactic) that could not be timed, and why (one line)."""
+
+    backend: str
+    tactic: Any
+    reason: str
+
+
 class TuningRecord(NamedTuple):
     """What the last tuning-mode call of this thread did (see :meth:`AutoTuner.last_tuning`)."""
 
     key: Key
     choice: Choice | None  # None: nothing could be timed, the default ran
     timed: bool  # False: the key was already tuned (e.g. loaded from a cache file)
+    #: the (backend, tactic) pairs this call tried to time, and those that failed
+    tried: int = 0
+    failures: tuple[TacticFailure, ...] = ()
 
 
 _tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
 _progress: ContextVar[ProgressCallback | None] = ContextVar(
     "flashinfer_autotune_progress", default=None
 )
+#: Keys tuned in the innermost ``autotune()`` block (None outside any): a block that tuned
+#: nothing new has nothing to save, and must not touch a cache file it only read.
+_new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
 
 
 def is_tuning() -> bool:
@@ -147,6 +173,22 @@ def _describe_tactic(tactic: Any) -> str:
         return json.dumps(tactic, sort_keys=True)
     except (TypeError, ValueError):
         return repr(tactic)
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``: Triton's errors span many lines."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _check_median(median_s: Any) -> None:
+    if isinstance(median_s, bool) or not isinstance(median_s, (int, float)):
+        raise TypeError(f"Choice.median_s must be a number of seconds, not {median_s!r}")
+    if not math.isfinite(median_s) or median_s < 0:
+        raise ValueError(
+            f"Choice.median_s must be a finite number of seconds >= 0, not {median_s!r}: "
+            "a time that is not finite is a broken measurement, and JSON cannot hold it"
+        )
 
 
 _UNSEEN: Any = object()
@@ -255,10 +297,12 @@ class AutoTuner:
         if _tuning.get():
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
-            timed = choice is None or choice.backend not in candidates
-            if timed:
-                choice = self._tune(op, runners, inputs, key, candidates)
-            self._local.last = TuningRecord(key, choice, timed)
+            if choice is None or choice.backend not in candidates:
+                record = self._tune(op, runners, inputs, key, candidates)
+            else:
+                record = TuningRecord(key, choice, False)
+            self._local.last = record
+            choice = record.choice
         else:
             fast = self._fast
             exact = exact_signature(op.api_key, inputs)
@@ -294,11 +338,11 @@ class AutoTuner:
         inputs: tuple,
         key: Key,
         candidates: Sequence[str],
-    ) -> Choice | None:
+    ) -> TuningRecord:
         with self._tune_lock:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
             if choice is not None and choice.backend in candidates:
-                return choice
+                return TuningRecord(key, choice, False)
             plan = []
             for backend in candidates:
                 runner = runners.get(backend)
@@ -308,6 +352,7 @@ class AutoTuner:
                     plan.append((backend, runner, tactic))
             progress = _progress.get()
             results: list[Choice] = []
+            failures: list[TacticFailure] = []
             _log(f"tuning {op.api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
             for i, (backend, runner, tactic) in enumerate(plan):
                 label = f"{backend} {_describe_tactic(tactic)}"
@@ -322,15 +367,20 @@ class AutoTuner:
                         budget_s=self.budget_s,
                     )
                 except Exception as exc:  # a tactic that fails is not a candidate
-                    _log(f"  {label}: failed ({type(exc).__name__}: {exc})")
-                    continue
-                _log(f"  {label}: median {median * 1e3:.4f} ms")
-                results.append(Choice(backend, tactic, median))
+                    reason = _one_line(exc)
+                else:
+                    if math.isfinite(median) and median >= 0:
+                        _log(f"  {label}: median {median * 1e3:.4f} ms")
+                        results.append(Choice(backend, tactic, median))
+                        continue
+                    reason = f"its time is not a finite number of seconds ({median!r})"
+                _log(f"  {label}: failed ({reason})")
+                failures.append(TacticFailure(backend, tactic, reason))
             if progress is not None:
                 progress(len(plan), len(plan), "done")
             if not results:
                 _log(f"  no (backend, tactic) ran for {op.api_key}; using the default")
-                return None
+                return TuningRecord(key, None, True, len(plan), tuple(failures))
             best = min(results, key=lambda c: c.median_s)
             _log(
                 f"picked {best.backend} {_describe_tactic(best.tactic)} for {op.api_key} "
@@ -339,7 +389,10 @@ class AutoTuner:
             with self._lock:
                 self._best[key] = best
                 self._forget_memos()
-            return best
+            new_keys = _new_keys.get()
+            if new_keys is not None:
+                new_keys.append(key)
+            return TuningRecord(key, best, True, len(plan), tuple(failures))
 
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
@@ -362,7 +415,12 @@ class AutoTuner:
         return dict(self._best)
 
     def set_choice(self, key: Key, choice: Choice) -> None:
-        """Record ``choice`` for ``key`` (used by the persisted cache)."""
+        """Record ``choice`` for ``key`` (used by the persisted cache).
+
+        ``ValueError`` for a ``median_s`` that is not a finite number >= 0 (``TypeError``
+        for one that is not a number): see :mod:`flashinfer.autotuner.cache`.
+        """
+        _check_median(choice.median_s)
         with self._lock:
             self._best[key] = choice
             self._forget_memos()
@@ -373,16 +431,37 @@ class AutoTuner:
             self._best = {}
             self._forget_memos()
 
+    # ---- the persisted file (upstream's method names) ---------------------------------
+
+    def save_configs(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
+        """Save every result of this tuner to ``path``; returns the entry count.  The same
+        as :func:`flashinfer.autotuner.save_configs`, which calls this on :meth:`get`."""
+        from .cache import save_into
+
+        return save_into(self, path, merge=merge)
+
+    def load_configs(self, path: str | os.PathLike[str]) -> LoadReport:
+        """Load the results saved in ``path`` into this tuner; returns a
+        :class:`~flashinfer.autotuner.LoadReport`.  The same as
+        :func:`flashinfer.autotuner.load_configs`, which calls this on :meth:`get`."""
+        from .cache import load_into
+
+        return load_into(self, path)
+
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).
 
     ``enabled=False`` turns tuning off inside the block (tuned results are still used).
-    ``cache=path`` loads the results saved there on entry, if the file exists, and saves
-    every result to it on exit (also when the block raises), see
-    :func:`flashinfer.autotuner.save_configs`.  ``progress`` is called before each timing
-    (see :data:`ProgressCallback`).  The previous state is restored on exit, also when
-    blocks are nested or left by an exception; ``with`` yields the :class:`AutoTuner`.
+    ``cache=path`` loads the results saved there on entry, if the file exists, and, if the
+    block tuned a key (blocks nested in it included), saves every result to it on exit
+    (also when the block raises), see :func:`flashinfer.autotuner.save_configs`.  A block
+    that tuned nothing new, e.g. ``autotune(False, cache=path)`` serving from a tuned file,
+    never writes, locks nor creates a file (read-only deployments and mounts work).
+    ``ValueError`` at once for an empty ``cache`` path.  ``progress`` is called before
+    each timing (see :data:`ProgressCallback`).  The previous state is restored on exit,
+    also when blocks are nested or left by an exception; ``with`` yields the
+    :class:`AutoTuner`.
 
     A class rather than a ``contextlib`` generator so that the warnings of loading the cache
     point at the user's ``with`` line (no ``contextlib`` frame in between).  The same object
@@ -396,25 +475,30 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         cache: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
     ) -> None:
+        from .cache import _cache_path
+
         self.enabled = bool(enabled)
-        self.cache = cache
+        self.cache = None if cache is None else _cache_path(cache)
         self.progress = progress
-        self._tokens: list[tuple[Any, Any]] = []
+        self._tokens: list[tuple[Any, Any, Any]] = []
 
     def __enter__(self) -> AutoTuner:
-        from .cache import load_configs
-
         tuner = AutoTuner.get()
         if self.cache is not None and os.path.exists(self.cache):
-            load_configs(self.cache)
-        self._tokens.append((_tuning.set(self.enabled), _progress.set(self.progress)))
+            tuner.load_configs(self.cache)
+        self._tokens.append(
+            (_tuning.set(self.enabled), _progress.set(self.progress), _new_keys.set([]))
+        )
         return tuner
 
     def __exit__(self, *exc_info: object) -> None:
-        from .cache import save_configs
-
-        token, ptoken = self._tokens.pop()
+        token, ptoken, ntoken = self._tokens.pop()
+        tuned_here = _new_keys.get() or []
+        _new_keys.reset(ntoken)
         _progress.reset(ptoken)
         _tuning.reset(token)
-        if self.cache is not None:
-            save_configs(self.cache)
+        outer = _new_keys.get()
+        if outer is not None:  # what a nested block tuned is new to the enclosing one too
+            outer.extend(tuned_here)
+        if self.cache is not None and tuned_here:
+            AutoTuner.get().save_configs(self.cache)
