@@ -9,7 +9,7 @@ the arguments once, in C, and pass them on by name.  This is what ``dataclasses`
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 __all__ = ["CallSpec", "ParameterList", "compile_function", "render_call"]
@@ -21,10 +21,18 @@ CallSpec = list[tuple[str, str]]
 
 
 class ParameterList:
-    """The parameters of a function, and how to re-declare and forward them."""
+    """The parameters of a function, and how to re-declare and forward them.
 
-    def __init__(self, func: Callable[..., Any]) -> None:
-        self.signature = inspect.signature(func)
+    ``omit``: names left out, as if the function did not declare them (parameters that the
+    generated wrapper handles itself and does not pass on).
+    """
+
+    def __init__(self, func: Callable[..., Any], omit: Collection[str] = ()) -> None:
+        signature = inspect.signature(func)
+        if omit:
+            kept = [p for p in signature.parameters.values() if p.name not in omit]
+            signature = signature.replace(parameters=kept)
+        self.signature = signature
         self.params = list(self.signature.parameters.values())
         self.names = [p.name for p in self.params]
         self.has_var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in self.params)

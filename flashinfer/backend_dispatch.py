@@ -24,7 +24,7 @@ import inspect
 import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 import torch
 
@@ -39,9 +39,11 @@ from .api_logging import (
 )
 
 __all__ = [
+    "BackendOp",
     "BackendRequirementOp",
     "BackendSupportedError",
     "PerThreadList",
+    "UnsupportedInputsError",
     "backend_requirement",
     "experimental_backend",
     "find_compute_capability",
@@ -50,6 +52,9 @@ __all__ = [
 ]
 
 C = TypeVar("C", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 _EXPERIMENTAL = "flashinfer.experimental"
 
@@ -58,29 +63,46 @@ class BackendSupportedError(Exception):
     """The requested backend, or every candidate of ``backend="auto"``, cannot run the call."""
 
 
+class UnsupportedInputsError(BackendSupportedError, ValueError):
+    """A named backend cannot run these inputs: its support check (or the common check)
+    refused them.
+
+    Both a :class:`BackendSupportedError` and a ``ValueError``: upstream raises a
+    ``ValueError`` ("Problem size is not supported for <api>") here, and code written
+    against either keeps working.  The message names the API, the backend and the reason
+    (the checker's own ``ValueError`` message, which is also the ``__cause__``).
+    """
+
+
 # --------------------------------------------------------------------------------------
 # Checker markers
 # --------------------------------------------------------------------------------------
 
 
-def supported_compute_capability(ccs: Iterable[int], *, cpu: bool = False) -> Callable[[C], C]:
+def supported_compute_capability(
+    supported_ccs: Iterable[int], *, cpu: bool = False
+) -> Callable[[C], C]:
     """Declare the CUDA compute capabilities (``major * 10 + minor``) a checker's backend runs on.
 
     ``cpu=True`` also declares that the backend runs on CPU tensors.  Sets
     ``_supported_ccs``, ``_supports_cpu`` and ``is_compute_capability_supported(cc)`` on the
     checker and returns the checker itself (no wrapper, so no call overhead).
+
+    Raises:
+        TypeError: ``supported_ccs`` is not an iterable (a string counts as none), or one of
+            its items is not an ``int`` (``bool`` is refused).
     """
-    if isinstance(ccs, (str, bytes)) or not isinstance(ccs, Iterable):
+    if isinstance(supported_ccs, (str, bytes)) or not isinstance(supported_ccs, Iterable):
         raise TypeError(
-            f"supported_compute_capability expects an iterable of integers such as [80, 90], "
-            f"got {type(ccs).__name__}"
+            "supported_compute_capability: supported_ccs must be an iterable of integers "
+            f"such as [80, 90], got {type(supported_ccs).__name__}: {supported_ccs!r}"
         )
-    values = list(ccs)
-    for cc in values:
+    values = list(supported_ccs)
+    for i, cc in enumerate(values):
         if isinstance(cc, bool) or not isinstance(cc, int):
             raise TypeError(
-                f"compute capabilities must be integers like 90 (major * 10 + minor), "
-                f"got {cc!r} ({type(cc).__name__})"
+                f"supported_compute_capability: supported_ccs[{i}] must be an integer like "
+                f"90 (major * 10 + minor), got {type(cc).__name__}: {cc!r}"
             )
     supported = frozenset(values)
 
@@ -91,6 +113,22 @@ def supported_compute_capability(ccs: Iterable[int], *, cpu: bool = False) -> Ca
         return checker
 
     return decorator
+
+
+@overload
+def experimental_backend(checker: C, /) -> C: ...
+
+
+@overload
+def experimental_backend(
+    checker: None = None,
+    /,
+    *,
+    owner: str | None = None,
+    tracking_issue: str | int | None = None,
+    graduate_by: str | None = None,
+    feature: str | None = None,
+) -> Callable[[C], C]: ...
 
 
 def experimental_backend(
@@ -263,8 +301,13 @@ def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
 
 
 def _filter_heuristic(ordered: Any, candidates: list[str]) -> list[str]:
-    """A heuristic orders and may drop candidates; it can never add one."""
-    return [b for b in ordered if b in candidates]
+    """A heuristic orders and may drop candidates; it can never add one, nor name one
+    twice (the first mention counts)."""
+    kept: list[str] = []
+    for b in ordered:
+        if b in candidates and b not in kept:
+            kept.append(b)
+    return kept
 
 
 def _invoke(
@@ -283,6 +326,22 @@ def _invoke(
         else:
             kwargs.update(bound[name])
     return fn(*args, **kwargs)
+
+
+def _check_declared_skip_check(func: Callable[..., Any]) -> None:
+    """An API may declare the dispatcher's ``skip_check`` itself, so that type checkers
+    see it, but only as the dispatcher takes it: keyword-only, defaulting to False."""
+    param = inspect.signature(func).parameters.get("skip_check")
+    if param is None:
+        return
+    if param.kind != param.KEYWORD_ONLY or param.default is not False:
+        default = "no default" if param.default is param.empty else f"default {param.default!r}"
+        raise TypeError(
+            f"backend_requirement: {func.__qualname__} declares skip_check as "
+            f"{param.kind.description} with {default}; the dispatcher takes "
+            "it keyword-only with default False: declare it as `*, skip_check: bool = False` "
+            "or leave it out (the dispatcher adds it either way)"
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -398,7 +457,10 @@ class BackendRequirementOp:
             b for b in self.backend_checks if b not in self.experimental_backends
         )
         self._state = _CallState()
-        self._sig = ParameterList(func)
+        _check_declared_skip_check(func)
+        # A declared skip_check is the dispatcher's: never passed on (the body sees its
+        # default), so the API's parameters are the rest.
+        self._sig = ParameterList(func, omit=("skip_check",))
         self._check_experimental_placement()
         self._specs = self._build_specs()
         self._live = _Live()
@@ -455,11 +517,6 @@ class BackendRequirementOp:
                 f"backend_requirement: {self.api_name} has backend checks but no 'backend' "
                 "parameter to select them with"
             )
-        if "skip_check" in self._sig.names:
-            raise TypeError(
-                f"backend_requirement: {self.api_name} may not declare a 'skip_check' "
-                "parameter; the dispatcher adds it"
-            )
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
@@ -495,45 +552,46 @@ class BackendRequirementOp:
         }
         self._ns = ns  # route_auto() fills _route in later
         call_func = render_call("_func", specs["__func__"])
-        scanned = [
-            f"*{n}" if how == "star" else n
-            for how, n in specs["__func__"]
-            if how in ("pos", "kw", "star") and n != "backend"
-        ]
-        fail = "_fail(_cc, {" + ", ".join(f"{n!r}: {n}" for n in sig.names) + "})"
-        # skip_check=True bypasses the dispatcher entirely, its per-thread records included.
+        scan = self._scan_line()
+        fail = self._fail_call(check_common=True)
+        head = f"def generated({sig.def_params(ns, 'skip_check=False')}):"
+        if not self.backend_checks:
+            # skip_check=True bypasses the dispatcher entirely.
+            lines = [head, "    if skip_check:", f"        return {call_func}", f"    {scan}"]
+            if self.common_check is None:  # upstream: a usage error, raised on the call
+                lines.append(f"    {fail}")
+                return self._compile(lines, ns)
+            ns["_cc_reason"] = _capability_reason  # upstream: it carries the capability rule
+            lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
+            lines += [f"    {c}" for c in self._common_lines(fail)]
+            lines.append(f"    return {call_func}")
+            return self._compile(lines, ns)
+
+        # skip_check=True: an explicit backend runs with no check at all; "auto" still has
+        # to choose, which a second generated function does (the selection without the
+        # common check), so that this one stays as short as it was.
+        skip_lines = [f"def generated({sig.def_params(ns)}):", f"    {scan}"]
+        skip_lines += self._auto_lines(ns, check_common=False)
+        ns["_skip_auto"] = self._compile(skip_lines, ns, "skip_check auto")
         lines = [
-            f"def generated({sig.def_params(ns, 'skip_check=False')}):",
+            head,
             "    if skip_check:",
-            f"        return {call_func}",
+            "        if backend != 'auto':",
+            f"            return {call_func}",
+            f"        return {render_call('_skip_auto', specs['__func__'])}",
+            f"    {scan}",
         ]
         # Only ops with experimental backends ever record dropped ones; each checked call
         # clears this thread's record first (an explicit branch) or rewrites it (auto).
         clear: list[str] = []
         if self.experimental_backends:
-            ns["_live"] = self._live
             clear = ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
-        lines += [
-            f"    _cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})",
-        ]
         # The common check runs after the backend is known to exist (inside each branch),
         # as in the reference: an unknown backend is reported whatever the check would do.
-        common: list[str] = []
-        if self.common_check is not None:
-            common = [
-                f"if not {render_call('_common', specs['__common__'])}:",
-                f"    {fail}",
-            ]
-        if not self.backend_checks:
-            if self.common_check is not None:  # upstream: it carries the capability rule
-                ns["_cc_reason"] = _capability_reason
-                lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
-            lines += [f"    {c}" for c in common]
-            lines.append(f"    return {call_func}")
-            return self._compile(lines, ns)
-
+        common = self._common_lines(fail)
         # An explicit backend: one branch each, its checker called with its own spec.  They
         # sit under one "not auto" test, so that an "auto" call pays a single comparison.
+        # A checker's ValueError goes to _fail, which names the op and backend with it.
         lines.append("    if backend != 'auto':")
         for i, (name, chk) in enumerate(self.backend_checks.items()):
             ns[f"_chk{i}"] = chk
@@ -542,7 +600,11 @@ class BackendRequirementOp:
                 *(f"    {c}" for c in clear + common),
                 f"    if not {self._capability_guard(i, chk, ns)}:",
                 f"        {fail}",
-                f"    if not {render_call(f'_chk{i}', specs[name])}:",
+                "    try:",
+                f"        _v = {render_call(f'_chk{i}', specs[name])}",
+                "    except _ValueError:",
+                "        _v = False",
+                "    if not _v:",
                 f"        {fail}",
             ]
             if name in self.experimental_backends:
@@ -551,7 +613,36 @@ class BackendRequirementOp:
             branch.append(f"    return {call_func}")
             lines += [f"        {c}" for c in branch]
         lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
+        lines += self._auto_lines(ns, check_common=True)
+        return self._compile(lines, ns)
 
+    def _scan_line(self) -> str:
+        """The statement finding the call's capability: the first CUDA tensor among the
+        arguments (every parameter but ``backend``, ``*args`` spread out)."""
+        scanned = [
+            f"*{n}" if how == "star" else n
+            for how, n in self._specs["__func__"]
+            if how in ("pos", "kw", "star") and n != "backend"
+        ]
+        return f"_cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})"
+
+    def _fail_call(self, *, check_common: bool) -> str:
+        """The expression handing a call that does not fit to the reference path."""
+        bound = "{" + ", ".join(f"{n!r}: {n}" for n in self._sig.names) + "}"
+        return f"_fail(_cc, {bound})" if check_common else f"_fail(_cc, {bound}, False)"
+
+    def _common_lines(self, fail: str) -> list[str]:
+        if self.common_check is None:
+            return []
+        return [f"if not {render_call('_common', self._specs['__common__'])}:", f"    {fail}"]
+
+    def _auto_lines(self, ns: dict[str, Any], *, check_common: bool) -> list[str]:
+        """The ``backend="auto"`` part of a generated function (at function-body indent):
+        select, record, then hand on to the router or call the body."""
+        specs = self._specs
+        fail = self._fail_call(check_common=check_common)
+        if self.experimental_backends:
+            ns["_live"] = self._live
         # backend="auto": every checker in declaration order.  Viable stable backends go to
         # _ok, experimental ones to _xok: with the gate off (the default) they are this
         # call's drops as they stand; with it on they are merged back in declaration order.
@@ -560,7 +651,8 @@ class BackendRequirementOp:
         # The checks are generated twice: without CUDA tensors (_cc None, every call of a
         # CPU-only process) each capability test is known when generating, so that block
         # has none; the other tests the capability per checker.
-        body = [*common, "_ok = []", "if _cc is None:"]
+        body = self._common_lines(fail) if check_common else []
+        body += ["_ok = []", "if _cc is None:"]
         body += [f"    {c}" for c in self._auto_checks(ns, cc_none=True) or ["pass"]]
         body += ["else:"]
         body += [f"    {c}" for c in self._auto_checks(ns, cc_none=False) or ["pass"]]
@@ -593,7 +685,8 @@ class BackendRequirementOp:
             ]
         if self.heuristic_func is not None:
             # The heuristic gets a copy: were it given _ok itself, it could add a backend
-            # (an unknown one, or one the gate dropped) by editing the list in place.
+            # (an unknown one, or one the gate dropped) by editing the list in place.  Any
+            # other answer (reordered, shortened, with duplicates) goes through _filter.
             heur = render_call("_heuristic", specs["__func__"], lead="_ok.copy()")
             body += [
                 "if _ok:",
@@ -601,6 +694,7 @@ class BackendRequirementOp:
                 "    if _h != _ok:",
                 "        _ok = _filter(_h, _ok)",
             ]
+        lines: list[str] = []
         if self.experimental_backends:
             lines += [
                 "    _xok = _drop = ()",
@@ -631,8 +725,8 @@ class BackendRequirementOp:
         if routable is not None:
             items = ", ".join(routable) + ("," if len(routable) == 1 else "")
             lines += ["    if _route is not None:", f"        return _route(_ok, ({items}))"]
-        lines.append(f"    return {call_func}")
-        return self._compile(lines, ns)
+        lines.append(f"    return {render_call('_func', specs['__func__'])}")
+        return lines
 
     def _auto_checks(self, ns: dict[str, Any], *, cc_none: bool) -> list[str]:
         """The auto path's checker calls, in declaration order: viable stable backends are
@@ -679,18 +773,21 @@ class BackendRequirementOp:
             return f"(_cc is None or _cc in _ccs{i})"
         return f"_cc in _ccs{i}"
 
-    def _compile(self, lines: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
+    def _compile(
+        self, lines: list[str], ns: dict[str, Any], role: str = "dispatch"
+    ) -> Callable[..., Any]:
         ns["__name__"] = __name__
-        fn = compile_function(lines, ns, f"<backend_requirement {self.api_key}>")
+        label = "" if role == "dispatch" else f" {role}"
+        fn = compile_function(lines, ns, f"<backend_requirement {self.api_key}{label}>")
         fn.__name__ = self.api_name
-        fn.__qualname__ = f"{self.__wrapped__.__qualname__}[dispatch]"
+        fn.__qualname__ = f"{self.__wrapped__.__qualname__}[{role}]"
         return fn
 
     # ---- the reference path ------------------------------------------------------------
 
-    def _fail(self, cc: int | None, bound: dict[str, Any]) -> None:
+    def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
         """Called by the generated path when something does not fit: raise the error."""
-        self._select(cc, bound)
+        self._select(cc, bound, check_common)
         raise RuntimeError(
             f"{self.api_name}: a support checker gave a different answer when re-run for "
             "the error message; checkers must be deterministic functions of the inputs"
@@ -699,45 +796,90 @@ class BackendRequirementOp:
     def _check(self, fn: Any, spec_key: str, bound: Mapping[str, Any]) -> Any:
         return _invoke(fn, self._specs[spec_key], bound)
 
-    def _select(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
-        """Readable selection logic: returns the candidates or raises the explaining error."""
+    def _backend_name(self, bound: Mapping[str, Any]) -> str:
+        """The call's ``backend`` argument, refused with a TypeError unless it is a str."""
+        backend = bound.get("backend", "auto") if self.backend_checks else "auto"
+        if not isinstance(backend, str):
+            raise TypeError(
+                f"{self.api_name}: backend must be one backend name (a str), got "
+                f"{type(backend).__name__} {backend!r}. Available backends: "
+                f"{', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+            )
+        return backend
+
+    def _select(
+        self, cc: int | None, bound: dict[str, Any], check_common: bool = True
+    ) -> list[str]:
+        """Readable selection logic: returns the candidates or raises the explaining error.
+
+        ``check_common=False`` (a ``skip_check=True`` call) leaves the common check out.
+        """
         api = self.api_name
         self._state.clear_dropped()
-        backend: str = bound.get("backend", "auto") if self.backend_checks else "auto"
+        backend = self._backend_name(bound)
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             raise BackendSupportedError(
                 f"{api} does not support backend {backend!r}. Available backends: "
                 f"{', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
             )
-        if self.common_check is not None:
-            reason = None if self.backend_checks else _capability_reason(self.common_check, cc)
+        if not self.backend_checks and self.common_check is None:
+            raise ValueError(
+                "Invalid @backend_requirement decorator usage: no backend choices and no "
+                f"common_check for {api}"
+            )
+        if self.common_check is not None and check_common:
+            self._run_common_check(cc, bound, backend)
+        if not self.backend_checks:
+            return []
+        if backend != "auto":
+            return self._select_explicit(cc, bound, backend)
+        return self._select_auto(cc, bound)
+
+    def _run_common_check(self, cc: int | None, bound: dict[str, Any], backend: str) -> None:
+        """The common check; a ValueError it raises (malformed inputs) propagates."""
+        api = self.api_name
+        if not self.backend_checks:  # upstream: it carries the capability rule then
+            reason = _capability_reason(self.common_check, cc)
             if reason is not None:
                 raise BackendSupportedError(
                     f"{api} does not support compute capability {cc}: {reason}"
                 )
-            if not self._check(self.common_check, "__common__", bound):
-                raise ValueError(
-                    f"Problem size is not supported for {api}: its common check returned False "
-                    "for these inputs"
-                )
+        if self._check(self.common_check, "__common__", bound):
+            return
+        refused = "its common check returned False for these inputs"
         if not self.backend_checks:
-            return []
-        if backend != "auto":
-            checker = self.backend_checks[backend]
-            reason = _capability_reason(checker, cc)
-            if reason is not None:
-                raise BackendSupportedError(
-                    f"{api} does not support backend {backend!r} with capability {cc}: {reason}"
-                )
-            if not self._check(checker, backend, bound):
-                raise ValueError(
-                    f"Problem size is not supported for {api} with backend {backend!r}: "
-                    "its support check returned False for these inputs"
-                )
-            if backend in self.experimental_backends:
-                warn_experimental_backend_once(self.api_key, backend)
-            return [backend]
+            raise UnsupportedInputsError(f"Problem size is not supported for {api}: {refused}")
+        if backend == "auto":  # an automatic-selection failure, as upstream
+            raise BackendSupportedError(f"No suitable auto backends found for {api}: {refused}")
+        raise UnsupportedInputsError(
+            f"Problem size is not supported for {api} with backend {backend!r}: {refused}"
+        )
 
+    def _select_explicit(self, cc: int | None, bound: dict[str, Any], backend: str) -> list[str]:
+        api = self.api_name
+        checker = self.backend_checks[backend]
+        reason = _capability_reason(checker, cc)
+        if reason is not None:
+            raise BackendSupportedError(
+                f"{api} does not support backend {backend!r} with capability {cc}: {reason}"
+            )
+        try:
+            fits = self._check(checker, backend, bound)
+        except ValueError as exc:
+            raise UnsupportedInputsError(
+                f"{api} cannot run these inputs with backend {backend!r}: {exc}"
+            ) from exc
+        if not fits:
+            raise UnsupportedInputsError(
+                f"Problem size is not supported for {api} with backend {backend!r}: "
+                "its support check returned False for these inputs"
+            )
+        if backend in self.experimental_backends:
+            warn_experimental_backend_once(self.api_key, backend)
+        return [backend]
+
+    def _select_auto(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
+        api = self.api_name
         reasons: dict[str, str] = {}
         viable: list[str] = []
         for name, checker in self.backend_checks.items():
@@ -798,8 +940,11 @@ class BackendRequirementOp:
         """
         bound_args = self._sig.signature.bind(*args, **kwargs)  # TypeError as for the API
         bound_args.apply_defaults()
-        if not skip_check:
-            bound = dict(bound_args.arguments)
+        bound = dict(bound_args.arguments)
+        # skip_check=True skips every check of an explicit backend; "auto" still has to
+        # choose, so it runs the selection without the common check.
+        auto = bool(self.backend_checks) and bound["backend"] == "auto"
+        if not skip_check or auto:
             # The values the generated path scans: named ones and *args, not backend.
             values: list[Any] = []
             for how, n in self._specs["__func__"]:
@@ -807,9 +952,10 @@ class BackendRequirementOp:
                     values.append(bound[n])
                 elif how == "star":
                     values.extend(bound[n])
-            candidates = self._select(find_compute_capability(*values), bound)
+            cc = find_compute_capability(*values)
+            candidates = self._select(cc, bound, check_common=not skip_check)
             route = self._ns["_route"]
-            if route is not None and self.backend_checks and bound["backend"] == "auto":
+            if route is not None and auto:
                 names = self.routed_inputs() or []
                 return route(candidates, tuple(bound[n] for n in names))
         return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
@@ -866,7 +1012,15 @@ class BackendRequirementOp:
         return backend in self.experimental_backends
 
     def is_backend_supported(self, backend: str, cc: int | None = None) -> bool:
-        """Whether ``backend`` exists and (given ``cc``) declares support for that capability."""
+        """Whether ``backend`` exists and (given ``cc``) declares support for that capability.
+
+        Raises ``ValueError`` on an API without backend choices (as upstream): there is no
+        backend to ask about; use :meth:`is_compute_capability_supported`.
+        """
+        if not self.backend_checks:
+            raise ValueError(
+                f"Invalid is_backend_supported call: no backend choices for {self.api_name}"
+            )
         checker = self.backend_checks.get(backend)
         if checker is None:
             return False
@@ -876,9 +1030,20 @@ class BackendRequirementOp:
         return bool(is_supported and is_supported(cc))
 
     def is_compute_capability_supported(self, cc: int) -> bool:
+        """Whether any backend (an API without backends: its common check) declares ``cc``.
+
+        On an API without backends whose common check carries no
+        :func:`supported_compute_capability` mark, raises ``ValueError`` (as upstream).
+        """
         if not self.backend_checks:
             is_supported = getattr(self.common_check, "is_compute_capability_supported", None)
-            return bool(is_supported and is_supported(cc))
+            if is_supported is None:
+                checker = getattr(self.common_check, "__name__", "the common check")
+                raise ValueError(
+                    f"Invalid is_compute_capability_supported call: {checker} does not have "
+                    "is_compute_capability_supported decorator"
+                )
+            return bool(is_supported(cc))
         return any(self.is_backend_supported(b, cc) for b in self.backend_checks)
 
     def backend_runnable_reason(self, backend: str, cc: int | None) -> str | None:
@@ -888,11 +1053,53 @@ class BackendRequirementOp:
         return _capability_reason(self.backend_checks[backend], cc)
 
 
+class BackendOp(Protocol[P, R_co]):
+    """What :func:`backend_requirement` returns, as a type checker sees it.
+
+    Called with the API's own parameters, it returns what the API returns: a checker
+    reports a wrong argument or a wrong use of the result.  ``skip_check`` is part of
+    those parameters only where the API declares it (``*, skip_check: bool = False``);
+    the dispatcher takes it either way.  The attributes are the dispatcher's (see
+    :class:`BackendRequirementOp`).  At run time the object is a plain function.
+    """
+
+    api_name: str
+    api_key: str
+    backend_checks: Mapping[str, Callable[..., Any]]
+    common_check: Callable[..., Any] | None
+    heuristic_func: Callable[..., Any] | None
+    experimental_backends: frozenset[str]
+    stable_backends: tuple[str, ...]
+    suitable_auto_backends: PerThreadList
+    dropped_experimental_backends: PerThreadList
+    dispatcher: BackendRequirementOp
+    __generated_source__: str
+
+    @property
+    def __wrapped__(self) -> Callable[P, R_co]: ...
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    def call_reference(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    def has_backend(self, backend: str) -> bool: ...
+
+    def has_backend_choices(self) -> bool: ...
+
+    def is_backend_supported(self, backend: str, cc: int | None = None) -> bool: ...
+
+    def is_compute_capability_supported(self, cc: int) -> bool: ...
+
+    def is_experimental_backend(self, backend: str) -> bool: ...
+
+    def backend_runnable_reason(self, backend: str, cc: int | None) -> str | None: ...
+
+
 def backend_requirement(
     backend_checks: Mapping[str, Callable[..., Any]],
     common_check: Callable[..., Any] | None = None,
     heuristic_func: Callable[..., Any] | None = None,
-) -> Callable[[Callable[..., Any]], Any]:
+) -> Callable[[Callable[P, R]], BackendOp[P, R]]:
     """Decorate an API with its backends' support checkers.
 
     ``backend_checks`` maps a backend name to a checker that receives the API's arguments
@@ -907,7 +1114,8 @@ def backend_requirement(
     no suitable ``"auto"`` candidate; ``ValueError`` for an unsupported problem size.
     """
 
-    def decorator(func: Callable[..., Any]) -> Any:
-        return BackendRequirementOp(func, backend_checks, common_check, heuristic_func).function
+    def decorator(func: Callable[P, R]) -> BackendOp[P, R]:
+        op = BackendRequirementOp(func, backend_checks, common_check, heuristic_func)
+        return cast("BackendOp[P, R]", op.function)
 
     return decorator

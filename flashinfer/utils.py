@@ -1,8 +1,10 @@
 """Upstream import path for the dispatcher's names: re-exports only, nothing lives here."""
 
 from .backend_dispatch import (
+    BackendOp,
     BackendRequirementOp,
     BackendSupportedError,
+    UnsupportedInputsError,
     backend_requirement,
     experimental_backend,
     find_compute_capability,
@@ -11,8 +13,10 @@ from .backend_dispatch import (
 )
 
 __all__ = [
+    "BackendOp",
     "BackendRequirementOp",
     "BackendSupportedError",
+    "UnsupportedInputsError",
     "backend_requirement",
     "experimental_backend",
     "find_compute_capability",

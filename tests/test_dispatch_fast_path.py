@@ -16,6 +16,7 @@ import builtins
 import contextlib
 import inspect
 import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ import flashinfer.backend_dispatch as bd
 from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.backend_dispatch import (
     BackendSupportedError,
+    UnsupportedInputsError,
     backend_requirement,
     experimental_backend,
     supported_compute_capability,
@@ -46,6 +48,8 @@ SIGNATURES: dict[str, str] = {
     "varargs": "(x, *rest, backend='auto', **extra)",
     "kwargs": "(x, w=None, backend='auto', **extra)",
     "backend_first": "(backend, x, w=None)",
+    # declares the dispatcher's skip_check itself (so that type checkers see it)
+    "declared_skip": "(x, w, *, backend='auto', skip_check=False)",
 }
 
 # How a checker declares its parameters relative to the API's.
@@ -152,6 +156,10 @@ def make_heuristic(kind: str, rec: Recorder) -> Callable[..., Any] | None:
         if kind == "add_in_place":  # ... not even by editing the list it was given
             candidates.insert(0, "not_a_backend")
             return candidates
+        if kind == "duplicate":  # ... nor name one twice
+            return [*candidates, *candidates]
+        if kind == "duplicate_reversed":
+            return [*reversed(candidates), *candidates]
         raise AssertionError(kind)
 
     return heuristic
@@ -286,6 +294,8 @@ HEURISTICS = (
     "empty",
     "add_unknown",
     "add_in_place",
+    "duplicate",
+    "duplicate_reversed",
 )
 
 
@@ -319,12 +329,15 @@ def calls(draw: st.DrawFn, signature_key: str, backend_names: list[str]) -> tupl
     cc = draw(st.sampled_from([None, None, 80, 90, 75]))
     if cc is not None and tensors:
         x.fake_cc = cc
-    backend = draw(st.sampled_from([*backend_names, "auto", "auto", "nope", None]))
+    # None, a list and an int are not backend names: a TypeError, the same in both paths
+    backend = draw(st.sampled_from([*backend_names, "auto", "auto", "nope", None, ["a"], 3]))
     values = {"x": x, "w": torch.ones(2) if tensors else 7, "scale": 2.0, "backend": backend}
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     positional_open = True
     for p in sig.parameters.values():
+        if p.name == "skip_check":  # drawn below, for every signature
+            continue
         if p.kind == p.VAR_POSITIONAL:
             if positional_open:
                 rest = draw(st.lists(st.sampled_from([1, "r"]), max_size=2))
@@ -356,6 +369,8 @@ def calls(draw: st.DrawFn, signature_key: str, backend_names: list[str]) -> tupl
             positional_open = False
             if how == "kw":
                 kwargs[p.name] = values[p.name]
+    if draw(st.sampled_from([False, False, False, True])):
+        kwargs["skip_check"] = True
     return tuple(args), kwargs, draw(st.sampled_from([None, None, "0", "1", "1", "yes", ""]))
 
 
@@ -419,6 +434,7 @@ def plain_call(signature_key: str) -> tuple[tuple, dict[str, Any]]:
         "varargs": ((X,), {}),
         "kwargs": ((X,), {"w": W}),
         "backend_first": ((), {"x": X, "w": W}),
+        "declared_skip": ((X, W), {}),
     }[signature_key]
 
 
@@ -518,7 +534,7 @@ def test_every_signature_positional_keyword_default(signature_key, backend, gate
     op, rec = make_op(SIGNATURES[signature_key], backends, common="ok", heuristic="reverse")
     sig = inspect.signature(op)
     params = [p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    values = {"x": X, "w": W, "scale": 3.0, "backend": backend}
+    values = {"x": X, "w": W, "scale": 3.0, "backend": backend, "skip_check": False}
     styles = []
     # every parameter by keyword where allowed; positionally where allowed; defaults omitted
     kw = {p.name: values[p.name] for p in params if p.kind != p.POSITIONAL_ONLY}
@@ -556,7 +572,7 @@ def test_explicit_experimental_backend_warns_once_and_runs():
     out = assert_agree(op, rec, X, W, backend="e")
     assert out["result"][1][0] == "e"
     assert [c for c, _ in out["warnings"]] == [flashinfer.ExperimentalWarning]
-    assert "selected explicitly" in out["warnings"][0][1]
+    assert "was selected for 'api' explicitly" in out["warnings"][0][1]
 
 
 @pytest.mark.parametrize("gate_value", [None, "0", "", "1"])
@@ -612,14 +628,58 @@ def test_unknown_backend_is_reported_before_the_common_check(common):
 def test_checker_false(backend):
     op, rec = make_op(PLAIN, _table(a="false"))
     out = assert_agree(op, rec, X, W, backend=backend)
-    expected = ValueError if backend == "a" else BackendSupportedError
+    expected = UnsupportedInputsError if backend == "a" else BackendSupportedError
     assert out["result"][:2] == ("error", expected)
+    if backend == "a":
+        assert out["result"][2] == (
+            "Problem size is not supported for api with backend 'a': its support check "
+            "returned False for these inputs"
+        )
 
 
-def test_checker_raising_value_error_explicit_propagates():
+def test_unsupported_inputs_error_is_both_upstream_types():
+    """Upstream's contract: a problem-size rejection is a ValueError; ours is also a
+    BackendSupportedError, so either except clause catches it."""
+    assert issubclass(UnsupportedInputsError, ValueError)
+    assert issubclass(UnsupportedInputsError, BackendSupportedError)
+
+
+def test_checker_raising_value_error_explicit_names_op_backend_and_reason():
     op, rec = make_op(PLAIN, _table(a="raise"))
     out = assert_agree(op, rec, X, W, backend="a")
-    assert out["result"] == ("error", ValueError, "checker says these inputs are not supported")
+    assert out["result"] == (
+        "error",
+        UnsupportedInputsError,
+        "api cannot run these inputs with backend 'a': checker says these inputs are not supported",
+    )
+    for fn in (op, op.call_reference):
+        with pytest.raises(UnsupportedInputsError) as info:
+            fn(X, W, backend="a")
+        assert type(info.value.__cause__) is ValueError  # the checker's own error
+        assert str(info.value.__cause__) == "checker says these inputs are not supported"
+
+
+def test_checker_raising_other_errors_propagates_explicit():
+    """Only a ValueError is a checker's "no"; anything else is a bug and propagates."""
+    op, rec = make_op(PLAIN, _table(a="type_error"))
+    out = assert_agree(op, rec, X, W, backend="a")
+    assert out["result"] == ("error", TypeError, "checker crashed")
+
+
+@pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
+@pytest.mark.parametrize("bad", [["a"], ("a",), 3, None, b"a"])
+def test_backend_that_is_not_a_str_is_a_type_error_naming_it(signature_key, bad):
+    """Not only the list the attack used: any non-str value, in both paths, before any
+    check runs, with the parameter, the value and the valid backends in the message."""
+    op, rec = make_op(SIGNATURES[signature_key], _table(a="ok", b="ok"), common="ok")
+    args, kwargs = plain_call(signature_key)
+    out = assert_agree(op, rec, *args, **kwargs, backend=bad)
+    kind, exc_type, message = out["result"]
+    assert (kind, exc_type) == ("error", TypeError)
+    assert message == (
+        f"api: backend must be one backend name (a str), got {type(bad).__name__} {bad!r}. "
+        "Available backends: 'a', 'b', or 'auto'."
+    )
 
 
 def test_checker_raising_value_error_in_auto_skips_the_backend():
@@ -637,12 +697,41 @@ def test_checker_raising_other_errors_propagates_in_auto():
     assert out["result"] == ("error", TypeError, "checker crashed")
 
 
-@pytest.mark.parametrize("backend", ["a", "auto"])
-def test_common_check_false(backend):
+def test_common_check_false_explicit_is_a_value_error_naming_the_backend():
     op, rec = make_op(PLAIN, _table(a="ok"), common="false")
+    out = assert_agree(op, rec, X, W, backend="a")
+    assert out["result"] == (
+        "error",
+        UnsupportedInputsError,
+        "Problem size is not supported for api with backend 'a': its common check returned "
+        "False for these inputs",
+    )
+
+
+@pytest.mark.parametrize("gate_value", [None, "1"])
+def test_common_check_false_auto_is_a_selection_failure(gate_value):
+    """Upstream: an automatic-selection failure (BackendSupportedError, not a ValueError),
+    no word of the gate, and the dropped list of an earlier call cleared."""
+    backends = [("a", "same", "ok", False, "undeclared"), ("e", "same", "ok", True, "undeclared")]
+    op, rec = make_op(PLAIN, backends, common="false")
+    with gate(gate_value):
+        out = assert_agree(op, rec, X, W)  # outcome() leaves a stale dropped record first
+    kind, exc_type, message = out["result"]
+    assert (kind, exc_type) == ("error", BackendSupportedError)
+    assert not issubclass(exc_type, ValueError)
+    assert message == (
+        "No suitable auto backends found for api: its common check returned False for these inputs"
+    )
+    assert GATE not in message
+    assert out["dropped_after"] == []
+
+
+@pytest.mark.parametrize("backend", ["a", "auto"])
+def test_common_check_raising_propagates_its_value_error(backend):
+    """A common check that raises is the API's input validation: its ValueError as is."""
+    op, rec = make_op(PLAIN, _table(a="ok"), common="raise")
     out = assert_agree(op, rec, X, W, backend=backend)
-    assert out["result"][:2] == ("error", ValueError)
-    assert "common check returned False" in out["result"][2]
+    assert out["result"] == ("error", ValueError, "checker says these inputs are not supported")
 
 
 @pytest.mark.parametrize(
@@ -654,6 +743,8 @@ def test_common_check_false(backend):
         ("drop_first", ["b", "c"]),
         ("add_unknown", ["a", "b", "c"]),
         ("add_in_place", ["a", "b", "c"]),
+        ("duplicate", ["a", "b", "c"]),
+        ("duplicate_reversed", ["c", "b", "a"]),
     ],
 )
 def test_heuristic_reorders_and_drops(heuristic, expected):
@@ -661,6 +752,31 @@ def test_heuristic_reorders_and_drops(heuristic, expected):
     out = assert_agree(op, rec, X, W)
     assert out["result"][1][:2] == ("auto", expected)
     assert out["calls"]["heuristic"] == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    answer=st.lists(st.sampled_from(["a", "b", "c", "zz"]), max_size=8),
+    fits=st.sets(st.sampled_from(["a", "b", "c"]), min_size=1),
+)
+def test_candidates_follow_the_heuristic_once_each(answer, fits):
+    """Whatever the heuristic answers (repeats, unknown names, viable or not), the
+    candidates are the viable names it gave, in its order, each once, in both paths."""
+
+    def checker(name: str) -> Callable[..., bool]:
+        return lambda x, backend="auto": name in fits
+
+    op = backend_requirement(
+        {n: checker(n) for n in ("a", "b", "c")},
+        heuristic_func=lambda candidates, x, backend="auto": list(answer),
+    )(lambda x, backend="auto": list(op.suitable_auto_backends))
+    expected = list(dict.fromkeys(n for n in answer if n in fits))
+    for fn in (op, op.call_reference):
+        if expected:
+            assert fn(X) == expected
+        else:
+            with pytest.raises(BackendSupportedError, match="left out by the heuristic"):
+                fn(X)
 
 
 def test_heuristic_dropping_everything():
@@ -772,11 +888,11 @@ def test_positional_only_passed_by_keyword_is_a_type_error():
 
 
 @pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
-def test_skip_check_calls_the_body_with_no_checks(signature_key):
+def test_skip_check_with_a_named_backend_calls_the_body_with_no_checks(signature_key):
     backends = [("a", "same", "false", False, "gpu_90"), ("e", "same", "raise", True, "gpu_90")]
     op, rec = make_op(SIGNATURES[signature_key], backends, common="raise", heuristic="empty")
     args, kwargs = plain_call(signature_key)
-    for backend in ("a", "e", "auto", "nope"):
+    for backend in ("a", "e", "nope"):
         results = []
         for fn in (op, op.call_reference):
             rec.reset()
@@ -787,6 +903,133 @@ def test_skip_check_calls_the_body_with_no_checks(signature_key):
             results.append((got[0], got[3]))
         assert results[0] == results[1]
         assert results[0][0] == backend
+
+
+SKIP_AUTO_TABLE = [
+    ("a", "same", "ok", False, "undeclared"),
+    ("b", "same", "false", False, "undeclared"),
+    ("e", "same", "ok", True, "undeclared"),
+]
+
+
+@pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
+@pytest.mark.parametrize("gate_value", [None, "1"])
+@pytest.mark.parametrize("spelled", ["default", "explicit"])
+def test_skip_check_auto_selects_without_the_common_check(signature_key, gate_value, spelled):
+    """backend="auto" (by default or spelled out) with skip_check=True still chooses: the
+    support checkers, the gate and the heuristic run as on a checked call; only the common
+    check (the API's input validation) is skipped."""
+    op, rec = make_op(
+        SIGNATURES[signature_key], SKIP_AUTO_TABLE, common="raise", heuristic="reverse"
+    )
+    args, kwargs = plain_call(signature_key)
+    if spelled == "explicit" or signature_key == "backend_first":
+        kwargs = {**kwargs, "backend": "auto"}
+    with gate(gate_value):
+        out = assert_agree(op, rec, *args, **kwargs, skip_check=True)
+    backend, suitable, dropped, _ = out["result"][1]
+    assert out["calls"] == {"a": 1, "b": 1, "e": 1, "heuristic": 1}  # no "common"
+    if gate_value == "1":
+        assert (backend, suitable, dropped) == ("auto", ["e", "a"], [])
+        assert "picked automatically" in out["warnings"][0][1]
+    else:  # the gate applies: the experimental backend never joins the candidates
+        assert (backend, suitable, dropped) == ("auto", ["a"], ["e"])
+        assert out["warnings"] == []
+
+
+def test_skip_check_auto_with_nothing_suitable_raises_the_selection_error():
+    op, rec = make_op(PLAIN, _table(a="false", b="raise"), common="raise")
+    out = assert_agree(op, rec, X, W, skip_check=True)
+    kind, exc_type, message = out["result"]
+    assert (kind, exc_type) == ("error", BackendSupportedError)
+    assert message.startswith("No suitable auto backends found for api; every candidate")
+
+
+def test_skip_check_auto_routes_to_the_router_with_the_candidates():
+    op, rec = make_op(PLAIN, SKIP_AUTO_TABLE, common="raise", heuristic="reverse")
+    op.dispatcher.route_auto(recording_router(op))
+    out = assert_agree(op, rec, X, W, skip_check=True)
+    assert out["result"][1] == ("routed", ["a"], (X, W, 1.0), (["a"], ["e"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), signature_key=st.sampled_from(sorted(SIGNATURES)))
+def test_skip_check_auto_chooses_as_a_checked_call_does(data, signature_key):
+    """The property behind the fix: with inputs the common check accepts, skip_check=True
+    changes nothing about what backend="auto" chooses, records, warns or raises."""
+    backends = data.draw(backend_tables(signature_key), label="backends")
+    heuristic = data.draw(st.sampled_from(HEURISTICS), "heuristic")
+    op, rec = make_op(SIGNATURES[signature_key], backends, common="ok", heuristic=heuristic)
+    args, kwargs = plain_call(signature_key)
+    if signature_key == "backend_first":
+        kwargs = {**kwargs, "backend": "auto"}
+    gate_value = data.draw(st.sampled_from([None, "0", "1"]), "gate")
+    with gate(gate_value):
+        checked = outcome(op, op, args, kwargs, rec)
+        skipped = outcome(op, op, args, {**kwargs, "skip_check": True}, rec)
+    if checked["calls"] is not None:
+        checked["calls"].pop("common")
+    assert skipped == checked
+
+
+@pytest.mark.parametrize("path", ["fast", "reference"])
+def test_skip_check_auto_never_reuses_another_calls_candidates(path):
+    """A fresh thread has no list to reuse (the body's ``[0]`` was an IndexError), and a
+    thread whose last checked call had other inputs does not reuse that stale list."""
+
+    def small(x, backend="auto"):
+        return x.numel() < 3
+
+    def any_size(x, backend="auto"):
+        return True
+
+    @backend_requirement({"small": small, "big": any_size})
+    def op(x, backend="auto"):
+        return op.suitable_auto_backends[0], list(op.suitable_auto_backends)
+
+    fn = op if path == "fast" else op.call_reference
+    seen: list[Any] = []
+
+    def run() -> None:
+        seen.append(fn(torch.zeros(1), skip_check=True))  # a fresh thread
+        seen.append(fn(torch.zeros(8)))  # a checked call: only "big" fits
+        seen.append(fn(torch.zeros(1), skip_check=True))  # not that stale list
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [("small", ["small", "big"]), ("big", ["big"]), ("small", ["small", "big"])]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        "x, skip_check=False, backend='auto'",
+        "x, *, skip_check=True, backend='auto'",
+        "x, *, skip_check, backend='auto'",
+        "x, *, skip_check=0, backend='auto'",
+    ],
+)
+def test_declared_skip_check_must_be_keyword_only_defaulting_to_false(params):
+    api = _make(f"def api({params}):\n    return x\n", {}, "api")
+    with pytest.raises(TypeError, match=r"declare it as `\*, skip_check: bool = False`"):
+        backend_requirement({"a": lambda x, backend: True})(api)
+
+
+def test_declared_skip_check_is_taken_by_the_dispatcher():
+    """An API may declare skip_check (so that type checkers see it): the dispatcher takes
+    it, checkers and body never receive it (the body sees its default)."""
+    op, rec = make_op(SIGNATURES["declared_skip"], _table(a="false"), common="raise")
+    assert list(inspect.signature(op).parameters) == ["x", "w", "backend", "skip_check"]
+    assert op.dispatcher.routed_inputs() == ["x", "w"]
+    for fn in (op, op.call_reference):
+        got = fn(X, W, backend="a", skip_check=True)
+        assert got[0] == "a" and got[3]["skip_check"] is False
+        with pytest.raises(ValueError, match="checker says"):
+            fn(X, W, backend="a")
+    rec.reset()
+    op(X, W, backend="a", skip_check=True)
+    assert rec.calls == {}
 
 
 # ---- checkers called once, with the right arguments ----------------------------------
