@@ -23,7 +23,7 @@ import functools
 import inspect
 import operator
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 import torch
@@ -403,13 +403,19 @@ class PerThreadList(Sequence[str]):
         # A C-level callable: reading the current value costs no Python frame.
         self._current = self.current = functools.partial(operator.attrgetter(f"r.{field}"), state)
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
         return self._current()[index]
 
     def __len__(self) -> int:
         return len(self._current())
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[str]:
         return iter(self._current())
 
     def __contains__(self, value: object) -> bool:  # Sequence's default iterates in Python

@@ -366,6 +366,7 @@ def mm(
     out: torch.Tensor | None = None,
     out_dtype: torch.dtype | None = None,
     backend: str = "auto",
+    skip_check: bool = False,
 ) -> torch.Tensor:
     """Matrix multiply ``a @ b`` of two 2-D matrices with fp32 accumulation.
 
@@ -383,6 +384,9 @@ def mm(
             support the inputs, leaving experimental ones out unless
             ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``; inside
             ``flashinfer.autotune()`` it times them and remembers the fastest.
+        skip_check: ``True`` skips validating the inputs: a named backend runs unchecked;
+            ``"auto"`` still chooses by the backends' support checks (see
+            :func:`flashinfer.backend_requirement`).
 
     Returns:
         The ``(M, N)`` product (``out`` when given).

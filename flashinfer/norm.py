@@ -224,6 +224,7 @@ def rmsnorm(
     *,
     out: torch.Tensor | None = None,
     backend: str = "auto",
+    skip_check: bool = False,
 ) -> torch.Tensor:
     r"""Root-mean-square normalisation over the last dimension.
 
@@ -240,6 +241,9 @@ def rmsnorm(
         backend: ``"auto"`` (default: the fastest suitable backend for the inputs),
             ``"torch"`` (reference; CPU and CUDA) or ``"triton"`` (CUDA; CPU tensors only
             under ``TRITON_INTERPRET=1``; needs a contiguous last dimension).
+        skip_check: ``True`` skips validating the inputs: a named backend runs unchecked;
+            ``"auto"`` still chooses by the backends' support checks (see
+            :func:`flashinfer.backend_requirement`).
 
     Returns:
         The normalised tensor (``out`` when given).
