@@ -20,16 +20,18 @@ import logging
 import os
 import sys
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, get_args, overload
 
 from ._codegen import ParameterList, compile_function, render_call
 
 __all__ = [
     "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
     "APIRecord",
+    "EXPERIMENTAL_WARNINGS_ENV",
     "ExperimentalInfo",
     "ExperimentalWarning",
     "api_inventory",
@@ -44,10 +46,21 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
+# What the experimental marker accepts and gives back unchanged in type: a function (its
+# parameters, return type and overloads stay visible to a type checker), a class (still
+# that class), or a staticmethod / classmethod object.
+_Marked = TypeVar(
+    "_Marked", bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]"
+)
 
 ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+# Upstream's name for the same variable (its tests import it from here).
+_EXPERIMENTAL_AUTO_ENV_VAR = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 _ACCEPTED_VALUES = "'1' (on), '0' or empty/unset (off)"
+EXPERIMENTAL_WARNINGS_ENV = "FLASHINFER_EXPERIMENTAL_WARNINGS"
+# Python's warning-filter actions, by their full names: no prefixes, no case folding.
+_Action = Literal["default", "error", "ignore", "always", "module", "once"]
+_WARNING_ACTIONS: tuple[_Action, ...] = get_args(_Action)
 
 
 class ExperimentalWarning(UserWarning):
@@ -69,16 +82,26 @@ def _is_internal_frame(frame: Any) -> bool:
     return name == "flashinfer" or name.startswith(("flashinfer.", "wrapt", "functools"))
 
 
+def _is_import_machinery(frame: Any) -> bool:
+    # The test warnings.warn itself uses to leave importlib's frames out of ``stacklevel``.
+    filename = frame.f_code.co_filename
+    return "importlib" in filename and "_bootstrap" in filename
+
+
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning issued by the caller point at user code.
 
     Counts frames from the caller of this function up to the first frame outside the
-    ``flashinfer`` package.  Only called on the rare path that actually warns.
+    ``flashinfer`` package, leaving out importlib's frames as ``warnings.warn`` does (a
+    warning issued while ``flashinfer`` is imported points at the ``import`` line).  Only
+    called on the rare path that actually warns.
     """
     frame: Any = sys._getframe(1)
     level = 1
     while frame is not None and _is_internal_frame(frame):
         frame = frame.f_back
+        while frame is not None and _is_import_machinery(frame):
+            frame = frame.f_back
         level += 1
     return level
 
@@ -94,7 +117,7 @@ _environ_object = os.environ
 _environ_bytes: dict[bytes, bytes] | None = (
     getattr(os.environ, "_data", None) if os.name == "posix" else None
 )
-_warned_env_values: set[str] = set()
+_warned_env_values: set[tuple[str, str]] = set()  # (variable, value) pairs warned about
 _warn_lock = threading.Lock()
 
 
@@ -128,18 +151,25 @@ def experimental_auto_backends_allowed() -> bool:
         return True
     if not raw or raw == "0":
         return False
-    if raw not in _warned_env_values:
-        with _warn_lock:
-            first = raw not in _warned_env_values
-            _warned_env_values.add(raw)
-        if first:
-            warnings.warn(
-                f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}={raw!r} is not a recognised value; "
-                f"treating it as off. Accepted values: {_ACCEPTED_VALUES}.",
-                RuntimeWarning,
-                stacklevel=user_stacklevel(),
-            )
+    _warn_unrecognised_once(
+        ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, "treating it as off", _ACCEPTED_VALUES
+    )
     return False
+
+
+def _warn_unrecognised_once(variable: str, raw: str, effect: str, accepted: str) -> None:
+    """One RuntimeWarning per (variable, value): the value, what is done instead, the fix."""
+    if (variable, raw) in _warned_env_values:
+        return
+    with _warn_lock:
+        first = (variable, raw) not in _warned_env_values
+        _warned_env_values.add((variable, raw))
+    if first:
+        warnings.warn(
+            f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
 
 
 def require_experimental_auto_backends(feature: str) -> None:
@@ -180,6 +210,48 @@ class _OnceFlag:
 
 _once_flags: list[_OnceFlag] = []
 _backend_flags: dict[tuple[str, str], _OnceFlag] = {}
+# The (API, backend) pairs that have warned.  Upstream keeps this set and its tests forget
+# the warnings by assigning a fresh one (``monkeypatch.setattr``); here the once-flags
+# decide, and assigning a set to this name makes exactly its pairs count as warned (see
+# _ApiLoggingModule at the end of this module).
+_WARNED_EXPERIMENTAL_BACKENDS: set[tuple[str, str]] = set()
+
+
+def _experimental_warnings_action() -> _Action | None:
+    """The filter action ``FLASHINFER_EXPERIMENTAL_WARNINGS`` asks for; None when unset.
+
+    Read each time an ExperimentalWarning is issued.  An unknown value warns once (a
+    RuntimeWarning naming the variable and the accepted values) and is ignored.
+    """
+    raw = os.environ.get(EXPERIMENTAL_WARNINGS_ENV)
+    if not raw:
+        return None
+    for action in _WARNING_ACTIONS:
+        if raw == action:
+            return action
+    accepted = ", ".join(repr(a) for a in _WARNING_ACTIONS) + ", or empty/unset"
+    _warn_unrecognised_once(EXPERIMENTAL_WARNINGS_ENV, raw, "ignoring it", accepted)
+    return None
+
+
+def _issue(flag: _OnceFlag, message: str) -> None:
+    """Issue the ExperimentalWarning of a once-flag that the caller has just claimed.
+
+    ``FLASHINFER_EXPERIMENTAL_WARNINGS=<action>`` puts ``<action>`` first among the warning
+    filters for ExperimentalWarning, again at every warning (a ``catch_warnings`` block that
+    has ended takes it away), so it decides over any other filter.  When a filter turns the
+    warning into an error, the flag is released: the next use is refused as well, instead of
+    running silently.
+    """
+    try:
+        action = _experimental_warnings_action()
+        if action is not None:
+            with _warn_lock:  # warnings' own filter list is not guarded on Python < 3.13
+                warnings.filterwarnings(action, category=ExperimentalWarning)
+        warnings.warn(message, ExperimentalWarning, stacklevel=user_stacklevel())
+    except BaseException:
+        flag.warned = False
+        raise
 
 
 def _new_flag() -> _OnceFlag:
@@ -201,9 +273,16 @@ def backend_warning_flag(api: str, backend: str) -> _OnceFlag:
     return flag
 
 
+def _plain_name(api: str) -> str:
+    """``"flashinfer.gemm.mm"`` -> ``"mm"``: the name users call (the last part of a key)."""
+    return api.rsplit(".", 1)[-1]
+
+
 def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = False) -> None:
     """Warn once per process for each (API, backend) pair that an experimental backend runs.
 
+    ``api`` is the API's qualified name (``"flashinfer.gemm.mm"``) or its plain name; the
+    message quotes the plain one: ``Experimental backend 'splitk' was selected for 'mm' ...``.
     ``automatic=True`` words the warning for a backend picked by ``backend="auto"`` or the
     autotuner; otherwise it says the backend was selected explicitly by name.
     """
@@ -212,17 +291,17 @@ def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = 
         return
     if automatic:
         how = (
-            f"was picked automatically for {api}(backend='auto') because "
-            f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1"
+            f"was picked automatically for {_plain_name(api)!r} ({api}(backend='auto')) "
+            f"because {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1"
         )
     else:
-        how = f"was selected explicitly for {api}(backend={backend!r})"
-    warnings.warn(
+        how = f"was selected for {_plain_name(api)!r} explicitly ({api}(backend={backend!r}))"
+    _issue(
+        flag,
         f"Experimental backend {backend!r} {how}. Experimental backends may change or be "
         "removed without deprecation.",
-        ExperimentalWarning,
-        stacklevel=user_stacklevel(),
     )
+    _WARNED_EXPERIMENTAL_BACKENDS.add((api, backend))
 
 
 def reset_experimental_warnings() -> None:
@@ -232,8 +311,17 @@ def reset_experimental_warnings() -> None:
     """
     with _warn_lock:
         _warned_env_values.clear()
+        _WARNED_EXPERIMENTAL_BACKENDS.clear()
         for flag in _once_flags:
             flag.warned = False
+
+
+def _adopt_backend_warning_record(record: set[tuple[str, str]]) -> None:
+    """After ``_WARNED_EXPERIMENTAL_BACKENDS = record``: exactly its pairs count as warned."""
+    for flag in list(_backend_flags.values()):
+        flag.warned = False
+    for api, backend in record:
+        backend_warning_flag(api, backend).warned = True
 
 
 # --------------------------------------------------------------------------------------
@@ -374,8 +462,9 @@ def flashinfer_api(func: F) -> F:
 # --------------------------------------------------------------------------------------
 
 _BANNER = (
-    "**Experimental API** (feature ``{feature}``): it may change or be removed without "
-    "deprecation. Calling it is the opt-in; the first call warns with ExperimentalWarning."
+    "**Experimental API** (feature ``{feature}``): this API is experimental; it may change "
+    "or be removed without deprecation. Calling it is the opt-in; the first call warns with "
+    "ExperimentalWarning."
 )
 
 
@@ -386,13 +475,10 @@ def _with_banner(doc: str | None, feature: str) -> str:
     return f"{banner}\n\n{inspect.cleandoc(doc)}"
 
 
-def _warn_api(feature: str, name: str) -> None:
-    label = name if feature == name else f"{name} (feature {feature!r})"
-    warnings.warn(
-        f"{label} is an experimental API: it may change or disappear without deprecation.",
-        ExperimentalWarning,
-        stacklevel=user_stacklevel(),
-    )
+def _api_message(feature: str, name: str) -> str:
+    # Starts with "Experimental", like the backend warnings: a -W message filter can match both.
+    label = repr(name) if feature == name else f"{name!r} (feature {feature!r})"
+    return f"Experimental API {label} may change or disappear without deprecation."
 
 
 def _mark(obj: Any, info: ExperimentalInfo) -> None:
@@ -404,58 +490,143 @@ def _mark(obj: Any, info: ExperimentalInfo) -> None:
         pass
 
 
+# The generated wrapper is of the same kind as the function it wraps, so that
+# inspect.iscoroutinefunction / isgeneratorfunction / isasyncgenfunction still answer True
+# (asyncio, pytest fixtures and frameworks branch on them).  Such a wrapper warns when its
+# body first runs: at the first await, next() or async iteration.
+_FORWARD_ASYNC_GENERATOR = [
+    # ``yield from`` for an async generator: values, asend(), athrow() and aclose() pass on.
+    "_it = {call}",
+    "try:",
+    "    _v = await _it.__anext__()",
+    "except StopAsyncIteration:",
+    "    return",
+    "while True:",
+    "    try:",
+    "        _s = yield _v",
+    "    except GeneratorExit:",
+    "        await _it.aclose()",
+    "        raise",
+    "    except BaseException as _e:",
+    "        _step = _it.athrow(_e)",
+    "    else:",
+    "        _step = _it.__anext__() if _s is None else _it.asend(_s)",
+    "    try:",
+    "        _v = await _step",
+    "    except StopAsyncIteration:",
+    "        return",
+]
+_FORWARD = {
+    "function": ("def", ["return {call}"]),
+    "coroutine": ("async def", ["return await {call}"]),
+    "generator": ("def", ["return (yield from {call})"]),
+    "async generator": ("async def", _FORWARD_ASYNC_GENERATOR),
+}
+
+
+def _function_kind(func: Callable[..., Any]) -> str:
+    if inspect.isasyncgenfunction(func):
+        return "async generator"
+    if inspect.iscoroutinefunction(func):
+        return "coroutine"
+    if inspect.isgeneratorfunction(func):
+        return "generator"
+    return "function"
+
+
 def _wrap_function(func: Callable[..., Any], info: ExperimentalInfo, name: str) -> Any:
     flag = _new_flag()
-    feature = info.feature
+    message = _api_message(info.feature, name)
 
     def first_call() -> None:
-        _warn_api(feature, name)
+        _issue(flag, message)
 
+    ns: dict[str, Any] = {"_func": func, "_flag": flag, "_first": first_call}
     try:
+        # Same parameter list as ``func``: no *args/**kwargs repacking on the hot path, and
+        # a wrong call fails when made, as it would unwrapped (even for a coroutine).
         params = ParameterList(func)
-    except (TypeError, ValueError):  # no introspectable signature: a plain closure will do
-        params = None
-    if params is not None:
-        # Same parameter list as ``func``: no *args/**kwargs repacking on the hot path.
-        ns: dict[str, Any] = {"_func": func, "_flag": flag, "_first": first_call}
-        wrapper = compile_function(
-            [
-                f"def generated({params.def_params(ns)}):",
-                "    if not _flag.warned and _flag.claim():",
-                "        _first()",
-                f"    return {render_call('_func', params.call_spec())}",
-            ],
-            ns,
-            f"<flashinfer_experimental_api {name}>",
-        )
-    else:
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not flag.warned and flag.claim():
-                first_call()
-            return func(*args, **kwargs)
-
+        declared, call = params.def_params(ns), render_call("_func", params.call_spec())
+    except (TypeError, ValueError):  # no introspectable signature, or reserved names
+        declared, call = "*args, **kwargs", "_func(*args, **kwargs)"
+    keyword, body = _FORWARD[_function_kind(func)]
+    wrapper = compile_function(
+        [
+            f"{keyword} generated({declared}):",
+            "    if not _flag.warned and _flag.claim():",
+            "        _first()",
+            *(f"    {line}".format(call=call) for line in body),
+        ],
+        ns,
+        f"<flashinfer_experimental_api {name}>",
+    )
     functools.update_wrapper(wrapper, func)
-    wrapper.__doc__ = _with_banner(func.__doc__, feature)
+    wrapper.__doc__ = _with_banner(func.__doc__, info.feature)
     _mark(func, info)
     _mark(wrapper, info)
     return wrapper
 
 
+# On the marker's __new__ wrappers: whether the class defined the __new__ it wraps.
+_OWN_NEW = "_flashinfer_wraps_own_new"
+
+
+def _overrides_new(klass: type, marked: type) -> bool:
+    """Whether ``klass`` or a class between it and ``marked`` defines a ``__new__`` of its
+    own (a marker's wrapper counts only if it wraps such a one)."""
+    for base in klass.__mro__:
+        if base is marked:
+            return False
+        new = base.__dict__.get("__new__")
+        if new is not None and getattr(getattr(new, "__func__", new), _OWN_NEW, True):
+            return True
+    return False
+
+
 def _wrap_class(cls: type, info: ExperimentalInfo) -> type:
+    """Warn at the first instantiation of ``cls`` or of a subclass, by wrapping ``__new__``.
+
+    ``__new__`` rather than ``__init__``: it runs first for every class, whichever of the
+    two it defines.  When ``__new__`` is ``object.__new__`` the wrapper must not pass the
+    arguments on (object.__new__ refuses them once ``__new__`` is overridden); it applies
+    object.__new__'s own rule for them instead, as if the wrapper were not there.
+    """
     flag = _new_flag()
-    original_init = cls.__init__  # type: ignore[misc]
-    feature = info.feature
-    name = cls.__qualname__
+    message = _api_message(info.feature, cls.__qualname__)
+    original_new: Any = cls.__new__
+    own_new = "__new__" in cls.__dict__
+    try:
+        signature: inspect.Signature | None = inspect.signature(cls)
+    except (TypeError, ValueError):
+        signature = None
 
-    @functools.wraps(original_init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+    def __new__(klass: type, /, *args: Any, **kwargs: Any) -> Any:
         if not flag.warned and flag.claim():
-            _warn_api(feature, name)
-        original_init(self, *args, **kwargs)
+            _issue(flag, message)
+        if original_new is not object.__new__:  # the class's own, or a marked base's
+            return original_new(klass, *args, **kwargs)
+        if args or kwargs:  # object.__new__'s rule, for the class being made
+            if _overrides_new(klass, cls):
+                raise TypeError(
+                    "object.__new__() takes exactly one argument (the type to instantiate)"
+                )
+            if klass.__init__ is object.__init__:  # type: ignore[misc]
+                raise TypeError(f"{klass.__name__}() takes no arguments")
+        return object.__new__(klass)
 
-    cls.__init__ = __init__  # type: ignore[misc]
-    cls.__doc__ = _with_banner(cls.__doc__, feature)
+    if own_new:
+        functools.update_wrapper(__new__, original_new)
+    setattr(__new__, _OWN_NEW, own_new)
+    __new__.__qualname__ = f"{cls.__qualname__}.__new__"
+    __new__.__module__ = cls.__module__
+    if signature is not None:
+        # inspect.signature(cls) now reads __new__: tell it the class's own parameters
+        # (after a first one it drops, as it drops ``cls``).
+        first = inspect.Parameter("__cls", inspect.Parameter.POSITIONAL_ONLY)
+        params = [first, *signature.parameters.values()]
+        __new__.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    cls.__new__ = staticmethod(__new__)  # type: ignore[method-assign]
+    cls.__doc__ = _with_banner(cls.__doc__, info.feature)
     _mark(cls, info)
     return cls
 
@@ -486,7 +657,7 @@ def _experimental(obj: Any, info_args: dict[str, Any]) -> Any:
 
 
 @overload
-def flashinfer_experimental_api(func: T, /) -> T: ...
+def flashinfer_experimental_api(func: _Marked, /) -> _Marked: ...
 
 
 @overload
@@ -496,7 +667,7 @@ def flashinfer_experimental_api(
     owner: str | None = None,
     tracking_issue: str | int | None = None,
     graduate_by: str | _dt.date | None = None,
-) -> Callable[[T], T]: ...
+) -> Callable[[_Marked], _Marked]: ...
 
 
 def flashinfer_experimental_api(
@@ -516,10 +687,17 @@ def flashinfer_experimental_api(
 
     The marked API always runs: calling it is the opt-in.  Its first call in the process
     emits one :class:`ExperimentalWarning`, pointing at the caller's line; later calls are
-    silent, also under many threads.  Classes warn at first instantiation.  The marker sets
-    ``is_experimental = True``, ``experimental_feature`` and ``experimental_info`` on the
-    wrapper and on the original, prepends a banner to the docstring and keeps the signature,
-    name, module and ``__wrapped__``.  It never reads the environment.
+    silent, also under many threads.  If a warning filter turns that warning into an error,
+    every call raises it, not only the first.  Classes warn at the first instantiation of
+    the class or of a subclass (the marker wraps ``__new__``); ``async def`` functions,
+    generators and async generators stay what they are (``inspect.iscoroutinefunction`` and
+    its siblings still answer True) and warn when their body first runs.
+
+    The marker sets ``is_experimental = True``, ``experimental_feature`` and
+    ``experimental_info`` on the wrapper and on the original, prepends a banner to the
+    docstring and keeps the signature, name, module and ``__wrapped__``.  For a type
+    checker the marked object keeps its exact type: a function its parameters, return type
+    and overloads, a class stays the class.  It never reads the gate variable.
     """
     info_args = {"feature": feature, "rest": (owner, tracking_issue, graduate_by)}
     if func is None:
@@ -528,3 +706,26 @@ def flashinfer_experimental_api(
 
 
 experimental_api = flashinfer_experimental_api
+
+
+# --------------------------------------------------------------------------------------
+# Module set-up
+# --------------------------------------------------------------------------------------
+
+
+class _ApiLoggingModule(types.ModuleType):
+    """This module's type: assigning ``_WARNED_EXPERIMENTAL_BACKENDS`` (as upstream's tests
+    do to forget warnings) updates the once-flags to match.  Attribute reads, and so every
+    call path, are untouched."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "_WARNED_EXPERIMENTAL_BACKENDS":
+            _adopt_backend_warning_record(value)
+
+
+sys.modules[__name__].__class__ = _ApiLoggingModule
+
+# A bad gate value warns when flashinfer is imported (one read, no cost per call), not only
+# on the first call whose selection it changes; a value set later warns at that call.
+experimental_auto_backends_allowed()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import subprocess
+import sys
 import threading
 import warnings
 
 import pytest
+import torch
 
 import flashinfer
+import flashinfer.api_logging as api_logging
 from flashinfer.api_logging import (
     ExperimentalWarning,
     api_inventory,
@@ -35,6 +40,13 @@ def test_experimental_warning_is_a_user_warning():
 
 def test_alias():
     assert experimental_api is flashinfer_experimental_api
+
+
+def test_upstream_name_of_the_gate_variable():
+    # Upstream's code and tests name the variable through this private alias.
+    from flashinfer.api_logging import _EXPERIMENTAL_AUTO_ENV_VAR
+
+    assert _EXPERIMENTAL_AUTO_ENV_VAR == GATE == api_logging.ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 
 
 # ---- the experimental API marker ------------------------------------------------------
@@ -99,6 +111,28 @@ def test_marker_metadata_signature_and_docstring():
     assert marked.__doc__.endswith("Original text.")
     with pytest.warns(ExperimentalWarning):
         assert marked(1, "y", 2, 3, c=1.0, extra=1) == "y"
+
+
+@pytest.mark.parametrize("feature", [None, "fused_norm", "Experimental_Thing"])
+@pytest.mark.parametrize("kind", ["function", "class"])
+def test_banner_says_experimental_in_lowercase_before_the_original_docstring(feature, kind):
+    if kind == "function":
+
+        def target(x):
+            """Original text."""
+            return x
+
+    else:
+
+        class target:  # noqa: N801 - same name in both branches
+            """Original text."""
+
+    marked = flashinfer_experimental_api(feature=feature)(target)
+    banner, _, rest = marked.__doc__.partition("\n\n")
+    # Upstream's test looks for the lowercase word, whatever the feature is called.
+    assert "experimental" in banner.replace(marked.experimental_feature, "")
+    assert rest == "Original text."
+    assert GATE not in marked.__doc__  # calling an experimental API needs no variable
 
 
 def test_marker_on_methods_static_and_class_methods():
@@ -311,6 +345,365 @@ def test_backend_warning_once_per_pair_and_wording():
         warn_experimental_backend_once("ops.bmm", "split_k", automatic=True)
     messages = _experimental_warnings(record)
     assert len(messages) == 2
-    assert "selected explicitly" in messages[0]
-    assert "picked automatically" in messages[1] and GATE in messages[1]
+    assert "'split_k' was selected for 'mm' explicitly (ops.mm(backend='split_k'))" in messages[0]
+    assert "'split_k' was picked automatically for 'bmm'" in messages[1] and GATE in messages[1]
     assert all(w.filename == __file__ for w in record)
+
+
+@pytest.mark.parametrize(
+    ("key", "plain"),
+    [
+        ("flashinfer.gemm.mm", "mm"),
+        ("tests.test_x.make.<locals>.api", "api"),
+        ("api", "api"),
+        ("pkg.Class.method", "method"),
+    ],
+)
+@pytest.mark.parametrize("automatic", [False, True])
+def test_backend_warning_quotes_the_plain_api_name(key, plain, automatic):
+    how = "picked automatically" if automatic else "selected"
+    with pytest.warns(
+        ExperimentalWarning, match=rf"^Experimental backend 'risky' was {how} for '{plain}' "
+    ):
+        warn_experimental_backend_once(key, "risky", automatic=automatic)
+
+
+def _op_with_experimental_backend(calls):
+    from flashinfer.utils import backend_requirement, experimental_backend
+    from flashinfer.utils import supported_compute_capability as capability
+
+    @capability([80], cpu=True)
+    def stable_ok(x, backend="auto"):
+        return True
+
+    @experimental_backend
+    @capability([80], cpu=True)
+    def risky_ok(x, backend="auto"):
+        return True
+
+    @backend_requirement({"stable": stable_ok, "risky": risky_ok})
+    def api(x, backend="auto"):
+        calls.append(backend)
+        return backend
+
+    return api
+
+
+def test_explicit_backend_warning_through_the_dispatcher_names_the_api():
+    api = _op_with_experimental_backend([])
+    with pytest.warns(
+        ExperimentalWarning, match="Experimental backend 'risky' was selected for 'api'"
+    ):
+        api(torch.ones(2), backend="risky")
+
+
+def test_assigning_the_warned_record_forgets_or_sets_backend_warnings(monkeypatch):
+    """Upstream's tests forget backend warnings with
+    ``monkeypatch.setattr(api_logging, "_WARNED_EXPERIMENTAL_BACKENDS", set())``."""
+    api = _op_with_experimental_backend([])
+    x = torch.ones(2)
+    with pytest.warns(ExperimentalWarning):
+        api(x, backend="risky")
+    assert (api.api_key, "risky") in api_logging._WARNED_EXPERIMENTAL_BACKENDS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        api(x, backend="risky")  # warned already: silent
+    monkeypatch.setattr(api_logging, "_WARNED_EXPERIMENTAL_BACKENDS", set())
+    with pytest.warns(ExperimentalWarning, match="'risky' was selected for 'api'"):
+        api(x, backend="risky")  # the generated fast path reads the same flag
+    monkeypatch.setattr(api_logging, "_WARNED_EXPERIMENTAL_BACKENDS", {(api.api_key, "risky")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        api(x, backend="risky")  # listed in the assigned record: counts as warned
+
+
+# ---- the class marker wraps __new__ ----------------------------------------------------
+
+
+def _make_class(kind):
+    """A fresh class of each shape; called twice, it gives an unmarked twin to compare to."""
+    if kind == "only_init":
+
+        class Thing:
+            def __init__(self, a, b=2):
+                self.v = (a, b)
+
+    elif kind == "only_new":
+
+        class Thing:
+            def __new__(cls, a, b=2):
+                obj = super().__new__(cls)
+                obj.v = (a, b)
+                return obj
+
+    elif kind == "both":
+
+        class Thing:
+            def __new__(cls, *args, **kwargs):
+                obj = super().__new__(cls)
+                obj.new_args = (args, kwargs)
+                return obj
+
+            def __init__(self, a, b=2):
+                self.v = (a, b)
+
+    elif kind == "neither":
+
+        class Thing:
+            pass
+
+    elif kind == "builtin_new":
+
+        class Thing(tuple):
+            pass
+
+    return Thing
+
+
+def _subclass(base, kind):
+    if kind == "sub_plain":
+
+        class Sub(base):
+            pass
+
+    elif kind == "sub_init":
+
+        class Sub(base):
+            def __init__(self, *args, **kwargs):
+                self.sub = (args, kwargs)
+
+    elif kind == "sub_new":
+
+        class Sub(base):
+            def __new__(cls, *args, **kwargs):
+                obj = super().__new__(cls, *args, **kwargs)
+                obj.sub = (args, kwargs)
+                return obj
+
+    return Sub
+
+
+CLASS_KINDS = ["only_init", "only_new", "both", "neither", "builtin_new"]
+CALLS = [((), {}), ((1,), {}), ((1, 3), {}), ((), {"a": 1}), ((1,), {"c": 5}), (([1, 2],), {})]
+
+
+def _outcome(cls, args, kwargs):
+    try:
+        obj = cls(*args, **kwargs)
+    except TypeError as exc:
+        return ("TypeError", str(exc))
+    state = dict(vars(obj)) if hasattr(obj, "__dict__") else None
+    return ("ok", type(obj) is cls, state, tuple(obj) if isinstance(obj, tuple) else None)
+
+
+@pytest.mark.parametrize("kind", CLASS_KINDS)
+@pytest.mark.parametrize("sub", [None, "sub_plain", "sub_init", "sub_new"])
+def test_marked_class_constructs_exactly_like_its_unmarked_twin(kind, sub):
+    marked, twin = flashinfer_experimental_api(_make_class(kind)), _make_class(kind)
+    if sub is not None:
+        marked, twin = _subclass(marked, sub), _subclass(twin, sub)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        for args, kwargs in CALLS:
+            assert _outcome(marked, args, kwargs) == _outcome(twin, args, kwargs), (args, kwargs)
+    try:
+        expected = inspect.signature(twin)
+    except ValueError:  # no signature for the twin either
+        return
+    assert inspect.signature(marked) == expected
+
+
+@pytest.mark.parametrize("kind", CLASS_KINDS)
+@pytest.mark.parametrize("sub", ["sub_plain", "sub_init", "sub_new"])
+def test_marked_subclass_of_a_marked_class_constructs_like_its_twin_and_warns_for_both(kind, sub):
+    base = flashinfer_experimental_api(feature="base")(_make_class(kind))
+    marked = flashinfer_experimental_api(feature="sub")(_subclass(base, sub))
+    twin = _subclass(_make_class(kind), sub)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for args, kwargs in CALLS:
+            assert _outcome(marked, args, kwargs) == _outcome(twin, args, kwargs), (args, kwargs)
+    features = sorted(m.split("(feature ")[1][:6] for m in _experimental_warnings(record))
+    assert features == ["'base'", "'sub')"]
+
+
+@pytest.mark.parametrize("kind", CLASS_KINDS)
+def test_marked_class_warns_once_for_it_and_its_subclasses(kind):
+    marked = flashinfer_experimental_api(_make_class(kind))
+    sub = _subclass(marked, "sub_init")
+    args = ([1, 2],) if kind == "builtin_new" else (1,) if kind != "neither" else ()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        sub(*args)
+        line = inspect.currentframe().f_lineno - 1
+        marked(*args)
+        sub(*args)
+    messages = _experimental_warnings(record)
+    assert len(messages) == 1 and "Experimental API '_make_class.<locals>.Thing'" in messages[0]
+    assert (record[0].filename, record[0].lineno) == (__file__, line)
+    assert marked.is_experimental and sub.is_experimental  # inherited attribute
+
+
+# ---- coroutine functions, generators and async generators stay what they are -----------
+
+
+def test_async_function_stays_a_coroutine_function_and_warns_at_its_caller():
+    @flashinfer_experimental_api
+    async def fetch(x, *, scale=2):
+        await asyncio.sleep(0)
+        return x * scale
+
+    assert inspect.iscoroutinefunction(fetch)
+    assert inspect.signature(fetch) == inspect.signature(fetch.__wrapped__)
+    with pytest.raises(TypeError):
+        fetch()  # a wrong call fails when it is made, as it would unwrapped
+
+    async def main():
+        first = await fetch(1)
+        line = inspect.currentframe().f_lineno - 1
+        return [first, await fetch(2, scale=3)], line
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        result, line = asyncio.run(main())
+    assert result == [2, 6]
+    assert len(_experimental_warnings(record)) == 1
+    assert (record[0].filename, record[0].lineno) == (__file__, line)
+
+
+def test_async_method_stays_a_coroutine_function():
+    class Client:
+        @flashinfer_experimental_api
+        async def get(self, x):
+            return x + 1
+
+    assert inspect.iscoroutinefunction(Client.get)
+    assert inspect.iscoroutinefunction(Client().get)
+    with pytest.warns(ExperimentalWarning):
+        assert asyncio.run(Client().get(1)) == 2
+
+
+def _generator_function():
+    def gen(n):
+        received = []
+        for i in range(n):
+            try:
+                got = yield i
+            except KeyError as exc:
+                got = f"thrown {exc}"
+            received.append(got)
+        return received
+
+    return gen
+
+
+def _drive_generator(gen):
+    g = gen(4)
+    steps = [next(g), g.send("a"), g.throw(KeyError("k"))]
+    steps.append(g.send("b"))
+    try:
+        g.send("c")
+    except StopIteration as stop:
+        steps.append(("returned", stop.value))
+    closing = gen(2)
+    next(closing)
+    closing.close()
+    return steps
+
+
+def test_generator_function_stays_one_and_passes_send_throw_and_return_on():
+    marked = flashinfer_experimental_api(_generator_function())
+    assert inspect.isgeneratorfunction(marked)
+    with pytest.warns(ExperimentalWarning) as record:
+        steps = _drive_generator(marked)
+    assert steps == _drive_generator(_generator_function())
+    assert len(_experimental_warnings(record)) == 1
+
+
+def _async_generator_function(log):
+    async def agen(n):
+        try:
+            for i in range(n):
+                try:
+                    got = yield i
+                except KeyError as exc:
+                    got = f"thrown {exc}"
+                log.append(got)
+        finally:
+            log.append("closed")
+
+    return agen
+
+
+async def _drive_async_generator(agen):
+    g = agen(4)
+    steps = [await g.__anext__(), await g.asend("a"), await g.athrow(KeyError("k"))]
+    steps.append([v async for v in g])  # the rest; None is sent for each
+    closing = agen(3)
+    await closing.__anext__()
+    await closing.aclose()
+    return steps
+
+
+def test_async_generator_function_stays_one_and_passes_asend_athrow_aclose_on():
+    marked_log, twin_log = [], []
+    marked = flashinfer_experimental_api(_async_generator_function(marked_log))
+    assert inspect.isasyncgenfunction(marked)
+    with pytest.warns(ExperimentalWarning) as record:
+        steps = asyncio.run(_drive_async_generator(marked))
+    twin = _async_generator_function(twin_log)
+    assert steps == asyncio.run(_drive_async_generator(twin))
+    assert marked_log == twin_log
+    assert len(_experimental_warnings(record)) == 1
+
+
+# ---- a warning escalated to an error refuses every use, not only the first ------------
+
+
+def test_error_filter_refuses_every_call_of_an_experimental_api():
+    calls = []
+
+    @flashinfer_experimental_api
+    def api(x):
+        calls.append(x)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        for _ in range(3):
+            with pytest.raises(ExperimentalWarning):
+                api(1)
+    assert calls == []
+    with pytest.warns(ExperimentalWarning):  # filter gone: warns once, and runs
+        api(2)
+    assert calls == [2]
+
+
+def test_error_filter_refuses_every_call_of_an_experimental_backend():
+    calls = []
+    api = _op_with_experimental_backend(calls)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        for _ in range(3):
+            with pytest.raises(ExperimentalWarning, match="'risky' was selected for 'api'"):
+                api(torch.ones(2), backend="risky")
+        assert api(torch.ones(2), backend="stable") == "stable"
+    assert calls == ["stable"]
+
+
+# ---- a bad gate value warns when flashinfer is imported -------------------------------
+
+
+def test_bad_gate_value_warns_at_import_at_the_import_line(tmp_path):
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import flashinfer\n"
+        "print(flashinfer.experimental_auto_backends_allowed())\n"  # same value: no repeat
+    )
+    env = {**__import__("os").environ, GATE: "yes"}
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "False\n"
+    assert proc.stderr.count("RuntimeWarning") == 1, proc.stderr
+    assert f"{script}:1: RuntimeWarning: {GATE}='yes' is not a recognised value" in proc.stderr

@@ -124,7 +124,7 @@ def test_explicit_experimental_runs_and_warns_once(monkeypatch, gate):
         line = __import__("inspect").currentframe().f_lineno - 2
     messages = _exp_warnings(record)
     assert len(messages) == 1
-    assert "selected explicitly" in messages[0] and "'exp'" in messages[0]
+    assert "'exp' was selected for 'op' explicitly" in messages[0]
     assert (record[0].filename, record[0].lineno) == (__file__, line)
 
 

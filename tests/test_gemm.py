@@ -344,7 +344,7 @@ def test_row_explicit_split_k_runs_and_warns_once_per_op_and_backend(monkeypatch
     if gate is not None:
         monkeypatch.setenv(GATE, gate)
     a, b = _small_m_large_k()
-    with pytest.warns(ExperimentalWarning, match="'splitk' was selected explicitly") as record:
+    with pytest.warns(ExperimentalWarning, match="'splitk' was selected for 'mm'") as record:
         y = mm(a, b, backend="splitk")
     assert record[0].filename == __file__  # points at the caller's line
     _assert_mm_close(y, a, b)
