@@ -195,6 +195,38 @@ def test_failing_tactic_is_skipped_and_all_failing_falls_back_to_default():
     assert AutoTuner.get().last_tuning().choice is None
 
 
+class MultiLineError(RuntimeError):
+    pass
+
+
+def test_last_tuning_lists_each_failed_pair_with_a_one_line_reason():
+    runners = {
+        "a": FakeRunner("a", [1, 2, 3], fail=[1, 3]),
+        "b": FakeRunner("b", [None]),
+    }
+    op = make_op(runners)
+    with autotune():
+        op(torch.zeros(2))
+    record = AutoTuner.get().last_tuning()
+    assert record.timed and record.tried == 4 and record.choice.backend in ("a", "b")
+    assert record.failures == (
+        ("a", 1, "RuntimeError: a tactic 1 failed"),
+        ("a", 3, "RuntimeError: a tactic 3 failed"),
+    )
+    with autotune():
+        op(torch.zeros(2))  # tuned: nothing tried, nothing failed
+    assert AutoTuner.get().last_tuning()[2:] == (False, 0, ())
+
+
+def test_reason_of_a_failure_is_the_first_line_of_its_message():
+    from flashinfer.autotuner.tuner import _one_line
+
+    assert (
+        _one_line(MultiLineError("\n  first line\nsecond line\n")) == "MultiLineError: first line"
+    )
+    assert _one_line(KeyError()) == "KeyError"
+
+
 def test_register_rejects_runner_for_unknown_backend():
     op = make_op({"a": FakeRunner("a")}, register=False)
     with pytest.raises(ValueError, match="name no backend"):
