@@ -134,13 +134,17 @@ def test_cache_in_missing_directory_is_a_usage_error(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_runtime_failure_exits_1(tmp_path, capsys):
-    target = tmp_path / "is_a_directory.json"
-    target.mkdir()
-    argv = ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", str(target)]
+def test_runtime_failure_exits_1(tmp_path, capsys, monkeypatch):
+    from flashinfer.autotuner import cache as cache_module
+
+    def disk_full(path, text):
+        raise OSError(28, "No space left on device (simulated)")
+
+    monkeypatch.setattr(cache_module, "_atomic_write", disk_full)
+    argv = ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", str(tmp_path / "c.json")]
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert err.startswith("flashinfer autotune: error: IsADirectoryError")
+    assert "flashinfer autotune: error: OSError: [Errno 28] No space left on device" in err
     assert "Traceback" not in err
 
 

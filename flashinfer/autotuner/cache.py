@@ -129,7 +129,13 @@ class AutotuneCacheWarning(UserWarning):
 
 class AutotuneCacheError(ValueError):
     """Saving would lose results another flashinfer can use (a file of another schema
-    version): nothing was written."""
+    version): nothing was written.  ``path`` and ``reason`` (what the file holds) are
+    attributes, for callers that word their own message."""
+
+    def __init__(self, message: str, *, path: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
 
 
 @dataclass
@@ -216,12 +222,17 @@ class _Existing:
 def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
     entries = doc.get("entries")
     held = f"{len(entries)} entries" if isinstance(entries, list) else "results"
+    reason = (
+        f"it holds {held} of schema version {_short(repr(doc['schema_version']), 24)}, which "
+        f"this flashinfer (schema {SCHEMA_VERSION}) can neither use nor write back, so "
+        "merging would lose them"
+    )
     return AutotuneCacheError(
-        f"Refusing to save autotune results to {path!r}: it holds {held} of schema version "
-        f"{_short(repr(doc['schema_version']), 24)}, which this flashinfer (schema "
-        f"{SCHEMA_VERSION}) can neither use nor write back, so merging would lose them. Save "
-        "to another path, or pass merge=False to replace the file. Nothing was written; "
-        "this process's results are still in memory (AutoTuner.get().choices())."
+        f"Refusing to save autotune results to {path!r}: {reason}. Save to another path, or "
+        "pass merge=False to replace the file. Nothing was written; this process's results "
+        "are still in memory (AutoTuner.get().choices()).",
+        path=path,
+        reason=reason,
     )
 
 
