@@ -1110,14 +1110,33 @@ def backend_requirement(
 
     ``backend_checks`` maps a backend name to a checker that receives the API's arguments
     and returns ``True`` when the backend supports them (or raises ``ValueError`` saying
-    why not).  ``common_check`` applies to every backend.  ``heuristic_func(candidates,
-    *args, **kwargs)`` orders the viable candidates of ``backend="auto"``, best first.
+    why not).  ``common_check`` validates the inputs for every backend (returning False or
+    raising ``ValueError``).  ``heuristic_func(candidates, *args, **kwargs)`` orders the
+    viable candidates of ``backend="auto"``, best first; it may drop candidates, never add
+    one, and a name it repeats counts once.
 
-    The decorated API gains ``skip_check=`` (bypass all checks), ``suitable_auto_backends``
-    (candidates of the current ``"auto"`` call), ``dropped_experimental_backends``,
-    ``experimental_backends`` and upstream's query methods.  Errors:
-    :class:`BackendSupportedError` for an unknown backend, a capability that does not fit or
-    no suitable ``"auto"`` candidate; ``ValueError`` for an unsupported problem size.
+    The decorated API (a :class:`BackendOp`, typed with the API's own parameters and
+    return type) gains ``suitable_auto_backends`` (candidates of this thread's last
+    ``"auto"`` call), ``dropped_experimental_backends``, ``experimental_backends``,
+    upstream's query methods, and a keyword-only ``skip_check=False``.  An API may declare
+    ``*, skip_check: bool = False`` itself so that type checkers see it; the dispatcher
+    takes it and never passes it on.  ``skip_check=True``: a named backend runs with no
+    check at all; ``"auto"`` still chooses (capability, support checkers, the experimental
+    gate, the heuristic, as on a checked call) and skips only the common check.
+
+    Raises (on a call; the same in the generated and the reference path):
+        TypeError: ``backend`` is not a str (the message names the valid backends), or
+            the arguments do not bind to the API's parameters.
+        BackendSupportedError: an unknown backend; a capability the named backend (or an
+            API without backends) does not declare; ``"auto"`` with no suitable candidate
+            (each candidate and why, the gate named only when experimental backends were
+            all that fitted), including a common check that returns False.
+        UnsupportedInputsError: a named backend's support check (or the common check)
+            refused the inputs: both a ``ValueError`` (upstream's contract) and a
+            :class:`BackendSupportedError`, naming the API, the backend and the reason.
+        ValueError: whatever the common check raises (the API's input validation), as it
+            is; and upstream's usage errors: a call of an API with neither backends nor a
+            common check, ``is_backend_supported`` on an API without backends.
     """
 
     def decorator(func: Callable[P, R]) -> BackendOp[P, R]:
