@@ -1,0 +1,179 @@
+"""A type checker sees through ``@flashinfer_experimental_api`` (``mypy --strict``).
+
+The marker returns what it was given, in type as at run time: a function keeps its
+parameters, return type and overloads, a class stays the class, a staticmethod or
+classmethod stays one, and anything else is refused.  mypy runs in a subprocess on small
+user scripts in a temporary folder and finds ``flashinfer`` as an installed package
+(``PYTHONPATH`` at the repository root; ``py.typed`` makes it checkable), as in
+tests/test_typing.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Definitions shared by both scripts: a user's own experimental APIs of every kind.
+USER_APIS = """
+    import asyncio
+    from typing import overload
+
+    import torch
+    import flashinfer
+    from flashinfer import experimental_api, flashinfer_experimental_api
+
+
+    @flashinfer_experimental_api(feature="scale", owner="@me", tracking_issue=1)
+    def scale(x: torch.Tensor, factor: float = 2.0) -> torch.Tensor:
+        return x * factor
+
+
+    @experimental_api
+    class Widget:
+        def __init__(self, size: int) -> None:
+            self.size = size
+
+
+    @overload
+    def pick(x: int) -> int: ...
+    @overload
+    def pick(x: str) -> str: ...
+    def pick(x: int | str) -> int | str:
+        return x
+
+
+    picked = flashinfer_experimental_api(pick)
+
+
+    class Thing:
+        @flashinfer_experimental_api
+        @staticmethod
+        def static(x: int) -> int:
+            return x
+
+        @flashinfer_experimental_api
+        @classmethod
+        def make(cls, x: int) -> str:
+            return cls.__name__ * x
+
+        @flashinfer_experimental_api
+        async def fetch(self, x: int) -> int:
+            return x
+"""
+
+RIGHT = (
+    USER_APIS
+    + """
+
+    def use() -> None:
+        x, r, w = torch.randn(4, 64), torch.randn(4, 64), torch.ones(64)
+        flashinfer.fused_add_rmsnorm(x, r, w)
+        flashinfer.fused_add_rmsnorm(x, r, w, eps=1e-5)
+        y: torch.Tensor = scale(x, 3.0)
+        widget: Widget = Widget(3)
+        n: int = picked(1)
+        s: str = picked("a")
+        k: int = Thing.static(1) + Thing().static(2)
+        name: str = Thing.make(2)
+        got: int = asyncio.run(Thing().fetch(1))
+        print(y, widget.size, n, s, k, name, got)
+"""
+)
+
+WRONG_CALLS = """
+
+    def use() -> None:
+        x, r, w = torch.randn(4, 64), torch.randn(4, 64), torch.ones(64)
+        flashinfer.fused_add_rmsnorm(x, "not a tensor", w)
+        out: torch.Tensor = flashinfer.fused_add_rmsnorm(x, r, w)
+        flashinfer.fused_add_rmsnorm(x, r, w, epsilon=1e-5)
+        scale(x, "3")
+        Widget("big")
+        n: str = picked(1)
+        Thing.static("a")
+        asyncio.run(Thing().fetch("a"))
+    flashinfer_experimental_api(42)
+"""
+
+# (lines after "def use" in WRONG_CALLS, error code, words the message must contain)
+EXPECTED = [
+    (2, "arg-type", ('Argument 2 to "fused_add_rmsnorm"', '"str"', '"Tensor"')),
+    (3, "assignment", ('(expression has type "None", variable has type "Tensor")',)),
+    (4, "call-arg", ('Unexpected keyword argument "epsilon" for "fused_add_rmsnorm"',)),
+    (5, "arg-type", ('Argument 2 to "scale"', '"str"', '"float"')),
+    (6, "arg-type", ('Argument 1 to "Widget"', '"str"', '"int"')),
+    (7, "assignment", ('(expression has type "int", variable has type "str")',)),
+    (8, "arg-type", ('Argument 1 to "static" of "Thing"', '"str"', '"int"')),
+    (9, "arg-type", ('Argument 1 to "fetch" of "Thing"', '"str"', '"int"')),
+    (10, "call-overload", ('No overload variant of "flashinfer_experimental_api"', '"int"')),
+]
+
+
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: the first run reads torch's annotations (seconds)."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def run_mypy(folder: Path, source: str, cache: Path) -> list[str]:
+    """``mypy --strict`` on ``source`` as ``folder/user.py``: its error and note lines."""
+    (folder / "user.py").write_text(textwrap.dedent(source).lstrip())
+    (folder / "mypy.ini").write_text("[mypy]\n")  # no configuration but --strict
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(REPO)
+    command = [sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini"]
+    command += ["--cache-dir", str(cache), "--no-error-summary", "--hide-error-context"]
+    proc = subprocess.run(
+        [*command, "user.py"], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode in (0, 1), f"mypy crashed:\n{proc.stdout}\n{proc.stderr}"
+    return [line for line in proc.stdout.splitlines() if line.startswith("user.py:")]
+
+
+def test_correct_uses_of_experimental_apis_are_clean(tmp_path, mypy_cache):
+    assert run_mypy(tmp_path, RIGHT, mypy_cache) == []
+
+
+def test_wrong_calls_of_experimental_apis_are_reported(tmp_path, mypy_cache):
+    source = textwrap.dedent(USER_APIS).lstrip() + textwrap.dedent(WRONG_CALLS)
+    first = source.splitlines().index("def use() -> None:") + 1  # its line number
+    lines = run_mypy(tmp_path, source, mypy_cache)
+    errors = [line for line in lines if ": error: " in line]
+    remaining = list(errors)
+    for offset, code, words in EXPECTED:
+        prefix = f"user.py:{first + offset}: error: "
+        match = [
+            e
+            for e in remaining
+            if e.startswith(prefix) and e.endswith(f"[{code}]") and all(w in e for w in words)
+        ]
+        assert match, f"no {code} error at {prefix!r} with {words}; mypy said:\n" + "\n".join(lines)
+        remaining.remove(match[0])
+    assert remaining == [], "unexpected errors:\n" + "\n".join(remaining)
+
+
+def test_marked_objects_keep_their_exact_types(tmp_path, mypy_cache):
+    source = (
+        USER_APIS
+        + """
+    reveal_type(flashinfer.fused_add_rmsnorm)
+    reveal_type(Widget)
+    reveal_type(picked)
+    reveal_type(Thing.fetch)
+"""
+    )
+    notes = [line.split("Revealed type is ")[1] for line in run_mypy(tmp_path, source, mypy_cache)]
+    assert notes == [
+        '"def (input: torch._tensor.Tensor, residual: torch._tensor.Tensor, '
+        'weight: torch._tensor.Tensor, eps: float =)"',
+        '"def (size: int) -> user.Widget"',
+        '"Overload(def (x: int) -> int, def (x: str) -> str)"',
+        '"def (self: user.Thing, x: int) -> typing.Coroutine[Any, Any, int]"',
+    ]
