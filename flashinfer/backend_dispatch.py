@@ -726,9 +726,10 @@ class BackendRequirementOp:
         else:
             lines.append("    _state.r.suitable = _ok")
         # An op whose auto calls are routed (route_auto) hands the candidates and its
-        # arguments straight to the router (the autotuner) instead of calling the body.
+        # arguments straight to the router (the autotuner) instead of calling the body;
+        # a skip_check=True call keeps calling the body (route_auto's contract).
         routable = self.routed_inputs()
-        if routable is not None:
+        if routable is not None and check_common:
             items = ", ".join(routable) + ("," if len(routable) == 1 else "")
             lines += ["    if _route is not None:", f"        return _route(_ok, ({items}))"]
         lines.append(f"    return {render_call('_func', specs['__func__'])}")
@@ -948,7 +949,7 @@ class BackendRequirementOp:
         bound_args.apply_defaults()
         bound = dict(bound_args.arguments)
         # skip_check=True skips every check of an explicit backend; "auto" still has to
-        # choose, so it runs the selection without the common check.
+        # choose, so it runs the selection without the common check, then calls the body.
         auto = bool(self.backend_checks) and bound["backend"] == "auto"
         if not skip_check or auto:
             # The values the generated path scans: named ones and *args, not backend.
@@ -961,7 +962,7 @@ class BackendRequirementOp:
             cc = find_compute_capability(*values)
             candidates = self._select(cc, bound, check_common=not skip_check)
             route = self._ns["_route"]
-            if route is not None and auto:
+            if route is not None and auto and not skip_check:
                 names = self.routed_inputs() or []
                 return route(candidates, tuple(bound[n] for n in names))
         return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
@@ -1122,7 +1123,9 @@ def backend_requirement(
     ``*, skip_check: bool = False`` itself so that type checkers see it; the dispatcher
     takes it and never passes it on.  ``skip_check=True``: a named backend runs with no
     check at all; ``"auto"`` still chooses (capability, support checkers, the experimental
-    gate, the heuristic, as on a checked call) and skips only the common check.
+    gate, the heuristic, as on a checked call), skipping only the common check, and calls
+    the API body with ``suitable_auto_backends`` set (never a router, see
+    :meth:`BackendRequirementOp.route_auto`).
 
     Raises (on a call; the same in the generated and the reference path):
         TypeError: ``backend`` is not a str (the message names the valid backends), or
