@@ -69,6 +69,12 @@ class ExperimentalWarning(UserWarning):
     A ``UserWarning`` subclass, so it is shown by default and can be filtered on its own::
 
         warnings.filterwarnings("ignore", category=flashinfer.ExperimentalWarning)
+
+    From the command line, ``FLASHINFER_EXPERIMENTAL_WARNINGS=error`` (or ``ignore``,
+    ``default``, ...) does the same; ``python -W error::flashinfer...`` cannot, because
+    Python resolves a category named there before it can import this package.  Escalated to
+    an error, it refuses every use, not only the first.  Its message starts with
+    "Experimental".
     """
 
 
