@@ -103,11 +103,23 @@ def test_escalated():
 def test_escalated_again():
     with pytest.raises(ExperimentalWarning):
         fresh_api()(1)
+"""
+
+# A second test module, under a module-level mark that overrides any option.
+PYTEST_MARKED = """
+import pytest
+
+from flashinfer import flashinfer_experimental_api
+
+pytestmark = pytest.mark.filterwarnings("ignore::flashinfer.ExperimentalWarning")
 
 
-@pytest.mark.filterwarnings("ignore::flashinfer.ExperimentalWarning")
 def test_mark_ignores():
-    fresh_api()(1)
+    @flashinfer_experimental_api
+    def preview(x):
+        return x
+
+    preview(1)
 """
 
 # Each scenario is a shell command run in a folder holding app.py and test_recipe.py.
@@ -137,13 +149,14 @@ DOCUMENTED = {
     "pytest variable": f"{VARIABLE}=error python -m pytest",
 }
 PYTEST_INI = f"filterwarnings =\n    error::{CATEGORY}"
-PYTEST_MARK = '@pytest.mark.filterwarnings("ignore::flashinfer.ExperimentalWarning")'
+PYTEST_MARK = 'pytestmark = pytest.mark.filterwarnings("ignore::flashinfer.ExperimentalWarning")'
 
 
 def _prepare(folder: Path, name: str) -> None:
     folder.mkdir()
     (folder / "app.py").write_text(APP)
     (folder / "test_recipe.py").write_text(PYTEST_TESTS)
+    (folder / "test_marked.py").write_text(PYTEST_MARKED)
     # This folder is pytest's rootdir: nothing of the repository's set-up applies.
     ini = "[pytest]\naddopts = -p no:cacheprovider\n"
     if name == "pytest ini":
@@ -302,7 +315,7 @@ def test_the_docs_show_the_recipes_that_work():
     for name, shown in DOCUMENTED.items():
         assert shown in SCENARIOS[name] and shown in section, shown
     unindented = section.replace("\n   ", "\n")  # code blocks are indented by 3
-    assert PYTEST_INI in unindented and PYTEST_MARK in section and PYTEST_MARK in PYTEST_TESTS
+    assert PYTEST_INI in unindented and PYTEST_MARK in section and PYTEST_MARK in PYTEST_MARKED
 
 
 def test_the_docs_show_no_python_option_naming_the_category_as_a_recipe():
