@@ -209,8 +209,7 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
         sys.path.insert(0, {os.path.join(REPO, "tests")!r})
         import torch
         from autotuner_fakes import FakeRunner, make_op
-        import flashinfer
-from flashinfer import cli_autotune
+        from flashinfer import cli_autotune
         from flashinfer.cli import main
 
         class Sigint(FakeRunner):
