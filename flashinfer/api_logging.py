@@ -606,19 +606,22 @@ def _wrap_class(cls: type, info: ExperimentalInfo) -> type:
     except (TypeError, ValueError):
         signature = None
 
+    object_new, object_init = object.__new__, object.__init__
+    passes_on = original_new is not object_new  # the class's own __new__, or a marked base's
+
     def __new__(klass: type, /, *args: Any, **kwargs: Any) -> Any:
         if not flag.warned and flag.claim():
             _issue(flag, message)
-        if original_new is not object.__new__:  # the class's own, or a marked base's
+        if passes_on:
             return original_new(klass, *args, **kwargs)
         if args or kwargs:  # object.__new__'s rule, for the class being made
-            if _overrides_new(klass, cls):
+            if klass is not cls and _overrides_new(klass, cls):
                 raise TypeError(
                     "object.__new__() takes exactly one argument (the type to instantiate)"
                 )
-            if klass.__init__ is object.__init__:  # type: ignore[misc]
+            if klass.__init__ is object_init:  # type: ignore[misc]
                 raise TypeError(f"{klass.__name__}() takes no arguments")
-        return object.__new__(klass)
+        return object_new(klass)
 
     if own_new:
         functools.update_wrapper(__new__, original_new)
