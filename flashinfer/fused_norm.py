@@ -9,9 +9,16 @@ from typing import Any
 
 import torch
 
+from .aliasing import OverlapRule
 from .api_logging import flashinfer_experimental_api
 
 __all__ = ["fused_add_rmsnorm"]
+
+OVERLAP = OverlapRule("fused_add_rmsnorm", ("input", "residual"), ("weight",))
+"""Both ``input`` and ``residual`` are written in place, and ``weight`` is read for every
+row while other rows are written: none of the three may overlap another, and neither
+written one may overlap itself (a zero-stride ``expand()`` view).  The implementation
+checks it before it writes anything."""
 
 
 @flashinfer_experimental_api(
@@ -39,10 +46,14 @@ def fused_add_rmsnorm(
         weight: ``(hidden,)`` tensor of the same dtype and device.
         eps: added to the mean square before the square root; finite and ``>= 0``.
 
+    Aliasing: ``input`` and ``residual`` are both written, so they must not overlap each
+    other or themselves (e.g. a zero-stride ``expand()`` view), and ``weight`` must not
+    overlap either of them (e.g. be a row of ``input``): it is read for every row while
+    others are written.  Disjoint views of one buffer are fine.
+
     Raises:
         ValueError: mismatched shapes, dtypes or devices, an unsupported dtype, a bad
-            ``eps``, or ``input`` and ``residual`` sharing memory; raised before anything is
-            written.
+            ``eps``, or any overlap forbidden above; raised before anything is written.
     """
     from .experimental.fused_add_rmsnorm import fused_add_rmsnorm as impl
 
@@ -95,6 +106,7 @@ def _declare_cases() -> None:
             )
             for i, (name, shape, dtype) in enumerate(specs)
         ],
+        overlap=OVERLAP,
     )
 
 

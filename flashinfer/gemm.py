@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .aliasing import OverlapRule
 from .api_logging import flashinfer_api
 from .backend_dispatch import (
     backend_requirement,
@@ -128,15 +129,20 @@ def _common_check(
             )
         if out.device != a.device:
             raise ValueError(f"mm: out is on {out.device} but the inputs are on {a.device}")
-        storage = out.untyped_storage().data_ptr()
-        if out.numel() and any(
-            t.numel() and storage == t.untyped_storage().data_ptr() for t in (a, b)
-        ):
-            raise ValueError(
-                "mm: out shares memory with an input; the kernels read the inputs while "
-                "writing out, so pass a separate out tensor"
-            )
     return True
+
+
+OVERLAP = OverlapRule("mm", ("out",), ("a", "b"))
+"""What :func:`mm` writes and reads: ``out`` may not overlap ``a``, ``b`` or itself (no
+backend computes in place).  Every runner checks it first (:func:`_refuse_overlap`), so every
+path to a kernel goes through it: explicit, ``"auto"``, routed and tuning calls,
+``skip_check=True``, and direct use of :data:`MM_RUNNERS`."""
+
+
+def _refuse_overlap(inputs: tuple) -> None:
+    """:data:`OVERLAP` for a runner's ``inputs = (a, b, out, out_dtype)``."""
+    if inputs[2] is not None:
+        OVERLAP.check(inputs[2], inputs[0], inputs[1])
 
 
 # --------------------------------------------------------------------------------------
@@ -165,6 +171,7 @@ class TorchRunner:
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)``."""
+        _refuse_overlap(inputs)
         a, b, out, out_dtype = inputs
         dtype = _result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
@@ -251,6 +258,7 @@ def _run_tiled(
     """Run a tiled Triton GEMM (the ``triton`` and ``splitk`` runners): ``tactic`` defaults to
     ``runner``'s first for these inputs and must otherwise be in ``space`` (the tactics of
     ``backend``); ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
+    _refuse_overlap(inputs)
     a, b, out, out_dtype = inputs
     if tactic is None:
         tactic = runner.tactics(inputs)[0]
@@ -373,8 +381,9 @@ def mm(
     Args:
         a: ``(M, K)`` matrix; float32, float16 or bfloat16.
         b: ``(K, N)`` matrix of the same dtype and device.
-        out: optional ``(M, N)`` output of the result dtype, on the inputs' device, not
-            sharing memory with them.
+        out: optional ``(M, N)`` output of the result dtype, on the inputs' device.  It
+            must not overlap ``a``, ``b`` or itself (e.g. a zero-stride ``expand()`` view);
+            disjoint views of one buffer are fine.  ``a`` and ``b`` may alias each other.
         out_dtype: dtype of the result (float32, float16 or bfloat16); ``None`` means the
             inputs' dtype.
         backend: ``"auto"`` (default), ``"torch"`` (reference; CPU and CUDA), ``"triton"``
@@ -394,6 +403,8 @@ def mm(
     Raises:
         ValueError: malformed inputs (ranks, shapes, dtypes, devices, ``out``), raised
             before any kernel runs; or an explicitly named backend cannot run the inputs.
+            ``out`` overlapping as above is refused by every backend before its kernel
+            runs, also with ``skip_check=True`` and inside ``flashinfer.autotune()``.
         BackendSupportedError: unknown backend, or no backend can run the inputs with
             ``backend="auto"`` (the message lists each backend and why).
     """
@@ -476,6 +487,7 @@ def _declare_cases() -> None:
             Case(name, _case_inputs(*dims, **kw), _reference, rel_frobenius(), seed=100 + i)
             for i, (name, dims, kw) in enumerate(specs)
         ],
+        overlap=OVERLAP,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .aliasing import OverlapRule
 from .api_logging import flashinfer_api
 from .backend_dispatch import (
     backend_requirement,
@@ -38,6 +39,12 @@ def _dtype_name(dtype: torch.dtype) -> str:
 # --------------------------------------------------------------------------------------
 # Shared validation: every backend, before any kernel runs
 # --------------------------------------------------------------------------------------
+
+OVERLAP = OverlapRule("rmsnorm", ("out",), ("input", "weight"), frozenset({("out", "input")}))
+"""What :func:`rmsnorm` writes and reads: ``out=input`` is in place (each row is read before
+it is written, by every backend); any other overlap of ``out`` with ``input``, ``weight``
+or itself is refused.  Checked in the op's body, just before the backend runs, so that every
+path (explicit, ``"auto"``, ``skip_check=True``) goes through it."""
 
 
 def _common_check(
@@ -158,6 +165,8 @@ def _check_triton(
         raise ValueError(reason)
     for name, t in (("input", input), ("out", out)):
         if t is not None and rows_view(t) is None:
+            if t is out:  # an out that overlaps is the error to report, not its layout
+                OVERLAP.check(out, input, weight)
             raise ValueError(
                 f"{name} of shape {tuple(t.shape)} and strides {t.stride()} is not a stack of "
                 "rows with a contiguous last dimension (stride 1) and one row stride; pass "
@@ -236,8 +245,9 @@ def rmsnorm(
         input: tensor of any shape ``(..., hidden)``; float32, float16 or bfloat16.
         weight: ``(hidden,)`` tensor of the same dtype and device.
         eps: added to the mean square before the square root; finite and ``>= 0``.
-        out: optional output of the input's shape, dtype and device (may be ``input``
-            itself for an in-place update).
+        out: optional output of the input's shape, dtype and device.  It may be ``input``
+            itself (the same view) for an in-place update; otherwise it must not overlap
+            ``input``, ``weight`` or itself (e.g. a zero-stride ``expand()`` view).
         backend: ``"auto"`` (default: the fastest suitable backend for the inputs),
             ``"torch"`` (reference; CPU and CUDA) or ``"triton"`` (CUDA; CPU tensors only
             under ``TRITON_INTERPRET=1``; needs a contiguous last dimension).
@@ -251,10 +261,13 @@ def rmsnorm(
     Raises:
         ValueError: malformed inputs (rank, shapes, dtypes, devices, ``out``), raised before
             any kernel runs; or an explicitly named backend cannot run these inputs (the
-            message says why).
+            message says why).  ``out`` overlapping as above is refused on every backend
+            before any kernel runs, also with ``skip_check=True``.
         BackendSupportedError: unknown backend, or no backend can run the inputs with
             ``backend="auto"`` (the message lists each backend and why).
     """
+    if out is not None:  # also under skip_check=True: wrong numbers cost more than ~2 us
+        OVERLAP.check(out, input, weight)
     if backend == "auto":
         backend = rmsnorm.suitable_auto_backends[0]
     return _BACKENDS[backend](input, weight, eps, out)
@@ -318,6 +331,7 @@ def _declare_cases() -> None:
             Case(name, _case_inputs(shape, dtype, **kw), _reference, allclose(), seed=i)
             for i, (name, shape, dtype, kw) in enumerate(specs)
         ],
+        overlap=OVERLAP,
     )
 
 

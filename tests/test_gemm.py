@@ -14,6 +14,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flashinfer
 import flashinfer.backend_dispatch as dispatch
@@ -106,10 +108,74 @@ def test_malformed_inputs_raise_before_any_kernel(no_kernels, backend, make, kwa
         mm(a, b, backend=backend, **kwargs)
 
 
-def test_out_aliasing_an_input_is_rejected(no_kernels):
-    buf = torch.zeros(4, 4)
-    with pytest.raises(ValueError, match="shares memory with an input"):
-        mm(buf, torch.ones(4, 4), out=buf)
+# ---- overlap: a, b and out placed anywhere in one buffer ----------------------------------
+# (every declared case under every attack: tests/test_overlap_conformance.py)
+
+BUF = 12
+
+
+@st.composite
+def _placements(draw):
+    """(rows, cols, first row, first col) of a, b and out in a (12, 12) buffer."""
+    m, k, n = (draw(st.integers(1, 5)) for _ in range(3))
+    at = {}
+    for name, (rows, cols) in {"a": (m, k), "b": (k, n), "out": (m, n)}.items():
+        at[name] = (rows, cols, draw(st.integers(0, BUF - rows)), draw(st.integers(0, BUF - cols)))
+    return at
+
+
+def _cells(rows, cols, row0, col0):
+    return {(row0 + r, col0 + c) for r in range(rows) for c in range(cols)}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    backend=st.sampled_from(["torch", "triton", "auto"]),
+    skip_check=st.booleans(),
+    at=_placements(),
+)
+def test_out_overlapping_an_input_raises_else_is_right(backend, skip_check, at):
+    """Wherever a, b and out sit in one buffer: out overlapping a or b raises ValueError
+    before anything is written (no backend computes in place); otherwise, a and b
+    overlapping each other included, the product is right and only out is written."""
+    buf = torch.randn(BUF, BUF, generator=torch.Generator().manual_seed(2))
+    a, b, out = (buf[r0 : r0 + r, c0 : c0 + c] for r, c, r0, c0 in at.values())
+    expected = a.double() @ b.double()
+    before = buf.clone()
+    out_cells = _cells(*at["out"])
+    if out_cells & (_cells(*at["a"]) | _cells(*at["b"])):
+        with pytest.raises(ValueError, match=r"mm: out overlaps [ab] and mm cannot run in place"):
+            mm(a, b, out=out, backend=backend, skip_check=skip_check)
+        assert torch.equal(buf, before)
+        return
+    assert mm(a, b, out=out, backend=backend, skip_check=skip_check) is out
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+    untouched = torch.ones_like(buf, dtype=torch.bool)
+    for r, c in out_cells:
+        untouched[r, c] = False
+    assert torch.equal(buf[untouched], before[untouched])
+
+
+@pytest.mark.parametrize("name", ["torch", "triton"])
+def test_every_runner_refuses_overlap_when_called_directly(name):
+    """MM_RUNNERS are public (the autotuner and kernel authors call them): each one checks."""
+    buf = torch.zeros(5, 4)
+    inputs = (buf[:4], torch.ones(4, 4), buf[1:], None)
+    with pytest.raises(ValueError, match="mm: out overlaps a"):
+        gemm.MM_RUNNERS[name](inputs)
+    with pytest.raises(ValueError, match="mm: out overlaps itself"):
+        gemm.MM_RUNNERS[name](
+            (torch.ones(4, 4), torch.ones(4, 4), torch.zeros(1, 4).expand(4, 4), None)
+        )
+    assert not buf.any()
+
+
+def test_tuning_with_an_overlapping_out_raises_and_writes_nothing(clean_tuner):
+    buf = torch.zeros(5, 4)
+    with autotune(), pytest.raises(ValueError, match="mm: out overlaps a"):
+        mm(buf[:4], torch.ones(4, 4), out=buf[1:])
+    assert not buf.any()
+    assert not clean_tuner.choices()  # nothing was timed, so nothing was kept
 
 
 def test_unknown_backend_lists_the_real_ones():

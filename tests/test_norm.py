@@ -10,6 +10,8 @@ import types
 
 import pytest
 import torch
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import flashinfer
 import flashinfer.norm as norm
@@ -113,6 +115,83 @@ def test_out_is_written_and_returned_also_in_place(backend):
     torch.testing.assert_close(out, expected)
     assert rmsnorm(x, w, out=x, backend=backend) is x  # in place
     torch.testing.assert_close(x, expected)
+
+
+# ---- overlap: out, input and weight placed anywhere in one buffer --------------------------
+# (every declared case under every attack: tests/test_overlap_conformance.py)
+
+
+BUF_ROWS, BUF_COLS = 10, 12
+
+
+def _placement(draw, rows, cols):
+    """(rows, cols, row step, first row, first col) of a view of a (10, 12) buffer."""
+    step = draw(st.sampled_from([1, 2]))
+    row0 = draw(st.integers(0, BUF_ROWS - 1 - (rows - 1) * step))
+    col0 = draw(st.integers(0, BUF_COLS - cols))
+    return rows, cols, step, row0, col0
+
+
+@st.composite
+def _x_and_out(draw):
+    rows, cols = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    x_at = _placement(draw, rows, cols)
+    out_at = x_at if draw(st.booleans()) else _placement(draw, rows, cols)  # in place, often
+    return x_at, out_at
+
+
+def _view(buf, rows, cols, step, row0, col0):
+    return buf[row0 : row0 + (rows - 1) * step + 1 : step, col0 : col0 + cols]
+
+
+def _cells(rows, cols, step, row0, col0):
+    return {(row0 + r * step, col0 + c) for r in range(rows) for c in range(cols)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    backend=st.sampled_from(["torch", "triton", "auto"]),
+    skip_check=st.booleans(),
+    placed=_x_and_out(),
+    w_in_buffer=st.booleans(),
+)
+def test_out_overlapping_input_or_weight_raises_else_is_right(
+    backend, skip_check, placed, w_in_buffer
+):
+    """Wherever out, input and weight sit in one buffer: out = input (the same view) is an
+    in-place update; any other overlap of out raises ValueError before anything is written;
+    everything else, input and weight overlapping included, matches the reference."""
+    x_at, o_at = placed
+    buf = torch.randn(BUF_ROWS, BUF_COLS, generator=torch.Generator().manual_seed(1))
+    x, out = _view(buf, *x_at), _view(buf, *o_at)
+    cols = x.shape[1]
+    w = buf[BUF_ROWS - 1, :cols] if w_in_buffer else torch.randn(cols)
+    w_cells = {(BUF_ROWS - 1, c) for c in range(cols)} if w_in_buffer else set()
+    expected = norm._reference(x.clone(), w.clone())
+    before = buf.clone()
+    out_cells = _cells(*o_at)
+    if x_at != o_at and out_cells & _cells(*x_at) or out_cells & w_cells:
+        with pytest.raises(ValueError, match=r"rmsnorm: out overlaps (itself|input|weight)"):
+            rmsnorm(x, w, out=out, backend=backend, skip_check=skip_check)
+        assert torch.equal(buf, before)
+        event("refused")
+        return
+    event("in place" if x_at == o_at else "separate out")
+    assert rmsnorm(x, w, out=out, backend=backend, skip_check=skip_check) is out
+    torch.testing.assert_close(out, expected)
+    untouched = torch.ones_like(buf, dtype=torch.bool)
+    for r, c in out_cells:
+        untouched[r, c] = False
+    assert torch.equal(buf[untouched], before[untouched])  # only out was written
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton", "auto"])
+def test_the_reported_attacks_raise_before_any_kernel(no_kernels, backend):
+    buf = torch.randn(5, 8)
+    with pytest.raises(ValueError, match="out overlaps input but is not the same view"):
+        rmsnorm(buf[:4], torch.ones(8), out=buf[1:], backend=backend)
+    with pytest.raises(ValueError, match=r"out overlaps itself.*strides \(0, 1\)"):
+        rmsnorm(buf[:4], torch.ones(8), out=torch.zeros(1, 8).expand(4, 8), backend=backend)
 
 
 def test_auto_matches_every_explicit_backend():

@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flashinfer
 from flashinfer import ExperimentalWarning, fused_add_rmsnorm, rmsnorm
@@ -87,8 +89,74 @@ def test_malformed_inputs_raise_before_anything_is_written(quiet, args, match):
 
 def test_aliased_input_and_residual_are_refused(quiet):
     x = torch.ones(2, 4)
-    with pytest.raises(ValueError, match="share memory"):
+    with pytest.raises(ValueError, match="input and residual overlap"):
         fused_add_rmsnorm(x, x, torch.ones(4))
+
+
+# ---- overlap: input, residual and weight placed anywhere in one buffer ---------------------
+# (every declared case under every attack: tests/experimental/test_overlap_conformance_...)
+
+BUF = 10
+
+
+@st.composite
+def _placements(draw):
+    """(rows, cols, first row, first col) of input, residual and weight in a (10, 10)
+    buffer; weight is one row."""
+    m, n = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    at = {}
+    for name, rows in (("input", m), ("residual", m), ("weight", 1)):
+        at[name] = (rows, n, draw(st.integers(0, BUF - rows)), draw(st.integers(0, BUF - n)))
+    return at
+
+
+def _cells(rows, cols, row0, col0):
+    return {(row0 + r, col0 + c) for r in range(rows) for c in range(cols)}
+
+
+@pytest.mark.filterwarnings("ignore::flashinfer.ExperimentalWarning")
+@settings(max_examples=100, deadline=None)
+@given(at=_placements())
+def test_any_overlap_raises_before_writing_else_equals_the_unfused_composition(at):
+    """input and residual are both written and weight is read for every row: any two of
+    them overlapping (weight a row of input, residual a shifted input, ...) raises
+    ValueError before anything is written; otherwise the result is the unfused one."""
+    buf = torch.randn(BUF, BUF, generator=torch.Generator().manual_seed(3))
+    x, r, w = (buf[r0 : r0 + rows, c0 : c0 + cols] for rows, cols, r0, c0 in at.values())
+    w = w[0]
+    cells = [_cells(*place) for place in at.values()]
+    before = buf.clone()
+    if cells[0] & cells[1] or cells[0] & cells[2] or cells[1] & cells[2]:
+        with pytest.raises(ValueError, match=r"fused_add_rmsnorm: \w+ (and \w+ )?overlap"):
+            fused_add_rmsnorm(x, r, w)
+        assert torch.equal(buf, before)
+        return
+    expected_x, expected_r = _unfused(x.clone(), r.clone(), w.clone())
+    fused_add_rmsnorm(x, r, w)
+    assert torch.equal(r, expected_r)
+    torch.testing.assert_close(x, expected_x, rtol=2e-7, atol=2e-7)
+    untouched = torch.ones_like(buf, dtype=torch.bool)
+    for row, col in cells[0] | cells[1]:
+        untouched[row, col] = False
+    assert torch.equal(buf[untouched], before[untouched])
+
+
+@pytest.mark.parametrize("written", ["input", "residual"])
+def test_a_zero_stride_written_argument_raises_before_writing(quiet, written):
+    args = {"input": _rand(4, 8), "residual": _rand(4, 8, seed=1), "weight": torch.ones(8)}
+    base = torch.zeros(1, 8)
+    args[written] = base.expand(4, 8)
+    with pytest.raises(ValueError, match=rf"{written} overlaps itself.*{written}\.contiguous"):
+        fused_add_rmsnorm(**args)
+    assert not base.any()
+
+
+def test_weight_a_row_of_input_raises_before_writing(quiet):
+    x, r = _rand(4, 8), _rand(4, 8, seed=1)
+    before = x.clone(), r.clone()
+    with pytest.raises(ValueError, match="input overlaps weight.*weight.clone"):
+        fused_add_rmsnorm(x, r, x[1])
+    assert torch.equal(x, before[0]) and torch.equal(r, before[1])
 
 
 def test_bad_eps(quiet):

@@ -58,6 +58,37 @@ def test_results_are_deterministic():
     assert torch.equal(mm(a, b, backend="splitk"), mm(a, b, backend="splitk"))
 
 
+@pytest.mark.parametrize("skip_check", [False, True])
+@pytest.mark.parametrize("where", ["shifted into a", "shifted into b", "zero stride"])
+def test_an_overlapping_out_raises_before_anything_is_written(skip_check, where):
+    buf = torch.zeros(1100 * 16 + 64)
+    a, b = _rand(4, 1024), _rand(1024, 16, seed=1)
+    if where == "shifted into a":
+        a = buf[: 4 * 1024].view(4, 1024)
+        out = buf[1024 : 1024 + 64].view(4, 16)  # rows 1.. of a
+    elif where == "shifted into b":
+        b = buf[: 1024 * 16].view(1024, 16)
+        out = buf[16:80].view(4, 16)
+    else:
+        out = buf[:16].view(1, 16).expand(4, 16)
+    before = buf.clone()
+    with pytest.raises(ValueError, match=r"mm: out overlaps (a|b|itself)"):
+        mm(a, b, out=out, backend="splitk", skip_check=skip_check)
+    assert torch.equal(buf, before)
+    with pytest.raises(ValueError, match=r"mm: out overlaps (a|b|itself)"):
+        gemm.MM_RUNNERS["splitk"]((a, b, out, None))  # the runner checks too
+    assert torch.equal(buf, before)
+
+
+def test_disjoint_views_of_one_buffer_are_fine():
+    buf = _rand(4, 1024 + 16)
+    a, out = buf[:, :1024], buf[:, 1024:]  # a's rows and out's rows interleave
+    b = _rand(1024, 16, seed=1)
+    expected = a.double() @ b.double()
+    assert mm(a, b, out=out, backend="splitk") is out
+    assert ((out.double() - expected).norm() / expected.norm()).item() < 1e-6
+
+
 @pytest.mark.parametrize(
     "a, b, match",
     [

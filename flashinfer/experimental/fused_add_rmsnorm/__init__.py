@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from ...fused_norm import OVERLAP
 from ...kernels import offsets_reason, rows_view, triton_device_reason
 from ...norm import _rmsnorm_torch
 
@@ -72,14 +73,7 @@ def _validate(
         or not (math.isfinite(eps) and eps >= 0)
     ):
         raise ValueError(f"fused_add_rmsnorm: eps must be a finite float >= 0, got {eps!r}")
-    if (
-        input.numel()
-        and input.untyped_storage().data_ptr() == residual.untyped_storage().data_ptr()
-    ):
-        raise ValueError(
-            "fused_add_rmsnorm: input and residual share memory; both are written in place, "
-            "so pass separate tensors"
-        )
+    OVERLAP.check(input, residual, weight)
 
 
 def kernel_unsupported_reason(

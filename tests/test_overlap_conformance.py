@@ -1,0 +1,63 @@
+"""The overlap rule through the real ops: every declared op, every written argument, every
+stable backend and ``backend="auto"``, every declared case (``flashinfer.testing.overlap_items``).
+
+Each attack (a zero-stride written argument, a written argument shifted into another one,
+the same tensor passed twice, read-only arguments aliasing each other) must either raise a
+``ValueError`` naming the arguments before anything is written, also with
+``skip_check=True``, or, where the op allows the aliasing (``out=input``, inputs that are
+only read), match the reference.  Experimental backends and APIs: the twin in
+tests/experimental/test_overlap_conformance_experimental.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from flashinfer.testing import (
+    OverlapItem,
+    conformance_devices,
+    declared_ops,
+    overlap_items,
+    overlap_rule_for,
+)
+
+
+@pytest.mark.parametrize("device", conformance_devices())
+@pytest.mark.parametrize("item", overlap_items(experimental=False), ids=str)
+def test_overlap(item: OverlapItem, device: str) -> None:
+    reason = item.run(device)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def test_every_declared_op_declares_what_it_writes():
+    """An op cannot leave an ``out`` (or anything else) out of the attacks unnoticed."""
+    for op in declared_ops():
+        rule = overlap_rule_for(op)
+        assert rule is not None, f"{op.__name__} declared cases but no overlap rule"
+        params = inspect.signature(op).parameters
+        assert set(rule.written + rule.read) <= set(params)
+        assert "out" not in params or "out" in rule.written
+        tensors = [n for n, p in params.items() if "Tensor" in str(p.annotation)]
+        assert set(tensors) <= set(rule.written + rule.read), f"{op.__name__}: {tensors}"
+
+
+def test_every_stable_op_and_backend_is_attacked():
+    seen = {(str(i).split("-")[0], i.backend, str(i.attack)) for i in overlap_items()}
+    for op, backends, attack in [
+        ("rmsnorm", ("torch", "triton", "auto"), "out-self"),
+        ("rmsnorm", ("torch", "triton", "auto"), "out-shifted-into-input"),
+        ("rmsnorm", ("torch", "triton", "auto"), "weight-shifted-into-out"),
+        ("rmsnorm", ("torch", "triton", "auto"), "out-same-input"),
+        ("rmsnorm", ("torch", "triton", "auto"), "input-read_alias-weight"),
+        ("mm", ("torch", "triton", "auto", "splitk"), "out-self"),
+        ("mm", ("torch", "triton", "auto", "splitk"), "b-shifted-into-out"),
+        ("mm", ("torch", "triton", "auto", "splitk"), "a-read_alias-b"),
+        ("fused_add_rmsnorm", (None,), "residual-self"),
+        ("fused_add_rmsnorm", (None,), "weight-shifted-into-input"),
+        ("fused_add_rmsnorm", (None,), "input-shifted-into-residual"),
+    ]:
+        for backend in backends:
+            assert (op, backend, attack) in seen, (op, backend, attack)
