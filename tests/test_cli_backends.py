@@ -265,7 +265,7 @@ def test_probe_reports_a_broken_install_with_the_error(monkeypatch, fresh_probe)
     monkeypatch.setattr(availability, "_import_problem", broken)
     problem = availability.triton_unavailable("cuda")
     assert problem is not None
-    assert problem.reason == "Triton does not import (RuntimeError: CUDA driver mismatch)"
+    assert problem.reason == "Triton cannot be imported (RuntimeError: CUDA driver mismatch)"
     assert "pip install --force-reinstall triton" in problem.fix
     assert str(problem) == f"{problem.reason}; {problem.fix}"
 
@@ -286,7 +286,7 @@ def test_probe_reports_a_broken_install_with_the_error(monkeypatch, fresh_probe)
         ),
         (
             {"numpy": "ImportError: numpy is built for another Python"},
-            "the Triton interpreter needs numpy, which does not import "
+            "the Triton interpreter needs numpy, which cannot be imported "
             "(ImportError: numpy is built for another Python)",
             "reinstall it: pip install --force-reinstall numpy",
         ),
@@ -297,7 +297,7 @@ def test_probe_reports_a_broken_install_with_the_error(monkeypatch, fresh_probe)
         ),
         (
             {"triton": "ModuleNotFoundError: No module named 'something_else'"},
-            "Triton does not import (ModuleNotFoundError: No module named 'something_else')",
+            "Triton cannot be imported (ModuleNotFoundError: No module named 'something_else')",
             "reinstall it: pip install --force-reinstall triton",
         ),
     ],
@@ -309,10 +309,18 @@ def test_probe_names_what_is_missing_and_the_fix(monkeypatch, fresh_probe, probl
     assert problem == availability.TritonUnavailable(reason, fix)
 
 
-def test_import_problem_reads_the_real_import_system():
+def test_import_problem_asks_the_real_import_system_without_importing():
     assert availability._import_problem("json") is None
     problem = availability._import_problem("no_such_module_anywhere")
-    assert problem is not None and problem.startswith("ModuleNotFoundError: No module named")
+    assert problem == "ModuleNotFoundError: No module named 'no_such_module_anywhere'"
+    code = (
+        "import sys\n"
+        "from flashinfer.kernels import availability as a\n"
+        "assert a._import_problem('triton') is None\n"
+        "assert 'triton' not in sys.modules, 'the probe imported triton'\n"
+    )
+    proc = run(code)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_checkers_give_the_probe_answer_on_a_call(monkeypatch, fresh_probe):

@@ -1,16 +1,19 @@
 """Whether Triton kernels can run on this machine, and if not, why and how to fix it.
 
 One probe answers for the support checkers (the reason a call is refused) and for
-``flashinfer backends`` (the report), so the two never disagree.  The probe imports what a
-Triton kernel would import (Triton itself and, for CPU tensors, the interpreter's own
-dependencies such as numpy), once per device kind and setting, the first time a Triton
-checker asks; ``import flashinfer`` does not run it.
+``flashinfer backends`` (the report), so the two never disagree.  The probe asks the import
+system whether what a Triton kernel imports can be found (Triton itself and, for CPU tensors,
+the interpreter's own dependencies such as numpy), once per device kind and setting, the first
+time a Triton checker asks.  It finds modules without importing them: an ``"auto"`` call that
+runs a torch backend must not pay for importing Triton (about a second), which is imported
+only when a Triton kernel first runs.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 
 __all__ = ["TritonUnavailable", "interpreter_enabled", "reset_probe", "triton_unavailable"]
@@ -45,12 +48,20 @@ def reset_probe() -> None:
 
 
 def _import_problem(module: str) -> str | None:
-    """Why ``module`` cannot be imported here (one line), or ``None`` if it imports."""
+    """Why the import system cannot find ``module`` here (one line), or ``None`` if it can.
+
+    Finds without importing (see the module docstring); an import hook that refuses the module
+    (a finder that raises) counts as the module being unavailable.
+    """
+    if module in sys.modules:
+        return None
     try:
-        importlib.import_module(module)
-    except Exception as exc:  # a broken install raises more than ImportError
+        spec = importlib.util.find_spec(module)
+    except Exception as exc:  # a finder may raise (ModuleNotFoundError, or worse)
         first = str(exc).splitlines()[0] if str(exc) else ""
         return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    if spec is None:
+        return f"ModuleNotFoundError: No module named {module!r}"
     return None
 
 
@@ -91,11 +102,11 @@ def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
             )
         if module == "triton":
             return TritonUnavailable(
-                f"Triton does not import ({problem})",
+                f"Triton cannot be imported ({problem})",
                 "reinstall it: pip install --force-reinstall triton",
             )
         return TritonUnavailable(
-            f"the Triton interpreter needs {module}, which does not import ({problem})",
+            f"the Triton interpreter needs {module}, which cannot be imported ({problem})",
             f"reinstall it: pip install --force-reinstall {module}",
         )
     return None
