@@ -36,7 +36,9 @@ def main(argv: list[str]) -> int:
         return 2
     blocks = bash_blocks(README.read_text(encoding="utf-8"))
     if len(blocks) != 2:
-        print(f"README.md must give exactly two ```bash blocks, found {len(blocks)}", file=sys.stderr)
+        print(
+            f"README.md must give exactly two ```bash blocks, found {len(blocks)}", file=sys.stderr
+        )
         return 1
     print(blocks[WHICH.index(argv[0])])
     return 0
