@@ -31,8 +31,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _fresh_experimental_state(monkeypatch: pytest.MonkeyPatch):
-    """Each test starts with no 'already warned' records and the gate unset."""
+    """Each test starts with no 'already warned' records, the gate and the warning switch unset."""
     monkeypatch.delenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", raising=False)
+    # A developer's exported escalation would otherwise turn every pytest.warns into an error.
+    monkeypatch.delenv("FLASHINFER_EXPERIMENTAL_WARNINGS", raising=False)
     flashinfer.reset_experimental_warnings()
     yield
     flashinfer.reset_experimental_warnings()
