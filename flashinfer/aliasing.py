@@ -28,7 +28,9 @@ are compared exactly, by listing their contiguous runs of bytes.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -38,6 +40,10 @@ MAX_RUNS = 1 << 20
 """Most contiguous runs of bytes listed per tensor in an exact comparison.  Beyond this
 (a very large, finely strided view of a buffer another argument also lives in) overlap is
 assumed, so the op refuses rather than risk wrong numbers."""
+
+_FEW_RUNS = 4096
+"""Up to this many runs in all, they are compared as Python ints (tens of microseconds);
+beyond, as tensors."""
 
 
 @dataclass(frozen=True)
@@ -174,50 +180,104 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     return lo, lo + (last + 1) * t.element_size()
 
 
-def _runs(t: torch.Tensor) -> tuple[torch.Tensor, int] | None:
-    """``t``'s bytes as sorted start addresses of equal runs, and the run length in bytes;
-    ``None`` when there are more than :data:`MAX_RUNS` runs.
+class _Runs(NamedTuple):
+    """A tensor's bytes as equal runs: ``length`` bytes from each of ``count`` starts,
+    ``start + sum(i_k * stride_k)`` over the ``outer`` ``(byte stride, size)`` dims."""
 
-    Dims of size 1 and stride 0 add no addresses; the innermost dims that are contiguous
-    with each other fold into one run.
-    """
+    start: int
+    length: int
+    outer: list[tuple[int, int]]
+    number: int
+
+    def listed(self) -> list[int]:
+        """The sorted starts, as Python ints (fastest for a few thousand runs)."""
+        starts = [self.start]
+        for stride, size in self.outer:
+            starts = [s + i * stride for s in starts for i in range(size)]
+        return sorted(starts)
+
+    def tensor(self) -> torch.Tensor:
+        """The sorted starts, as an int64 CPU tensor (for many runs)."""
+        starts = torch.tensor([self.start], dtype=torch.int64)
+        for stride, size in self.outer:
+            starts = (starts[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
+        return starts.sort().values
+
+
+def _runs(t: torch.Tensor) -> _Runs:
+    """``t``'s runs.  Dims of size 1 and stride 0 add no addresses; the innermost dims that
+    are contiguous with each other fold into one run."""
     es = t.element_size()
     dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True))
     dims = [(stride, size) for stride, size in dims if size > 1 and stride > 0]
-    run = es
-    while dims and dims[0][0] * es == run:
-        run *= dims.pop(0)[1]
-    count = 1
+    length = es
+    while dims and dims[0][0] * es == length:
+        length *= dims.pop(0)[1]
+    number = 1
     for _, size in dims:
-        count *= size
-    if count > MAX_RUNS:
-        return None
-    starts = torch.tensor([t.data_ptr()], dtype=torch.int64)
-    for stride, size in dims:
-        steps = torch.arange(size, dtype=torch.int64) * (stride * es)
-        starts = (starts[:, None] + steps).reshape(-1)
-    return starts.sort().values, run
+        number *= size
+    return _Runs(t.data_ptr(), length, [(stride * es, size) for stride, size in dims], number)
 
 
 def _runs_overlap_themselves(t: torch.Tensor) -> bool:
-    listed = _runs(t)
-    if listed is None:
+    runs = _runs(t)  # callers have ruled out zero strides, which _runs drops
+    if runs.number > MAX_RUNS:
         return True  # too many pieces to list: assume the worst
-    starts, run = listed  # callers have ruled out zero strides, which _runs drops
-    return bool((starts[1:] < starts[:-1] + run).any())
+    if runs.number <= _FEW_RUNS:
+        starts = runs.listed()
+        return any(nxt < cur + runs.length for cur, nxt in itertools.pairwise(starts))
+    tensor = runs.tensor()
+    return bool((tensor[1:] < tensor[:-1] + runs.length).any())
 
 
 def _runs_intersect(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Exact overlap of two tensors (called when their address ranges intersect)."""
     if a.device != b.device or a.device.type == "meta":
         return False  # no memory shared: another device, or none at all
-    listed_a, listed_b = _runs(a), _runs(b)
-    if listed_a is None or listed_b is None:
+    ra, rb = _runs(a), _runs(b)
+    if len(ra.outer) <= 1 and len(rb.outer) <= 1:
+        return _strided_runs_meet(ra, rb)
+    if ra.number > MAX_RUNS or rb.number > MAX_RUNS:
         return True  # too many pieces to list: assume the worst
-    (a_starts, a_run), (b_starts, b_run) = listed_a, listed_b
-    # A run of b [s, s + b_run) meets a's runs iff one of a's runs starting before s + b_run
-    # ends after s. a's runs are sorted and of equal length, so the last such run ends last.
-    before = torch.searchsorted(a_starts, b_starts + b_run, side="left") - 1
-    hit = before >= 0
-    ends = a_starts[before.clamp(min=0)] + a_run
-    return bool((hit & (ends > b_starts)).any())
+    if ra.number + rb.number <= _FEW_RUNS:
+        return _sorted_runs_meet(ra.listed(), ra.length, rb.listed(), rb.length)
+    a_starts, b_starts = ra.tensor(), rb.tensor()
+    # A run of b [s, s + rb.length) meets a's runs iff one of a's runs starting before its
+    # end ends after s. a's runs are sorted and of equal length, so the last such run ends
+    # last.
+    before = torch.searchsorted(a_starts, b_starts + rb.length, side="left") - 1
+    ends = a_starts[before.clamp(min=0)] + ra.length
+    return bool(((before >= 0) & (ends > b_starts)).any())
+
+
+def _strided_runs_meet(a: _Runs, b: _Runs) -> bool:
+    """Whether two tensors of at most one outer dim each meet, in O(1) when the outer
+    strides agree (rows or column blocks of one buffer: the common case); else by listing."""
+    a_stride, a_rows = a.outer[0] if a.outer else (0, 1)
+    b_stride, b_rows = b.outer[0] if b.outer else (0, 1)
+    stride = a_stride or b_stride
+    if b_stride not in (0, stride):
+        return _sorted_runs_meet(a.listed(), a.length, b.listed(), b.length)
+    if stride == 0:  # one run each
+        return a.start < b.start + b.length and b.start < a.start + a.length
+    # Run i of a and run k of b meet iff -b.length < d + (k - i) * stride < a.length, with
+    # d the distance between the first runs: solve for t = k - i, then clip t to the rows.
+    d = b.start - a.start
+    t_min = (-b.length - d) // stride + 1
+    t_max = -((d - a.length) // stride) - 1
+    return max(t_min, 1 - a_rows) <= min(t_max, b_rows - 1)
+
+
+def _sorted_runs_meet(a: list[int], a_len: int, b: list[int], b_len: int) -> bool:
+    """Whether runs of length ``a_len`` at sorted starts ``a`` meet runs of length ``b_len``
+    at sorted starts ``b``.  Runs of one length end in the order they start, so a run that
+    ends before the other list's current run starts can meet no later run of it."""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] + a_len <= b[j]:
+            i += 1
+        elif b[j] + b_len <= a[i]:
+            j += 1
+        else:
+            return True
+    return False

@@ -134,15 +134,9 @@ def _common_check(
 
 OVERLAP = OverlapRule("mm", ("out",), ("a", "b"))
 """What :func:`mm` writes and reads: ``out`` may not overlap ``a``, ``b`` or itself (no
-backend computes in place).  Every runner checks it first (:func:`_refuse_overlap`), so every
-path to a kernel goes through it: explicit, ``"auto"``, routed and tuning calls,
-``skip_check=True``, and direct use of :data:`MM_RUNNERS`."""
-
-
-def _refuse_overlap(inputs: tuple) -> None:
-    """:data:`OVERLAP` for a runner's ``inputs = (a, b, out, out_dtype)``."""
-    if inputs[2] is not None:
-        OVERLAP.check(inputs[2], inputs[0], inputs[1])
+backend computes in place).  Every runner checks it before its kernel, so every path to a
+kernel goes through it: explicit, ``"auto"``, routed and tuning calls, ``skip_check=True``,
+and direct use of :data:`MM_RUNNERS`."""
 
 
 # --------------------------------------------------------------------------------------
@@ -171,8 +165,9 @@ class TorchRunner:
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)``."""
-        _refuse_overlap(inputs)
         a, b, out, out_dtype = inputs
+        if out is not None:
+            OVERLAP.check(out, a, b)
         dtype = _result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
             a, b = a.float(), b.float()
@@ -258,8 +253,9 @@ def _run_tiled(
     """Run a tiled Triton GEMM (the ``triton`` and ``splitk`` runners): ``tactic`` defaults to
     ``runner``'s first for these inputs and must otherwise be in ``space`` (the tactics of
     ``backend``); ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
-    _refuse_overlap(inputs)
     a, b, out, out_dtype = inputs
+    if out is not None:
+        OVERLAP.check(out, a, b)
     if tactic is None:
         tactic = runner.tactics(inputs)[0]
     elif tactic not in space:
