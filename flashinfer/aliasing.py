@@ -26,8 +26,8 @@ comparing ``data_ptr()`` ranges (about 2 us for an op with one output and two in
 tensors whose ranges intersect (views of one buffer) are compared exactly: in O(1) when each
 is a stack of equal runs of bytes with one row stride (rows or column blocks of a buffer),
 else by listing their runs.  torch's own ``out=`` checks (``has_internal_overlap``,
-``get_overlap_status``) give up on such views ("too hard") and let them through; this rule
-decides them.
+``get_overlap_status``) give up ("too hard") on views that are not dense, such as column
+blocks or every other row, and let them through; this rule decides them.
 """
 
 from __future__ import annotations
