@@ -23,6 +23,7 @@ from .api_logging import (
 )
 from .backend_dispatch import (
     BackendSupportedError,
+    UnsupportedInputsError,
     backend_requirement,
     experimental_backend,
     supported_compute_capability,
@@ -45,6 +46,7 @@ API_MODULES: tuple[str, ...] = ("flashinfer.norm", "flashinfer.gemm", "flashinfe
 __all__ = [
     "BackendSupportedError",
     "ExperimentalWarning",
+    "UnsupportedInputsError",
     "api_inventory",
     "backend_requirement",
     "experimental_api",
