@@ -565,10 +565,25 @@ class OverlapItem:
         return all(torch.equal(_bits(t), b) for t, b in zip(watched, before, strict=True))
 
 
+def _attack_tensors(op: Any, rule: OverlapRule, case: Case) -> dict[str, torch.Tensor]:
+    """The case's tensors that ``rule`` names, built on CPU (an omitted ``out`` shaped as
+    the result): what decides whether an attack applies."""
+    inputs = case.make_inputs("cpu")
+    tensors = {n: inputs.get(n) for n in rule.written + rule.read}
+    if any(tensors[n] is None for n in rule.written):
+        result = case.reference(**{k: _clone(v) for k, v in inputs.items()})
+        for n in rule.written:
+            if tensors[n] is None:
+                tensors[n] = torch.zeros_like(result)
+    return tensors  # type: ignore[return-value]
+
+
 def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
     """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops that
     declared an overlap rule, ``backend="auto"`` included; each refused attack also with
-    ``skip_check=True`` on ops that have it.  ``experimental`` filters as in
+    ``skip_check=True`` on ops that have it.  Attacks that cannot be built for a case's
+    shapes and dtypes (``"same"`` on tensors of different shapes, say) are left out here, at
+    collection, rather than skipped.  ``experimental`` filters as in
     :func:`conformance_items`."""
     items = []
     for op in declared_ops():
@@ -577,14 +592,29 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
             continue
         checks = getattr(op, "backend_checks", None)
         backends: list[str | None] = [*checks, "auto"] if checks else [None]
-        for backend, case, attack in itertools.product(
-            backends, cases_for(op), overlap_attacks(rule)
-        ):
-            for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
-                item = OverlapItem(op, backend, case, attack, skip)
-                if experimental is None or item.experimental == experimental:
-                    items.append(item)
+        for case in cases_for(op):
+            tensors = _attack_tensors(op, rule, case)
+            attacks = [
+                a for a in overlap_attacks(rule) if not isinstance(_build_attack(a, tensors), str)
+            ]
+            for backend, attack in itertools.product(backends, attacks):
+                for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
+                    item = OverlapItem(op, backend, case, attack, skip)
+                    if experimental is None or item.experimental == experimental:
+                        items.append(item)
     return items
+
+
+def run_overlap_items_on(items: list[OverlapItem], device: str) -> list[str]:
+    """Run every item on ``device`` (a GPU test runs them all in one test, not one skipped
+    test per item on CPU machines); return the failures, one line each."""
+    failures = []
+    for item in items:
+        try:
+            item.run(device)
+        except AssertionError as exc:
+            failures.append(f"{item}: {exc}")
+    return failures
 
 
 # --------------------------------------------------------------------------------------
