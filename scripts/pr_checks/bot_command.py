@@ -53,7 +53,10 @@ _COMMAND_RE = re.compile(
     r"^ {0,3}(?i:@flashinfer-bot)[ \t]+run(?![A-Za-z0-9_-])(?P<rest>.*)$", re.DOTALL
 )
 _QUOTE_RE = re.compile(r"^ {0,3}>")
-_CONTEXT_RE = re.compile(r"^ci/test-scope-([1-9][0-9]*)$")
+# N has at most MAX_SCOPE_DIGITS digits: a larger one is no status of ours (and blanking up to
+# it would write that many statuses). fullmatch: no trailing newline slips through "$".
+MAX_SCOPE_DIGITS = 4
+_CONTEXT_RE = re.compile(r"ci/test-scope-([1-9][0-9]{0,3})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,24 +243,26 @@ def load_statuses(text: str) -> list[dict[str, Any]]:
     index = 0
     text = text.strip()
     while index < len(text):
-        value, index = decoder.raw_decode(text, index)
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except RecursionError:  # nesting deeper than the interpreter's stack
+            raise scope.ScopeError(["statuses: JSON nested too deeply"]) from None
         values.append(value)
         while index < len(text) and text[index].isspace():
             index += 1
     statuses: list[dict[str, Any]] = []
-
-    def walk(value: Any) -> None:
+    # An explicit stack, not recursion: the depth of untrusted input must not matter.
+    pending: list[Any] = [values]
+    while pending:
+        value = pending.pop()
         if isinstance(value, list):
-            for item in value:
-                walk(item)
+            pending.extend(reversed(value))
         elif isinstance(value, dict) and "statuses" in value and "context" not in value:
-            walk(value["statuses"])
+            pending.append(value["statuses"])
         elif isinstance(value, dict):
             statuses.append(value)
         else:
             raise scope.ScopeError([f"unexpected value in statuses: {value!r}"])
-
-    walk(values)
     return statuses
 
 
@@ -286,7 +291,7 @@ def scope_statuses(
         statuses = [s for s in statuses if ((s.get("creator") or {}).get("login") or "") == creator]
     result: dict[int, Mapping[str, Any]] = {}
     for context, status in latest_by_context(statuses).items():
-        m = _CONTEXT_RE.match(context)
+        m = _CONTEXT_RE.fullmatch(context)
         if m:
             result[int(m.group(1))] = status
     return result

@@ -13,7 +13,7 @@ import pytest
 
 from . import load_script
 
-load_script("experimental_test_scope")
+scope = load_script("experimental_test_scope")
 bot = load_script("bot_command")
 
 RUN = "@flashinfer-bot run"
@@ -239,3 +239,41 @@ def test_cli_decide_unreadable_is_invalid_input(
 ) -> None:
     assert bot.main(["decide", "--comment-file", str(tmp_path / "missing")]) == 2
     assert "cannot read --comment-file" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# Status contexts and status JSON are untrusted too
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        "ci/test-scope-1\n",  # "$" would accept the trailing newline
+        "ci/test-scope-" + "9" * 5000,  # int() refuses more than 4300 digits
+        "ci/test-scope-10000",  # more than MAX_SCOPE_DIGITS: no status of ours
+        "ci/test-scope-01",
+        "xci/test-scope-1",
+        "ci/test-scope-1 ",
+    ],
+)
+def test_only_well_formed_small_scope_contexts_count(context):
+    statuses = [{"context": context, "description": "tests/a.py"}]
+    assert bot.scope_statuses(statuses) == {}
+    assert bot.max_scope_index(statuses) == 0
+
+
+def test_scope_contexts_up_to_the_digit_limit_count():
+    top = int("9" * bot.MAX_SCOPE_DIGITS)
+    statuses = [{"context": f"ci/test-scope-{n}", "description": "x"} for n in (1, 42, top)]
+    assert sorted(bot.scope_statuses(statuses)) == [1, 42, top]
+
+
+@pytest.mark.parametrize("depth", [10, 5000, 200_000])
+def test_deeply_nested_status_json_is_an_input_error_not_a_crash(depth):
+    text = "[" * depth + '{"context": "ci/test-scope-1"}' + "]" * depth
+    try:
+        statuses = bot.load_statuses(text)
+    except scope.ScopeError as exc:
+        assert "nested too deeply" in str(exc)
+    else:  # shallow enough for the JSON parser: every level is walked without recursion
+        assert statuses == [{"context": "ci/test-scope-1"}]
