@@ -38,3 +38,10 @@ def _fresh_experimental_state(monkeypatch: pytest.MonkeyPatch):
     flashinfer.reset_experimental_warnings()
     yield
     flashinfer.reset_experimental_warnings()
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One mypy cache for the session (tests/mypy_runner.py): the first run reads torch's
+    annotations, which takes seconds."""
+    return tmp_path_factory.mktemp("mypy-cache")

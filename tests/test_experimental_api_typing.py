@@ -10,15 +10,9 @@ tests/test_typing.py.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from mypy_runner import run_mypy
 
 # Definitions shared by both scripts: a user's own experimental APIs of every kind.
 USER_APIS = """
@@ -114,27 +108,6 @@ EXPECTED = [
     (9, "arg-type", ('Argument 1 to "fetch" of "Thing"', '"str"', '"int"')),
     (10, "call-overload", ('No overload variant of "flashinfer_experimental_api"', '"int"')),
 ]
-
-
-@pytest.fixture(scope="module")
-def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the module: the first run reads torch's annotations (seconds)."""
-    return tmp_path_factory.mktemp("mypy-cache")
-
-
-def run_mypy(folder: Path, source: str, cache: Path) -> list[str]:
-    """``mypy --strict`` on ``source`` as ``folder/user.py``: its error and note lines."""
-    (folder / "user.py").write_text(textwrap.dedent(source).lstrip())
-    (folder / "mypy.ini").write_text("[mypy]\n")  # no configuration but --strict
-    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(REPO)
-    command = [sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini"]
-    command += ["--cache-dir", str(cache), "--no-error-summary", "--hide-error-context"]
-    proc = subprocess.run(
-        [*command, "user.py"], cwd=folder, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode in (0, 1), f"mypy crashed:\n{proc.stdout}\n{proc.stderr}"
-    return [line for line in proc.stdout.splitlines() if line.startswith("user.py:")]
 
 
 def test_correct_uses_of_experimental_apis_are_clean(tmp_path, mypy_cache):

@@ -9,16 +9,10 @@ The last test proves the set-up: without ``py.typed`` the package is not checked
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
-import pytest
+from mypy_runner import REPO, run_mypy
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "flashinfer"
 
 WRONG = """
@@ -74,29 +68,8 @@ RIGHT = """
 """
 
 
-@pytest.fixture(scope="session")
-def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the session: the first run reads torch's annotations (seconds)."""
-    return tmp_path_factory.mktemp("mypy-cache")
-
-
-def run_mypy(folder: Path, source: str, search_path: Path, cache: Path) -> list[str]:
-    """``mypy --strict`` on ``source`` as ``folder/user.py``: its error and note lines."""
-    (folder / "user.py").write_text(textwrap.dedent(source).lstrip())
-    (folder / "mypy.ini").write_text("[mypy]\n")  # no configuration but --strict
-    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(search_path)
-    command = [sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini"]
-    command += ["--cache-dir", str(cache), "--no-error-summary", "--hide-error-context"]
-    proc = subprocess.run(
-        [*command, "user.py"], cwd=folder, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode in (0, 1), f"mypy crashed:\n{proc.stdout}\n{proc.stderr}"
-    return [line for line in proc.stdout.splitlines() if line.startswith("user.py:")]
-
-
 def test_wrong_arguments_and_result_use_are_reported(tmp_path, mypy_cache):
-    lines = run_mypy(tmp_path, WRONG, REPO, mypy_cache)
+    lines = run_mypy(tmp_path, WRONG, mypy_cache)
     errors = [line for line in lines if ": error: " in line]
     remaining = list(errors)
     for line_no, code, words in EXPECTED_ERRORS:
@@ -117,7 +90,7 @@ def test_wrong_arguments_and_result_use_are_reported(tmp_path, mypy_cache):
 def test_a_correct_script_is_clean(tmp_path, mypy_cache):
     """Including skip_check (declared by the operators), the op's attributes, and its type
     named as BackendOp[..., Tensor]."""
-    assert run_mypy(tmp_path, RIGHT, REPO, mypy_cache) == []
+    assert run_mypy(tmp_path, RIGHT, mypy_cache) == []
 
 
 def test_each_operator_is_seen_with_its_own_signature(tmp_path, mypy_cache):
@@ -126,7 +99,7 @@ def test_each_operator_is_seen_with_its_own_signature(tmp_path, mypy_cache):
         reveal_type(flashinfer.mm)
         reveal_type(flashinfer.rmsnorm)
     """
-    notes = [line for line in run_mypy(tmp_path, source, REPO, mypy_cache) if "Revealed" in line]
+    notes = [line for line in run_mypy(tmp_path, source, mypy_cache) if "Revealed" in line]
     assert len(notes) == 2, notes
     mm, rmsnorm = notes
     for note, params in (
@@ -148,5 +121,5 @@ def test_without_py_typed_the_package_is_not_checked(tmp_path, mypy_cache):
     )
     work = tmp_path / "work"
     work.mkdir()
-    lines = run_mypy(work, WRONG, site, mypy_cache)
+    lines = run_mypy(work, WRONG, mypy_cache, site)
     assert any('"flashinfer"' in line and "[import-untyped]" in line for line in lines), lines
