@@ -2,21 +2,25 @@
 
 Sub-commands::
 
-    flashinfer backends [--json]        every API, its backends, what runs here, the gate
+    flashinfer backends [--json]        environment report: versions, devices, the gate, and
+                                        every API's backends, what runs here and why not
     flashinfer autotune --op mm --shapes 128x4096x4096,64x256x512 --cache tuned.json \\
         [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
     flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),
 ``2`` a usage error (unknown command, op or dtype, malformed shape, CUDA asked for on a
-machine without it).  Errors are one line on stderr, starting ``flashinfer: error:`` (or
+machine without it, an unusable ``--cache``), ``130`` interrupted (``autotune`` saves the
+shapes already tuned first).  Errors are one line on stderr, starting ``flashinfer: error:`` (or
 ``flashinfer <command>: error:``); ``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a
 runtime failure.
 
 ``autotune`` loads the cache file first (keys already in it are not timed again; ``--force``
 re-times them), tunes each shape inside :func:`flashinfer.autotuner.autotune` with a
 plain-text progress bar on stderr, then saves (merging with the file, atomically) and prints
-one row per shape: the picked backend, tactic and median time, and whether it was timed now.
+one row per shape: the picked backend, tactic and median time, whether it was timed now, and
+how many (backend, tactic) pairs failed, each listed below the table with its reason.  A run
+that only reused keys already in the file writes nothing.
 """
 
 from __future__ import annotations
