@@ -3,10 +3,9 @@
 This package itself is light: it never imports Triton.  Each kernel module
 (:mod:`.rmsnorm_triton`, :mod:`.mm_triton`) imports Triton at its top and is imported by its
 backend function on first use.  The helpers here answer whether a Triton kernel can run on
-a tensor's device at all (through the probe in :mod:`.availability`, which imports Triton
-only when a Triton checker first asks about a device where it could run) and whether a
-tensor's layout suits the kernels; support checkers (ours and the experimental ones) call
-them.
+a tensor's device at all (through the probe in :mod:`.availability`, which finds Triton
+and numpy without importing them) and whether a tensor's layout suits the kernels; support
+checkers (ours and the experimental ones) call them.
 """
 
 from __future__ import annotations
@@ -34,8 +33,8 @@ def triton_device_reason(*tensors: torch.Tensor) -> str | None:
     """Why a Triton kernel cannot run on these tensors' device, or ``None`` if it can.
 
     The reason and its fix come from :func:`.availability.triton_unavailable`, the probe that
-    ``flashinfer backends`` reports too: CUDA tensors need Triton importable; CPU tensors also
-    need the Triton interpreter (``TRITON_INTERPRET=1``) and its own imports (numpy).
+    ``flashinfer backends`` reports too: CUDA tensors need Triton installed; CPU tensors also
+    need the Triton interpreter (``TRITON_INTERPRET=1``) and what it imports (numpy).
     """
     problem = triton_unavailable(tensors[0].device.type)
     return None if problem is None else str(problem)
