@@ -238,7 +238,7 @@ def test_probe_answers_per_device_kind_and_interpreter_setting(monkeypatch, fres
         imported.append(module)
         return None
 
-    monkeypatch.setattr(availability, "_import_problem", fake_problem)
+    monkeypatch.setattr(availability, "_find_problem", fake_problem)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     cpu_off = availability.triton_unavailable("cpu")
     assert cpu_off is not None and "TRITON_INTERPRET=1" in cpu_off.reason
@@ -262,7 +262,7 @@ def test_probe_reports_a_broken_install_with_the_error(monkeypatch, fresh_probe)
     def broken(module: str) -> str | None:
         return "RuntimeError: CUDA driver mismatch" if module == "triton" else None
 
-    monkeypatch.setattr(availability, "_import_problem", broken)
+    monkeypatch.setattr(availability, "_find_problem", broken)
     problem = availability.triton_unavailable("cuda")
     assert problem is not None
     assert problem.reason == "Triton cannot be imported (RuntimeError: CUDA driver mismatch)"
@@ -303,20 +303,20 @@ def test_probe_reports_a_broken_install_with_the_error(monkeypatch, fresh_probe)
     ],
 )
 def test_probe_names_what_is_missing_and_the_fix(monkeypatch, fresh_probe, problems, reason, fix):
-    monkeypatch.setattr(availability, "_import_problem", problems.get)
+    monkeypatch.setattr(availability, "_find_problem", problems.get)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     problem = availability.triton_unavailable("cpu")
     assert problem == availability.TritonUnavailable(reason, fix)
 
 
-def test_import_problem_asks_the_real_import_system_without_importing():
-    assert availability._import_problem("json") is None
-    problem = availability._import_problem("no_such_module_anywhere")
+def test_find_problem_asks_the_real_import_system_without_importing():
+    assert availability._find_problem("json") is None
+    problem = availability._find_problem("no_such_module_anywhere")
     assert problem == "ModuleNotFoundError: No module named 'no_such_module_anywhere'"
     code = (
         "import sys\n"
         "from flashinfer.kernels import availability as a\n"
-        "assert a._import_problem('triton') is None\n"
+        "assert a._find_problem('triton') is None\n"
         "assert 'triton' not in sys.modules, 'the probe imported triton'\n"
     )
     proc = run(code)

@@ -47,7 +47,7 @@ def reset_probe() -> None:
     _probed.clear()
 
 
-def _import_problem(module: str) -> str | None:
+def _find_problem(module: str) -> str | None:
     """Why the import system cannot find ``module`` here (one line), or ``None`` if it can.
 
     Finds without importing (see the module docstring); an import hook that refuses the module
@@ -89,7 +89,7 @@ def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
     # TRITON_INTERPRET=1, so a missing one can surface while importing Triton).
     needed = ("triton", *INTERPRETER_IMPORTS) if device_type == "cpu" else ("triton",)
     for module in needed:
-        problem = _import_problem(module)
+        problem = _find_problem(module)
         if problem is None:
             continue
         missing = _missing_module(problem)
