@@ -1,20 +1,27 @@
 """Matrix multiply: :func:`mm`, a stable API with ``"torch"`` and ``"triton"`` backends and the
 experimental ``"splitk"`` backend (``flashinfer/experimental/splitk_gemm``).
 
-Every backend is also an autotuner runner (:data:`MM_RUNNERS`): ``backend="auto"`` goes
-through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees the dispatcher's
-candidates for the call (so the experimental gate applies to tuning too).
+This module is the API: the shared validation, the backend table (one support checker per
+backend), the heuristic, :func:`mm` itself, and its declared test cases.  Every backend is
+also an autotuner runner (:data:`MM_RUNNERS`, in ``_mm_runners.py`` with the Triton tactics):
+``backend="auto"`` goes through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees
+the dispatcher's candidates for the call (so the experimental gate applies to tuning too).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from .aliasing import OverlapRule
+from ._mm_runners import MM_RUNNERS, MM_TRITON_TACTICS, OVERLAP, _result_dtype
+
+# The runners' names keep their old import path, flashinfer.gemm (tests reach the tactic
+# filter as gemm._triton_tactics).
+from ._mm_runners import SplitKRunner as SplitKRunner
+from ._mm_runners import TorchRunner as TorchRunner
+from ._mm_runners import TritonRunner as TritonRunner
+from ._mm_runners import _triton_tactics as _triton_tactics
 from .api_logging import flashinfer_api
 from .backend_dispatch import (
     backend_requirement,
@@ -40,31 +47,9 @@ SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _TORCH_CCS = [60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
 _TRITON_CCS = [75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
 
-MM_TRITON_TACTICS: list[dict[str, int]] = [
-    {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
-    for bm, bn, bk, w, s in (
-        (128, 256, 64, 8, 3),
-        (128, 128, 64, 8, 3),
-        (128, 128, 32, 4, 4),
-        (128, 64, 32, 4, 4),
-        (64, 128, 32, 4, 4),
-        (64, 64, 64, 4, 3),
-        (64, 64, 32, 4, 4),
-        (32, 64, 64, 4, 4),
-        (16, 64, 64, 4, 4),
-        (16, 32, 64, 2, 3),
-        (16, 16, 32, 2, 2),
-    )
-]
-"""Every tactic of the Triton backend: tile shape, warps and pipeline stages."""
-
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def _result_dtype(a: torch.Tensor, out_dtype: torch.dtype | None) -> torch.dtype:
-    return a.dtype if out_dtype is None else out_dtype
 
 
 # --------------------------------------------------------------------------------------
@@ -132,15 +117,8 @@ def _common_check(
     return True
 
 
-OVERLAP = OverlapRule("mm", ("out",), ("a", "b"))
-"""What :func:`mm` writes and reads: ``out`` may not overlap ``a``, ``b`` or itself (no
-backend computes in place).  Every runner checks it before its kernel, so every path to a
-kernel goes through it: explicit, ``"auto"``, routed and tuning calls, ``skip_check=True``,
-and direct use of :data:`MM_RUNNERS`."""
-
-
 # --------------------------------------------------------------------------------------
-# Backend "torch": the reference
+# The backend table: what each backend supports
 # --------------------------------------------------------------------------------------
 
 
@@ -148,40 +126,6 @@ and direct use of :data:`MM_RUNNERS`."""
 def _check_torch(a: torch.Tensor) -> bool:
     """The reference accepts every input the shared validation accepts."""
     return True
-
-
-class TorchRunner:
-    """``torch.mm``; 16-bit inputs with a float32 result are multiplied in float32, so the
-    products are accumulated in fp32 whatever torch's reduced-precision settings are.
-    Nothing to tune."""
-
-    def tactic_space(self) -> Sequence[Any]:
-        """``[None]``: no tactics."""
-        return [None]
-
-    def tactics(self, inputs: tuple) -> Sequence[Any]:
-        """``[None]``: no tactics."""
-        return [None]
-
-    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
-        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)``."""
-        a, b, out, out_dtype = inputs
-        if out is not None:
-            OVERLAP.check(out, a, b)
-        dtype = _result_dtype(a, out_dtype)
-        if dtype == torch.float32 and a.dtype != torch.float32:
-            a, b = a.float(), b.float()
-        if out is not None and out.dtype == a.dtype:
-            return torch.mm(a, b, out=out)
-        result = torch.mm(a, b)
-        if out is not None:
-            return out.copy_(result)
-        return result.to(dtype)
-
-
-# --------------------------------------------------------------------------------------
-# Backend "triton"
-# --------------------------------------------------------------------------------------
 
 
 @supported_compute_capability(_TRITON_CCS, cpu=True)
@@ -206,128 +150,6 @@ def _check_triton(
     if reason is not None:
         raise ValueError(reason)
     return True
-
-
-def _np2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def _smem_limit(device: torch.device) -> int | None:
-    if device.type != "cuda":
-        return None  # interpreter: no shared memory
-    return _cuda_smem(device.index if device.index is not None else torch.cuda.current_device())
-
-
-@functools.cache
-def _cuda_smem(index: int) -> int:
-    props = torch.cuda.get_device_properties(index)
-    return int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
-
-
-@functools.lru_cache(maxsize=4096)
-def _triton_tactics(pm: int, pn: int, pk: int, elem: int, smem: int | None) -> tuple[int, ...]:
-    """Indices into MM_TRITON_TACTICS valid for these (power-of-two) sizes, default first."""
-    fits = []
-    for i, t in enumerate(MM_TRITON_TACTICS):
-        if t["BLOCK_M"] > max(16, pm) or t["BLOCK_N"] > max(16, pn) or t["BLOCK_K"] > max(32, pk):
-            continue
-        stages = t["num_stages"]
-        if smem is not None and (t["BLOCK_M"] + t["BLOCK_N"]) * t["BLOCK_K"] * elem * stages > smem:
-            continue
-        fits.append(i)
-    if not fits:
-        fits = [len(MM_TRITON_TACTICS) - 1]
-    # Default: the largest tile that fits (fewest programs, most reuse).
-    fits.sort(key=lambda i: -(MM_TRITON_TACTICS[i]["BLOCK_M"] * MM_TRITON_TACTICS[i]["BLOCK_N"]))
-    return tuple(fits)
-
-
-def _run_tiled(
-    runner: Any,
-    inputs: tuple,
-    tactic: Any,
-    space: Sequence[Any],
-    backend: str,
-    launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
-) -> torch.Tensor:
-    """Run a tiled Triton GEMM (the ``triton`` and ``splitk`` runners): ``tactic`` defaults to
-    ``runner``'s first for these inputs and must otherwise be in ``space`` (the tactics of
-    ``backend``); ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
-    a, b, out, out_dtype = inputs
-    if out is not None:
-        OVERLAP.check(out, a, b)
-    if tactic is None:
-        tactic = runner.tactics(inputs)[0]
-    elif tactic not in space:
-        raise ValueError(f"mm: {tactic!r} is not a tactic of backend {backend!r}")
-    if out is None:
-        out = torch.empty(
-            (a.shape[0], b.shape[1]), dtype=_result_dtype(a, out_dtype), device=a.device
-        )
-    launch(a, b, out, tactic)
-    return out
-
-
-class TritonRunner:
-    """The tiled Triton GEMM; tactics are :data:`MM_TRITON_TACTICS` entries."""
-
-    def tactic_space(self) -> Sequence[Any]:
-        """Every tactic (tile shape, warps, stages) the backend may use."""
-        return MM_TRITON_TACTICS
-
-    def tactics(self, inputs: tuple) -> Sequence[Any]:
-        """Tactics that fit these sizes (and, on CUDA, the device's shared memory)."""
-        a, b = inputs[0], inputs[1]
-        idx = _triton_tactics(
-            _np2(a.shape[0]),
-            _np2(b.shape[1]),
-            _np2(a.shape[1]),
-            a.element_size(),
-            _smem_limit(a.device),
-        )
-        return [MM_TRITON_TACTICS[i] for i in idx]
-
-    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
-        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
-        from .kernels.mm_triton import matmul  # first use imports Triton
-
-        return _run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)
-
-
-# --------------------------------------------------------------------------------------
-# Backend "splitk" (experimental)
-# --------------------------------------------------------------------------------------
-
-
-class SplitKRunner:
-    """The experimental split-K GEMM; the kernel is imported on first use."""
-
-    def tactic_space(self) -> Sequence[Any]:
-        """Every split-K tactic (tile shape, number of K splits, warps, stages)."""
-        from .experimental.splitk_gemm.support import TACTIC_SPACE
-
-        return TACTIC_SPACE
-
-    def tactics(self, inputs: tuple) -> Sequence[Any]:
-        """Split-K tactics worth timing for these sizes, default first."""
-        from .experimental.splitk_gemm.support import valid_tactics
-
-        a, b = inputs[0], inputs[1]
-        return valid_tactics(a.shape[0], b.shape[1], a.shape[1])
-
-    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
-        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
-        from .experimental.splitk_gemm import TACTIC_SPACE, splitk_mm
-
-        return _run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_mm)
-
-
-MM_RUNNERS: dict[str, Any] = {
-    "torch": TorchRunner(),
-    "triton": TritonRunner(),
-    "splitk": SplitKRunner(),
-}
-"""One autotuner runner per backend of :func:`mm`."""
 
 
 # --------------------------------------------------------------------------------------
