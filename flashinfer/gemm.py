@@ -157,6 +157,16 @@ def _check_triton(
 # --------------------------------------------------------------------------------------
 
 
+# The heuristic's order per device kind (``is_cuda``), as ranks built once, not per call.
+_RANKS = {
+    is_cuda: {name: i for i, name in enumerate(order)}
+    for is_cuda, order in (
+        (True, ("splitk", "torch", "triton")),
+        (False, ("torch", "triton", "splitk")),
+    )
+}
+
+
 def _heuristic(
     suitable: list[str],
     a: torch.Tensor,
@@ -171,12 +181,8 @@ def _heuristic(
     CUDA: split-K first when it is a candidate (its checker admits only small-M, large-K
     problems, where a plain GEMM leaves most SMs idle), then torch (cuBLAS), then the plain
     Triton kernel; the autotuner measures instead of guessing."""
-    if a.is_cuda:
-        order = ("splitk", "torch", "triton")
-    else:
-        order = ("torch", "triton", "splitk")
-    rank = {name: i for i, name in enumerate(order)}
-    return sorted(suitable, key=lambda name: rank.get(name, len(order)))
+    rank = _RANKS[a.is_cuda]
+    return sorted(suitable, key=lambda name: rank.get(name, len(rank)))
 
 
 @flashinfer_api
