@@ -27,7 +27,7 @@ from flashinfer.autotuner import (
     make_key,
     save_configs,
 )
-from flashinfer.autotuner import cache as cache_module
+from flashinfer.autotuner import _cache_save as cache_module
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -384,7 +384,7 @@ def test_set_choice_refuses_a_time_that_is_not_finite():
 
 def test_a_measurement_that_is_not_finite_counts_as_failed(tmp_path, monkeypatch):
     op, runners = tuned_op()
-    from flashinfer.autotuner import tuner as tuner_module
+    from flashinfer.autotuner import _time_candidates as tuner_module
 
     real = tuner_module.measure
 

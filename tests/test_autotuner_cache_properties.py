@@ -35,7 +35,7 @@ from flashinfer.autotuner import (
     load_configs,
     save_configs,
 )
-from flashinfer.autotuner import cache as cache_module
+from flashinfer.autotuner import _cache_format as cache_module
 
 SETTINGS = settings(
     max_examples=150,

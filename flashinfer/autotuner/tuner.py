@@ -21,49 +21,46 @@ experimental gate, the heuristic's order); a routed call is handed that list its
 tuner has no rule of its own about experimental backends: with the gate off they are not in
 the list, so they are never timed nor picked.
 
-**Tuning state is per thread** (a :class:`contextvars.ContextVar`, so also per asyncio task).
-``with autotune():`` turns tuning on for the code it wraps in the current thread only, and
-restores exactly the previous state on exit, also when nested or left by an exception.  A
-process-wide flag could not do that when threads enter and leave overlapping blocks (the
-last one out would restore someone else's state), and a thread serving requests should not
-start timing kernels because another thread is tuning.  Threads started inside the block
-do not tune unless they enter ``autotune()`` themselves.  The **tuned results are
-process-wide** (one :class:`AutoTuner` per process, :meth:`AutoTuner.get`): read without a
-lock (a dict lookup), written under one; tuning itself is serialised by a lock so that two
-threads do not time kernels against each other.
+**Tuning state is per thread** (see :mod:`._state`): ``with autotune():`` turns tuning on
+for the code it wraps in the current thread (or asyncio task) only, and restores exactly
+the previous state on exit.  The **tuned results are process-wide** (one
+:class:`AutoTuner` per process, :meth:`AutoTuner.get`): read without a lock (a dict
+lookup), written under one; tuning itself is serialised by a lock so that two threads do
+not time kernels against each other.
 
-**Failures.** A (backend, tactic) that raises, or whose time is not finite, is not a
-candidate: it is left out, and :meth:`AutoTuner.last_tuning` lists it with a one-line reason
-(:class:`TacticFailure`).  When every pair fails the key stays untuned and the call runs the
-first candidate's default.
-
-**Logging.** Every timing, failure and pick is logged at DEBUG level to the
-``flashinfer.autotuner`` logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also
-written to stderr (prefixed ``[flashinfer.autotuner]``), the way
-``TRITON_PRINT_AUTOTUNING=1`` does it.  The variable is read at each line, so it can be
-set at any time.
+**Failures and logging**: a (backend, tactic) that raises, or whose time is not finite, is
+left out and listed by :meth:`AutoTuner.last_tuning`; every timing, failure and pick is
+logged to the ``flashinfer.autotuner`` logger, and to stderr with
+``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`._time_candidates`, which times the candidates).
+The vocabulary (:class:`TunableRunner`, :class:`Choice`, ...) is defined in :mod:`._types`
+and documented here.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import logging
 import math
 import os
-import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..api_logging import warn_experimental_backend_once
-from ..backend_dispatch import PerThreadList
+from ._cache_format import _cache_path
+from ._cache_load import LoadReport, load_into
+from ._cache_save import save_into
+from ._state import _new_keys, _progress, _tuning, is_tuning
+from ._time_candidates import AUTOTUNER_LOG_ENV, time_candidates
+from ._time_candidates import _one_line as _one_line  # noqa: F401 - imported from here
+from ._types import (
+    Choice,
+    ProgressCallback,
+    TacticFailure,
+    TunableOp,
+    TunableRunner,
+    TuningRecord,
+)
 from .keys import Key, exact_signature, make_key
-from .timing import measure
-
-if TYPE_CHECKING:
-    from .cache import LoadReport
+from .router import Router
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
@@ -77,108 +74,6 @@ __all__ = [
     "autotune",
     "is_tuning",
 ]
-
-AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
-
-_logger = logging.getLogger("flashinfer.autotuner")
-
-ProgressCallback = Callable[[int, int, str], None]
-"""``progress(done, total, label)``: called before each (backend, tactic) is timed and once
-with ``done == total`` at the end of a tuning."""
-
-
-@runtime_checkable
-class TunableRunner(Protocol):
-    """One backend of a tunable op, as the autotuner sees it.
-
-    * ``tactic_space()``: every tactic the runner could ever use, JSON-serialisable (a
-      persisted result naming a tactic outside this space is skipped on load).  ``[None]``
-      when there is nothing to tune.
-    * ``tactics(inputs)``: the tactics valid for these inputs, default first.  Each must stay
-      valid for every input of the same tuning key (see :mod:`flashinfer.autotuner.keys`).
-    * ``__call__(inputs, tactic=None)``: run.  ``tactic=None`` means the runner's default,
-      i.e. ``tactics(inputs)[0]``; the untuned path passes ``None`` so that it never has to
-      call ``tactics()``.
-    """
-
-    def tactic_space(self) -> Sequence[Any]: ...
-
-    def tactics(self, inputs: tuple) -> Sequence[Any]: ...
-
-    def __call__(self, inputs: tuple, tactic: Any = None) -> Any: ...
-
-
-class TunableOp(Protocol):
-    """What the tuner reads of an op: the function ``backend_requirement`` returns."""
-
-    api_key: str
-    api_name: str
-    backend_checks: Mapping[str, Any]
-    experimental_backends: frozenset[str]
-    dispatcher: Any  # its BackendRequirementOp (route_auto)
-
-    @property
-    def suitable_auto_backends(self) -> PerThreadList: ...
-
-
-class Choice(NamedTuple):
-    """A tuned result: the backend and tactic to run and the median time they took."""
-
-    backend: str
-    tactic: Any
-    median_s: float
-
-
-class TacticFailure(NamedTuple):
-    """A (backend, tactic) that could not be timed, and why (one line)."""
-
-    backend: str
-    tactic: Any
-    reason: str
-
-
-class TuningRecord(NamedTuple):
-    """What the last tuning-mode call of this thread did (see :meth:`AutoTuner.last_tuning`)."""
-
-    key: Key
-    choice: Choice | None  # None: nothing could be timed, the default ran
-    timed: bool  # False: the key was already tuned (e.g. loaded from a cache file)
-    #: the (backend, tactic) pairs this call tried to time, and those that failed
-    tried: int = 0
-    failures: tuple[TacticFailure, ...] = ()
-
-
-_tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
-_progress: ContextVar[ProgressCallback | None] = ContextVar(
-    "flashinfer_autotune_progress", default=None
-)
-#: Keys tuned in the innermost ``autotune()`` block (None outside any): a block that tuned
-#: nothing new has nothing to save, and must not touch a cache file it only read.
-_new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
-
-
-def is_tuning() -> bool:
-    """Whether the current thread (or task) is inside an enabled ``autotune()`` block."""
-    return _tuning.get()
-
-
-def _log(message: str) -> None:
-    _logger.debug(message)
-    if os.environ.get(AUTOTUNER_LOG_ENV) == "1":
-        print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
-
-
-def _describe_tactic(tactic: Any) -> str:
-    try:
-        return json.dumps(tactic, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(tactic)
-
-
-def _one_line(exc: BaseException) -> str:
-    """``Type: first line of the message``: Triton's errors span many lines."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _check_median(median_s: Any) -> None:
@@ -260,8 +155,6 @@ class AutoTuner:
             )
         tuner = cls.get()
         if direct:
-            from .router import Router
-
             Router(tuner, op, runners).install()
         else:
             op.dispatcher.route_auto(None)
@@ -343,56 +236,25 @@ class AutoTuner:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
             if choice is not None and choice.backend in candidates:
                 return TuningRecord(key, choice, False)
-            plan = []
-            for backend in candidates:
-                runner = runners.get(backend)
-                if runner is None:
-                    continue
-                for tactic in runner.tactics(inputs):
-                    plan.append((backend, runner, tactic))
-            progress = _progress.get()
-            results: list[Choice] = []
-            failures: list[TacticFailure] = []
-            _log(f"tuning {op.api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
-            for i, (backend, runner, tactic) in enumerate(plan):
-                label = f"{backend} {_describe_tactic(tactic)}"
-                if progress is not None:
-                    progress(i, len(plan), label)
-                try:
-                    median = measure(
-                        functools.partial(runner, inputs, tactic),
-                        inputs,
-                        warmup=self.warmup,
-                        repeat=self.repeat,
-                        budget_s=self.budget_s,
-                    )
-                except Exception as exc:  # a tactic that fails is not a candidate
-                    reason = _one_line(exc)
-                else:
-                    if math.isfinite(median) and median >= 0:
-                        _log(f"  {label}: median {median * 1e3:.4f} ms")
-                        results.append(Choice(backend, tactic, median))
-                        continue
-                    reason = f"its time is not a finite number of seconds ({median!r})"
-                _log(f"  {label}: failed ({reason})")
-                failures.append(TacticFailure(backend, tactic, reason))
-            if progress is not None:
-                progress(len(plan), len(plan), "done")
-            if not results:
-                _log(f"  no (backend, tactic) ran for {op.api_key}; using the default")
-                return TuningRecord(key, None, True, len(plan), tuple(failures))
-            best = min(results, key=lambda c: c.median_s)
-            _log(
-                f"picked {best.backend} {_describe_tactic(best.tactic)} for {op.api_key} "
-                f"({best.median_s * 1e3:.4f} ms)"
+            record = time_candidates(
+                op.api_key,
+                runners,
+                inputs,
+                key,
+                candidates,
+                warmup=self.warmup,
+                repeat=self.repeat,
+                budget_s=self.budget_s,
             )
+            if record.choice is None:
+                return record
             with self._lock:
-                self._best[key] = best
+                self._best[key] = record.choice
                 self._forget_memos()
             new_keys = _new_keys.get()
             if new_keys is not None:
                 new_keys.append(key)
-            return TuningRecord(key, best, True, len(plan), tuple(failures))
+            return record
 
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
@@ -436,16 +298,12 @@ class AutoTuner:
     def save_configs(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
         """Save every result of this tuner to ``path``; returns the entry count.  The same
         as :func:`flashinfer.autotuner.save_configs`, which calls this on :meth:`get`."""
-        from .cache import save_into
-
         return save_into(self, path, merge=merge)
 
     def load_configs(self, path: str | os.PathLike[str]) -> LoadReport:
         """Load the results saved in ``path`` into this tuner; returns a
         :class:`~flashinfer.autotuner.LoadReport`.  The same as
         :func:`flashinfer.autotuner.load_configs`, which calls this on :meth:`get`."""
-        from .cache import load_into
-
         return load_into(self, path)
 
 
@@ -475,8 +333,6 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         cache: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
     ) -> None:
-        from .cache import _cache_path
-
         self.enabled = bool(enabled)
         self.cache = None if cache is None else _cache_path(cache)
         self.progress = progress

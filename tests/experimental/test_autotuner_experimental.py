@@ -18,7 +18,7 @@ from flashinfer.autotuner import (
     load_configs,
     save_configs,
 )
-from flashinfer.autotuner import tuner as tuner_module
+from flashinfer.autotuner import _time_candidates as tuner_module
 from flashinfer.gemm import MM_RUNNERS
 
 pytestmark = pytest.mark.experimental

@@ -1,0 +1,180 @@
+"""Reading a persisted autotune file into a tuner, and validating every entry against the
+registered ops, their runners and tactic spaces, and the experimental gate.
+
+What is skipped, and why, is described in :mod:`flashinfer.autotuner.cache` (the public
+home of :func:`~flashinfer.autotuner.load_configs` and :class:`LoadReport`).  Reads only:
+never writes, locks nor creates a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api_logging import (
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    experimental_auto_backends_allowed,
+    user_stacklevel,
+)
+from ._cache_format import (
+    SCHEMA_VERSION,
+    AutotuneCacheWarning,
+    _cache_path,
+    _median_seconds,
+    _normalise,
+    _parse,
+    _short,
+)
+from ._types import Choice, TunedResults
+from .keys import Key, key_from_json
+
+__all__ = ["LoadReport", "load_into"]
+
+REASON_MALFORMED = "are malformed"
+REASON_UNKNOWN_OP = "name an op that is unknown or not autotunable"
+REASON_UNKNOWN_BACKEND = "name a backend that no longer exists"
+REASON_UNKNOWN_TACTIC = "name a tactic that no longer exists"
+REASON_EXPERIMENTAL = (
+    f"name an experimental backend while {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1"
+)
+
+
+def _reason_schema(version: Any) -> str:
+    shown = _short(repr(version), 24)
+    return f"come from schema version {shown} (this flashinfer reads {SCHEMA_VERSION})"
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_configs` did."""
+
+    path: str
+    loaded: int = 0
+    #: reason -> number of entries skipped for it
+    skipped: dict[str, int] = field(default_factory=dict)
+    #: set when the whole file was unreadable (corrupt, truncated, not a cache)
+    error: str | None = None
+
+    @property
+    def total_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+
+LoadReport.__module__ = "flashinfer.autotuner.cache"  # its public home
+
+
+def _load_op_modules() -> None:
+    import flashinfer
+
+    try:
+        flashinfer.load_all_apis()
+    except ModuleNotFoundError:
+        # An op module of the list is missing from this build: load the others.
+        for module in flashinfer.API_MODULES:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+
+
+def load_into(tuner: TunedResults, path: str | os.PathLike[str]) -> LoadReport:
+    """:meth:`AutoTuner.load_configs` (see :func:`load_configs`)."""
+    path = _cache_path(path)
+    report = LoadReport(path=path)
+    with open(path, "rb") as f:
+        data = f.read()
+    doc, report.error = _parse(data)
+    if doc is not None and not isinstance(doc.get("entries"), list):
+        # Another schema version, laid out its own way: nothing here can be counted.
+        shown = _short(repr(doc["schema_version"]), 24)
+        report.error = f"written in schema version {shown} (this flashinfer reads {SCHEMA_VERSION})"
+        doc = None
+    if doc is None:
+        warnings.warn(
+            f"Could not read the autotune cache {path!r}: {report.error}. Nothing was "
+            "loaded; calls use the default choices until tuned again.",
+            AutotuneCacheWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return report
+
+    entries = doc["entries"]
+    skipped: dict[str, list[str]] = {}
+    if doc["schema_version"] != SCHEMA_VERSION:
+        if entries:
+            skipped[_reason_schema(doc["schema_version"])] = [""] * len(entries)
+    else:
+        accepted = _accepted_entries(tuner, entries, skipped)
+        for key, choice in accepted:
+            tuner.set_choice(key, choice)
+        report.loaded = len(accepted)
+
+    report.skipped = {reason: len(details) for reason, details in skipped.items()}
+    if skipped:
+        parts = []
+        for reason, details in skipped.items():
+            examples = sorted({_short(d, 80) for d in details if d})[:3]
+            example = f" ({', '.join(examples)})" if examples else ""
+            parts.append(f"{len(details)} {reason}{example}")
+        warnings.warn(
+            f"Skipped {report.total_skipped} of {len(entries)} entries of the autotune cache "
+            f"{path!r}: {'; '.join(parts)}. Loaded {report.loaded}; calls with a skipped key "
+            "use the default choice until tuned again.",
+            AutotuneCacheWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return report
+
+
+def _accepted_entries(
+    tuner: TunedResults, entries: list[Any], skipped: dict[str, list[str]]
+) -> list[tuple[Key, Choice]]:
+    """The entries of a schema-1 file this process can use; the rest go to ``skipped``
+    (reason -> details)."""
+
+    def skip(reason: str, detail: str) -> None:
+        skipped.setdefault(reason, []).append(detail)
+
+    _load_op_modules()
+    ops = tuner.registered()
+    gate_on = experimental_auto_backends_allowed()
+    spaces: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
+    accepted: list[tuple[Key, Choice]] = []
+    for raw in entries:
+        try:
+            key = key_from_json(raw)
+            backend = raw["backend"]
+            tactic = raw["tactic"]
+            median_s = _median_seconds(raw["median_ms"])
+            if not isinstance(backend, str):
+                raise ValueError(f"bad backend {_short(repr(backend))}")
+        except (KeyError, ValueError, TypeError) as exc:
+            skip(REASON_MALFORMED, str(exc))
+            continue
+        api_key = key[0]
+        registered = ops.get(api_key)
+        if registered is None:
+            skip(REASON_UNKNOWN_OP, api_key)
+            continue
+        op, runners = registered
+        if backend not in op.backend_checks or backend not in runners:
+            skip(REASON_UNKNOWN_BACKEND, f"{backend!r} of {api_key}")
+            continue
+        space = spaces.get((api_key, backend))
+        if space is None:
+            space = spaces[(api_key, backend)] = [
+                (_normalise(t), t) for t in runners[backend].tactic_space()
+            ]
+        match = [t for norm, t in space if norm == tactic]
+        if not match:
+            skip(REASON_UNKNOWN_TACTIC, f"{_short(repr(tactic))} of {backend!r} of {api_key}")
+            continue
+        if backend in op.experimental_backends and not gate_on:
+            skip(REASON_EXPERIMENTAL, f"{backend!r} of {api_key}")
+            continue
+        accepted.append((key, Choice(backend, match[0], median_s)))
+    return accepted

@@ -1,0 +1,107 @@
+"""The autotuner's vocabulary: what a tunable op and its runners look like, and the records
+the tuner keeps (a choice, a failure, a tuning).
+
+Every other module of the package imports these; this one imports none of them but
+:mod:`.keys`.  The public names are documented, and pickled, under
+:mod:`flashinfer.autotuner.tuner`, which re-exports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from ..backend_dispatch import PerThreadList
+from .keys import Key
+
+__all__ = [
+    "Choice",
+    "ProgressCallback",
+    "TacticFailure",
+    "TunableOp",
+    "TunableRunner",
+    "TunedResults",
+    "TuningRecord",
+]
+
+ProgressCallback = Callable[[int, int, str], None]
+"""``progress(done, total, label)``: called before each (backend, tactic) is timed and once
+with ``done == total`` at the end of a tuning."""
+
+
+@runtime_checkable
+class TunableRunner(Protocol):
+    """One backend of a tunable op, as the autotuner sees it.
+
+    * ``tactic_space()``: every tactic the runner could ever use, JSON-serialisable (a
+      persisted result naming a tactic outside this space is skipped on load).  ``[None]``
+      when there is nothing to tune.
+    * ``tactics(inputs)``: the tactics valid for these inputs, default first.  Each must stay
+      valid for every input of the same tuning key (see :mod:`flashinfer.autotuner.keys`).
+    * ``__call__(inputs, tactic=None)``: run.  ``tactic=None`` means the runner's default,
+      i.e. ``tactics(inputs)[0]``; the untuned path passes ``None`` so that it never has to
+      call ``tactics()``.
+    """
+
+    def tactic_space(self) -> Sequence[Any]: ...
+
+    def tactics(self, inputs: tuple) -> Sequence[Any]: ...
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> Any: ...
+
+
+class TunableOp(Protocol):
+    """What the tuner reads of an op: the function ``backend_requirement`` returns."""
+
+    api_key: str
+    api_name: str
+    backend_checks: Mapping[str, Any]
+    experimental_backends: frozenset[str]
+    dispatcher: Any  # its BackendRequirementOp (route_auto)
+
+    @property
+    def suitable_auto_backends(self) -> PerThreadList: ...
+
+
+class Choice(NamedTuple):
+    """A tuned result: the backend and tactic to run and the median time they took."""
+
+    backend: str
+    tactic: Any
+    median_s: float
+
+
+class TacticFailure(NamedTuple):
+    """A (backend, tactic) that could not be timed, and why (one line)."""
+
+    backend: str
+    tactic: Any
+    reason: str
+
+
+class TuningRecord(NamedTuple):
+    """What the last tuning-mode call of this thread did (see :meth:`AutoTuner.last_tuning`)."""
+
+    key: Key
+    choice: Choice | None  # None: nothing could be timed, the default ran
+    timed: bool  # False: the key was already tuned (e.g. loaded from a cache file)
+    #: the (backend, tactic) pairs this call tried to time, and those that failed
+    tried: int = 0
+    failures: tuple[TacticFailure, ...] = ()
+
+
+class TunedResults(Protocol):
+    """What the persisted cache reads and writes of a tuner (an ``AutoTuner``)."""
+
+    def registered(self) -> dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]]: ...
+
+    def choices(self) -> dict[Key, Choice]: ...
+
+    def set_choice(self, key: Key, choice: Choice) -> None: ...
+
+
+# Pickles and reprs name the public home of these classes, which re-exports them, so that
+# moving them between private modules never breaks a pickle.
+for _cls in (TunableRunner, TunableOp, Choice, TacticFailure, TuningRecord):
+    _cls.__module__ = "flashinfer.autotuner.tuner"
+del _cls
