@@ -1,0 +1,105 @@
+"""Conformance: running one declared case against one backend of its op.
+
+:func:`support_reason` asks a backend whether it supports a case's inputs (without running
+the op); :class:`ConformanceItem` runs an (op, backend, case) triple and compares the result
+with the reference; :func:`conformance_devices` and :func:`run_or_skip` are the body of each
+lane's conformance test (pytest is imported when they are called).  Re-exported by
+:mod:`flashinfer.testing`, the import path to use.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._testing_cases import Case, Inputs, _clone
+from .api_logging import ExperimentalWarning
+from .backend_dispatch import find_compute_capability
+
+
+def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
+    """Why ``backend`` of ``op`` does not support ``inputs``, or ``None`` if it does.
+
+    Asks the backend's own capability declaration and support checker (the checker's
+    ``ValueError`` message is the reason), without running the op.  ``backend=None`` (a
+    plain API without backends) always returns ``None``.
+    """
+    if backend is None:
+        return None
+    bound = inspect.signature(op.__wrapped__).bind(**inputs, backend=backend)
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    cc = find_compute_capability(*args.values())
+    reason = op.backend_runnable_reason(backend, cc)
+    if reason is not None:
+        return f"{backend}: {reason}"
+    checker = op.backend_checks[backend]
+    params = inspect.signature(checker).parameters
+    try:
+        ok = checker(**{n: args[n] for n in params if n in args})
+    except ValueError as exc:
+        return f"{backend}: {exc}"
+    return None if ok else f"{backend}: support check returned False for these inputs"
+
+
+@dataclass(frozen=True)
+class ConformanceItem:
+    """One (op, backend, case) triple; ``backend`` is ``None`` for an API without backends."""
+
+    op: Any
+    backend: str | None
+    case: Case
+
+    @property
+    def experimental(self) -> bool:
+        """Whether the op is an experimental API or the backend an experimental backend."""
+        if getattr(self.op, "is_experimental", False):
+            return True
+        return self.backend is not None and self.op.is_experimental_backend(self.backend)
+
+    def __str__(self) -> str:
+        name = getattr(self.op, "api_name", None) or self.op.__name__
+        return f"{name}-{self.backend or 'api'}-{self.case.name}"
+
+    def run(self, device: torch.device | str = "cpu") -> str | None:
+        """Run the case on ``device``: ``None`` if it matched, the reason if unsupported.
+
+        Raises ``AssertionError`` when the result does not match the reference.  Experimental
+        warnings are silenced (running an experimental backend here is deliberate).
+        """
+        inputs = self.case.make_inputs(device)
+        reason = support_reason(self.op, self.backend, inputs)
+        if reason is not None:
+            return reason
+        expected = self.case.reference(**{k: _clone(v) for k, v in inputs.items()})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            if self.backend is None:
+                returned = self.op(**inputs)
+            else:
+                returned = self.op(**inputs, backend=self.backend)
+        actual = returned if self.case.result is None else self.case.result(inputs, returned)
+        self.case.compare(actual, expected)
+        return None
+
+
+def conformance_devices() -> list[Any]:
+    """The ``device`` parameters of a conformance test: ``"cpu"``, and ``"cuda"`` marked
+    ``gpu`` (skipped cleanly without a CUDA device)."""
+    import pytest
+
+    return ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def run_or_skip(item: ConformanceItem, device: str) -> None:
+    """Run ``item`` on ``device`` inside a test; skip with the backend's own reason when it
+    does not support the case, fail when the result does not match."""
+    import pytest
+
+    reason = item.run(device)
+    if reason is not None:
+        pytest.skip(reason)
