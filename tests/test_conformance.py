@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import flashinfer.backend_dispatch as dispatch
+import flashinfer._dispatch.op as dispatch
 from flashinfer import testing
 from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
 from flashinfer.testing import (

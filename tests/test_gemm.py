@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flashinfer
-import flashinfer.backend_dispatch as dispatch
+import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
 from flashinfer import BackendSupportedError, ExperimentalWarning, mm
 from flashinfer.autotuner import AutoTuner, autotune

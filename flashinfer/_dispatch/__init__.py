@@ -1,0 +1,14 @@
+"""The dispatcher's internals, one job per module; import from ``flashinfer.backend_dispatch``.
+
+Imports flow one way, each module only from those above it:
+
+- ``errors``: the exceptions a call raises.
+- ``markers``: the marks a backend's support checker carries (capabilities, experimental).
+- ``capability``: the compute capability of a call and what a checker's marks say about it.
+- ``call_specs``: how to call a checker or the heuristic with the API's arguments.
+- ``thread_state``: each thread's record of its last ``"auto"`` call.
+- ``plan``: what is decided once, at decoration: the facts and checks of an API.
+- ``reference``: the readable selection logic, which also writes every error message.
+- ``emitter``: the source of the generated fast path.
+- ``op``: :class:`BackendRequirementOp` (routing, upstream's query API) and the registry.
+"""

@@ -1,0 +1,30 @@
+"""The exceptions a dispatched call raises when a backend cannot run it.
+
+Both report ``flashinfer.backend_dispatch`` as their module (their public home), so that
+pickles, ``except`` clauses written against a module path, and error listings keep naming it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BackendSupportedError", "UnsupportedInputsError"]
+
+_PUBLIC_MODULE = "flashinfer.backend_dispatch"
+
+
+class BackendSupportedError(Exception):
+    """The requested backend, or every candidate of ``backend="auto"``, cannot run the call."""
+
+
+class UnsupportedInputsError(BackendSupportedError, ValueError):
+    """A named backend cannot run these inputs: its support check (or the common check)
+    refused them.
+
+    Both a :class:`BackendSupportedError` and a ``ValueError``: upstream raises a
+    ``ValueError`` ("Problem size is not supported for <api>") here, and code written
+    against either keeps working.  The message names the API, the backend and the reason
+    (the checker's own ``ValueError`` message, which is also the ``__cause__``).
+    """
+
+
+BackendSupportedError.__module__ = _PUBLIC_MODULE
+UnsupportedInputsError.__module__ = _PUBLIC_MODULE

@@ -1,0 +1,219 @@
+"""The reference path: the readable selection logic, and every error message of a call.
+
+Slow by design (``inspect.Signature.bind`` per call, upstream's way) and kept for three
+uses: the generated fast path hands every call that does not fit to :meth:`_fail`, which
+re-runs the selection here to raise the explaining error; ``op.call_reference`` is the
+reference the fast path is tested against; and it is the "before" row of
+``benchmarks/bench_dispatch.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..api_logging import (
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    experimental_auto_backends_allowed,
+    warn_experimental_backend_once,
+)
+from .call_specs import filter_heuristic, invoke
+from .capability import _CUDA, capability_reason
+from .errors import BackendSupportedError, UnsupportedInputsError
+from .plan import DispatchPlan
+from .thread_state import CallState, LiveFlags
+
+__all__ = ["ReferenceDispatcher"]
+
+
+class ReferenceDispatcher(DispatchPlan):
+    """A plan, the per-thread state both paths write, and the reference selection."""
+
+    # The generated code's namespace (set by the op); its "_route" is the current router.
+    _ns: dict[str, Any]
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        backend_checks: Mapping[str, Callable[..., Any]],
+        common_check: Callable[..., Any] | None,
+        heuristic_func: Callable[..., Any] | None,
+    ) -> None:
+        super().__init__(func, backend_checks, common_check, heuristic_func)
+        self._state = CallState()
+        self._live = LiveFlags()
+
+    def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
+        """Called by the generated path when something does not fit: raise the error."""
+        self._select(cc, bound, check_common)
+        raise RuntimeError(
+            f"{self.api_name}: a support checker gave a different answer when re-run for "
+            "the error message; checkers must be deterministic functions of the inputs"
+        )
+
+    def _check(self, fn: Any, spec_key: str, bound: Mapping[str, Any]) -> Any:
+        return invoke(fn, self._specs[spec_key], bound)
+
+    def _backend_name(self, bound: Mapping[str, Any]) -> str:
+        """The call's ``backend`` argument, refused with a TypeError unless it is a str."""
+        backend = bound.get("backend", "auto") if self.backend_checks else "auto"
+        if not isinstance(backend, str):
+            raise TypeError(
+                f"{self.api_name}: backend must be one backend name (a str), got "
+                f"{type(backend).__name__} {backend!r}. Available backends: "
+                f"{', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+            )
+        return backend
+
+    def _select(
+        self, cc: int | None, bound: dict[str, Any], check_common: bool = True
+    ) -> list[str]:
+        """Readable selection logic: returns the candidates or raises the explaining error.
+
+        ``check_common=False`` (a ``skip_check=True`` call) leaves the common check out.
+        """
+        api = self.api_name
+        self._state.clear_dropped()
+        backend = self._backend_name(bound)
+        if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
+            raise BackendSupportedError(
+                f"{api} does not support backend {backend!r}. Available backends: "
+                f"{', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+            )
+        if not self.backend_checks and self.common_check is None:
+            raise ValueError(
+                "Invalid @backend_requirement decorator usage: no backend choices and no "
+                f"common_check for {api}"
+            )
+        if self.common_check is not None and check_common:
+            self._run_common_check(cc, bound, backend)
+        if not self.backend_checks:
+            return []
+        if backend != "auto":
+            return self._select_explicit(cc, bound, backend)
+        return self._select_auto(cc, bound)
+
+    def _run_common_check(self, cc: int | None, bound: dict[str, Any], backend: str) -> None:
+        """The common check; a ValueError it raises (malformed inputs) propagates."""
+        api = self.api_name
+        if not self.backend_checks:  # upstream: it carries the capability rule then
+            reason = capability_reason(self.common_check, cc)
+            if reason is not None:
+                raise BackendSupportedError(
+                    f"{api} does not support compute capability {cc}: {reason}"
+                )
+        if self._check(self.common_check, "__common__", bound):
+            return
+        refused = "its common check returned False for these inputs"
+        if not self.backend_checks:
+            raise UnsupportedInputsError(f"Problem size is not supported for {api}: {refused}")
+        if backend == "auto":  # an automatic-selection failure, as upstream
+            raise BackendSupportedError(f"No suitable auto backends found for {api}: {refused}")
+        raise UnsupportedInputsError(
+            f"Problem size is not supported for {api} with backend {backend!r}: {refused}"
+        )
+
+    def _select_explicit(self, cc: int | None, bound: dict[str, Any], backend: str) -> list[str]:
+        api = self.api_name
+        checker = self.backend_checks[backend]
+        reason = capability_reason(checker, cc)
+        if reason is not None:
+            raise BackendSupportedError(
+                f"{api} does not support backend {backend!r} with capability {cc}: {reason}"
+            )
+        try:
+            fits = self._check(checker, backend, bound)
+        except ValueError as exc:
+            raise UnsupportedInputsError(
+                f"{api} cannot run these inputs with backend {backend!r}: {exc}"
+            ) from exc
+        if not fits:
+            raise UnsupportedInputsError(
+                f"Problem size is not supported for {api} with backend {backend!r}: "
+                "its support check returned False for these inputs"
+            )
+        if backend in self.experimental_backends:
+            warn_experimental_backend_once(self.api_key, backend)
+        return [backend]
+
+    def _select_auto(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
+        api = self.api_name
+        reasons: dict[str, str] = {}
+        viable: list[str] = []
+        for name, checker in self.backend_checks.items():
+            reason = capability_reason(checker, cc)
+            if reason is None:
+                try:
+                    if not self._check(checker, name, bound):
+                        reason = "support check returned False for these inputs"
+                except ValueError as exc:
+                    reason = f"support check rejected the inputs: {exc}"
+            if reason is None:
+                viable.append(name)
+            else:
+                reasons[name] = reason
+        dropped = [b for b in viable if b in self.experimental_backends]
+        if dropped and not experimental_auto_backends_allowed():
+            self._live.dropped = True
+            self._state.r.dropped = tuple(dropped)
+            viable = [b for b in viable if b not in self.experimental_backends]
+            for b in dropped:
+                reasons[b] = (
+                    "experimental: excluded from automatic selection "
+                    f"({ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1)"
+                )
+        else:
+            dropped = []
+        if viable and self.heuristic_func is not None:
+            ordered = invoke(self.heuristic_func, self._specs["__func__"], bound, list(viable))
+            ordered = filter_heuristic(ordered, viable)
+            for b in viable:
+                if b not in ordered:
+                    reasons[b] = "left out by the heuristic for these inputs"
+            viable = ordered
+        if not viable:
+            detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
+            if dropped:
+                names = ", ".join(repr(b) for b in dropped)
+                raise BackendSupportedError(
+                    f"No suitable auto backends found for {api}: only experimental backends "
+                    f"({names}) support these inputs. Pass backend={dropped[0]!r} to opt in for "
+                    f"this call, or set {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1 to let "
+                    f"automatic selection use them.\n{detail}"
+                )
+            raise BackendSupportedError(
+                f"No suitable auto backends found for {api}; every candidate was "
+                f"rejected:\n{detail}"
+            )
+        self._state.r.suitable = viable
+        if viable[0] in self.experimental_backends:
+            warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
+        return viable
+
+    def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
+        """The same call through ``inspect.Signature.bind`` and the readable selection logic.
+
+        Slow (upstream's design); kept as the reference the generated path is tested
+        against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
+        """
+        bound_args = self._sig.signature.bind(*args, **kwargs)  # TypeError as for the API
+        bound_args.apply_defaults()
+        bound = dict(bound_args.arguments)
+        # skip_check=True skips every check of an explicit backend; "auto" still has to
+        # choose, so it runs the selection without the common check, then calls the body.
+        auto = bool(self.backend_checks) and bound["backend"] == "auto"
+        if not skip_check or auto:
+            # The values the generated path scans: named ones and *args, not backend.
+            values: list[Any] = []
+            for how, n in self._specs["__func__"]:
+                if how in ("pos", "kw") and n != "backend":
+                    values.append(bound[n])
+                elif how == "star":
+                    values.extend(bound[n])
+            cc = _CUDA.find(*values)  # the seam tests replace, as on the generated path
+            candidates = self._select(cc, bound, check_common=not skip_check)
+            route = self._ns["_route"]
+            if route is not None and auto and not skip_check:
+                names = self.routed_inputs() or []
+                return route(candidates, tuple(bound[n] for n in names))
+        return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
