@@ -57,11 +57,14 @@ class PerThreadList(Sequence[str]):
     reached through an attribute that looks them up on every read.
     """
 
-    __slots__ = ("_current", "current")
+    __slots__ = ("current",)
+
+    current: Callable[[], Sequence[str]]
+    """This thread's current value itself (no copy): for hot paths such as the autotuner."""
 
     def __init__(self, state: CallState, field: str) -> None:
         # A C-level callable: reading the current value costs no Python frame.
-        self._current = self.current = functools.partial(operator.attrgetter(f"r.{field}"), state)
+        self.current = functools.partial(operator.attrgetter(f"r.{field}"), state)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -70,26 +73,23 @@ class PerThreadList(Sequence[str]):
     def __getitem__(self, index: slice) -> Sequence[str]: ...
 
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return self._current()[index]
+        return self.current()[index]
 
     def __len__(self) -> int:
-        return len(self._current())
+        return len(self.current())
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._current())
+        return iter(self.current())
 
     def __contains__(self, value: object) -> bool:  # Sequence's default iterates in Python
-        return value in self._current()
-
-    current: Callable[[], Sequence[str]]
-    """This thread's current value itself (no copy): for hot paths such as the autotuner."""
+        return value in self.current()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
-            return list(self._current()) == list(other)
+            return list(self.current()) == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return repr(list(self._current()))
+        return repr(list(self.current()))
