@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import pickle
 import subprocess
 import sys
 import threading
@@ -47,6 +48,34 @@ def test_upstream_name_of_the_gate_variable():
     from flashinfer.api_logging import _EXPERIMENTAL_AUTO_ENV_VAR
 
     assert _EXPERIMENTAL_AUTO_ENV_VAR == GATE == api_logging.ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+
+
+@pytest.mark.parametrize("name", ["ExperimentalWarning", "ExperimentalInfo", "APIRecord"])
+def test_public_classes_live_at_the_upstream_path(name):
+    """Filters (``-W``, pytest's filterwarnings) and pickles name the class by
+    ``__module__``: it stays ``flashinfer.api_logging`` wherever the code lives."""
+    cls = getattr(api_logging, name)
+    assert cls.__module__ == "flashinfer.api_logging"
+    assert pickle.loads(pickle.dumps(cls)) is cls
+
+
+def test_names_the_package_imports_from_api_logging_stay():
+    """The public names, upstream's private aliases, and what the dispatcher, the CLI and
+    the checks import from this module."""
+    for name in api_logging.__all__:
+        assert hasattr(api_logging, name), name
+    for name in (
+        "_EXPERIMENTAL_AUTO_ENV_VAR",
+        "_WARNED_EXPERIMENTAL_BACKENDS",
+        "_inventory",
+        "backend_warning_flag",
+        "gate_fast_read",
+        "make_experimental_info",
+    ):
+        assert hasattr(api_logging, name), name
+    from flashinfer.api_logging import _WARNED_EXPERIMENTAL_BACKENDS
+
+    assert _WARNED_EXPERIMENTAL_BACKENDS is api_logging._WARNED_EXPERIMENTAL_BACKENDS
 
 
 # ---- the experimental API marker ------------------------------------------------------
