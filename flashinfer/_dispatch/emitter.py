@@ -131,12 +131,8 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
 
 def _scan_line(op: ReferenceDispatcher) -> str:
     """The statement finding the call's capability: the first CUDA tensor among the
-    arguments (every parameter but ``backend``, ``*args`` spread out)."""
-    scanned = [
-        f"*{n}" if how == "star" else n
-        for how, n in op._specs["__func__"]
-        if how in ("pos", "kw", "star") and n != "backend"
-    ]
+    scanned arguments (see ``DispatchPlan``)."""
+    scanned = [f"*{n}" if spread else n for n, spread in op._scanned]
     return f"_cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})"
 
 

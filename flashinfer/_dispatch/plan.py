@@ -70,6 +70,13 @@ class DispatchPlan:
         self._sig = ParameterList(func, omit=("skip_check",))
         self._check_experimental_placement()
         self._specs = self._build_specs()
+        # The arguments searched for a CUDA tensor, in order: every parameter but
+        # ``backend``, each as (name, spread) where ``*args`` is spread out.
+        self._scanned = [
+            (n, how == "star")
+            for how, n in self._specs["__func__"]
+            if how in ("pos", "kw", "star") and n != "backend"
+        ]
 
     # ---- decoration-time checks --------------------------------------------------------
 

@@ -54,14 +54,16 @@ class ReferenceDispatcher(DispatchPlan):
     def _check(self, fn: Any, spec_key: str, bound: Mapping[str, Any]) -> Any:
         return invoke(fn, self._specs[spec_key], bound)
 
+    def _available(self) -> str:
+        return f"Available backends: {', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+
     def _backend_name(self, bound: Mapping[str, Any]) -> str:
         """The call's ``backend`` argument, refused with a TypeError unless it is a str."""
         backend = bound.get("backend", "auto") if self.backend_checks else "auto"
         if not isinstance(backend, str):
             raise TypeError(
                 f"{self.api_name}: backend must be one backend name (a str), got "
-                f"{type(backend).__name__} {backend!r}. Available backends: "
-                f"{', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+                f"{type(backend).__name__} {backend!r}. {self._available()}"
             )
         return backend
 
@@ -77,8 +79,7 @@ class ReferenceDispatcher(DispatchPlan):
         backend = self._backend_name(bound)
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             raise BackendSupportedError(
-                f"{api} does not support backend {backend!r}. Available backends: "
-                f"{', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+                f"{api} does not support backend {backend!r}. {self._available()}"
             )
         if not self.backend_checks and self.common_check is None:
             raise ValueError(
@@ -203,13 +204,12 @@ class ReferenceDispatcher(DispatchPlan):
         # choose, so it runs the selection without the common check, then calls the body.
         auto = bool(self.backend_checks) and bound["backend"] == "auto"
         if not skip_check or auto:
-            # The values the generated path scans: named ones and *args, not backend.
             values: list[Any] = []
-            for how, n in self._specs["__func__"]:
-                if how in ("pos", "kw") and n != "backend":
-                    values.append(bound[n])
-                elif how == "star":
+            for n, spread in self._scanned:  # as the generated path scans them
+                if spread:
                     values.extend(bound[n])
+                else:
+                    values.append(bound[n])
             cc = _CUDA.find(*values)  # the seam tests replace, as on the generated path
             candidates = self._select(cc, bound, check_common=not skip_check)
             route = self._ns["_route"]
