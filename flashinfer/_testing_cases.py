@@ -120,10 +120,6 @@ def _to_device(value: Any, device: torch.device | str) -> Any:
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
-def _clone(value: Any) -> Any:
-    return value.clone() if isinstance(value, torch.Tensor) else value
-
-
 @dataclass(frozen=True)
 class Case:
     """One declared test case of an op.
@@ -152,6 +148,14 @@ class Case:
         """The case's inputs on ``device``, freshly generated from the seed."""
         generator = torch.Generator().manual_seed(self.seed)
         return {k: _to_device(v, device) for k, v in self.inputs(generator).items()}
+
+
+def _expected(case: Case, args: Inputs) -> Any:
+    """``case``'s reference for ``args``, computed on copies of them (an in-place op can
+    then run on the originals)."""
+    return case.reference(
+        **{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    )
 
 
 def _op_key(op: Any) -> str:

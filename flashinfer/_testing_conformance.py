@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ._testing_cases import Case, Inputs, _clone
+from ._testing_cases import Case, Inputs, _expected
 from .api_logging import ExperimentalWarning
 from .backend_dispatch import find_compute_capability
 
@@ -57,13 +57,10 @@ class ConformanceItem:
     @property
     def experimental(self) -> bool:
         """Whether the op is an experimental API or the backend an experimental backend."""
-        if getattr(self.op, "is_experimental", False):
-            return True
-        return self.backend is not None and self.op.is_experimental_backend(self.backend)
+        return _is_experimental(self.op, self.backend)
 
     def __str__(self) -> str:
-        name = getattr(self.op, "api_name", None) or self.op.__name__
-        return f"{name}-{self.backend or 'api'}-{self.case.name}"
+        return f"{_api_name(self.op)}-{self.backend or 'api'}-{self.case.name}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
         """Run the case on ``device``: ``None`` if it matched, the reason if unsupported.
@@ -75,16 +72,38 @@ class ConformanceItem:
         reason = support_reason(self.op, self.backend, inputs)
         if reason is not None:
             return reason
-        expected = self.case.reference(**{k: _clone(v) for k, v in inputs.items()})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            if self.backend is None:
-                returned = self.op(**inputs)
-            else:
-                returned = self.op(**inputs, backend=self.backend)
-        actual = returned if self.case.result is None else self.case.result(inputs, returned)
-        self.case.compare(actual, expected)
+        options = {} if self.backend is None else {"backend": self.backend}
+        _run_and_compare(self.op, self.case, inputs, options)
         return None
+
+
+def _api_name(op: Any) -> str:
+    """The name an item's id starts with: the API's public name, else the function's."""
+    return getattr(op, "api_name", None) or op.__name__
+
+
+def _is_experimental(op: Any, backend: str | None) -> bool:
+    """Whether ``op`` is an experimental API or ``backend`` (``None`` and ``"auto"`` are
+    not) an experimental backend of it."""
+    if getattr(op, "is_experimental", False):
+        return True
+    return backend not in (None, "auto") and op.is_experimental_backend(backend)
+
+
+def _call_quietly(op: Any, args: Inputs, options: dict[str, Any]) -> Any:
+    """``op(**args, **options)`` with experimental warnings silenced: a test that runs an
+    experimental backend does so on purpose."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return op(**args, **options)
+
+
+def _run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:
+    """Run ``op`` on ``args`` and compare what it produced with ``case``'s reference
+    (computed first, on copies); ``AssertionError`` on a mismatch."""
+    expected = _expected(case, args)
+    returned = _call_quietly(op, args, options)
+    case.compare(returned if case.result is None else case.result(args, returned), expected)
 
 
 def conformance_devices() -> list[Any]:

@@ -14,17 +14,21 @@ reference.  Re-exported by :mod:`flashinfer.testing`, the import path to use.
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ._testing_cases import Case, Inputs, _clone, _op_key
-from ._testing_conformance import support_reason
+from ._testing_cases import Case, Inputs, _expected, _op_key
+from ._testing_conformance import (
+    _api_name,
+    _call_quietly,
+    _is_experimental,
+    _run_and_compare,
+    support_reason,
+)
 from .aliasing import OverlapRule
-from .api_logging import ExperimentalWarning
 
 _overlap_rules: dict[str, OverlapRule] = {}
 
@@ -168,14 +172,11 @@ class OverlapItem:
     @property
     def experimental(self) -> bool:
         """Whether the op is an experimental API or the backend an experimental backend."""
-        if getattr(self.op, "is_experimental", False):
-            return True
-        return self.backend not in (None, "auto") and self.op.is_experimental_backend(self.backend)
+        return _is_experimental(self.op, self.backend)
 
     def __str__(self) -> str:
-        name = getattr(self.op, "api_name", None) or self.op.__name__
         skip = "-skip_check" if self.skip_check else ""
-        return f"{name}-{self.backend or 'api'}-{self.case.name}-{self.attack}{skip}"
+        return f"{_api_name(self.op)}-{self.backend or 'api'}-{self.case.name}-{self.attack}{skip}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
         """Run the attack on ``device``: ``None`` if the op behaved, the reason if the
@@ -190,45 +191,32 @@ class OverlapItem:
             reason = support_reason(self.op, self.backend, inputs)
             if reason is not None:
                 return reason
-        tensors = {n: inputs.get(n) for n in rule.written + rule.read}
-        if any(tensors[n] is None for n in rule.written):  # an omitted out: shaped as the result
-            result = self.case.reference(**{k: _clone(v) for k, v in inputs.items()})
-            for n in rule.written:
-                if tensors[n] is None:
-                    tensors[n] = torch.zeros_like(result)
-        built = _build_attack(self.attack, tensors)  # type: ignore[arg-type]
+        built = _build_attack(self.attack, _attack_tensors(rule, self.case, inputs))
         if isinstance(built, str):
             return built
         replaced, watched = built
         args = {**inputs, **replaced}
         before = [_bits(t).clone() for t in watched]
         if self.attack.allowed(rule):
-            self._expect_reference(args)
+            _run_and_compare(self.op, self.case, args, self._options())
             if self.attack.kind == "read_alias" and not self._unchanged(watched, before):
                 raise AssertionError(f"{self}: arguments that are only read were written")
             return None
-        self._expect_refusal(args, watched, before)
+        self._expect_refusal(rule, args, watched, before)
         return None
 
-    def _call(self, args: Inputs) -> Any:
-        kwargs = dict(args)
+    def _options(self) -> dict[str, Any]:
+        """The call's ``backend`` and ``skip_check`` arguments (those that apply)."""
+        options: dict[str, Any] = {}
         if self.backend is not None:
-            kwargs["backend"] = self.backend
+            options["backend"] = self.backend
         if self.skip_check:
-            kwargs["skip_check"] = True
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            return self.op(**kwargs)
+            options["skip_check"] = True
+        return options
 
-    def _expect_reference(self, args: Inputs) -> None:
-        expected = self.case.reference(**{k: _clone(v) for k, v in args.items()})
-        returned = self._call(args)
-        actual = returned if self.case.result is None else self.case.result(args, returned)
-        self.case.compare(actual, expected)
-
-    def _expect_refusal(self, args: Inputs, watched: list[torch.Tensor], before: list) -> None:
-        rule = overlap_rule_for(self.op)
-        assert rule is not None
+    def _expect_refusal(
+        self, rule: OverlapRule, args: Inputs, watched: list[torch.Tensor], before: list
+    ) -> None:
         target, other = self.attack.target, self.attack.other
         if other is None:
             phrases = [f"{rule.api}: {target} overlaps itself"]
@@ -238,7 +226,7 @@ class OverlapItem:
                 f"{rule.api}: {target} and {other} overlap",
             ]
         try:
-            self._call(args)
+            _call_quietly(self.op, args, self._options())
         except ValueError as exc:
             if not any(p in str(exc) for p in phrases):
                 raise AssertionError(
@@ -254,13 +242,12 @@ class OverlapItem:
         return all(torch.equal(_bits(t), b) for t, b in zip(watched, before, strict=True))
 
 
-def _attack_tensors(op: Any, rule: OverlapRule, case: Case) -> dict[str, torch.Tensor]:
-    """The case's tensors that ``rule`` names, built on CPU (an omitted ``out`` shaped as
-    the result): what decides whether an attack applies."""
-    inputs = case.make_inputs("cpu")
+def _attack_tensors(rule: OverlapRule, case: Case, inputs: Inputs) -> dict[str, torch.Tensor]:
+    """The tensors of ``inputs`` (``case``'s) that ``rule`` names, an omitted written one
+    (``out``) made as zeros shaped like the result: what the attacks are built from."""
     tensors = {n: inputs.get(n) for n in rule.written + rule.read}
     if any(tensors[n] is None for n in rule.written):
-        result = case.reference(**{k: _clone(v) for k, v in inputs.items()})
+        result = _expected(case, inputs)
         for n in rule.written:
             if tensors[n] is None:
                 tensors[n] = torch.zeros_like(result)

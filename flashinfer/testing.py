@@ -71,8 +71,8 @@ from ._testing_overlap import (
     _declare_overlap_rule,
     overlap_attacks,
     overlap_rule_for,
+    run_overlap_items_on,
 )
-from ._testing_overlap import run_overlap_items_on as run_overlap_items_on
 from .aliasing import OverlapRule
 
 __all__ = [
@@ -94,6 +94,7 @@ __all__ = [
     "overlap_rule_for",
     "rel_frobenius",
     "run_or_skip",
+    "run_overlap_items_on",
     "support_reason",
 ]
 
@@ -168,7 +169,7 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
         checks = getattr(op, "backend_checks", None)
         backends: list[str | None] = [*checks, "auto"] if checks else [None]
         for case in cases_for(op):
-            tensors = _attack_tensors(op, rule, case)
+            tensors = _attack_tensors(rule, case, case.make_inputs("cpu"))
             attacks = [
                 a for a in overlap_attacks(rule) if not isinstance(_build_attack(a, tensors), str)
             ]
