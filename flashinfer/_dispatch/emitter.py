@@ -39,15 +39,19 @@ def emit_fast_path(op: ReferenceDispatcher) -> tuple[Callable[..., Any], dict[st
 
 
 def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
-    """The globals of the generated code: what it calls, under names no parameter shadows."""
-    return {
+    """The globals of the generated code: what it calls, under names no parameter shadows.
+
+    Checker ``i`` (in declaration order) is ``_chk<i>``, the capabilities it declares
+    ``_ccs<i>``, and an experimental backend's once-flag ``_once<i>``.
+    """
+    ns: dict[str, Any] = {
         "_func": op.__wrapped__,
         "_common": op.common_check,
         "_heuristic": op.heuristic_func,
         "_filter": filter_heuristic,
         "_CUDA": _CUDA,
         "_state": op._state,
-        "_live": None,
+        "_live": op._live,
         "_fail": op._fail,
         "_gate": experimental_auto_backends_allowed,
         "_warn": warn_experimental_backend_once,
@@ -57,7 +61,16 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         # Builtins the code names, under names no API parameter can shadow.
         "_ValueError": ValueError,
         "_BaseException": BaseException,
+        "_cc_reason": capability_reason,  # an API without backends: its common check's rule
     }
+    for i, (name, chk) in enumerate(op.backend_checks.items()):
+        ns[f"_chk{i}"] = chk
+        ccs = capability_rule(chk)[1]
+        if ccs is not None:
+            ns[f"_ccs{i}"] = ccs
+        if name in op.experimental_backends:
+            ns[f"_once{i}"] = backend_warning_flag(op.api_key, name)
+    return ns
 
 
 def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
@@ -73,7 +86,6 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         if op.common_check is None:  # upstream: a usage error, raised on the call
             lines.append(f"    {fail}")
             return _compile(op, lines, ns)
-        ns["_cc_reason"] = capability_reason  # upstream: it carries the capability rule
         lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
         lines += [f"    {c}" for c in _common_lines(op, fail)]
         lines.append(f"    return {call_func}")
@@ -106,11 +118,10 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     # A checker's ValueError goes to _fail, which names the op and backend with it.
     lines.append("    if backend != 'auto':")
     for i, (name, chk) in enumerate(op.backend_checks.items()):
-        ns[f"_chk{i}"] = chk
         branch = [
             f"{'if' if i == 0 else 'elif'} backend == {name!r}:",
             *(f"    {c}" for c in clear + common),
-            f"    if not {_capability_guard(i, chk, ns)}:",
+            f"    if not {_capability_guard(i, chk)}:",
             f"        {fail}",
             "    try:",
             f"        _v = {render_call(f'_chk{i}', specs[name])}",
@@ -120,7 +131,6 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
             f"        {fail}",
         ]
         if name in op.experimental_backends:
-            ns[f"_once{i}"] = backend_warning_flag(op.api_key, name)
             branch += [f"    if not _once{i}.warned:", f"        _warn(_api, {name!r})"]
         branch.append(f"    return {call_func}")
         lines += [f"        {c}" for c in branch]
@@ -153,8 +163,6 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     select, record, then hand on to the router or call the body."""
     specs = op._specs
     fail = _fail_call(op, check_common=check_common)
-    if op.experimental_backends:
-        ns["_live"] = op._live
     # backend="auto": every checker in declaration order.  Viable stable backends go to
     # _ok, experimental ones to _xok: with the gate off (the default) they are this
     # call's drops as they stand; with it on they are merged back in declaration order.
@@ -165,9 +173,9 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     # has none; the other tests the capability per checker.
     body = _common_lines(op, fail) if check_common else []
     body += ["_ok = []", "if _cc is None:"]
-    body += [f"    {c}" for c in _auto_checks(op, ns, cc_none=True) or ["pass"]]
+    body += [f"    {c}" for c in _auto_checks(op, cc_none=True) or ["pass"]]
     body += ["else:"]
-    body += [f"    {c}" for c in _auto_checks(op, ns, cc_none=False) or ["pass"]]
+    body += [f"    {c}" for c in _auto_checks(op, cc_none=False) or ["pass"]]
     if op.experimental_backends:
         gate = "_gate()"
         unset = "False"
@@ -242,13 +250,13 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     return lines
 
 
-def _auto_checks(op: ReferenceDispatcher, ns: dict[str, Any], *, cc_none: bool) -> list[str]:
+def _auto_checks(op: ReferenceDispatcher, *, cc_none: bool) -> list[str]:
     """The auto path's checker calls, in declaration order: viable stable backends are
     appended to _ok, experimental ones to _xok; each under its capability guard, known
     here to be ``_cc is None`` (``cc_none``) or not."""
     lines: list[str] = []
     for i, (name, chk) in enumerate(op.backend_checks.items()):
-        guard = _capability_guard(i, chk, ns, cc_none=cc_none)
+        guard = _capability_guard(i, chk, cc_none=cc_none)
         if guard == "False":
             continue
         keep = (
@@ -269,13 +277,11 @@ def _auto_checks(op: ReferenceDispatcher, ns: dict[str, Any], *, cc_none: bool) 
     return lines
 
 
-def _capability_guard(i: int, chk: Any, ns: dict[str, Any], *, cc_none: bool | None = None) -> str:
+def _capability_guard(i: int, chk: Any, *, cc_none: bool | None = None) -> str:
     """Expression: the capability ``_cc`` lets checker ``i``'s backend run (see
     :func:`capability_rule`).  ``cc_none``: whether ``_cc is None`` is known where the
     expression goes, which may reduce it to ``"True"`` or ``"False"``."""
     without_cuda, ccs = capability_rule(chk)
-    if ccs is not None:
-        ns[f"_ccs{i}"] = ccs
     if cc_none is not None:
         if cc_none:
             return "True" if without_cuda else "False"

@@ -15,7 +15,7 @@ from typing import Any
 from .capability import capability_reason
 from .emitter import emit_fast_path
 from .reference import ReferenceDispatcher
-from .thread_state import PerThreadList
+from .thread_state import CallState, LiveFlags, PerThreadList
 
 __all__ = ["BackendRequirementOp", "registered_ops"]
 
@@ -38,6 +38,8 @@ class BackendRequirementOp(ReferenceDispatcher):
         heuristic_func: Callable[..., Any] | None,
     ) -> None:
         super().__init__(func, backend_checks, common_check, heuristic_func)
+        self._state = CallState()
+        self._live = LiveFlags()
         self.suitable_auto_backends = PerThreadList(self._state, "suitable")
         self.dropped_experimental_backends = PerThreadList(self._state, "dropped")
         generated, self._ns = emit_fast_path(self)

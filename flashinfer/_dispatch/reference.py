@@ -9,7 +9,7 @@ reference the fast path is tested against; and it is the "before" row of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..api_logging import (
@@ -27,21 +27,11 @@ __all__ = ["ReferenceDispatcher"]
 
 
 class ReferenceDispatcher(DispatchPlan):
-    """A plan, the per-thread state both paths write, and the reference selection."""
+    """A plan and its reference selection.  The op sets the state both paths share."""
 
-    # The generated code's namespace (set by the op); its "_route" is the current router.
-    _ns: dict[str, Any]
-
-    def __init__(
-        self,
-        func: Callable[..., Any],
-        backend_checks: Mapping[str, Callable[..., Any]],
-        common_check: Callable[..., Any] | None,
-        heuristic_func: Callable[..., Any] | None,
-    ) -> None:
-        super().__init__(func, backend_checks, common_check, heuristic_func)
-        self._state = CallState()
-        self._live = LiveFlags()
+    _state: CallState  # this thread's record of its last "auto" call
+    _live: LiveFlags  # whether any thread has recorded dropped backends yet
+    _ns: dict[str, Any]  # the generated code's namespace; its "_route" is the router
 
     def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
         """Called by the generated path when something does not fit: raise the error."""
