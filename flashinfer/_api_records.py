@@ -84,7 +84,8 @@ def qualified_name(obj: Any) -> str:
 
 
 def record_api(obj: Any) -> None:
-    inventory[qualified_name(obj)] = APIRecord(qualified_name(obj), obj)
+    name = qualified_name(obj)
+    inventory[name] = APIRecord(name, obj)
 
 
 def api_inventory(*, experimental: bool | None = None) -> list[APIRecord]:

@@ -25,6 +25,8 @@ __all__ = ["experimental_api", "flashinfer_experimental_api"]
 _Marked = TypeVar(
     "_Marked", bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]"
 )
+# The marker's metadata for an object of a given ``__qualname__`` (its default feature name).
+_MakeInfo = Callable[[str], ExperimentalInfo]
 
 _BANNER = (
     "**Experimental API** (feature ``{feature}``): this API is experimental; it may change "
@@ -99,7 +101,9 @@ def _function_kind(func: Callable[..., Any]) -> str:
     return "function"
 
 
-def _wrap_function(func: Callable[..., Any], info: ExperimentalInfo, name: str) -> Any:
+def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
+    name = func.__qualname__
+    info = make_info(name)
     flag = new_once_flag()
     message = _api_message(info.feature, name)
 
@@ -129,6 +133,7 @@ def _wrap_function(func: Callable[..., Any], info: ExperimentalInfo, name: str) 
     wrapper.__doc__ = _with_banner(func.__doc__, info.feature)
     _mark(func, info)
     _mark(wrapper, info)
+    record_api(wrapper)
     return wrapper
 
 
@@ -148,7 +153,7 @@ def _overrides_new(klass: type, marked: type) -> bool:
     return False
 
 
-def _wrap_class(cls: type, info: ExperimentalInfo) -> type:
+def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
     """Warn at the first instantiation of ``cls`` or of a subclass, by wrapping ``__new__``.
 
     ``__new__`` rather than ``__init__``: it runs first for every class, whichever of the
@@ -156,6 +161,7 @@ def _wrap_class(cls: type, info: ExperimentalInfo) -> type:
     arguments on (object.__new__ refuses them once ``__new__`` is overridden); it applies
     object.__new__'s own rule for them instead, as if the wrapper were not there.
     """
+    info = make_info(cls.__qualname__)
     flag = new_once_flag()
     message = _api_message(info.feature, cls.__qualname__)
     original_new: Any = cls.__new__
@@ -196,32 +202,24 @@ def _wrap_class(cls: type, info: ExperimentalInfo) -> type:
     cls.__new__ = staticmethod(__new__)  # type: ignore[method-assign]
     cls.__doc__ = _with_banner(cls.__doc__, info.feature)
     _mark(cls, info)
+    record_api(cls)
     return cls
 
 
-def _experimental(obj: Any, info_args: dict[str, Any]) -> Any:
+def _experimental(obj: Any, make_info: _MakeInfo) -> Any:
+    """Wrap ``obj`` according to its kind.  Each wrapper records the API in the inventory:
+    experimental APIs are listed too (apart from stable ones), and the record is updated
+    when @flashinfer_api was applied first."""
     if isinstance(obj, (staticmethod, classmethod)):
-        inner = obj.__func__
-        feature = info_args["feature"] or inner.__qualname__
-        info = make_experimental_info(feature, *info_args["rest"])
-        function = _wrap_function(inner, info, inner.__qualname__)
-        record_api(function)
-        return type(obj)(function)
+        return type(obj)(_wrap_function(obj.__func__, make_info))
     if not callable(obj):
         raise TypeError(
             f"@flashinfer_experimental_api decorates functions, methods and classes, "
             f"not {type(obj).__name__}"
         )
-    feature = info_args["feature"] or obj.__qualname__
-    info = make_experimental_info(feature, *info_args["rest"])
     if isinstance(obj, type):
-        result = _wrap_class(obj, info)
-    else:
-        result = _wrap_function(obj, info, obj.__qualname__)
-    # Experimental APIs are listed too (apart from stable ones); this also updates the
-    # record when @flashinfer_api was applied first.
-    record_api(result)
-    return result
+        return _wrap_class(obj, make_info)
+    return _wrap_function(obj, make_info)
 
 
 @overload
@@ -267,10 +265,13 @@ def flashinfer_experimental_api(
     checker the marked object keeps its exact type: a function its parameters, return type
     and overloads, a class stays the class.  It never reads the gate variable.
     """
-    info_args = {"feature": feature, "rest": (owner, tracking_issue, graduate_by)}
+
+    def make_info(name: str) -> ExperimentalInfo:  # validated when applied, per object
+        return make_experimental_info(feature or name, owner, tracking_issue, graduate_by)
+
     if func is None:
-        return lambda obj: _experimental(obj, info_args)
-    return _experimental(func, info_args)
+        return lambda obj: _experimental(obj, make_info)
+    return _experimental(func, make_info)
 
 
 experimental_api = flashinfer_experimental_api
