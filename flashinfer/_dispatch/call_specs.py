@@ -1,4 +1,5 @@
-"""How to call a checker or the heuristic with the API's arguments.
+"""How to call a checker or the heuristic with the API's arguments, and what is kept of the
+heuristic's answer (``filter_heuristic``).
 
 Worked out once per checker at decoration (``checker_spec``): positionally when its
 parameters are the API's, else by name, with ``**kwargs`` taking the rest.  The generated
