@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 
 import flashinfer
 from flashinfer import cli_autotune
+from flashinfer._cli_autotune_report import _Progress
 from flashinfer.autotuner import AutoTuner
 from flashinfer.cli import main
-from flashinfer.cli_autotune import PROGRESS_WIDTH, _Progress, _TuneTarget
+from flashinfer.cli_autotune import PROGRESS_WIDTH, _TuneTarget
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
