@@ -2,11 +2,11 @@
 
 :class:`ExperimentalInfo` is the validated metadata of an experimental API or backend;
 :func:`record_api` adds a marked API to the inventory that :func:`api_inventory` lists.
-Public names are re-exported by ``flashinfer.api_logging``, the classes' ``__module__``.
+Public names are re-exported by ``flashinfer.api_logging``.
 """
 
-# No ``from __future__ import annotations``: the annotations are objects, so
-# typing.get_type_hints resolves them although __module__ names another module.
+from __future__ import annotations
+
 import datetime as _dt
 from dataclasses import dataclass
 from typing import Any
@@ -72,9 +72,6 @@ class APIRecord:
     def info(self) -> ExperimentalInfo | None:
         return getattr(self.obj, "experimental_info", None)
 
-
-# Their public home: reprs in tools, pickles and the docs name flashinfer.api_logging.
-ExperimentalInfo.__module__ = APIRecord.__module__ = "flashinfer.api_logging"
 
 inventory: dict[str, APIRecord] = {}
 
