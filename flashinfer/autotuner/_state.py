@@ -12,12 +12,20 @@ thread is tuning.  Threads started inside the block do not tune unless they ente
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from ._types import ProgressCallback
 from .keys import Key
 
-__all__ = ["is_tuning"]
+__all__ = [
+    "BlockTokens",
+    "enter_block",
+    "is_tuning",
+    "leave_block",
+    "note_tuned",
+    "progress_callback",
+    "tuning_now",
+]
 
 _tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
 _progress: ContextVar[ProgressCallback | None] = ContextVar(
@@ -27,7 +35,43 @@ _progress: ContextVar[ProgressCallback | None] = ContextVar(
 #: nothing new has nothing to save, and must not touch a cache file it only read.
 _new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
 
+BlockTokens = tuple[Token[bool], Token[ProgressCallback | None], Token[list[Key] | None]]
+
+#: :func:`is_tuning` for the call paths and generated code: the ContextVar's own ``get``
+#: (a C method, no Python frame).
+tuning_now = _tuning.get
+
+#: This thread's progress callback (None: none), for the timing of candidates.
+progress_callback = _progress.get
+
 
 def is_tuning() -> bool:
     """Whether the current thread (or task) is inside an enabled ``autotune()`` block."""
     return _tuning.get()
+
+
+def enter_block(enabled: bool, progress: ProgressCallback | None) -> BlockTokens:
+    """Set this thread's state for an ``autotune()`` block; :func:`leave_block` takes the
+    tokens back."""
+    return _tuning.set(enabled), _progress.set(progress), _new_keys.set([])
+
+
+def leave_block(tokens: BlockTokens) -> list[Key]:
+    """Restore exactly the state before the block; returns the keys it tuned (blocks nested
+    in it included), which count as new for the enclosing block too."""
+    tuning, progress, new_keys = tokens
+    tuned_here = _new_keys.get() or []
+    _new_keys.reset(new_keys)
+    _progress.reset(progress)
+    _tuning.reset(tuning)
+    outer = _new_keys.get()
+    if outer is not None:
+        outer.extend(tuned_here)
+    return tuned_here
+
+
+def note_tuned(key: Key) -> None:
+    """Record that this thread tuned ``key`` (its innermost block saves it on exit)."""
+    new_keys = _new_keys.get()
+    if new_keys is not None:
+        new_keys.append(key)

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._state import _progress
+from ._state import progress_callback
 from ._types import Choice, TacticFailure, TunableRunner, TuningRecord
 from .keys import Key
 from .timing import measure
@@ -76,7 +76,7 @@ def time_candidates(
             continue
         for tactic in runner.tactics(inputs):
             plan.append((backend, runner, tactic))
-    progress = _progress.get()
+    progress = progress_callback()
     results: list[Choice] = []
     failures: list[TacticFailure] = []
     _log(f"tuning {api_key} for key {key}: {len(plan)} (backend, tactic) pairs")

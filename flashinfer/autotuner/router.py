@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._codegen import compile_function
-from .keys import make_key, pattern_reads
+from ._state import tuning_now
+from ._types import Choice, TunableOp, TunableRunner
+from .keys import Key, make_key, pattern_reads
 
-if TYPE_CHECKING:
-    from .tuner import AutoTuner, TunableOp, TunableRunner
-
-__all__ = ["MAX_PATTERNS", "Router", "RouteEntry"]
+__all__ = ["MAX_PATTERNS", "RoutedTuner", "Router", "RouteEntry"]
 
 MAX_PATTERNS = 8
 
@@ -43,14 +42,37 @@ choice, left to the readable path, which warns)."""
 # tuple constants may be one object).
 _SLOW: RouteEntry = (None, "readable path", None)
 _UNTUNED: RouteEntry = (None, "first candidate", None)
-_FAST_CAP = 1 << 14
+
+
+class RoutedTuner(Protocol):
+    """What a router uses of the tuner (the :class:`~flashinfer.autotuner.AutoTuner`)."""
+
+    #: exact signature -> :data:`RouteEntry`; a new dict replaces it whenever a result
+    #: changes, so it is read anew on every call, and filled by the router up to
+    #: ``memo_cap`` entries.
+    route_memo: dict[tuple, RouteEntry]
+    memo_cap: int
+
+    def choice(self, key: Key) -> Choice | None: ...
+
+    def default_backend(
+        self, op: TunableOp, runners: Mapping[str, TunableRunner], candidates: Sequence[str]
+    ) -> str: ...
+
+    def run_candidates(
+        self,
+        op: TunableOp,
+        runners: Mapping[str, TunableRunner],
+        candidates: Sequence[str],
+        inputs: tuple,
+    ) -> Any: ...
 
 
 class Router:
     """Builds, installs and serves the generated router of one op."""
 
     def __init__(
-        self, tuner: AutoTuner, op: TunableOp, runners: Mapping[str, TunableRunner]
+        self, tuner: RoutedTuner, op: TunableOp, runners: Mapping[str, TunableRunner]
     ) -> None:
         self.tuner, self.op, self.runners = tuner, op, runners
         # The API's own parameter names (never "_"-prefixed, see ParameterList) name the
@@ -66,10 +88,8 @@ class Router:
     # ---- generated code ------------------------------------------------------------------
 
     def _generate(self) -> Callable[[Sequence[str], tuple], Any]:
-        from .tuner import _tuning
-
         ns: dict[str, Any] = {
-            "_tuning": _tuning.get,
+            "_tuning": tuning_now,
             "_tuner": self.tuner,
             "_api": self.op.api_key,
             "_readable": self.readable,
@@ -97,7 +117,7 @@ class Router:
             return self._compile(lines, ns)
         lines += ["    else:", "        return _miss(_candidates, _inputs)"]
         lines += [
-            "    _e = _tuner._direct.get(_x, _SLOW)",
+            "    _e = _tuner.route_memo.get(_x, _SLOW)",
             "    if _e[0] in _candidates:",
             "        return _e[1](_inputs, _e[2])",
             "    return _memo_miss(_candidates, _inputs, _x)",
@@ -126,25 +146,25 @@ class Router:
     def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
         """Not served by the generated lookup: an untuned key, a signature not in the memo
         yet (filled here), or anything for the readable path."""
-        memo = self.tuner._direct  # read before _best: see entry()
+        memo = self.tuner.route_memo  # read before the choice: see entry()
         entry = memo.get(exact)
         if entry is None:
             entry = self.entry(inputs)
-            if len(memo) < _FAST_CAP:
+            if len(memo) < self.tuner.memo_cap:
                 memo[exact] = entry
             if entry[0] in candidates:
                 return entry[1](inputs, entry[2])
         if entry is _UNTUNED:  # what run_candidates does for it, without reading the key
-            backend = self.tuner._first(self.op, self.runners, candidates)
+            backend = self.tuner.default_backend(self.op, self.runners, candidates)
             if backend not in self.op.experimental_backends:
                 return self.runners[backend](inputs, None)
         return self.readable(candidates, inputs)
 
     def entry(self, inputs: tuple) -> RouteEntry:
-        """The memo entry of a signature.  Computed from ``_best`` after the memo dict was
-        read: an entry computed before a new result is then written into the dict that the
-        new result discards, never into its replacement."""
-        choice = self.tuner._best.get(make_key(self.op.api_key, inputs))
+        """The memo entry of a signature.  Computed from the tuned choice after the memo dict
+        was read: an entry computed before a new result is then written into the dict that
+        the new result discards, never into its replacement."""
+        choice = self.tuner.choice(make_key(self.op.api_key, inputs))
         if choice is None or choice.backend not in self.runners:
             return _UNTUNED
         if choice.backend in self.op.experimental_backends:

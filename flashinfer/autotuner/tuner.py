@@ -48,7 +48,7 @@ from ..api_logging import warn_experimental_backend_once
 from ._cache_format import _cache_path
 from ._cache_load import LoadReport, load_into
 from ._cache_save import save_into
-from ._state import _new_keys, _progress, _tuning, is_tuning
+from ._state import BlockTokens, enter_block, is_tuning, leave_block, note_tuned, tuning_now
 from ._time_candidates import AUTOTUNER_LOG_ENV, time_candidates
 from ._time_candidates import _one_line as _one_line  # noqa: F401 - imported from here
 from ._types import (
@@ -87,7 +87,6 @@ def _check_median(median_s: Any) -> None:
 
 
 _UNSEEN: Any = object()
-_FAST_CAP = 1 << 14
 
 
 class AutoTuner:
@@ -95,6 +94,9 @@ class AutoTuner:
 
     _instance: AutoTuner | None = None
     _instance_lock = threading.Lock()
+    #: Most entries each call-path memo (exact signature -> choice) holds; past it new
+    #: signatures are looked up, not remembered.
+    memo_cap = 1 << 14
 
     def __init__(self) -> None:
         #: key -> best choice; read lock-free on the hot path, replaced under ``_lock``.
@@ -103,9 +105,10 @@ class AutoTuner:
         #: dict replaces it whenever ``_best`` changes, so an entry is never stale; a reader
         #: that raced with the change writes into the discarded dict.
         self._fast: dict[tuple, Choice | None] = {}
-        #: The same for routed ops (``register(direct=True)``, see :mod:`.router`): exact
-        #: signature -> ready-to-call entry.  Replaced together with ``_fast``.
-        self._direct: dict[tuple, tuple[Any, Any, Any]] = {}
+        #: The same for routed ops (``register(direct=True)``): exact signature ->
+        #: ready-to-call entry, read and filled by the op's router (:mod:`.router`), which
+        #: reads this attribute anew on each call.  Replaced together with ``_fast``.
+        self.route_memo: dict[tuple, tuple[Any, Any, Any]] = {}
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
@@ -187,7 +190,7 @@ class AutoTuner:
         inputs: tuple,
     ) -> Any:
         """:meth:`run` with the call's candidates given (what a routed call receives)."""
-        if _tuning.get():
+        if tuning_now():
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
             if choice is None or choice.backend not in candidates:
@@ -202,20 +205,22 @@ class AutoTuner:
             choice = fast.get(exact, _UNSEEN)  # type: ignore[arg-type]
             if choice is _UNSEEN:
                 choice = self._best.get(make_key(op.api_key, inputs))
-                if len(fast) < _FAST_CAP:
+                if len(fast) < self.memo_cap:
                     fast[exact] = choice
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
         else:
-            backend, tactic = self._first(op, runners, candidates), None
+            backend, tactic = self.default_backend(op, runners, candidates), None
         if backend in op.experimental_backends:
             warn_experimental_backend_once(op.api_key, backend, automatic=True)
         return runners[backend](inputs, tactic)
 
     @staticmethod
-    def _first(
+    def default_backend(
         op: TunableOp, runners: Mapping[str, TunableRunner], candidates: Sequence[str]
     ) -> str:
+        """The backend an untuned key runs (with its default tactic): the first candidate
+        that has a runner.  ``RuntimeError`` if none has."""
         for backend in candidates:
             if backend in runners:
                 return backend
@@ -251,15 +256,13 @@ class AutoTuner:
             with self._lock:
                 self._best[key] = record.choice
                 self._forget_memos()
-            new_keys = _new_keys.get()
-            if new_keys is not None:
-                new_keys.append(key)
+            note_tuned(key)
             return record
 
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
         with a change writes into the discarded dicts, so no entry is ever stale."""
-        self._fast, self._direct = {}, {}
+        self._fast, self.route_memo = {}, {}
 
     # ---- inspecting and editing the results -------------------------------------------
 
@@ -336,25 +339,16 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self.enabled = bool(enabled)
         self.cache = None if cache is None else _cache_path(cache)
         self.progress = progress
-        self._tokens: list[tuple[Any, Any, Any]] = []
+        self._tokens: list[BlockTokens] = []
 
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
         if self.cache is not None and os.path.exists(self.cache):
             tuner.load_configs(self.cache)
-        self._tokens.append(
-            (_tuning.set(self.enabled), _progress.set(self.progress), _new_keys.set([]))
-        )
+        self._tokens.append(enter_block(self.enabled, self.progress))
         return tuner
 
     def __exit__(self, *exc_info: object) -> None:
-        token, ptoken, ntoken = self._tokens.pop()
-        tuned_here = _new_keys.get() or []
-        _new_keys.reset(ntoken)
-        _progress.reset(ptoken)
-        _tuning.reset(token)
-        outer = _new_keys.get()
-        if outer is not None:  # what a nested block tuned is new to the enclosing one too
-            outer.extend(tuned_here)
+        tuned_here = leave_block(self._tokens.pop())
         if self.cache is not None and tuned_here:
             AutoTuner.get().save_configs(self.cache)
