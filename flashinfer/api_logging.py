@@ -13,8 +13,7 @@ The gate for *automatic* selection of experimental backends is
 This module is the public face: it re-exports names from the modules that do each job
 (``_stacklevel``, ``_experimental_gate``, ``_experimental_warnings``, ``_api_records``,
 ``_stable_marker``, ``_experimental_marker``) and keeps upstream's private aliases.
-``ExperimentalWarning``, ``ExperimentalInfo`` and ``APIRecord`` name this module as their
-``__module__``.
+``ExperimentalWarning`` names this module as its ``__module__``, which warning filters match.
 """
 
 from __future__ import annotations
