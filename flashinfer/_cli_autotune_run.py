@@ -10,10 +10,12 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from ._cli_autotune_report import _print_summary, _Progress, _ShapeResult
 from .cli_common import PROG, _load_apis
+
+_T = TypeVar("_T")
 
 # --------------------------------------------------------------------------------------
 # Targets: how the command builds the inputs of each tunable op
@@ -98,28 +100,30 @@ def _tune_shape(
     return _ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
 
 
-def _report_cache_warnings(caught: list[warnings.WarningMessage], err: TextIO) -> None:
+def _reporting_cache_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
+    """``call()``, with the cache-file warnings it raises printed to ``err`` as the command's
+    own warning lines (other warnings are passed on)."""
     from .autotuner import AutotuneCacheWarning
 
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
     for w in caught:
         if issubclass(w.category, AutotuneCacheWarning):
             print(f"{PROG} autotune: warning: {w.message}", file=err)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result
 
 
-def _save(cache: str, results: Sequence[_ShapeResult], out: TextIO, err: TextIO) -> int | None:
+def _save(cache: str, results: Sequence[_ShapeResult], err: TextIO) -> int | None:
     """Save when a shape was tuned now (a run that only reused keys never writes nor locks
     the file); returns the entry count written, or None."""
     from .autotuner import AutoTuner
 
     if not any(r.tuned_now for r in results):
         return None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        n = AutoTuner.get().save_configs(cache)
-    _report_cache_warnings(caught, err)
-    return n
+    return _reporting_cache_warnings(err, lambda: AutoTuner.get().save_configs(cache))
 
 
 def _run(
@@ -137,10 +141,7 @@ def _run(
     from .autotuner import AutoTuner
 
     if not args.force and os.path.exists(cache):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            AutoTuner.get().load_configs(cache)
-        _report_cache_warnings(caught, err)
+        _reporting_cache_warnings(err, lambda: AutoTuner.get().load_configs(cache))
     progress = _Progress(err, len(shapes))
     results: list[_ShapeResult] = []
     try:
@@ -153,7 +154,7 @@ def _run(
         return _interrupted(cache, results, len(shapes), out, err)
 
     _print_summary(results, out)
-    written = _save(cache, results, out, err)
+    written = _save(cache, results, err)
     if written is None:
         print(f"nothing new was tuned: {cache} left unchanged", file=out)
     else:
@@ -175,7 +176,7 @@ def _interrupted(
     """Ctrl-C: keep what was tuned, say so, exit 130."""
     if results:
         _print_summary(results, out)
-    written = _save(cache, results, out, err)
+    written = _save(cache, results, err)
     kept = sum(r.tuned_now for r in results)
     if written is None:
         saved = f"nothing new was tuned; {cache} left unchanged"
