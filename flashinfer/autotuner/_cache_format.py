@@ -12,7 +12,7 @@ import math
 import os
 from typing import Any
 
-from ._types import Choice, TunedResults
+from ._types import Choice, TunedResults, is_number, is_real_time
 from .keys import Key, key_to_json
 
 __all__ = ["MAX_DEPTH", "SCHEMA_VERSION", "AutotuneCacheError", "AutotuneCacheWarning"]
@@ -92,6 +92,11 @@ def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     return doc, None
 
 
+def _shown_version(version: Any) -> str:
+    """A file's ``schema_version`` as messages show it (whatever the file holds)."""
+    return _short(repr(version), 24)
+
+
 def _cache_path(path: str | os.PathLike[str]) -> str:
     """``path`` as a string; ``ValueError`` for an empty one (it would name the working
     directory, and its lock ``.lock`` there)."""
@@ -105,7 +110,7 @@ def _cache_path(path: str | os.PathLike[str]) -> str:
 
 def _strict_json(value: Any) -> bool:
     try:
-        json.dumps(value, allow_nan=False)
+        _dump(value)
     except ValueError:
         return False
     return True
@@ -151,12 +156,12 @@ def _entry(key: Key, choice: Choice, tuner: TunedResults) -> dict[str, Any]:
 
 def _median_seconds(value: Any) -> float:
     """A file's ``median_ms`` in seconds; ``ValueError`` unless a finite number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise ValueError(f"bad median_ms {_short(repr(value))}")
     try:
         ms = float(value)
     except OverflowError:
         ms = math.inf
-    if not math.isfinite(ms) or ms < 0:
+    if not is_real_time(ms):
         raise ValueError(f"median_ms {_short(repr(value), 24)} is not a finite number >= 0")
     return ms / 1e3

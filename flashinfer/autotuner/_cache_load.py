@@ -27,6 +27,7 @@ from ._cache_format import (
     _normalise,
     _parse,
     _short,
+    _shown_version,
 )
 from ._types import Choice, TunedResults
 from .keys import Key, key_from_json
@@ -43,7 +44,7 @@ REASON_EXPERIMENTAL = (
 
 
 def _reason_schema(version: Any) -> str:
-    shown = _short(repr(version), 24)
+    shown = _shown_version(version)
     return f"come from schema version {shown} (this flashinfer reads {SCHEMA_VERSION})"
 
 
@@ -90,7 +91,7 @@ def load_into(tuner: TunedResults, path: str | os.PathLike[str]) -> LoadReport:
     doc, report.error = _parse(data)
     if doc is not None and not isinstance(doc.get("entries"), list):
         # Another schema version, laid out its own way: nothing here can be counted.
-        shown = _short(repr(doc["schema_version"]), 24)
+        shown = _shown_version(doc["schema_version"])
         report.error = f"written in schema version {shown} (this flashinfer reads {SCHEMA_VERSION})"
         doc = None
     if doc is None:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ..api_logging import user_stacklevel
 from ._cache_format import (
     SCHEMA_VERSION,
@@ -26,7 +28,7 @@ from ._cache_format import (
     _dumps,
     _entry,
     _parse,
-    _short,
+    _shown_version,
     _strict_json,
 )
 from ._types import TunedResults
@@ -57,7 +59,7 @@ def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
     entries = doc.get("entries")
     held = f"{len(entries)} entries" if isinstance(entries, list) else "results"
     reason = (
-        f"it holds {held} of schema version {_short(repr(doc['schema_version']), 24)}, which "
+        f"it holds {held} of schema version {_shown_version(doc['schema_version'])}, which "
         f"this flashinfer (schema {SCHEMA_VERSION}) can neither use nor write back, so "
         "merging would lose them"
     )
@@ -178,8 +180,6 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
             merged[_canonical(raw)] = raw
         for entry in ours:
             merged[_canonical(entry)] = entry
-        import torch
-
         import flashinfer
 
         doc = {

@@ -18,14 +18,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._state import progress_callback
-from ._types import Choice, TacticFailure, TunableRunner, TuningRecord
+from ._types import Choice, TacticFailure, TunableRunner, TuningRecord, is_real_time
 from .keys import Key
 from .timing import measure
 
@@ -95,7 +94,7 @@ def time_candidates(
         except Exception as exc:  # a tactic that fails is not a candidate
             reason = _one_line(exc)
         else:
-            if math.isfinite(median) and median >= 0:
+            if is_real_time(median):
                 _log(f"  {label}: median {median * 1e3:.4f} ms")
                 results.append(Choice(backend, tactic, median))
                 continue

@@ -1,5 +1,5 @@
-"""The autotuner's vocabulary: what a tunable op and its runners look like, and the records
-the tuner keeps (a choice, a failure, a tuning).
+"""The autotuner's vocabulary: what a tunable op and its runners look like, the records the
+tuner keeps (a choice, a failure, a tuning), and what counts as a measured time.
 
 Every other module of the package imports these; this one imports none of them but
 :mod:`.keys`.  The public names are documented, and pickled, under
@@ -8,6 +8,7 @@ Every other module of the package imports these; this one imports none of them b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -98,6 +99,28 @@ class TunedResults(Protocol):
     def choices(self) -> dict[Key, Choice]: ...
 
     def set_choice(self, key: Key, choice: Choice) -> None: ...
+
+
+def is_number(value: Any) -> bool:
+    """An ``int`` or ``float`` (``True`` is not a number of seconds)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def is_real_time(seconds: float) -> bool:
+    """Whether a measured time is a result: finite and >= 0.  A time that is not finite is
+    a broken measurement (and JSON cannot hold it)."""
+    return math.isfinite(seconds) and seconds >= 0
+
+
+def check_median(median_s: Any) -> None:
+    """``TypeError`` unless ``median_s`` is a number, ``ValueError`` unless a real time."""
+    if not is_number(median_s):
+        raise TypeError(f"Choice.median_s must be a number of seconds, not {median_s!r}")
+    if not is_real_time(median_s):
+        raise ValueError(
+            f"Choice.median_s must be a finite number of seconds >= 0, not {median_s!r}: "
+            "a time that is not finite is a broken measurement, and JSON cannot hold it"
+        )
 
 
 # Pickles and reprs name the public home of these classes, which re-exports them, so that

@@ -38,7 +38,6 @@ and documented here.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -58,6 +57,7 @@ from ._types import (
     TunableOp,
     TunableRunner,
     TuningRecord,
+    check_median,
 )
 from .keys import Key, exact_signature, make_key
 from .router import Router
@@ -74,16 +74,6 @@ __all__ = [
     "autotune",
     "is_tuning",
 ]
-
-
-def _check_median(median_s: Any) -> None:
-    if isinstance(median_s, bool) or not isinstance(median_s, (int, float)):
-        raise TypeError(f"Choice.median_s must be a number of seconds, not {median_s!r}")
-    if not math.isfinite(median_s) or median_s < 0:
-        raise ValueError(
-            f"Choice.median_s must be a finite number of seconds >= 0, not {median_s!r}: "
-            "a time that is not finite is a broken measurement, and JSON cannot hold it"
-        )
 
 
 _UNSEEN: Any = object()
@@ -285,7 +275,7 @@ class AutoTuner:
         ``ValueError`` for a ``median_s`` that is not a finite number >= 0 (``TypeError``
         for one that is not a number): see :mod:`flashinfer.autotuner.cache`.
         """
-        _check_median(choice.median_s)
+        check_median(choice.median_s)
         with self._lock:
             self._best[key] = choice
             self._forget_memos()
