@@ -16,6 +16,8 @@ from typing import Any
 from ._stacklevel import user_stacklevel
 
 __all__ = [
+    "ACCEPTED_GATE_VALUES",
+    "GATE_OFF_VALUES",
     "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
     "experimental_auto_backends_allowed",
     "forget_unrecognised_values",
@@ -25,7 +27,9 @@ __all__ = [
 ]
 
 ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
-_ACCEPTED_VALUES = "'1' (on), '0' or empty/unset (off)"
+GATE_OFF_VALUES = ("", "0")
+"""Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
+ACCEPTED_GATE_VALUES = "'1' (on), '0' or empty/unset (off)"
 
 # os.environ.get re-encodes the key on every call (~1 us here); on POSIX the underlying
 # bytes dict is kept in sync by os.environ itself, so reading it directly is exact and cheap.
@@ -66,10 +70,10 @@ def experimental_auto_backends_allowed() -> bool:
     raw = _gate_raw_value()
     if raw == "1":
         return True
-    if not raw or raw == "0":
+    if raw is None or raw in GATE_OFF_VALUES:
         return False
     warn_unrecognised_once(
-        ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, "treating it as off", _ACCEPTED_VALUES
+        ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, "treating it as off", ACCEPTED_GATE_VALUES
     )
     return False
 

@@ -35,6 +35,7 @@ def _gate_state() -> dict[str, Any]:
     """The experimental gate: the variable's raw value and whether it is on."""
     import warnings
 
+    from ._experimental_gate import ACCEPTED_GATE_VALUES, GATE_OFF_VALUES
     from .api_logging import (
         ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
         experimental_auto_backends_allowed,
@@ -45,8 +46,8 @@ def _gate_state() -> dict[str, Any]:
         warnings.simplefilter("ignore")  # an unrecognised value is reported below instead
         on = experimental_auto_backends_allowed()
     note = None
-    if raw not in (None, "", "0", "1"):
-        note = "unrecognised value, treated as off (accepted: 1, 0 or unset)"
+    if raw is not None and raw != "1" and raw not in GATE_OFF_VALUES:
+        note = f"unrecognised value, treated as off (accepted: {ACCEPTED_GATE_VALUES})"
     return {"variable": ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, "value": raw, "on": on, "note": note}
 
 
