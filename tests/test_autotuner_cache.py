@@ -374,7 +374,7 @@ def test_save_drops_non_finite_entries_with_a_warning_and_writes_strict_json(tmp
 
 def test_set_choice_refuses_a_time_that_is_not_finite():
     op, _ = tuned_op()
-    for bad in (float("nan"), float("inf"), -1.0):
+    for bad in (float("nan"), float("inf"), -1.0, 10**400, -(10**400)):  # ints past a float
         with pytest.raises(ValueError, match="finite number of seconds"):
             AutoTuner.get().set_choice(key(op), Choice("a", (64, 2), bad))
     with pytest.raises(TypeError, match="number of seconds"):

@@ -108,8 +108,12 @@ def is_number(value: Any) -> bool:
 
 def is_real_time(seconds: float) -> bool:
     """Whether a measured time is a result: finite and >= 0.  A time that is not finite is
-    a broken measurement (and JSON cannot hold it)."""
-    return math.isfinite(seconds) and seconds >= 0
+    a broken measurement (and JSON cannot hold it).  An int too large for a float is not
+    finite either."""
+    try:
+        return math.isfinite(seconds) and seconds >= 0
+    except OverflowError:
+        return False
 
 
 def check_median(median_s: Any) -> None:
