@@ -5,7 +5,7 @@ signature has a ``backend`` parameter into a :class:`BackendRequirementOp`.  On 
 checks the inputs against the chosen backend (or, for ``backend="auto"``, against every
 backend), applies the experimental gate and the heuristic, and then calls the API body.
 
-This module is the public import path: the decorator, the type a checker sees
+This module is the public import path: the decorator, the type a type checker sees
 (:class:`BackendOp`), and every dispatcher name users import.  The work is done in
 ``flashinfer._dispatch``, one job per module: the checker markers, compute capability, the
 decoration-time plan, the generated fast path (decided once per API, the way
@@ -44,6 +44,7 @@ R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
 
+# Defined here, not in _dispatch: type checkers name a type by the module that defines it.
 class BackendOp(Protocol[P, R_co]):
     """What :func:`backend_requirement` returns, as a type checker sees it.
 
