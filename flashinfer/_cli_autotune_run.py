@@ -86,7 +86,7 @@ def _tune_shape(
     import torch
 
     from .autotuner import AutoTuner, autotune
-    from .autotuner.tuner import _one_line
+    from .autotuner._time_candidates import one_line_reason
 
     tuner = AutoTuner.get()
     before = tuner.last_tuning()
@@ -95,7 +95,7 @@ def _tune_shape(
         try:
             target.call(op, dims, getattr(torch, args.dtype), args.device)
         except Exception as exc:  # all pairs failed and so did the default, say
-            error = _one_line(exc)
+            error = one_line_reason(exc)
     record = tuner.last_tuning()
     return _ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
 

@@ -28,7 +28,7 @@ from ._types import Choice, TacticFailure, TunableRunner, TuningRecord, is_real_
 from .keys import Key
 from .timing import measure
 
-__all__ = ["AUTOTUNER_LOG_ENV", "time_candidates"]
+__all__ = ["AUTOTUNER_LOG_ENV", "one_line_reason", "time_candidates"]
 
 AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
 
@@ -48,7 +48,7 @@ def _describe_tactic(tactic: Any) -> str:
         return repr(tactic)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line_reason(exc: BaseException) -> str:
     """``Type: first line of the message``: Triton's errors span many lines."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
@@ -92,7 +92,7 @@ def time_candidates(
                 budget_s=budget_s,
             )
         except Exception as exc:  # a tactic that fails is not a candidate
-            reason = _one_line(exc)
+            reason = one_line_reason(exc)
         else:
             if is_real_time(median):
                 _log(f"  {label}: median {median * 1e3:.4f} ms")

@@ -49,7 +49,6 @@ from ._cache_load import LoadReport, load_into
 from ._cache_save import save_into
 from ._state import BlockTokens, enter_block, is_tuning, leave_block, note_tuned, tuning_now
 from ._time_candidates import AUTOTUNER_LOG_ENV, time_candidates
-from ._time_candidates import _one_line as _one_line  # noqa: F401 - imported from here
 from ._types import (
     Choice,
     ProgressCallback,
