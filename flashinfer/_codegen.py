@@ -1,14 +1,26 @@
-"""Generate wrappers that take exactly the wrapped function's parameters.
+"""The one compiler of the package's generated code, and the parameter lists it re-declares.
+
+Every generated function (the dispatcher's fast path, the experimental marker's wrapper, the
+autotuner's router and key readers) is compiled by :func:`compile_function`, the only place
+in the package that calls ``exec``.  It registers the source in :mod:`linecache` under a
+unique filename that says what the code is, e.g.
+``<flashinfer generated dispatcher for flashinfer.gemm.mm>``, and defines the function under
+a name of its API and role (``mm_dispatcher``): a traceback shows the generated line and the
+role, ``pdb`` lists the source, ``inspect.getsource(fn.__code__)`` works.
 
 A ``def wrapper(*args, **kwargs)`` pays for packing and unpacking arguments on every call; a
-wrapper generated with the wrapped function's own parameter list lets the interpreter bind
-the arguments once, in C, and pass them on by name.  This is what ``dataclasses`` does for
-``__init__``; both the experimental marker and the dispatcher use it.
+wrapper generated with the wrapped function's own parameter list (:class:`ParameterList`)
+lets the interpreter bind the arguments once, in C, and pass them on by name.  This is what
+``dataclasses`` does for ``__init__``; both the experimental marker and the dispatcher use it.
 """
 
 from __future__ import annotations
 
 import inspect
+import linecache
+import re
+import threading
+import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -109,14 +121,85 @@ def render_call(target: str, spec: CallSpec, lead: str = "") -> str:
 
 
 def compile_function(
-    lines: list[str], ns: dict[str, Any], filename: str, name: str = "generated"
+    params: str,
+    body: list[str],
+    ns: dict[str, Any],
+    *,
+    role: str,
+    api: str,
+    keyword: str = "def",
 ) -> Callable[..., Any]:
-    """Compile ``def generated(...)`` from ``lines`` in namespace ``ns`` and return it."""
-    source = "\n".join(lines) + "\n"
+    """Compile ``<keyword> <name>(<params>):`` followed by ``body`` (lines already indented
+    as a function body) in namespace ``ns``, and return the function.
+
+    ``role`` says what the code is (``"dispatcher"``, ``"key reader"``) and ``api`` whose
+    (its qualified name).  The function is defined as ``<api's last name>_<role>``
+    (``mm_key_reader``), so tracebacks and profiles show both, and its ``__qualname__`` is
+    ``<api>[<role>]``.  Its source is kept as ``__generated_source__`` and in
+    :mod:`linecache` (as long as its code object lives) under a filename no other
+    generated code has: ``<flashinfer generated <role> for <api>>``, numbered from the
+    second on (``... #2>``).  ``ns`` does not keep the name.
+    """
+    name = _free_name(_def_name(api, role), ns)
+    source = "\n".join([f"{keyword} {name}({params}):", *body]) + "\n"
+    filename = _unique_filename(role, api)
     # Frames of generated code count as flashinfer-internal when warnings look for the
-    # user's line (see api_logging.user_stacklevel).
+    # user's line (see _stacklevel.user_stacklevel).
     ns.setdefault("__name__", "flashinfer._generated")
     exec(compile(source, filename, "exec"), ns)
-    fn = ns[name]
+    fn = ns.pop(name)
+    _register_source(fn.__code__, filename, source)
+    fn.__qualname__ = f"{api}[{role}]"
     fn.__generated_source__ = source
     return fn
+
+
+def _def_name(api: str, role: str) -> str:
+    """An identifier of the API's last name and the role: ``("a.B.<locals>.mm", "key
+    reader")`` -> ``mm_key_reader``."""
+    words = re.sub(r"\W+", " ", f"{api.rpartition('.')[2]} {role}").split()
+    name = "_".join(words) or "generated"
+    return name if name.isidentifier() else f"_{name}"
+
+
+def _free_name(name: str, ns: dict[str, Any]) -> str:
+    """``name``, or ``name_2``, ``name_3``...: one ``ns`` does not hold already (the code
+    there may use it)."""
+    candidate, n = name, 1
+    while candidate in ns:
+        n += 1
+        candidate = f"{name}_{n}"
+    return candidate
+
+
+_filename_lock = threading.Lock()
+_filenames_given: dict[str, int] = {}  # base filename -> how many were given out
+
+
+def _unique_filename(role: str, api: str) -> str:
+    """A filename no other generated code has: two ops may share a qualified name (a
+    redefinition, a test), and a regenerated router must not take its predecessor's
+    source away from a traceback still showing it."""
+    base = f"flashinfer generated {role} for {api}"
+    with _filename_lock:
+        n = _filenames_given.get(base, 0)
+        while True:
+            n += 1
+            filename = f"<{base}>" if n == 1 else f"<{base} #{n}>"
+            if filename not in linecache.cache:
+                break
+        _filenames_given[base] = n
+    return filename
+
+
+def _register_source(code: Any, filename: str, source: str) -> None:
+    """Make ``source`` what :mod:`linecache` reads for ``filename`` while ``code`` lives.
+
+    The entry's mtime is None, which ``linecache.checkcache`` takes for source that has no
+    file to go stale against, and keeps.  A traceback or a frame holds the code object, so
+    the source stays as long as anything can show it; the entry of code no longer
+    referenced (an old router, an op redefined) is dropped with it.
+    """
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    finalizer = weakref.finalize(code, linecache.cache.pop, filename, None)
+    finalizer.atexit = False

@@ -120,15 +120,19 @@ def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
         declared, call = "*args, **kwargs", "_func(*args, **kwargs)"
     keyword, body = _FORWARD[_function_kind(func)]
     wrapper = compile_function(
+        declared,
         [
-            f"{keyword} generated({declared}):",
             "    if not _flag.warned and _flag.claim():",
             "        _first()",
             *(f"    {line}".format(call=call) for line in body),
         ],
         ns,
-        f"<flashinfer_experimental_api {name}>",
+        role="experimental API wrapper",
+        api=f"{func.__module__}.{name}",
+        keyword=keyword,
     )
+    # Dressed as the API (name, qualname, module, __wrapped__); its code keeps the name
+    # of its role, which tracebacks show.
     functools.update_wrapper(wrapper, func)
     wrapper.__doc__ = _with_banner(func.__doc__, info.feature)
     _mark(func, info)

@@ -79,26 +79,26 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     call_func = render_call("_func", specs["__func__"])
     scan = _scan_line(op)
     fail = _fail_call(op, check_common=True)
-    head = f"def generated({sig.def_params(ns, 'skip_check=False')}):"
+    params = sig.def_params(ns, "skip_check=False")
     if not op.backend_checks:
         # skip_check=True bypasses the dispatcher entirely.
-        lines = [head, "    if skip_check:", f"        return {call_func}", f"    {scan}"]
+        lines = ["    if skip_check:", f"        return {call_func}", f"    {scan}"]
         if op.common_check is None:  # upstream: a usage error, raised on the call
             lines.append(f"    {fail}")
-            return _compile(op, lines, ns)
+            return _compile(op, params, lines, ns)
         lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
         lines += [f"    {c}" for c in _common_lines(op, fail)]
         lines.append(f"    return {call_func}")
-        return _compile(op, lines, ns)
+        return _compile(op, params, lines, ns)
 
     # skip_check=True: an explicit backend runs with no check at all; "auto" still has
     # to choose, which a second generated function does (the selection without the
     # common check), so that this one stays as short as it was.
-    skip_lines = [f"def generated({sig.def_params(ns)}):", f"    {scan}"]
-    skip_lines += _auto_lines(op, ns, check_common=False)
-    ns["_skip_auto"] = _compile(op, skip_lines, ns, "skip_check auto")
+    skip_lines = [f"    {scan}", *_auto_lines(op, ns, check_common=False)]
+    ns["_skip_auto"] = _compile(
+        op, sig.def_params(ns), skip_lines, ns, "skip_check auto dispatcher"
+    )
     lines = [
-        head,
         "    if skip_check:",
         "        if backend != 'auto':",
         f"            return {call_func}",
@@ -136,7 +136,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         lines += [f"        {c}" for c in branch]
     lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
     lines += _auto_lines(op, ns, check_common=True)
-    return _compile(op, lines, ns)
+    return _compile(op, params, lines, ns)
 
 
 def _scan_line(op: ReferenceDispatcher) -> str:
@@ -294,11 +294,13 @@ def _capability_guard(i: int, chk: Any, *, cc_none: bool | None = None) -> str:
 
 
 def _compile(
-    op: ReferenceDispatcher, lines: list[str], ns: dict[str, Any], role: str = "dispatch"
+    op: ReferenceDispatcher,
+    params: str,
+    body: list[str],
+    ns: dict[str, Any],
+    role: str = "dispatcher",
 ) -> Callable[..., Any]:
+    """Compile one generated function of ``op``.  Its code keeps the role's name (what
+    tracebacks show) when the op dresses the fast path as the API."""
     ns["__name__"] = _GENERATED_MODULE
-    label = "" if role == "dispatch" else f" {role}"
-    fn = compile_function(lines, ns, f"<backend_requirement {op.api_key}{label}>")
-    fn.__name__ = op.api_name
-    fn.__qualname__ = f"{op.__wrapped__.__qualname__}[{role}]"
-    return fn
+    return compile_function(params, body, ns, role=role, api=op.api_key)

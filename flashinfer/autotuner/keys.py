@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .._codegen import compile_function
 from ..backend_dispatch import device_capability
 
 __all__ = [
@@ -134,23 +135,22 @@ def pattern_reads(
     return " and ".join(tests) or "True", parts
 
 
-def _reader_for(pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
-    """A function that reads the exact signature of inputs of exactly this type pattern,
-    unrolled (no loop, no per-input type dispatch), or returns None for another pattern."""
+def _reader_for(api_key: str, pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
+    """A function that reads the exact signature of ``api_key``'s inputs of exactly this
+    type pattern, unrolled (no loop, no per-input type dispatch), or returns None for
+    another pattern."""
     names = [f"i{n}" for n in range(len(pattern))]
     namespace: dict[str, Any] = {}
     test, parts = pattern_reads(pattern, names, namespace, "t")
     unpack = [f"    {', '.join(names)}, = inputs"] if names else []
-    source = [
-        "def read(api_key, inputs):",
+    body = [
         f"    if len(inputs) == {len(pattern)}:",
         *(f"    {line}" for line in unpack),
         f"        if {test}:",
         f"            return ({', '.join(['api_key', *parts])},)",
         "    return None",
     ]
-    exec("\n".join(source) + "\n", namespace)
-    return namespace["read"]
+    return compile_function("api_key, inputs", body, namespace, role="key reader", api=api_key)
 
 
 # Per op, the readers of the input-type patterns seen so far (usually one or two).
@@ -176,7 +176,7 @@ def exact_signature(api_key: str, inputs: tuple) -> tuple:
     signature, pattern = _generic_signature(api_key, inputs)
     readers = _READERS.setdefault(api_key, [])
     if len(readers) < _MAX_READERS:
-        readers.append(_reader_for(pattern))
+        readers.append(_reader_for(api_key, pattern))
     return signature
 
 

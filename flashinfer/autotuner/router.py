@@ -100,7 +100,6 @@ class Router:
         names = self.names
         # Underscored names throughout: the inputs are named after the API's parameters.
         lines = [
-            "def generated(_candidates, _inputs):",
             "    if _tuning():",
             "        return _readable(_candidates, _inputs)",
         ]
@@ -124,10 +123,9 @@ class Router:
         ]
         return self._compile(lines, ns)
 
-    def _compile(self, lines: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
-        fn = compile_function(lines, ns, f"<autotuner router {self.op.api_key}>")
-        fn.__qualname__ = f"{self.op.api_key}[autotuner router]"
-        return fn
+    def _compile(self, body: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
+        params = "_candidates, _inputs"
+        return compile_function(params, body, ns, role="autotuner router", api=self.op.api_key)
 
     # ---- the paths the generated code hands over to --------------------------------------
 
