@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .aliasing import OverlapRule
+from .kernels import next_positive_power_of_2
 
 __all__ = [
     "MM_RUNNERS",
@@ -96,10 +97,6 @@ class TorchRunner:
 # --------------------------------------------------------------------------------------
 
 
-def _np2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 def _smem_limit(device: torch.device) -> int | None:
     if device.type != "cuda":
         return None  # interpreter: no shared memory
@@ -167,9 +164,9 @@ class TritonRunner:
         """Tactics that fit these sizes (and, on CUDA, the device's shared memory)."""
         a, b = inputs[0], inputs[1]
         idx = _triton_tactics(
-            _np2(a.shape[0]),
-            _np2(b.shape[1]),
-            _np2(a.shape[1]),
+            next_positive_power_of_2(a.shape[0]),
+            next_positive_power_of_2(b.shape[1]),
+            next_positive_power_of_2(a.shape[1]),
             a.element_size(),
             _smem_limit(a.device),
         )

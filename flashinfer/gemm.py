@@ -23,11 +23,8 @@ from ._mm_runners import TorchRunner as TorchRunner
 from ._mm_runners import TritonRunner as TritonRunner
 from ._mm_runners import _triton_tactics as _triton_tactics
 from .api_logging import flashinfer_api
-from .backend_dispatch import (
-    backend_requirement,
-    find_compute_capability,
-    supported_compute_capability,
-)
+from .backend_dispatch import backend_requirement, find_compute_capability
+from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 
 # The only module-level import from flashinfer.experimental: the light checker.
 from .experimental.splitk_gemm.support import check_splitk
@@ -42,15 +39,7 @@ except ModuleNotFoundError as _exc:  # built without the autotuner: see mm's bod
 
 __all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm"]
 
-SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-_TORCH_CCS = [60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
-_TRITON_CCS = [75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
+SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
 # --------------------------------------------------------------------------------------
 # Shared validation
@@ -76,7 +65,7 @@ def _common_check(
             )
         if t.dtype not in SUPPORTED_DTYPES:
             raise ValueError(
-                f"mm: {name} has dtype {_dtype_name(t.dtype)}; supported are float32, "
+                f"mm: {name} has dtype {dtype_name(t.dtype)}; supported are float32, "
                 "float16 and bfloat16"
             )
     if a.shape[1] != b.shape[0]:
@@ -86,7 +75,7 @@ def _common_check(
         )
     if a.dtype != b.dtype:
         raise ValueError(
-            f"mm: a is {_dtype_name(a.dtype)} but b is {_dtype_name(b.dtype)}; cast one so "
+            f"mm: a is {dtype_name(a.dtype)} but b is {dtype_name(b.dtype)}; cast one so "
             "both have the same dtype (use out_dtype= to choose the result's dtype)"
         )
     if a.device != b.device:
@@ -108,9 +97,9 @@ def _common_check(
         want = _result_dtype(a, out_dtype)
         if out.dtype != want:
             raise ValueError(
-                f"mm: out has dtype {_dtype_name(out.dtype)} but the result is "
-                f"{_dtype_name(want)} (out_dtype, or the inputs' dtype when out_dtype is None); "
-                f"pass out_dtype=torch.{_dtype_name(out.dtype)} or an out of that dtype"
+                f"mm: out has dtype {dtype_name(out.dtype)} but the result is "
+                f"{dtype_name(want)} (out_dtype, or the inputs' dtype when out_dtype is None); "
+                f"pass out_dtype=torch.{dtype_name(out.dtype)} or an out of that dtype"
             )
         if out.device != a.device:
             raise ValueError(f"mm: out is on {out.device} but the inputs are on {a.device}")
@@ -122,13 +111,13 @@ def _common_check(
 # --------------------------------------------------------------------------------------
 
 
-@supported_compute_capability(_TORCH_CCS, cpu=True)
+@backend_family(TORCH)
 def _check_torch(a: torch.Tensor) -> bool:
     """The reference accepts every input the shared validation accepts."""
     return True
 
 
-@supported_compute_capability(_TRITON_CCS, cpu=True)
+@backend_family(TRITON)
 def _check_triton(
     a: torch.Tensor,
     b: torch.Tensor,

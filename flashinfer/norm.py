@@ -15,26 +15,13 @@ import torch
 
 from .aliasing import OverlapRule
 from .api_logging import flashinfer_api
-from .backend_dispatch import (
-    backend_requirement,
-    find_compute_capability,
-    supported_compute_capability,
-)
+from .backend_dispatch import backend_requirement, find_compute_capability
+from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 from .kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
 
 __all__ = ["rmsnorm"]
 
-SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-# Every CUDA capability torch ships kernels for; the reference runs wherever torch does.
-_TORCH_CCS = [60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
-# Triton 3.x targets Turing and newer (bf16 from Ampere, checked below).
-_TRITON_CCS = [75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
+SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
 # --------------------------------------------------------------------------------------
 # Shared validation: every backend, before any kernel runs
@@ -74,7 +61,7 @@ def _common_check(
         )
     if input.dtype not in SUPPORTED_DTYPES:
         raise ValueError(
-            f"rmsnorm: input dtype {_dtype_name(input.dtype)} is not supported; use float32, "
+            f"rmsnorm: input dtype {dtype_name(input.dtype)} is not supported; use float32, "
             "float16 or bfloat16"
         )
     if weight.dim() != 1 or weight.shape[0] != hidden:
@@ -84,8 +71,8 @@ def _common_check(
         )
     if weight.dtype != input.dtype:
         raise ValueError(
-            f"rmsnorm: weight dtype {_dtype_name(weight.dtype)} differs from input dtype "
-            f"{_dtype_name(input.dtype)}; cast one, e.g. weight.to(input.dtype)"
+            f"rmsnorm: weight dtype {dtype_name(weight.dtype)} differs from input dtype "
+            f"{dtype_name(input.dtype)}; cast one, e.g. weight.to(input.dtype)"
         )
     if weight.device != input.device:
         raise ValueError(
@@ -110,8 +97,8 @@ def _common_check(
             )
         if out.dtype != input.dtype:
             raise ValueError(
-                f"rmsnorm: out has dtype {_dtype_name(out.dtype)} but the result has the "
-                f"input's dtype {_dtype_name(input.dtype)}; pass an out of that dtype"
+                f"rmsnorm: out has dtype {dtype_name(out.dtype)} but the result has the "
+                f"input's dtype {dtype_name(input.dtype)}; pass an out of that dtype"
             )
         if out.device != input.device:
             raise ValueError(
@@ -126,7 +113,7 @@ def _common_check(
 # --------------------------------------------------------------------------------------
 
 
-@supported_compute_capability(_TORCH_CCS, cpu=True)
+@backend_family(TORCH)
 def _check_torch(input: torch.Tensor) -> bool:
     """The reference accepts every input the shared validation accepts."""
     return True
@@ -147,7 +134,7 @@ def _rmsnorm_torch(
 # --------------------------------------------------------------------------------------
 
 
-@supported_compute_capability(_TRITON_CCS, cpu=True)
+@backend_family(TRITON)
 def _check_triton(
     input: torch.Tensor,
     weight: torch.Tensor,

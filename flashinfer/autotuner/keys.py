@@ -36,6 +36,8 @@ import torch
 
 from .._codegen import compile_function
 from ..backend_dispatch import device_capability
+from ..backend_families import dtype_name
+from ..kernels import next_positive_power_of_2
 
 __all__ = [
     "Key",
@@ -59,12 +61,15 @@ _dtype = torch.dtype
 # sight: one dict lookup instead of a Python loop over the dimensions on every call.  Real
 # programs see few distinct shapes; past the cap new shapes are computed, not remembered.
 _SHAPE_BUCKETS: dict[tuple[int, ...], tuple[int, ...]] = {}
-_MAX_MEMO = 1 << 14
+
+# Most entries any of the autotuner's memos holds: bounds memory when a program streams
+# ever new shapes, far above the few a real program sees.
+MEMO_CAP = 1 << 14
 
 
 def bucket_dim(d: int) -> int:
     """Round a dimension up to the next power of two (``0`` stays ``0``)."""
-    return 1 << (d - 1).bit_length() if d > 0 else 0
+    return next_positive_power_of_2(d) if d > 0 else 0
 
 
 def bucket_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -72,7 +77,7 @@ def bucket_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     bucket = _SHAPE_BUCKETS.get(shape)
     if bucket is None:
         bucket = tuple(bucket_dim(d) for d in shape)
-        if len(_SHAPE_BUCKETS) < _MAX_MEMO:
+        if len(_SHAPE_BUCKETS) < MEMO_CAP:
             _SHAPE_BUCKETS[tuple(shape)] = bucket
     return bucket
 
@@ -190,7 +195,7 @@ def make_key(api_key: str, inputs: tuple) -> Key:
     key = _KEY_MEMO.get(exact)
     if key is None:
         key = _key_from_signature(exact)
-        if len(_KEY_MEMO) < _MAX_MEMO:
+        if len(_KEY_MEMO) < MEMO_CAP:
             _KEY_MEMO[exact] = key
     return key
 
@@ -225,11 +230,6 @@ def _key_from_signature(signature: tuple) -> Key:
 # --------------------------------------------------------------------------------------
 # JSON form of a key (the persisted cache)
 # --------------------------------------------------------------------------------------
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float16`` -> ``"float16"``."""
-    return str(dtype).removeprefix("torch.")
 
 
 def dtype_from_name(name: str) -> torch.dtype:

@@ -58,7 +58,7 @@ from ._types import (
     TuningRecord,
     check_median,
 )
-from .keys import Key, exact_signature, make_key
+from .keys import MEMO_CAP, Key, exact_signature, make_key
 from .router import Router
 
 __all__ = [
@@ -85,7 +85,7 @@ class AutoTuner:
     _instance_lock = threading.Lock()
     #: Most entries each call-path memo (exact signature -> choice) holds; past it new
     #: signatures are looked up, not remembered.
-    memo_cap = 1 << 14
+    memo_cap = MEMO_CAP
 
     def __init__(self) -> None:
         #: key -> best choice; read lock-free on the hot path, replaced under ``_lock``.

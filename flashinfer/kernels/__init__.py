@@ -4,8 +4,8 @@ This package itself is light: it never imports Triton.  Each kernel module
 (:mod:`.rmsnorm_triton`, :mod:`.mm_triton`) imports Triton at its top and is imported by its
 backend function on first use.  The helpers here answer whether a Triton kernel can run on
 a tensor's device at all (through the probe in :mod:`.availability`, which finds Triton
-and numpy without importing them) and whether a tensor's layout suits the kernels; support
-checkers (ours and the experimental ones) call them.
+and numpy without importing them), whether a tensor's layout suits the kernels, and how sizes
+round to tile sizes; support checkers and runners (ours and the experimental ones) call them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ __all__ = [
     "bf16_reason",
     "interpreter_enabled",
     "max_offset",
+    "next_positive_power_of_2",
     "offsets_reason",
     "reset_probe",
     "rows_view",
@@ -38,6 +39,16 @@ def triton_device_reason(*tensors: torch.Tensor) -> str | None:
     """
     problem = triton_unavailable(tensors[0].device.type)
     return None if problem is None else str(problem)
+
+
+def next_positive_power_of_2(n: int) -> int:
+    """The smallest power of two ``>= n``, and ``1`` for ``n < 1`` (upstream's name).
+
+    Tile sizes and tactic filters round problem sizes with it, and the autotuner's shape
+    buckets (:func:`flashinfer.autotuner.bucket_dim`, which keeps ``0`` as ``0``) with it, so
+    a tactic chosen for one shape fits every shape of its bucket.
+    """
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def max_offset(t: torch.Tensor) -> int:

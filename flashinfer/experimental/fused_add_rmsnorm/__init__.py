@@ -19,13 +19,14 @@ import math
 
 import torch
 
+from ...backend_families import FLOAT_DTYPES
 from ...fused_norm import OVERLAP
 from ...kernels import offsets_reason, rows_view, triton_device_reason
 from ...norm import _rmsnorm_torch
 
 __all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
 
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_DTYPES = FLOAT_DTYPES  # the torch and Triton families' dtypes (its two paths)
 
 
 def _validate(

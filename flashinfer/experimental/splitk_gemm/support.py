@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import torch
 
-from ...backend_dispatch import (
-    experimental_backend,
-    find_compute_capability,
-    supported_compute_capability,
+from ...backend_dispatch import experimental_backend, find_compute_capability
+from ...backend_families import TRITON, backend_family
+from ...kernels import (
+    bf16_reason,
+    next_positive_power_of_2,
+    offsets_reason,
+    triton_device_reason,
 )
-from ...kernels import bf16_reason, offsets_reason, triton_device_reason
 
 __all__ = ["MAX_M", "MIN_K", "TACTIC_SPACE", "check_splitk", "valid_tactics"]
 
@@ -44,10 +46,6 @@ TACTIC_SPACE: list[dict[str, int]] = [
 """Every tactic the split-K runner may use (JSON-serialisable dicts)."""
 
 
-def _np2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 def valid_tactics(m: int, n: int, k: int) -> list[dict[str, int]]:
     """Tactics worth timing for an ``(m, n, k)`` problem, default first.
 
@@ -55,7 +53,9 @@ def valid_tactics(m: int, n: int, k: int) -> list[dict[str, int]]:
     a tactic chosen for one shape stays valid for its whole bucket; edges are masked, so
     every tactic is *correct* for any shape.
     """
-    pm, pn, pk = max(16, _np2(m)), max(16, _np2(n)), _np2(k)
+    pm = max(16, next_positive_power_of_2(m))
+    pn = max(16, next_positive_power_of_2(n))
+    pk = next_positive_power_of_2(k)
     fits = [
         t
         for t in TACTIC_SPACE
@@ -68,7 +68,7 @@ def valid_tactics(m: int, n: int, k: int) -> list[dict[str, int]]:
     return fits
 
 
-@supported_compute_capability([80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121], cpu=True)
+@backend_family(TRITON, min_compute_capability=80)
 @experimental_backend(
     owner="@flashinfer-gemm",
     tracking_issue=3,
