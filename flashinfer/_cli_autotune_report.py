@@ -72,6 +72,12 @@ class _Progress:
         self.stream.flush()
 
 
+def _median_cell(median_s: float, iqr_s: float | None) -> str:
+    """``median+-IQR`` in ms, one word (the spread is known only for a key timed now)."""
+    spread = "" if iqr_s is None else f"+-{iqr_s * 1e3:.4f}"
+    return f"{median_s * 1e3:.4f}{spread}"
+
+
 @dataclass
 class _ShapeResult:
     """What tuning one shape did: the tuner's record, and the call's error if it raised."""
@@ -99,7 +105,7 @@ class _ShapeResult:
             self.shape,
             self.choice.backend,
             tactic,
-            f"{self.choice.median_s * 1e3:.4f}",
+            _median_cell(self.choice.median_s, rec.iqr_s if rec.timed else None),
             failed,
             source,
         )
@@ -118,7 +124,7 @@ class _ShapeResult:
 
 
 def _print_summary(results: Sequence[_ShapeResult], out: TextIO) -> None:
-    header = ("SHAPE", "BACKEND", "TACTIC", "MEDIAN MS", "FAILED", "SOURCE")
+    header = ("SHAPE", "BACKEND", "TACTIC", "MEDIAN+-IQR MS", "FAILED", "SOURCE")
     print(_table([header, *(r.row() for r in results)]), file=out)
     tried = sum(r.record.tried for r in results if r.record is not None and r.record.timed)
     failed = [line for r in results for line in r.failure_lines()]

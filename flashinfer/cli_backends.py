@@ -4,15 +4,17 @@ Versions (flashinfer, Python, torch and its CUDA/HIP build, triton, numpy), each
 its compute capability, ``TRITON_INTERPRET``, the experimental gate with its raw value, and
 every API by the name users call, one row per backend: whether it can run here and, if not,
 a short reason.  The advice that goes with a reason is printed once, below the table.  Whether
-a Triton backend can run comes from the same probe its support checker uses on a call
-(:mod:`flashinfer.kernels.availability`), so the report and the call agree.
+a backend needs Triton is what its checker declares (its family, read with
+:func:`flashinfer.backend_families.family_of`; a backend that declares none is reported as
+unknown, not guessed); whether a Triton backend can run comes from the same probe its support
+checker uses on a call (:mod:`flashinfer.kernels.availability`), so the report and the call
+agree.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import inspect
 import json
 import os
 import platform
@@ -20,6 +22,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
+from .backend_families import family_of
 from .cli_common import _gate_line, _gate_state, _load_apis, _table
 
 WIDTH = 100  # no line of the table is longer
@@ -70,34 +73,32 @@ def _devices() -> list[dict[str, Any]]:
     return devices
 
 
-def _uses_triton(checker: Any) -> bool:
-    """Whether a backend's checker says it runs a Triton kernel.
-
-    A checker may declare ``uses_triton = True``; otherwise a checker that asks
-    :func:`flashinfer.kernels.triton_device_reason` is a Triton backend.
-    """
-    declared = getattr(checker, "uses_triton", None)
-    if declared is not None:
-        return bool(declared)
-    fn = inspect.unwrap(checker)
-    code = getattr(fn, "__code__", None)
-    return code is not None and "triton_device_reason" in code.co_names
+# What a row says of a backend whose checker declares no family: whether it needs Triton is
+# unknown, so whether it runs here is too (the report does not guess from the checker's code).
+_UNDECLARED_REASON = "its checker declares no backend family"
+_UNDECLARED_ADVICE = (
+    "declare one on the support checker with @backend_family(TORCH) or "
+    "@backend_family(TRITON) from flashinfer.backend_families"
+)
 
 
-def _runnable(op: Any, backend: str, cc: int | None) -> tuple[str | None, str | None]:
-    """Why ``backend`` of ``op`` cannot run here as (short reason, advice); (None, None) if
-    it can."""
+def _runnable(op: Any, backend: str, cc: int | None) -> tuple[bool | None, str | None, str | None]:
+    """Whether ``backend`` of ``op`` can run here (``None``: unknown, its family is not
+    declared), with the short reason and the advice when it cannot (or is unknown)."""
     reason = op.backend_runnable_reason(backend, cc)
     if reason is not None:
         short, _, advice = reason.partition("; ")
-        return short, advice or None
-    if _uses_triton(op.backend_checks[backend]):
+        return False, short, advice or None
+    family = family_of(op.backend_checks[backend])
+    if family is None:
+        return None, _UNDECLARED_REASON, _UNDECLARED_ADVICE
+    if family.needs_triton:
         from .kernels.availability import triton_unavailable
 
         problem = triton_unavailable("cpu" if cc is None else "cuda")
         if problem is not None:
-            return problem.reason, problem.fix
-    return None, None
+            return False, problem.reason, problem.fix
+    return True, None, None
 
 
 def _public_names() -> dict[str, str]:
@@ -133,12 +134,12 @@ def backends_report() -> dict[str, Any]:
         backends = []
         for b in () if op is None else op.backend_checks:
             assert op is not None
-            reason, advice = _runnable(op, b, cc)
+            runnable, reason, advice = _runnable(op, b, cc)
             backends.append(
                 {
                     "name": b,
                     "experimental": b in op.experimental_backends,
-                    "runnable": reason is None,
+                    "runnable": runnable,
                     "reason": reason,
                     "advice": advice,
                 }
@@ -217,7 +218,7 @@ def _api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]
         for b in api["backends"]:
             verdict = "yes"
             if not b["runnable"]:
-                verdict = f"no: {b['reason']}"
+                verdict = f"{'unknown' if b['runnable'] is None else 'no'}: {b['reason']}"
                 if b["advice"]:
                     verdict += f" {note(b['advice'])}"
             kind = "experimental" if b["experimental"] else "stable"
@@ -234,10 +235,10 @@ def _fit(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]
     for row in rows[1:]:
         verdict = row[-1]
         if len(verdict) > room:
-            notes.append(verdict[4:] if verdict.startswith("no: ") else verdict)
-            verdict = (
-                f"no: see [{len(notes)}]" if verdict.startswith("no") else f"see [{len(notes)}]"
-            )
+            word, colon, rest = verdict.partition(": ")
+            labelled = bool(colon) and word in ("no", "unknown")
+            notes.append(rest if labelled else verdict)
+            verdict = f"{word}: see [{len(notes)}]" if labelled else f"see [{len(notes)}]"
         fitted.append((*row[:-1], verdict))
     return fitted
 

@@ -88,7 +88,7 @@ def test_failed_pairs_are_counted_and_each_listed_with_a_one_line_reason(
     assert tune(op, "4", tmp_path / "c.json") == 0
     out = capsys.readouterr().out
     header, row = out.splitlines()[:2]
-    assert header.split() == ["SHAPE", "BACKEND", "TACTIC", "MEDIAN", "MS", "FAILED", "SOURCE"]
+    assert header.split() == ["SHAPE", "BACKEND", "TACTIC", "MEDIAN+-IQR", "MS", "FAILED", "SOURCE"]
     assert row.split()[4] == "2/4"
     assert "2 of 4 (backend, tactic) pairs failed:" in out
     assert "  4 a 1: RuntimeError: a tactic 1 failed" in out.splitlines()

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from flashinfer.cli import main
-from flashinfer.kernels import availability
+from flashinfer.kernels import availability, triton_device_reason
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 TRITON_ROWS = [
@@ -342,3 +342,122 @@ def test_checkers_give_the_probe_answer_on_a_call(monkeypatch, fresh_probe):
         flashinfer.mm(a, b, backend="triton")
     flashinfer.mm(a, b)  # auto: the probe's "no" leaves triton out of the candidates
     assert list(flashinfer.mm.suitable_auto_backends) == ["torch"]
+
+
+# --------------------------------------------------------------------------------------
+# What a row knows of a backend: the family its checker declares, never a guess
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def family_op():
+    """A throwaway op whose backends declare each family, and one that declares none."""
+    from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
+    from flashinfer.backend_families import TORCH, TRITON, backend_family
+
+    @backend_family(TRITON)
+    def check_declared_triton(x):
+        return True  # never names triton_device_reason: the declaration is what counts
+
+    @backend_family(TORCH)
+    def check_declared_torch(x):
+        # Names it (a global, as in the package's Triton checkers), yet is a torch backend.
+        return triton_device_reason is not None
+
+    @supported_compute_capability(TORCH.compute_capabilities, cpu=True)
+    def check_undeclared(x):
+        return True
+
+    @backend_requirement(
+        {
+            "declared_triton": check_declared_triton,
+            "declared_torch": check_declared_torch,
+            "undeclared": check_undeclared,
+        }
+    )
+    def family_probe_op(x, backend="auto"):
+        return x
+
+    assert "triton_device_reason" not in check_declared_triton.__code__.co_names
+    assert "triton_device_reason" in check_declared_torch.__code__.co_names
+    return family_probe_op
+
+
+def _probe_says_no(monkeypatch):
+    no = availability.TritonUnavailable("probe says no", "do the thing")
+    monkeypatch.setattr(
+        availability, "_probed", {(d, i): no for d in ("cpu", "cuda") for i in (True, False)}
+    )
+
+
+def test_report_reads_the_declared_family_not_the_checker_code(monkeypatch, family_op):
+    from flashinfer.cli_backends import _UNDECLARED_ADVICE, _UNDECLARED_REASON, backends_report
+
+    _probe_says_no(monkeypatch)
+    entry = next(a for a in backends_report()["apis"] if a["qualified_name"] == family_op.api_key)
+    rows = {b["name"]: b for b in entry["backends"]}
+    assert rows["declared_triton"] == {
+        "name": "declared_triton",
+        "experimental": False,
+        "runnable": False,
+        "reason": "probe says no",
+        "advice": "do the thing",
+    }
+    assert rows["declared_torch"]["runnable"] is True
+    assert rows["declared_torch"]["reason"] is None
+    # Undeclared: whether it needs Triton is unknown, so whether it runs is too.
+    assert rows["undeclared"]["runnable"] is None
+    assert rows["undeclared"]["reason"] == _UNDECLARED_REASON
+    assert rows["undeclared"]["advice"] == _UNDECLARED_ADVICE
+    assert "@backend_family(TRITON)" in _UNDECLARED_ADVICE
+
+
+def test_a_capability_refusal_is_a_no_whatever_the_family(monkeypatch, family_op):
+    from flashinfer.cli_backends import _runnable
+
+    _probe_says_no(monkeypatch)
+    for backend in family_op.backend_checks:
+        runnable, reason, _ = _runnable(family_op, backend, 50)  # below every family's list
+        assert runnable is False and reason is not None and "50" in reason, (backend, reason)
+
+
+def test_table_says_unknown_for_an_undeclared_backend():
+    from flashinfer.cli_backends import _api_rows, _fit
+
+    report = {
+        "apis": [
+            {
+                "api": "x.op",
+                "experimental": False,
+                "backends": [
+                    {"name": "a", "experimental": False, "runnable": None, "reason": "r"}
+                    | {"advice": "declare it"},
+                    {"name": "b", "experimental": False, "runnable": False, "reason": "why"}
+                    | {"advice": None},
+                    {"name": "c", "experimental": False, "runnable": True, "reason": None}
+                    | {"advice": None},
+                ],
+            }
+        ]
+    }
+    rows, notes = _api_rows(report)
+    assert [r[-1] for r in rows[1:]] == ["unknown: r [1]", "no: why", "yes"]
+    assert notes == ["declare it"]
+    long = [rows[0], ("x.op", "a", "stable", "unknown: " + "u" * 120)]
+    long.append(("x.op", "b", "stable", "no: " + "n" * 120))
+    fitted_notes: list[str] = []
+    fitted = _fit(long, fitted_notes)
+    assert [r[-1] for r in fitted[1:]] == ["unknown: see [1]", "no: see [2]"]
+    assert fitted_notes == ["u" * 120, "n" * 120]
+
+
+def test_table_of_a_process_with_an_undeclared_backend(monkeypatch, capsys, family_op):
+    _probe_says_no(monkeypatch)
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split(None, 3) for line in out.splitlines() if family_op.api_key in line]
+    verdicts = {r[1]: r[3] for r in rows}
+    assert verdicts["declared_torch"] == "yes"
+    assert verdicts["declared_triton"].startswith("no: ")
+    assert verdicts["undeclared"].startswith("unknown: ")
+    assert "declares no backend family" in out

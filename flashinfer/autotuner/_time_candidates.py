@@ -1,4 +1,15 @@
-"""Timing every candidate (backend, tactic) of one tuning key, and recording what failed.
+"""Timing every candidate (backend, tactic) of one tuning key, and choosing among them.
+
+**The plan** of a key is every (backend, tactic) pair of its candidates that have a runner,
+in the dispatcher's order and each runner's tactic order: its first pair is the *default*,
+what an untuned key runs (the first candidate with its default tactic).
+
+**Choosing: the switch margin.** Timings are noisy, and a choice that flips between runs
+of the same program (or between the ranks of a process group) is worse than one a little
+slower.  The pick is the *earliest* pair of the plan whose median is within
+``switch_margin`` of the fastest median: the default is kept unless another pair is faster
+by more than the margin, and a near-tie goes to the pair that comes first.  The default
+margin, :data:`DEFAULT_SWITCH_MARGIN`, is justified in its comment.
 
 **Failures.** A (backend, tactic) that raises, or whose time is not finite, is not a
 candidate: it is left out, and the :class:`~flashinfer.autotuner.TuningRecord` lists it
@@ -6,11 +17,15 @@ with a one-line reason (:class:`~flashinfer.autotuner.TacticFailure`).  When eve
 fails the record holds no choice (the key stays untuned and the call runs the first
 candidate's default).
 
-**Logging.** Every timing, failure and pick is logged at DEBUG level to the
-``flashinfer.autotuner`` logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the same lines are also
-written to stderr (prefixed ``[flashinfer.autotuner]``), the way
+**Logging.** Every timing (median and interquartile range), failure and pick is logged at
+DEBUG level to the ``flashinfer.autotuner`` logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the
+same lines are also written to stderr (prefixed ``[flashinfer.autotuner]``), the way
 ``TRITON_PRINT_AUTOTUNING=1`` does it.  The variable is read at each line, so it can be
 set at any time.
+
+:func:`time_candidates` does all of it in one process; the pieces (:func:`build_plan`,
+:func:`time_pairs`, :func:`decide`) are what :mod:`.distributed` runs across a process
+group.
 """
 
 from __future__ import annotations
@@ -21,27 +36,50 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._state import progress_callback
 from ._types import Choice, TacticFailure, TunableRunner, TuningRecord, is_real_time
 from .keys import Key
 from .timing import measure
 
-__all__ = ["AUTOTUNER_LOG_ENV", "one_line_reason", "time_candidates"]
+__all__ = [
+    "AUTOTUNER_LOG_ENV",
+    "DEFAULT_SWITCH_MARGIN",
+    "Outcome",
+    "Pair",
+    "build_plan",
+    "decide",
+    "describe_tactic",
+    "log",
+    "one_line_reason",
+    "pick",
+    "time_candidates",
+    "time_pairs",
+]
 
 AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
+
+#: Relative margin a pair must beat the earliest near-fastest pair by to be picked instead.
+#: Measured with ``python benchmarks/bench_autotune.py`` (its "noise" section): medians of 5
+#: timed calls of *identical* work on a shared 2-core CPU machine differ by 0.3-0.8 % at the
+#: median, 1.4-1.7 % at the 90th percentile and 2.3-2.4 % at the 95th (CUDA events are
+#: steadier than that).  3 % keeps 95 % of such coin flips on the earlier pair while
+#: giving up at most 3 % to a pair that really is faster.
+DEFAULT_SWITCH_MARGIN = 0.03
 
 _logger = logging.getLogger("flashinfer.autotuner")
 
 
-def _log(message: str) -> None:
+def log(message: str) -> None:
+    """One line to the ``flashinfer.autotuner`` logger (and stderr, see the module doc)."""
     _logger.debug(message)
     if os.environ.get(AUTOTUNER_LOG_ENV) == "1":
         print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
 
 
-def _describe_tactic(tactic: Any) -> str:
+def describe_tactic(tactic: Any) -> str:
+    """A tactic as JSON (sorted keys), or its ``repr`` when it is not JSON."""
     try:
         return json.dumps(tactic, sort_keys=True)
     except (TypeError, ValueError):
@@ -54,6 +92,141 @@ def one_line_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4f} ms"
+
+
+class Pair(NamedTuple):
+    """One (backend, tactic) of a plan, with the runner that runs it."""
+
+    backend: str
+    runner: TunableRunner
+    tactic: Any
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend} {describe_tactic(self.tactic)}"
+
+
+class Outcome(NamedTuple):
+    """What timing one pair gave: its median and interquartile range in seconds, or
+    (``median_s`` None) the one-line reason it failed.  Plain data: it crosses processes."""
+
+    median_s: float | None
+    iqr_s: float | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.median_s is not None
+
+
+def build_plan(
+    runners: Mapping[str, TunableRunner], inputs: tuple, candidates: Sequence[str]
+) -> list[Pair]:
+    """Every (backend, tactic) of ``candidates`` that has a runner, the default first.
+    Exceptions from a runner's ``tactics()`` propagate."""
+    plan = []
+    for backend in candidates:
+        runner = runners.get(backend)
+        if runner is not None:
+            plan += [Pair(backend, runner, tactic) for tactic in runner.tactics(inputs)]
+    return plan
+
+
+def _time_one(pair: Pair, inputs: tuple, warmup: int, repeat: int, budget_s: float) -> Outcome:
+    try:
+        median = measure(
+            functools.partial(pair.runner, inputs, pair.tactic),
+            inputs,
+            warmup=warmup,
+            repeat=repeat,
+            budget_s=budget_s,
+        )
+    except Exception as exc:  # a tactic that fails is not a candidate
+        return Outcome(None, reason=one_line_reason(exc))
+    if not is_real_time(median):
+        return Outcome(None, reason=f"its time is not a finite number of seconds ({median!r})")
+    iqr = getattr(median, "iqr_s", None)  # a plain float (a scripted timer) has no spread
+    return Outcome(float(median), None if iqr is None else float(iqr))
+
+
+def time_pairs(
+    plan: Sequence[Pair],
+    indices: Sequence[int],
+    inputs: tuple,
+    *,
+    warmup: int,
+    repeat: int,
+    budget_s: float,
+) -> dict[int, Outcome]:
+    """Time the pairs ``plan[i]`` for ``i`` in ``indices``; never raises for a pair that
+    fails.  Reports progress over these pairs to this thread's callback (see
+    :data:`~flashinfer.autotuner.ProgressCallback`) and logs each outcome."""
+    progress = progress_callback()
+    outcomes: dict[int, Outcome] = {}
+    for done, i in enumerate(indices):
+        pair = plan[i]
+        if progress is not None:
+            progress(done, len(indices), pair.label)
+        outcome = outcomes[i] = _time_one(pair, inputs, warmup, repeat, budget_s)
+        if outcome.median_s is not None:
+            log(f"  {pair.label}: median {_ms(outcome.median_s)}{_spread(outcome.iqr_s)}")
+        else:
+            log(f"  {pair.label}: failed ({outcome.reason})")
+    if progress is not None:
+        progress(len(indices), len(indices), "done")
+    return outcomes
+
+
+def _spread(iqr_s: float | None) -> str:
+    return "" if iqr_s is None else f" (IQR {_ms(iqr_s)})"
+
+
+def pick(medians: Sequence[tuple[int, float]], margin: float) -> tuple[int, int]:
+    """``(picked, fastest)``: indices of the earliest pair whose median is within
+    ``margin`` of the fastest, and of the fastest (earliest of equals).  ``medians`` is
+    ``(index, median)`` in plan order, not empty."""
+    fastest = min(medians, key=lambda item: item[1])
+    bound = fastest[1] * (1.0 + margin)
+    picked = next(i for i, median in medians if median <= bound)
+    return picked, fastest[0]
+
+
+def decide(
+    api_key: str,
+    key: Key,
+    plan: Sequence[Pair],
+    outcomes: Mapping[int, Outcome],
+    margin: float,
+) -> TuningRecord:
+    """The record of a tuning: every failed pair, and the pick among the others (see
+    :func:`pick`); no choice when none could be timed."""
+    failures = tuple(
+        TacticFailure(plan[i].backend, plan[i].tactic, outcomes[i].reason or "failed")
+        for i in sorted(outcomes)
+        if not outcomes[i].ok
+    )
+    medians = [(i, o.median_s) for i, o in sorted(outcomes.items()) if o.median_s is not None]
+    if not medians:
+        log(f"  no (backend, tactic) ran for {api_key}; using the default")
+        return TuningRecord(key, None, True, len(plan), failures)
+    chosen, fastest = pick(medians, margin)
+    best, outcome = plan[chosen], outcomes[chosen]
+    assert outcome.median_s is not None
+    note = ""
+    if fastest != chosen:
+        faster = outcomes[fastest].median_s
+        note = (
+            f"; {plan[fastest].label} ({_ms(faster or 0.0)}) is within the {margin:.0%} "
+            "switch margin, and this one comes first"
+        )
+    spread = "" if outcome.iqr_s is None else f", IQR {_ms(outcome.iqr_s)}"
+    log(f"picked {best.label} for {api_key} ({_ms(outcome.median_s)}{spread}){note}")
+    choice = Choice(best.backend, best.tactic, outcome.median_s)
+    return TuningRecord(key, choice, True, len(plan), failures, outcome.iqr_s)
+
+
 def time_candidates(
     api_key: str,
     runners: Mapping[str, TunableRunner],
@@ -64,51 +237,14 @@ def time_candidates(
     warmup: int,
     repeat: int,
     budget_s: float,
+    switch_margin: float = DEFAULT_SWITCH_MARGIN,
 ) -> TuningRecord:
-    """Time every (backend, tactic) of ``candidates`` that has a runner on ``inputs``; the
-    record's choice is the fastest (None when none could be timed).  Reports progress to
-    this thread's callback (see :data:`~flashinfer.autotuner.ProgressCallback`)."""
-    plan = []
-    for backend in candidates:
-        runner = runners.get(backend)
-        if runner is None:
-            continue
-        for tactic in runner.tactics(inputs):
-            plan.append((backend, runner, tactic))
-    progress = progress_callback()
-    results: list[Choice] = []
-    failures: list[TacticFailure] = []
-    _log(f"tuning {api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
-    for i, (backend, runner, tactic) in enumerate(plan):
-        label = f"{backend} {_describe_tactic(tactic)}"
-        if progress is not None:
-            progress(i, len(plan), label)
-        try:
-            median = measure(
-                functools.partial(runner, inputs, tactic),
-                inputs,
-                warmup=warmup,
-                repeat=repeat,
-                budget_s=budget_s,
-            )
-        except Exception as exc:  # a tactic that fails is not a candidate
-            reason = one_line_reason(exc)
-        else:
-            if is_real_time(median):
-                _log(f"  {label}: median {median * 1e3:.4f} ms")
-                results.append(Choice(backend, tactic, median))
-                continue
-            reason = f"its time is not a finite number of seconds ({median!r})"
-        _log(f"  {label}: failed ({reason})")
-        failures.append(TacticFailure(backend, tactic, reason))
-    if progress is not None:
-        progress(len(plan), len(plan), "done")
-    if not results:
-        _log(f"  no (backend, tactic) ran for {api_key}; using the default")
-        return TuningRecord(key, None, True, len(plan), tuple(failures))
-    best = min(results, key=lambda c: c.median_s)
-    _log(
-        f"picked {best.backend} {_describe_tactic(best.tactic)} for {api_key} "
-        f"({best.median_s * 1e3:.4f} ms)"
+    """Time every (backend, tactic) of ``candidates`` that has a runner on ``inputs``, in
+    this process; the record's choice is the pick among them (None when none could be
+    timed)."""
+    plan = build_plan(runners, inputs, candidates)
+    log(f"tuning {api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
+    outcomes = time_pairs(
+        plan, range(len(plan)), inputs, warmup=warmup, repeat=repeat, budget_s=budget_s
     )
-    return TuningRecord(key, best, True, len(plan), tuple(failures))
+    return decide(api_key, key, plan, outcomes, switch_margin)

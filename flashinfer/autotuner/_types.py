@@ -89,6 +89,9 @@ class TuningRecord(NamedTuple):
     #: the (backend, tactic) pairs this call tried to time, and those that failed
     tried: int = 0
     failures: tuple[TacticFailure, ...] = ()
+    #: the interquartile range of the choice's timed calls, in seconds: the spread of its
+    #: median (None when not timed now, or timed by a timer that reports no spread)
+    iqr_s: float | None = None
 
 
 class TunedResults(Protocol):

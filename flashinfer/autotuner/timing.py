@@ -1,4 +1,5 @@
-"""Timing one (backend, tactic) of a tunable op: warm-up, repetitions, the median.
+"""Timing one (backend, tactic) of a tunable op: warm-up, repetitions, the median and its
+spread.
 
 On CUDA the time is measured with CUDA events on the current stream (device time, no host
 overhead); on CPU with :func:`time.perf_counter` around each call.
@@ -8,12 +9,40 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["measure"]
+__all__ = ["Median", "interquartile_range", "measure"]
+
+
+class Median(float):
+    """A median time in seconds (a ``float``) that carries the spread of the timed calls it
+    is the median of: ``iqr_s``, their interquartile range (0.0 for a single call).
+
+    A float, so that code (and tests) that treat a measurement as a number of seconds keep
+    working; the tuner reads the spread with ``getattr(t, "iqr_s", None)``."""
+
+    iqr_s: float
+
+    def __new__(cls, median_s: float, iqr_s: float) -> Median:
+        self = super().__new__(cls, median_s)
+        self.iqr_s = iqr_s
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Median, (float(self), self.iqr_s))
+
+
+def interquartile_range(times: Sequence[float]) -> float:
+    """Third quartile minus first (inclusive method: stays within the data); 0.0 for fewer
+    than two times.  Robust to the one slow outlier a busy machine adds, unlike a standard
+    deviation."""
+    if len(times) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return q3 - q1
 
 
 def _uses_cuda(inputs: tuple) -> bool:
@@ -30,8 +59,9 @@ def measure(
     warmup: int = 1,
     repeat: int = 5,
     budget_s: float | None = 1.0,
-) -> float:
-    """Median time of ``fn()`` in seconds, after ``warmup`` untimed calls.
+) -> Median:
+    """Median time of ``fn()`` in seconds, after ``warmup`` untimed calls, with the
+    interquartile range of the timed calls as ``.iqr_s`` (see :class:`Median`).
 
     ``repeat`` timed calls are made, fewer when the warm-up shows that they would take more
     than ``budget_s`` (at least one).  Exceptions from ``fn`` propagate.
@@ -63,4 +93,4 @@ def measure(
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return Median(statistics.median(times), interquartile_range(times))

@@ -48,7 +48,7 @@ from ._cache_format import _cache_path
 from ._cache_load import LoadReport, load_into
 from ._cache_save import save_into
 from ._state import BlockTokens, enter_block, is_tuning, leave_block, note_tuned, tuning_now
-from ._time_candidates import AUTOTUNER_LOG_ENV, time_candidates
+from ._time_candidates import AUTOTUNER_LOG_ENV, DEFAULT_SWITCH_MARGIN, time_candidates
 from ._types import (
     Choice,
     ProgressCallback,
@@ -108,6 +108,9 @@ class AutoTuner:
         self.repeat = 5
         #: Seconds of timed calls per (backend, tactic) at most (``repeat`` shrinks to fit).
         self.budget_s = 1.0
+        #: The default (first candidate, default tactic) is kept unless another pair is
+        #: faster by more than this fraction; near-ties go to the earlier pair.
+        self.switch_margin = DEFAULT_SWITCH_MARGIN
 
     # ---- the singleton and registration -----------------------------------------------
 
@@ -239,6 +242,7 @@ class AutoTuner:
                 warmup=self.warmup,
                 repeat=self.repeat,
                 budget_s=self.budget_s,
+                switch_margin=self.switch_margin,
             )
             if record.choice is None:
                 return record
