@@ -64,9 +64,16 @@ __all__ = [
 
 
 def load_all_apis() -> None:
-    """Import every module that defines public APIs, so the inventory lists them all."""
-    for module in API_MODULES:
-        importlib.import_module(module)
+    """Import every module that defines public APIs, so the inventory lists them all.
+
+    Raises ``ModuleNotFoundError`` for one missing from this build (after importing the
+    others); :func:`flashinfer.lifecycle.load_api_modules` lists the missing ones instead.
+    """
+    from .lifecycle import load_api_modules  # the package's one loader of API modules
+
+    missing = load_api_modules(API_MODULES)
+    if missing:
+        raise ModuleNotFoundError(f"No module named {missing[0]!r}", name=missing[0])
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from ._cli_autotune_report import _print_summary, _Progress, _ShapeResult
-from .cli_common import PROG, _load_apis
+from .cli_common import PROG
 
 _T = TypeVar("_T")
 
@@ -66,8 +66,9 @@ def _tunable() -> dict[str, tuple[Any, _TuneTarget]]:
     """``api_name -> (op, target)`` of every op registered with the autotuner that the
     command can build inputs for."""
     from .autotuner import AutoTuner
+    from .lifecycle import load_api_modules
 
-    _load_apis()
+    load_api_modules()
     return {
         op.api_name: (op, _TARGETS[op.api_name])
         for op, _ in AutoTuner.get().registered().values()

@@ -7,6 +7,7 @@ Sub-commands::
     flashinfer autotune --op mm --shapes 128x4096x4096,64x256x512 --cache tuned.json \\
         [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
     flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
+                                        (``python -m flashinfer.experimental`` is an alias)
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),
 ``2`` a usage error (unknown command, op or dtype, malformed shape, CUDA asked for on a
@@ -52,6 +53,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The gate's state, then every experimental API and backend with its lifecycle data.
+
+    ``--json`` prints ``{"gate": ..., "features": [ExperimentalFeature.as_dict(), ...]}``.
+    ``python -m flashinfer.experimental`` runs this command (same output, same JSON).
+    """
     from .lifecycle import experimental_features, format_listing, load_api_modules
 
     missing = load_api_modules()
@@ -100,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "experimental",
         help="experimental APIs and backends with owner, tracking issue and graduation date",
-        description="List every experimental API and backend with its lifecycle metadata.",
+        description="List every experimental API and backend with its lifecycle metadata, "
+        "after the state of FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS. "
+        "`python -m flashinfer.experimental` is an alias of this command.",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_experimental)

@@ -23,7 +23,7 @@ import textwrap
 from typing import Any, TextIO
 
 from .backend_families import family_of
-from .cli_common import _gate_line, _gate_state, _load_apis, _table
+from .cli_common import _gate_line, _gate_state, _table
 
 WIDTH = 100  # no line of the table is longer
 _REASON_MIN = 24  # narrowest the reason column gets before reasons move to the notes
@@ -117,8 +117,9 @@ def backends_report() -> dict[str, Any]:
     """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
     from .api_logging import api_inventory
     from .backend_dispatch import registered_ops
+    from .lifecycle import load_api_modules
 
-    missing = _load_apis()
+    missing = load_api_modules()
     devices = _devices()
     cc = devices[0]["compute_capability"] if devices else None
     public = _public_names()

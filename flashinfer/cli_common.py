@@ -61,10 +61,3 @@ def _gate_line(gate: dict[str, Any]) -> str:
     )
     extra = f"; {gate['note']}" if gate["note"] else ""
     return f"experimental gate: {gate['variable']}={value} -> {state}\n  ({meaning}{extra})"
-
-
-def _load_apis() -> list[str]:
-    """Import every API module; return those missing from this build."""
-    from .lifecycle import load_api_modules
-
-    return load_api_modules()

@@ -8,21 +8,21 @@ list of :class:`ExperimentalFeature` entries, each with its
 :class:`~flashinfer.api_logging.ExperimentalInfo` (feature, owner, tracking issue,
 graduation date).
 
-``python -m flashinfer.experimental`` and ``flashinfer experimental`` print
-:func:`format_listing`; ``scripts/pr_checks/experimental_lifecycle.py`` applies
-:func:`lifecycle_problems` to the same list and fails CI on a problem.
+``flashinfer experimental`` (and its alias ``python -m flashinfer.experimental``) prints
+:func:`format_listing` of that list, or its :meth:`ExperimentalFeature.as_dict` entries as
+JSON; ``scripts/pr_checks/experimental_lifecycle.py`` applies :func:`lifecycle_problems` to
+the same list and fails CI on a problem.
 
-Importing this module does not import ``flashinfer.experimental`` (nor any operator module);
-:func:`load_api_modules` does the importing when asked.
+:func:`load_api_modules` is the package's one way of importing its API modules (the
+``flashinfer`` command, :func:`flashinfer.load_all_apis` and the autotuner's cache loader all
+call it).  Importing this module does not import ``flashinfer.experimental`` (nor any
+operator module); :func:`load_api_modules` does the importing when asked.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import importlib
-import json
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +36,6 @@ __all__ = [
     "format_listing",
     "lifecycle_problems",
     "load_api_modules",
-    "main",
 ]
 
 
@@ -77,9 +76,10 @@ class ExperimentalFeature:
 def load_api_modules(modules: Iterable[str] | None = None) -> list[str]:
     """Import the modules that define APIs; return those that do not exist (yet).
 
-    With ``modules=None`` this is :func:`flashinfer.load_all_apis` (``flashinfer.API_MODULES``)
-    except that a module whose *file* is missing is reported instead of raised, so a listing
-    works on a tree where an operator has not landed.  Any other import error propagates.
+    ``modules=None`` imports the package's API modules (``flashinfer.API_MODULES``).  A module
+    whose *file* is missing is reported instead of raised, so a listing works on a tree where
+    an operator has not landed; any other import error propagates.
+    :func:`flashinfer.load_all_apis` is this call, raising for a missing module instead.
     """
     if modules is None:
         import flashinfer
@@ -208,22 +208,3 @@ def format_listing(features: Sequence[ExperimentalFeature]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flashinfer.experimental [--json]``: list experimental APIs and backends."""
-    parser = argparse.ArgumentParser(
-        prog="python -m flashinfer.experimental",
-        description="List every experimental API and backend with its lifecycle metadata.",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
-    missing = load_api_modules()
-    features = experimental_features(load=False)
-    if args.json:
-        print(json.dumps([f.as_dict() for f in features], indent=2))
-    else:
-        print(format_listing(features))
-    for module in missing:
-        print(f"note: API module {module} does not exist; not listed", file=sys.stderr)
-    return 0

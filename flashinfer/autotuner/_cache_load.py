@@ -8,7 +8,6 @@ never writes, locks nor creates a file.
 
 from __future__ import annotations
 
-import importlib
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -68,18 +67,11 @@ LoadReport.__module__ = "flashinfer.autotuner.cache"  # its public home
 
 
 def _load_op_modules() -> None:
-    import flashinfer
+    """Import every op module, so their ops are registered (one missing from this build is
+    left out)."""
+    from ..lifecycle import load_api_modules
 
-    try:
-        flashinfer.load_all_apis()
-    except ModuleNotFoundError:
-        # An op module of the list is missing from this build: load the others.
-        for module in flashinfer.API_MODULES:
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:
-                if exc.name != module:
-                    raise
+    load_api_modules()
 
 
 def load_into(tuner: TunedResults, path: str | os.PathLike[str]) -> LoadReport:

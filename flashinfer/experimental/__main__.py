@@ -1,14 +1,16 @@
-"""``python -m flashinfer.experimental``: list every experimental API and backend.
+"""``python -m flashinfer.experimental [--json]``: an alias of ``flashinfer experimental``.
 
-Prints kind, name, feature, owner, tracking issue and graduation date of each (``--json``
-for machine-readable output).  The listing itself is :mod:`flashinfer.lifecycle`.
+The same command, with the same output (text and JSON): the state of the experimental gate,
+then every experimental API and backend with its kind, name, feature, owner, tracking issue
+and graduation date.  The command is :mod:`flashinfer.cli`'s; the listing is
+:mod:`flashinfer.lifecycle`.
 """
 
 from __future__ import annotations
 
 import sys
 
-from flashinfer.lifecycle import main
+from flashinfer.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["experimental", *sys.argv[1:]]))
