@@ -4,9 +4,11 @@ with every failed (backend, tactic) pair listed under it on stdout."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
+
+from tqdm import tqdm
 
 from .cli_common import _table
 
@@ -25,51 +27,75 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+class _Bar(tqdm):
+    """tqdm with a ``{label}`` field in its format (the pair being timed)."""
+
+    monitor_interval = 0  # no monitor thread: the command redraws the bar itself
+
+    def __init__(self, *args: Any, label: str = "", **kwargs: Any) -> None:
+        self.label = label  # read by the first draw, at the end of tqdm's __init__
+        super().__init__(*args, **kwargs)
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        return {**super().format_dict, "label": self.label}
+
+
 class _Progress:
-    """A plain-text progress bar on stderr (redrawn in place on a terminal), every line at
-    most :data:`PROGRESS_WIDTH` characters."""
+    """The progress bar on stderr, drawn by ``tqdm``: one bar per shape, counting the
+    (backend, tactic) pairs of its key, redrawn in place (on a terminal one line per shape
+    remains; a log gets the redraws as ``\\r``-separated segments); every line at most
+    :data:`PROGRESS_WIDTH` characters."""
 
     def __init__(self, stream: TextIO, total_shapes: int, width: int = 12) -> None:
         self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.total_shapes = total_shapes
         self.width = width
         self.shape_index = 0
         self.shape_label = ""
-        self._last_len = 0
+        self._bar: _Bar | None = None
 
     def start_shape(self, index: int, label: str) -> None:
+        self.end_line()
         self.shape_index = index
         self.shape_label = label
 
-    def line(self, done: int, total: int, label: str) -> str:
-        filled = self.width if total == 0 else self.width * min(max(done, 0), total) // total
-        bar = "#" * filled + "." * (self.width - filled)
+    def _fields(self, done: int, total: int, label: str) -> tuple[str, str]:
+        """The text before the bar and the label after it, cut so that the line fits."""
+        counts = len(f" [{'#' * self.width}] {done}/{total} ")
         head = f"[{self.shape_index + 1}/{self.total_shapes}] "
-        counts = f" [{bar}] {done}/{total} "
         # The shape keeps what the counts and at least 16 characters of the label leave.
-        room = max(PROGRESS_WIDTH - len(head) - len(counts) - 16, 8)
-        return _fit(head + _fit(self.shape_label, room) + counts + label, PROGRESS_WIDTH)
+        room = max(PROGRESS_WIDTH - len(head) - counts - 16, 8)
+        desc = _fit(head + _fit(self.shape_label, room), max(PROGRESS_WIDTH - counts - 3, 3))
+        return desc, _fit(label, max(PROGRESS_WIDTH - len(desc) - counts, 3))
 
     def end_line(self) -> None:
-        """End a line left open by an in-place redraw (before other output)."""
-        if self._last_len:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._last_len = 0
+        """Leave the current bar as drawn and end its line (before other output)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def __call__(self, done: int, total: int, label: str) -> None:
-        line = self.line(done, total, label)
-        if self.tty:
-            pad = " " * max(0, self._last_len - len(line))
-            self.stream.write(f"\r{line}{pad}")
-            self._last_len = len(line)
-            if done == total:
-                self.stream.write("\n")
-                self._last_len = 0
+        desc, label = self._fields(done, total, label)
+        if self._bar is None or self._bar.total != total:
+            self.end_line()
+            self._bar = _Bar(
+                total=total,
+                initial=done,
+                desc=desc,
+                label=label,
+                file=self.stream,
+                ncols=PROGRESS_WIDTH,
+                bar_format=f"{{desc}} [{{bar:{self.width}}}] {{n_fmt}}/{{total_fmt}} {{label}}",
+                ascii=".#",
+                mininterval=0,
+            )
         else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+            self._bar.n, self._bar.label = done, label
+            self._bar.set_description_str(desc, refresh=False)
+            self._bar.refresh()
+        if done == total:
+            self.end_line()
 
 
 def _median_cell(median_s: float, iqr_s: float | None) -> str:
@@ -134,3 +160,33 @@ def _print_summary(results: Sequence[_ShapeResult], out: TextIO) -> None:
         print(f"{failures} of {tried} (backend, tactic) pairs failed:", file=out)
         for line in failed:
             print(line, file=out)
+
+
+def _print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
+    """The tuner's per-op counts (``AutoTuner.get().stats()``: ``api_key -> OpStats``)."""
+    if not stats:
+        return
+    header = (
+        "OP",
+        "KEYS TUNED",
+        "LOADED",
+        "CALLS TUNED",
+        "CALLS DEFAULT",
+        "FAILED",
+        "LAST FAILURE",
+    )
+    rows = [
+        (
+            api_key,
+            str(s.keys_tuned),
+            str(s.results_loaded),
+            str(s.calls_tuned),
+            str(s.calls_default),
+            str(s.tactics_failed),
+            "-" if s.last_failure is None else _fit(s.last_failure, REASON_WIDTH),
+        )
+        for api_key, s in stats.items()
+    ]
+    print(file=out)
+    print("autotuner stats (AutoTuner.get().stats()):", file=out)
+    print(_table([header, *rows]), file=out)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
-from ._cli_autotune_report import _print_summary, _Progress, _ShapeResult
+from ._cli_autotune_report import _print_stats, _print_summary, _Progress, _ShapeResult
 from .cli_common import PROG
 
 _T = TypeVar("_T")
@@ -155,6 +155,7 @@ def _run(
         return _interrupted(cache, results, len(shapes), out, err)
 
     _print_summary(results, out)
+    _print_stats(AutoTuner.get().stats(), out)
     written = _save(cache, results, err)
     if written is None:
         print(f"nothing new was tuned: {cache} left unchanged", file=out)

@@ -85,7 +85,7 @@ def test_round_trip_is_readable_versioned_json(tmp_path):
     assert save_configs(path) == 1
     text = path.read_text()
     doc = json.loads(text)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     (e,) = doc["entries"]
     assert e["op"] == op.api_key and e["backend"] == "a" and e["tactic"] == [64, 2]
     assert e["inputs"] == [{"shape": [4], "dtype": "float32"}] and e["device"] == "cpu"
@@ -179,12 +179,12 @@ def test_each_skip_reason(tmp_path, bad, reason):
 def test_other_schema_version_skips_everything(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
-    write(path, [entry(op, "a", [64, 2]), entry(op, "b", None, shape=(8,))], version=2)
+    write(path, [entry(op, "a", [64, 2]), entry(op, "b", None, shape=(8,))], version=3)
     with pytest.warns(AutotuneCacheWarning) as record:
         report = load_configs(path)
     assert len(record) == 1
     assert "Skipped 2 of 2 entries" in str(record[0].message)
-    assert "2 come from schema version 2 (this flashinfer reads 1)" in str(record[0].message)
+    assert "2 come from schema version 3 (this flashinfer reads 1 or 2)" in str(record[0].message)
     assert report.loaded == 0 and AutoTuner.get().choices() == {}
 
 
@@ -407,7 +407,7 @@ def test_a_measurement_that_is_not_finite_counts_as_failed(tmp_path, monkeypatch
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [2, 0, -1, 10**20])
+@pytest.mark.parametrize("version", [3, 0, -1, 10**20])
 def test_save_over_another_schema_version_is_refused_and_writes_nothing(tmp_path, version):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
@@ -425,15 +425,15 @@ def test_save_over_another_schema_version_is_refused_and_writes_nothing(tmp_path
         AutoTuner.get().save_configs(path)
     assert path.read_bytes() == before and _leftovers(tmp_path) == []
     assert save_configs(path, merge=False) == 1  # an explicit replacement
-    assert json.loads(path.read_text())["schema_version"] == 1
+    assert json.loads(path.read_text())["schema_version"] == 2
 
 
 def test_autotune_block_over_another_schema_version_raises_on_exit(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
-    write(path, [entry(op, "a", [64, 2])], version=2)
+    write(path, [entry(op, "a", [64, 2])], version=3)
     before = path.read_bytes()
-    with pytest.warns(AutotuneCacheWarning, match="schema version 2"):
+    with pytest.warns(AutotuneCacheWarning, match="schema version 3"):
         with pytest.raises(AutotuneCacheError):
             with autotune(cache=path):
                 op(torch.zeros(4))
@@ -671,7 +671,7 @@ def test_two_processes_saving_concurrently_leave_valid_json_with_both(tmp_path):
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()
     doc = json.loads(path.read_text())  # valid JSON
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     shapes = sorted(e["inputs"][0]["shape"][0] for e in doc["entries"])
     assert shapes == [2**i for i in range(24)]  # merged: nobody's entries were lost
     assert _leftovers(tmp_path) == []

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from flashinfer.autotuner import (
     MAX_DEPTH,
+    READABLE_SCHEMAS,
     SCHEMA_VERSION,
     AutotuneCacheError,
     AutotuneCacheWarning,
@@ -64,6 +65,7 @@ def valid_entry(shape: int = 4, backend: str = "a", tactic=(64, 2)) -> dict:
         "tactic": list(tactic) if tactic is not None else None,
         "median_ms": 1.0,
         "experimental": False,
+        "fingerprint": {"device": "cpu", "compute_capability": None},  # the rest: any
     }
 
 
@@ -83,7 +85,16 @@ values = st.recursive(
     ),
     max_leaves=12,
 )
-FIELDS = ["op", "inputs", "device", "compute_capability", "backend", "tactic", "median_ms"]
+FIELDS = [
+    "op",
+    "inputs",
+    "device",
+    "compute_capability",
+    "backend",
+    "tactic",
+    "median_ms",
+    "fingerprint",
+]
 
 
 @st.composite
@@ -121,7 +132,7 @@ def cache_files(draw) -> bytes:
         return text.encode()
     if kind == 2:
         return json.dumps(draw(values)).encode()
-    version = draw(st.sampled_from([SCHEMA_VERSION] * 4 + [2, 0, True, 1.0, "1", None]))
+    version = draw(st.sampled_from([SCHEMA_VERSION] * 4 + [1, 1, 3, 0, True, 1.0, "1", None]))
     doc = {"schema_version": version, "entries": draw(st.lists(near_miss_entries(), max_size=6))}
     if kind == 3 and draw(st.booleans()):
         del doc[draw(st.sampled_from(["schema_version", "entries"]))]
@@ -146,7 +157,7 @@ def readable_cache(data: bytes):
         return None
     if depth(doc) > MAX_DEPTH:
         return None
-    if doc["schema_version"] == SCHEMA_VERSION and not isinstance(doc.get("entries"), list):
+    if doc["schema_version"] in READABLE_SCHEMAS and not isinstance(doc.get("entries"), list):
         return None
     return doc  # another version's layout is its own business
 
@@ -224,14 +235,14 @@ def test_saving_over_any_file_never_loses_entries_silently(data, tune):
         with autotune():
             OP(torch.zeros(4))
     tuner = AutoTuner.get()
-    ours = {identity(cache_module._entry(k, c, tuner)) for k, c in tuner.choices().items()}
+    ours = {identity(cache_module._entry(k, c, tuner, {})) for k, c in tuner.choices().items()}
     doc = readable_cache(data)
     with cache_dir(data) as (directory, path), recorded() as caught:
         try:
             count = save_configs(path)
         except AutotuneCacheError as exc:
-            # Refused only for a cache of another schema version, and then nothing changed.
-            assert doc is not None and doc["schema_version"] != SCHEMA_VERSION
+            # Refused only for a cache of a schema version it cannot read: nothing changed.
+            assert doc is not None and doc["schema_version"] not in READABLE_SCHEMAS
             assert f"schema version {doc['schema_version']}" in str(exc)
             assert path.read_bytes() == data
             assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
@@ -245,7 +256,7 @@ def test_saving_over_any_file_never_loses_entries_silently(data, tune):
     if doc is None:  # unreadable content is replaced, and said so, unless there was none
         assert len(caught) == (0 if not data.strip() else 1)
         return
-    assert doc["schema_version"] == SCHEMA_VERSION
+    assert doc["schema_version"] in READABLE_SCHEMAS  # schema 1 is upgraded, never refused
     old = doc["entries"]
     keepable = [e for e in old if isinstance(e, dict) and _is_strict(e)]
     assert {identity(e) for e in keepable} <= kept

@@ -242,7 +242,7 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
 
 def _other_schema(tmp_path):
     path = tmp_path / "v2.json"
-    path.write_text('{"schema_version": 2, "entries": [{"from": "a newer flashinfer"}]}')
+    path.write_text('{"schema_version": 3, "entries": [{"from": "a newer flashinfer"}]}')
     return str(path)
 
 
@@ -254,7 +254,7 @@ def _other_schema(tmp_path):
         (lambda d: str(d / "sub") + "/", "names a directory"),
         (lambda d: "a\0b.json", "NUL character"),
         (lambda d: str(d / "missing" / "c.json"), "does not exist"),
-        (_other_schema, "of schema version 2, which this flashinfer (schema 1) can neither"),
+        (_other_schema, "of schema version 3, which this flashinfer (schema 2) can neither"),
     ],
     ids=["empty", "directory", "trailing-slash", "nul", "missing-dir", "other-schema"],
 )

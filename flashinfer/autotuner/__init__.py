@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .cache import (
     MAX_DEPTH,
+    READABLE_SCHEMAS,
     SCHEMA_VERSION,
     AutotuneCacheError,
     AutotuneCacheWarning,
@@ -29,6 +30,7 @@ from .tuner import (
     AUTOTUNER_LOG_ENV,
     AutoTuner,
     Choice,
+    OpStats,
     ProgressCallback,
     TacticFailure,
     TunableOp,
@@ -46,7 +48,9 @@ __all__ = [
     "AutotuneCacheWarning",
     "Choice",
     "LoadReport",
+    "OpStats",
     "ProgressCallback",
+    "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
     "TacticFailure",
     "TunableOp",

@@ -13,11 +13,22 @@ import os
 from typing import Any
 
 from ._types import Choice, TunedResults, is_number, is_real_time
+from .fingerprint import FIELDS, WILDCARD, Fingerprint, schema1_fingerprint
 from .keys import Key, key_to_json
 
-__all__ = ["MAX_DEPTH", "SCHEMA_VERSION", "AutotuneCacheError", "AutotuneCacheWarning"]
+__all__ = [
+    "MAX_DEPTH",
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "AutotuneCacheError",
+    "AutotuneCacheWarning",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: The versions this flashinfer reads: its own, and schema 1 (entries without a fingerprint,
+#: read as stamped with the versions the file's header records; see :mod:`.fingerprint`).
+READABLE_SCHEMAS = (1, SCHEMA_VERSION)
 
 #: Deepest nesting of JSON arrays/objects a cache file may have (a real one has 6 or 7
 #: levels; tactics add a few).  Deeper files are unreadable: never a ``RecursionError``.
@@ -87,7 +98,7 @@ def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     if type(version) is not int:  # bool is an int subclass: true is not version 1
         shown = _short(json.dumps(version))
         return None, f"not an autotune cache ('schema_version' must be an integer, not {shown})"
-    if version == SCHEMA_VERSION and not isinstance(doc.get("entries"), list):
+    if version in READABLE_SCHEMAS and not isinstance(doc.get("entries"), list):
         return None, "not an autotune cache ('entries' is not a list)"
     return doc, None
 
@@ -121,12 +132,35 @@ def _normalise(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+_KEY_FIELDS = ("op", "inputs", "device", "compute_capability")
+
+
+def _key_identity(obj: dict[str, Any]) -> str:
+    """Identity of an entry's tuning key."""
+    return json.dumps({k: obj.get(k) for k in _KEY_FIELDS}, sort_keys=True)
+
+
 def _canonical(obj: dict[str, Any]) -> str:
-    """Identity of an entry's key, for merging files."""
-    return json.dumps(
-        {k: obj.get(k) for k in ("op", "inputs", "device", "compute_capability")},
-        sort_keys=True,
-    )
+    """Identity of an entry, for merging files: its key and its fingerprint (a field left
+    out is the same as ``"*"``).  Entries of one key measured in different environments
+    (an H100 and an H200 node, say) are different entries: a shared file keeps both."""
+    identity = {k: obj.get(k) for k in _KEY_FIELDS}
+    fingerprint = obj.get("fingerprint")
+    if fingerprint is None or isinstance(fingerprint, dict):
+        fingerprint = {name: (fingerprint or {}).get(name, WILDCARD) for name in FIELDS}
+    identity["fingerprint"] = fingerprint
+    return json.dumps(identity, sort_keys=True)
+
+
+def _entries(doc: dict[str, Any]) -> list[Any]:
+    """The entries of a readable document as this schema holds them: a schema-1 file's are
+    stamped with the fingerprint its header records (:func:`.schema1_fingerprint`), so that
+    nothing saved before fingerprints existed is lost, nor taken for another environment's."""
+    entries = doc["entries"]
+    if doc["schema_version"] != 1:
+        return entries
+    stamp = schema1_fingerprint(doc)
+    return [{**e, "fingerprint": dict(stamp)} if isinstance(e, dict) else e for e in entries]
 
 
 def _dump(value: Any) -> str:
@@ -142,7 +176,10 @@ def _dumps(doc: dict[str, Any]) -> str:
     return "{\n" + "\n".join(lines) + "\n" + entries + "\n}\n"
 
 
-def _entry(key: Key, choice: Choice, tuner: TunedResults) -> dict[str, Any]:
+def _entry(
+    key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint
+) -> dict[str, Any]:
+    """The file entry of one result, stamped with the environment that measured it."""
     registered = tuner.registered().get(key[0])
     experimental = bool(registered and choice.backend in registered[0].experimental_backends)
     return {
@@ -151,6 +188,7 @@ def _entry(key: Key, choice: Choice, tuner: TunedResults) -> dict[str, Any]:
         "tactic": _normalise(choice.tactic),
         "median_ms": float(f"{choice.median_s * 1e3:.6g}"),
         "experimental": experimental,
+        "fingerprint": fingerprint,
     }
 
 

@@ -17,26 +17,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from filelock import FileLock
 
 from ..api_logging import user_stacklevel
 from ._cache_format import (
+    READABLE_SCHEMAS,
     SCHEMA_VERSION,
     AutotuneCacheError,
     AutotuneCacheWarning,
     _cache_path,
     _canonical,
     _dumps,
+    _entries,
     _entry,
+    _key_identity,
     _parse,
     _shown_version,
     _strict_json,
 )
 from ._types import TunedResults
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no inter-process lock
-    fcntl = None  # type: ignore[assignment]
+from .fingerprint import loaded_fingerprint, matches, process_fingerprint
 
 __all__ = ["check_mergeable", "save_into"]
 
@@ -86,10 +86,10 @@ def _read_existing(path: str) -> _Existing:
     doc, error = _parse(data)
     if doc is None:
         return _Existing(unreadable=error)
-    if doc["schema_version"] != SCHEMA_VERSION:
+    if doc["schema_version"] not in READABLE_SCHEMAS:
         raise _refusal(path, doc)
     kept = _Existing()
-    for raw in doc["entries"]:
+    for raw in _entries(doc):  # a schema-1 file's stamped with its header's versions
         if not isinstance(raw, dict):
             reason = DROP_NOT_OBJECT
         elif not _strict_json(raw):
@@ -110,19 +110,11 @@ def check_mergeable(path: str | os.PathLike[str]) -> None:
 
 @contextlib.contextmanager
 def _file_lock(path: str) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path + '.lock'`` (no-op without ``fcntl``)."""
-    if fcntl is None:  # pragma: no cover
+    """Exclusive inter-process lock on ``path + '.lock'`` (``filelock``: an OS lock on
+    POSIX and Windows alike; the lock file stays, which is harmless and race-free).  A new
+    lock object per save, so that threads of one process exclude each other too."""
+    with FileLock(path + ".lock", mode=0o666):
         yield
-        return
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def _current_umask() -> int:
@@ -169,17 +161,42 @@ def _warn_replaced(path: str, existing: _Existing, total: int) -> None:
         )
 
 
+def _merge(
+    entries: list[dict[str, Any]], ours: list[tuple[dict[str, Any], bool]]
+) -> dict[str, dict[str, Any]]:
+    """The file's ``entries`` merged with ``ours`` (entry, measured in this process), by
+    identity (:func:`_canonical`; of two equal entries of the file, the later wins).
+
+    A result measured here replaces every entry of its key that this process matches
+    (its own earlier result, or a ``"*"`` entry it would have used): the new measurement
+    is what holds for this environment.  A result that was loaded replaces only its own
+    entry.  Entries of other environments are never replaced: written back untouched.
+    """
+    merged = {_canonical(raw): raw for raw in entries}
+    by_key: dict[str, list[str]] = {}
+    for identity, raw in merged.items():
+        by_key.setdefault(_key_identity(raw), []).append(identity)
+    for entry, measured_here in ours:
+        if measured_here:
+            for identity in by_key.get(_key_identity(entry), ()):
+                held = merged.get(identity)
+                if held is not None and matches(held.get("fingerprint"), entry["fingerprint"]):
+                    del merged[identity]
+        merged[_canonical(entry)] = entry
+    return merged
+
+
 def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool = True) -> int:
     """:meth:`AutoTuner.save_configs` (see :func:`save_configs`)."""
     path = _cache_path(path)
-    ours = [_entry(k, c, tuner) for k, c in tuner.choices().items()]
+    ours = []
+    for key, choice in tuner.choices().items():
+        loaded = loaded_fingerprint(tuner, key, choice)
+        fingerprint = process_fingerprint(key) if loaded is None else loaded
+        ours.append((_entry(key, choice, tuner, fingerprint), loaded is None))
     with _file_lock(path):
         existing = _read_existing(path) if merge else _Existing()
-        merged: dict[str, dict[str, Any]] = {}
-        for raw in existing.entries:
-            merged[_canonical(raw)] = raw
-        for entry in ours:
-            merged[_canonical(entry)] = entry
+        merged = _merge(existing.entries, ours)
         import flashinfer
 
         doc = {

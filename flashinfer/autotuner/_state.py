@@ -24,6 +24,7 @@ __all__ = [
     "leave_block",
     "note_tuned",
     "progress_callback",
+    "skipped_ops",
     "tuning_now",
 ]
 
@@ -35,7 +36,14 @@ _progress: ContextVar[ProgressCallback | None] = ContextVar(
 #: nothing new has nothing to save, and must not touch a cache file it only read.
 _new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
 
-BlockTokens = tuple[Token[bool], Token[ProgressCallback | None], Token[list[Key] | None]]
+#: api_keys of the ops the enclosing ``autotune(skip_ops=...)`` blocks leave untuned.
+_skipped: ContextVar[frozenset[str]] = ContextVar(
+    "flashinfer_autotune_skipped_ops", default=frozenset()
+)
+
+BlockTokens = tuple[
+    Token[bool], Token[ProgressCallback | None], Token[list[Key] | None], Token[frozenset[str]]
+]
 
 #: :func:`is_tuning` for the call paths and generated code: the ContextVar's own ``get``
 #: (a C method, no Python frame).
@@ -44,23 +52,30 @@ tuning_now = _tuning.get
 #: This thread's progress callback (None: none), for the timing of candidates.
 progress_callback = _progress.get
 
+#: The api_keys of the ops this thread's blocks skip: they run their default, untimed.
+skipped_ops = _skipped.get
+
 
 def is_tuning() -> bool:
     """Whether the current thread (or task) is inside an enabled ``autotune()`` block."""
     return _tuning.get()
 
 
-def enter_block(enabled: bool, progress: ProgressCallback | None) -> BlockTokens:
+def enter_block(
+    enabled: bool, progress: ProgressCallback | None, skip: frozenset[str] = frozenset()
+) -> BlockTokens:
     """Set this thread's state for an ``autotune()`` block; :func:`leave_block` takes the
-    tokens back."""
-    return _tuning.set(enabled), _progress.set(progress), _new_keys.set([])
+    tokens back.  ``skip`` adds to the ops the enclosing blocks skip."""
+    skipped = _skipped.set(_skipped.get() | skip)
+    return _tuning.set(enabled), _progress.set(progress), _new_keys.set([]), skipped
 
 
 def leave_block(tokens: BlockTokens) -> list[Key]:
     """Restore exactly the state before the block; returns the keys it tuned (blocks nested
     in it included), which count as new for the enclosing block too."""
-    tuning, progress, new_keys = tokens
+    tuning, progress, new_keys, skipped = tokens
     tuned_here = _new_keys.get() or []
+    _skipped.reset(skipped)
     _new_keys.reset(new_keys)
     _progress.reset(progress)
     _tuning.reset(tuning)

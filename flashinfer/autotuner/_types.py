@@ -2,7 +2,7 @@
 tuner keeps (a choice, a failure, a tuning), and what counts as a measured time.
 
 Every other module of the package imports these; this one imports none of them but
-:mod:`.keys`.  The public names are documented, and pickled, under
+:mod:`.keys` and :mod:`._stats`.  The public names are documented, and pickled, under
 :mod:`flashinfer.autotuner.tuner`, which re-exports them.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..backend_dispatch import PerThreadList
+from ._stats import StatsBook
 from .keys import Key
 
 __all__ = [
@@ -96,6 +97,9 @@ class TuningRecord(NamedTuple):
 
 class TunedResults(Protocol):
     """What the persisted cache reads and writes of a tuner (an ``AutoTuner``)."""
+
+    #: counts what was loaded, per op (``AutoTuner.stats()``)
+    stats_book: StatsBook
 
     def registered(self) -> dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]]: ...
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from .._codegen import compile_function
 from ._state import tuning_now
+from ._stats import CallCounter
 from ._types import Choice, TunableOp, TunableRunner
 from .keys import Key, make_key, pattern_reads
 
@@ -72,9 +73,16 @@ class Router:
     """Builds, installs and serves the generated router of one op."""
 
     def __init__(
-        self, tuner: RoutedTuner, op: TunableOp, runners: Mapping[str, TunableRunner]
+        self,
+        tuner: RoutedTuner,
+        op: TunableOp,
+        runners: Mapping[str, TunableRunner],
+        counters: tuple[CallCounter, CallCounter] | None = None,
     ) -> None:
         self.tuner, self.op, self.runners = tuner, op, runners
+        # The calls served from a tuned key and from the default (AutoTuner.stats()); those
+        # handed to the readable path are counted there.
+        self.tuned_calls, self.default_calls = counters or (CallCounter(), CallCounter())
         # The API's own parameter names (never "_"-prefixed, see ParameterList) name the
         # inputs in the generated code; None: not routable, and install() says why.
         self.names: list[str] = op.dispatcher.routed_inputs() or []
@@ -96,6 +104,7 @@ class Router:
             "_miss": self.miss,
             "_memo_miss": self.memo_miss,
             "_SLOW": _SLOW,
+            "_hit": self.tuned_calls.hit,
         }
         names = self.names
         # Underscored names throughout: the inputs are named after the API's parameters.
@@ -118,6 +127,7 @@ class Router:
         lines += [
             "    _e = _tuner.route_memo.get(_x, _SLOW)",
             "    if _e[0] in _candidates:",
+            "        _hit()",
             "        return _e[1](_inputs, _e[2])",
             "    return _memo_miss(_candidates, _inputs, _x)",
         ]
@@ -151,10 +161,12 @@ class Router:
             if len(memo) < self.tuner.memo_cap:
                 memo[exact] = entry
             if entry[0] in candidates:
+                self.tuned_calls.hit()
                 return entry[1](inputs, entry[2])
         if entry is _UNTUNED:  # what run_candidates does for it, without reading the key
             backend = self.tuner.default_backend(self.op, self.runners, candidates)
             if backend not in self.op.experimental_backends:
+                self.default_calls.hit()
                 return self.runners[backend](inputs, None)
         return self.readable(candidates, inputs)
 

@@ -47,7 +47,17 @@ from ..api_logging import warn_experimental_backend_once
 from ._cache_format import _cache_path
 from ._cache_load import LoadReport, load_into
 from ._cache_save import save_into
-from ._state import BlockTokens, enter_block, is_tuning, leave_block, note_tuned, tuning_now
+from ._skip_ops import resolve_skip_ops
+from ._state import (
+    BlockTokens,
+    enter_block,
+    is_tuning,
+    leave_block,
+    note_tuned,
+    skipped_ops,
+    tuning_now,
+)
+from ._stats import OpStats, StatsBook
 from ._time_candidates import AUTOTUNER_LOG_ENV, DEFAULT_SWITCH_MARGIN, time_candidates
 from ._types import (
     Choice,
@@ -65,6 +75,7 @@ __all__ = [
     "AUTOTUNER_LOG_ENV",
     "AutoTuner",
     "Choice",
+    "OpStats",
     "ProgressCallback",
     "TacticFailure",
     "TunableOp",
@@ -111,6 +122,8 @@ class AutoTuner:
         #: The default (first candidate, default tactic) is kept unless another pair is
         #: faster by more than this fraction; near-ties go to the earlier pair.
         self.switch_margin = DEFAULT_SWITCH_MARGIN
+        #: What was tuned, loaded and served, per op (:meth:`stats`).
+        self.stats_book = StatsBook()
 
     # ---- the singleton and registration -----------------------------------------------
 
@@ -150,7 +163,7 @@ class AutoTuner:
             )
         tuner = cls.get()
         if direct:
-            Router(tuner, op, runners).install()
+            Router(tuner, op, runners, tuner.stats_book.counters(op.api_key)).install()
         else:
             op.dispatcher.route_auto(None)
         with tuner._lock:
@@ -182,7 +195,9 @@ class AutoTuner:
         inputs: tuple,
     ) -> Any:
         """:meth:`run` with the call's candidates given (what a routed call receives)."""
-        if tuning_now():
+        if (tuning := tuning_now()) and op.api_key in skipped_ops():
+            choice = None  # autotune(skip_ops=...): the default, untimed
+        elif tuning:
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
             if choice is None or choice.backend not in candidates:
@@ -199,10 +214,13 @@ class AutoTuner:
                 choice = self._best.get(make_key(op.api_key, inputs))
                 if len(fast) < self.memo_cap:
                     fast[exact] = choice
+        tuned_calls, default_calls = self.stats_book.counters(op.api_key)
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
+            tuned_calls.hit()
         else:
             backend, tactic = self.default_backend(op, runners, candidates), None
+            default_calls.hit()
         if backend in op.experimental_backends:
             warn_experimental_backend_once(op.api_key, backend, automatic=True)
         return runners[backend](inputs, tactic)
@@ -244,6 +262,7 @@ class AutoTuner:
                 budget_s=self.budget_s,
                 switch_margin=self.switch_margin,
             )
+            self.stats_book.tuned(op.api_key, record.failures, record.choice is not None)
             if record.choice is None:
                 return record
             with self._lock:
@@ -283,8 +302,15 @@ class AutoTuner:
             self._best[key] = choice
             self._forget_memos()
 
+    def stats(self) -> dict[str, OpStats]:
+        """Per op (``api_key``), since the process started: keys tuned, results loaded from
+        files, ``backend="auto"`` calls served from a tuned key and from the default, and
+        the (backend, tactic) pairs that failed while tuning, with the last reason (see
+        :class:`OpStats`).  Ops nothing happened to are left out."""
+        return self.stats_book.snapshot()
+
     def clear(self) -> None:
-        """Forget every tuned result (registrations stay)."""
+        """Forget every tuned result (registrations and :meth:`stats` stay)."""
         with self._lock:
             self._best = {}
             self._forget_memos()
@@ -313,7 +339,11 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     that tuned nothing new, e.g. ``autotune(False, cache=path)`` serving from a tuned file,
     never writes, locks nor creates a file (read-only deployments and mounts work).
     ``ValueError`` at once for an empty ``cache`` path.  ``progress`` is called before
-    each timing (see :data:`ProgressCallback`).  The previous state is restored on exit,
+    each timing (see :data:`ProgressCallback`).  ``skip_ops`` names ops (by API name, e.g.
+    ``"mm"``, or qualified name) that the block leaves untuned: their calls run the first
+    candidate's default tactic, untimed (nested blocks add to the enclosing blocks' list);
+    ``ValueError`` at once, naming the valid names, for a name no autotunable op has.
+    The previous state is restored on exit,
     also when blocks are nested or left by an exception; ``with`` yields the
     :class:`AutoTuner`.
 
@@ -328,17 +358,19 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         *,
         cache: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
+        skip_ops: Sequence[str] = (),
     ) -> None:
         self.enabled = bool(enabled)
         self.cache = None if cache is None else _cache_path(cache)
         self.progress = progress
+        self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self._tokens: list[BlockTokens] = []
 
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
         if self.cache is not None and os.path.exists(self.cache):
             tuner.load_configs(self.cache)
-        self._tokens.append(enter_block(self.enabled, self.progress))
+        self._tokens.append(enter_block(self.enabled, self.progress, self.skip_ops))
         return tuner
 
     def __exit__(self, *exc_info: object) -> None:

@@ -1,0 +1,183 @@
+"""The environment a tuned result was measured in, and whether it is this process's.
+
+A result is only as good as the software and hardware that measured it: a tactic timed under
+one torch, Triton or GPU may be slow, or invalid, under another.  So each entry of a tuning
+file carries a *fingerprint*::
+
+    {"flashinfer": "0.1.0", "torch": "2.13.0+cpu", "triton": "3.9.0",
+     "device": "cpu", "compute_capability": null, "triton_interpret": true}
+
+* ``flashinfer``, ``torch``, ``triton``: the installed versions (``triton`` is ``null``
+  where Triton is not installed); read from the installed distributions' metadata, which
+  never imports Triton;
+* ``device``: the GPU's name (``torch.cuda.get_device_name``) for a CUDA key, ``"cpu"`` for
+  a CPU key (another device type: its name, e.g. ``"mps"``; no tensor at all: ``null``).
+  The tuning key holds the compute capability but not the GPU: an H100 and an H200 share
+  capability 90, and the name tells their results apart;
+* ``compute_capability``: the key's (``major * 10 + minor``, ``null`` off CUDA);
+* ``triton_interpret``: whether Triton kernels ran through its interpreter
+  (``TRITON_INTERPRET=1``), which times nothing like a GPU.
+
+An entry is used only where every field equals this process's value for the entry's key; a
+field may be ``"*"`` (or left out) to match anything.  When several entries of a file match
+one key, the most specific wins (the fewest ``"*"``), and of equally specific ones the later.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import weakref
+from typing import Any
+
+import torch
+
+from ..kernels.availability import interpreter_enabled
+from ._types import Choice
+from .keys import Key
+
+__all__ = [
+    "FIELDS",
+    "WILDCARD",
+    "Fingerprint",
+    "check_fingerprint",
+    "differences",
+    "loaded_fingerprint",
+    "matches",
+    "process_fingerprint",
+    "remember_loaded",
+    "schema1_fingerprint",
+    "specificity",
+]
+
+Fingerprint = dict[str, Any]
+
+FIELDS = ("flashinfer", "torch", "triton", "device", "compute_capability", "triton_interpret")
+WILDCARD = "*"
+
+# The JSON type each field holds (besides "*"); None: may also be null.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "flashinfer": (str,),
+    "torch": (str,),
+    "triton": (str, type(None)),
+    "device": (str, type(None)),
+    "compute_capability": (int, type(None)),
+    "triton_interpret": (bool,),
+}
+
+#: Distributions that install the ``triton`` module, in the order they are looked for.
+_TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+
+
+@functools.cache
+def _triton_version() -> str | None:
+    for name in _TRITON_DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@functools.cache
+def _gpu_name(capability: int | None) -> str | None:
+    """The name of this machine's first CUDA device of ``capability`` (None: there is none)."""
+    if capability is None or not torch.cuda.is_available():
+        return None
+    for index in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(index)
+        if major * 10 + minor == capability:
+            return torch.cuda.get_device_name(index)
+    return None
+
+
+def process_fingerprint(key: Key) -> Fingerprint:
+    """This process's fingerprint for results of ``key``: what it would stamp on a result it
+    measured, and what an entry's fingerprint must match to be used here."""
+    import flashinfer
+
+    device_type, capability = key[2], key[3]
+    device = _gpu_name(capability) if device_type == "cuda" else device_type
+    return {
+        "flashinfer": flashinfer.__version__,
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "device": device,
+        "compute_capability": capability,
+        "triton_interpret": interpreter_enabled(),
+    }
+
+
+def schema1_fingerprint(header: dict[str, Any]) -> Fingerprint:
+    """The fingerprint of the entries of a schema-1 file: the versions its header records;
+    the fields it lacks are left out, so they match anything."""
+    recorded = {
+        "flashinfer": header.get("flashinfer_version"),
+        "torch": header.get("torch_version"),
+    }
+    return {name: value for name, value in recorded.items() if isinstance(value, str)}
+
+
+def check_fingerprint(value: Any) -> Fingerprint:
+    """An entry's ``fingerprint`` (absent: ``{}``, which matches anything); ``ValueError``
+    naming the field for one that is not an object, or whose field holds the wrong type."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'fingerprint' is not an object: {_shown(value)}")
+    for name, types in _TYPES.items():
+        field = value.get(name, WILDCARD)
+        # bool is an int subclass: True is not a compute capability.
+        if field != WILDCARD and (type(field) not in types):
+            raise ValueError(f"fingerprint field {name!r} holds {_shown(field)}")
+    return value
+
+
+def differences(fingerprint: Fingerprint, here: Fingerprint) -> list[str]:
+    """How ``fingerprint`` differs from ``here`` (``[]``: it matches), one phrase per field,
+    e.g. ``torch '2.12.0' vs '2.13.0' here``."""
+    return [
+        f"{name} {_shown(fingerprint[name])} vs {_shown(here[name])} here"
+        for name in FIELDS
+        if fingerprint.get(name, WILDCARD) != WILDCARD and fingerprint[name] != here[name]
+    ]
+
+
+def specificity(fingerprint: Fingerprint) -> int:
+    """How many fields ``fingerprint`` pins (neither ``"*"`` nor left out)."""
+    return sum(fingerprint.get(name, WILDCARD) != WILDCARD for name in FIELDS)
+
+
+# Per tuner, the fingerprint each loaded result came with, and the Choice object it was
+# loaded as.  A result saved again keeps the environment that measured it (a hand-written
+# "*" stays "*"); once the key is tuned anew, the tuner holds another Choice object and the
+# result is this process's.  Weak: a tuner's table goes with the tuner.
+_LOADED: weakref.WeakKeyDictionary[Any, dict[Key, tuple[Choice, Fingerprint]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def remember_loaded(tuner: Any, key: Key, choice: Choice, fingerprint: Fingerprint) -> None:
+    """Record that ``tuner`` holds ``choice`` for ``key`` because a file said so."""
+    _LOADED.setdefault(tuner, {})[key] = (choice, fingerprint)
+
+
+def loaded_fingerprint(tuner: Any, key: Key, choice: Choice) -> Fingerprint | None:
+    """The fingerprint ``tuner``'s ``choice`` for ``key`` was loaded with; None when it was
+    not loaded (tuned here, or set by the program: this process's result)."""
+    loaded = _LOADED.get(tuner, {}).get(key)
+    return loaded[1] if loaded is not None and loaded[0] is choice else None
+
+
+def matches(value: Any, here: Fingerprint) -> bool:
+    """Whether a file entry's ``fingerprint`` (as the file holds it) matches ``here``; a
+    malformed one matches nothing."""
+    try:
+        return not differences(check_fingerprint(value), here)
+    except ValueError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
