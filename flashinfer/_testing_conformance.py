@@ -18,32 +18,44 @@ import torch
 
 from ._testing_cases import Case, Inputs, _expected
 from .api_logging import ExperimentalWarning
-from .backend_dispatch import find_compute_capability
 
 
 def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
-    """Why ``backend`` of ``op`` does not support ``inputs``, or ``None`` if it does.
+    """Why ``backend`` of ``op`` does not support ``inputs``, as ``"<backend>: <reason>"``, or
+    ``None`` if it does.
 
-    Asks the backend's own capability declaration and support checker (the checker's
-    ``ValueError`` message is the reason), without running the op.  ``backend=None`` (a
-    plain API without backends) always returns ``None``.
+    The dispatcher answers (``op.dispatcher.backend_support_reason``): the backend's
+    capability declaration, then its support checker called exactly as a call of ``op``
+    calls it (a ``ValueError``'s message is the reason), without running the op; the reason
+    is the one ``backend="auto"`` lists for that backend.  ``inputs`` are passed as
+    :func:`call_arguments` says.  ``backend=None`` (a plain API without backends) always
+    returns ``None``.
     """
     if backend is None:
         return None
-    bound = inspect.signature(op.__wrapped__).bind(**inputs, backend=backend)
-    bound.apply_defaults()
-    args = dict(bound.arguments)
-    cc = find_compute_capability(*args.values())
-    reason = op.backend_runnable_reason(backend, cc)
-    if reason is not None:
-        return f"{backend}: {reason}"
-    checker = op.backend_checks[backend]
-    params = inspect.signature(checker).parameters
-    try:
-        ok = checker(**{n: args[n] for n in params if n in args})
-    except ValueError as exc:
-        return f"{backend}: {exc}"
-    return None if ok else f"{backend}: support check returned False for these inputs"
+    args, kwargs = call_arguments(op, inputs)
+    reason = op.dispatcher.backend_support_reason(backend, *args, **kwargs)
+    return None if reason is None else f"{backend}: {reason}"
+
+
+def call_arguments(op: Any, inputs: Inputs) -> tuple[list[Any], dict[str, Any]]:
+    """How a case's ``inputs`` (by parameter name) are passed to ``op``: positional-only
+    parameters by position (up to the first one left out), ``*args`` spread out (with every
+    positional parameter before it by position), the rest by keyword, so names the API does
+    not have go to its ``**kwargs``."""
+    params = list(inspect.signature(op).parameters.values())
+    rest = dict(inputs)
+    spread = any(p.kind is p.VAR_POSITIONAL and p.name in rest for p in params)
+    args: list[Any] = []
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            args.extend(rest.pop(p.name, ()))
+            break
+        by_position = p.kind is p.POSITIONAL_ONLY or (spread and p.kind is p.POSITIONAL_OR_KEYWORD)
+        if not by_position or p.name not in rest:
+            break
+        args.append(rest.pop(p.name))
+    return args, rest
 
 
 @dataclass(frozen=True)
@@ -90,12 +102,14 @@ def _is_experimental(op: Any, backend: str | None) -> bool:
     return backend not in (None, "auto") and op.is_experimental_backend(backend)
 
 
-def _call_quietly(op: Any, args: Inputs, options: dict[str, Any]) -> Any:
-    """``op(**args, **options)`` with experimental warnings silenced: a test that runs an
-    experimental backend does so on purpose."""
+def _call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
+    """``op`` called with ``inputs`` (as :func:`call_arguments` passes them) and ``options``,
+    experimental warnings silenced: a test that runs an experimental backend does so on
+    purpose."""
+    args, kwargs = call_arguments(op, inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
-        return op(**args, **options)
+        return op(*args, **kwargs, **options)
 
 
 def _run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:

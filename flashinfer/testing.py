@@ -59,6 +59,7 @@ from ._testing_cases import Comparator as Comparator
 from ._testing_cases import Inputs as Inputs
 from ._testing_conformance import (
     ConformanceItem,
+    call_arguments,
     conformance_devices,
     run_or_skip,
     support_reason,
@@ -84,6 +85,7 @@ __all__ = [
     "OverlapItem",
     "allclose",
     "assert_runs_in_fresh_interpreter",
+    "call_arguments",
     "cases_for",
     "conformance_devices",
     "conformance_items",

@@ -131,14 +131,8 @@ class ReferenceDispatcher(DispatchPlan):
         api = self.api_name
         reasons: dict[str, str] = {}
         viable: list[str] = []
-        for name, checker in self.backend_checks.items():
-            reason = capability_reason(checker, cc)
-            if reason is None:
-                try:
-                    if not self._check(checker, name, bound):
-                        reason = "support check returned False for these inputs"
-                except ValueError as exc:
-                    reason = f"support check rejected the inputs: {exc}"
+        for name in self.backend_checks:
+            reason = self.backend_refusal(name, cc, bound)
             if reason is None:
                 viable.append(name)
             else:
@@ -181,6 +175,49 @@ class ReferenceDispatcher(DispatchPlan):
             warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
         return viable
 
+    def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
+        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None.
+
+        Its capability rule first, then its checker, called by its call spec as both paths
+        call it (a ``ValueError``'s message is the reason): what ``"auto"`` lists for a
+        rejected backend.  Never warns, never runs the common check or the API.
+        """
+        checker = self.backend_checks[backend]
+        reason = capability_reason(checker, cc)
+        if reason is not None:
+            return reason
+        try:
+            if not self._check(checker, backend, bound):
+                return "support check returned False for these inputs"
+        except ValueError as exc:
+            return f"support check rejected the inputs: {exc}"
+        return None
+
+    def backend_support_reason(self, backend: str, /, *args: Any, **kwargs: Any) -> str | None:
+        """Why ``backend`` would refuse the call ``op(*args, **kwargs, backend=backend)``, or
+        None if it would accept it (see :meth:`backend_refusal`; the capability is the
+        call's, found as a call finds it).  ``backend`` replaces any in the arguments.
+        ``TypeError`` for arguments the API cannot bind.
+        """
+        if backend not in self.backend_checks:
+            return f"unknown backend {backend!r}. {self._available()}"
+        bound_args = self._sig.signature.bind(*args, **kwargs)
+        bound_args.apply_defaults()
+        bound = dict(bound_args.arguments)
+        bound["backend"] = backend
+        return self.backend_refusal(backend, self._call_capability(bound), bound)
+
+    def _call_capability(self, bound: Mapping[str, Any]) -> int | None:
+        """The capability of a call's first CUDA tensor, scanned as the generated path
+        scans the arguments (None: no CUDA tensor)."""
+        values: list[Any] = []
+        for n, spread in self._scanned:
+            if spread:
+                values.extend(bound[n])
+            else:
+                values.append(bound[n])
+        return _CUDA.find(*values)  # the seam tests replace, as on the generated path
+
     def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
         """The same call through ``inspect.Signature.bind`` and the readable selection logic.
 
@@ -194,13 +231,7 @@ class ReferenceDispatcher(DispatchPlan):
         # choose, so it runs the selection without the common check, then calls the body.
         auto = bool(self.backend_checks) and bound["backend"] == "auto"
         if not skip_check or auto:
-            values: list[Any] = []
-            for n, spread in self._scanned:  # as the generated path scans them
-                if spread:
-                    values.extend(bound[n])
-                else:
-                    values.append(bound[n])
-            cc = _CUDA.find(*values)  # the seam tests replace, as on the generated path
+            cc = self._call_capability(bound)
             candidates = self._select(cc, bound, check_common=not skip_check)
             route = self._ns["_route"]
             if route is not None and auto and not skip_check:
