@@ -8,8 +8,9 @@ Public surface::
 names).
 
 See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
-:mod:`flashinfer.autotuner.keys` (what a tuning key is, shape buckets) and
-:mod:`flashinfer.autotuner.cache` (the persisted JSON file).
+:mod:`flashinfer.autotuner.keys` (what a tuning key is, shape buckets),
+:mod:`flashinfer.autotuner.cache` (the persisted JSON file) and
+:mod:`flashinfer.autotuner.distributed` (one choice on every rank of a process group).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from .cache import (
     check_mergeable,
     load_configs,
     save_configs,
+)
+from .distributed import (
+    AutotuneConsistencyError,
+    get_autotune_process_group,
+    set_autotune_process_group,
 )
 from .keys import bucket_dim, make_key
 from .tuner import (
@@ -46,6 +52,7 @@ __all__ = [
     "AutoTuner",
     "AutotuneCacheError",
     "AutotuneCacheWarning",
+    "AutotuneConsistencyError",
     "Choice",
     "LoadReport",
     "OpStats",
@@ -59,8 +66,10 @@ __all__ = [
     "autotune",
     "bucket_dim",
     "check_mergeable",
+    "get_autotune_process_group",
     "is_tuning",
     "load_configs",
     "make_key",
     "save_configs",
+    "set_autotune_process_group",
 ]

@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..api_logging import warn_experimental_backend_once
+from . import distributed as _group
 from ._cache_format import _cache_path
 from ._cache_load import LoadReport, load_into
 from ._cache_save import save_into
@@ -200,7 +201,7 @@ class AutoTuner:
         elif tuning:
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
-            if choice is None or choice.backend not in candidates:
+            if choice is None or choice.backend not in candidates or _group.group_in_effect():
                 record = self._tune(op, runners, inputs, key, candidates)
             else:
                 record = TuningRecord(key, choice, False)
@@ -249,19 +250,26 @@ class AutoTuner:
     ) -> TuningRecord:
         with self._tune_lock:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
-            if choice is not None and choice.backend in candidates:
+            group = _group.group_in_effect()
+            if group is not None:  # a collective step: see flashinfer.autotuner.distributed
+                args = (op.api_key, runners, inputs, key, candidates, choice, self)
+                record = _group.tune_in_group(group, *args)
+            elif choice is not None and choice.backend in candidates:
                 return TuningRecord(key, choice, False)
-            record = time_candidates(
-                op.api_key,
-                runners,
-                inputs,
-                key,
-                candidates,
-                warmup=self.warmup,
-                repeat=self.repeat,
-                budget_s=self.budget_s,
-                switch_margin=self.switch_margin,
-            )
+            else:
+                record = time_candidates(
+                    op.api_key,
+                    runners,
+                    inputs,
+                    key,
+                    candidates,
+                    warmup=self.warmup,
+                    repeat=self.repeat,
+                    budget_s=self.budget_s,
+                    switch_margin=self.switch_margin,
+                )
+            if not record.timed:  # the ranks of the group already agreed on a choice
+                return record
             self.stats_book.tuned(op.api_key, record.failures, record.choice is not None)
             if record.choice is None:
                 return record
@@ -343,6 +351,10 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     ``"mm"``, or qualified name) that the block leaves untuned: their calls run the first
     candidate's default tactic, untimed (nested blocks add to the enclosing blocks' list);
     ``ValueError`` at once, naming the valid names, for a name no autotunable op has.
+    ``process_group``: tune across the ranks of this ``torch.distributed`` group, one
+    choice on every rank (None: the one set by ``set_autotune_process_group``, if any), and
+    ``shard=True`` splits the timing across them; with a group only rank 0 reads (for
+    every rank) and writes ``cache``: see :mod:`flashinfer.autotuner.distributed`.
     The previous state is restored on exit,
     also when blocks are nested or left by an exception; ``with`` yields the
     :class:`AutoTuner`.
@@ -359,21 +371,22 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         cache: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
         skip_ops: Sequence[str] = (),
+        process_group: Any = None,
+        shard: bool | None = None,
     ) -> None:
         self.enabled = bool(enabled)
         self.cache = None if cache is None else _cache_path(cache)
         self.progress = progress
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
-        self._tokens: list[BlockTokens] = []
+        self.process_group, self.shard = process_group, shard
+        self._tokens: list[tuple[BlockTokens, Any]] = []
 
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
-        if self.cache is not None and os.path.exists(self.cache):
-            tuner.load_configs(self.cache)
-        self._tokens.append(enter_block(self.enabled, self.progress, self.skip_ops))
+        group = _group.open_block(tuner, self.cache, self.process_group, self.shard)
+        self._tokens.append((enter_block(self.enabled, self.progress, self.skip_ops), group))
         return tuner
 
     def __exit__(self, *exc_info: object) -> None:
-        tuned_here = leave_block(self._tokens.pop())
-        if self.cache is not None and tuned_here:
-            AutoTuner.get().save_configs(self.cache)
+        tokens, group = self._tokens.pop()
+        _group.close_block(group, AutoTuner.get(), self.cache, bool(leave_block(tokens)))
