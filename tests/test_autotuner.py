@@ -395,7 +395,8 @@ def test_key_parts():
     assert key == ("op", (((128, 4), torch.float16), None, torch.float32, ...), "cpu", None)
     assert make_key("op", (torch.zeros(65),)) == make_key("op", (torch.zeros(128),))
     assert make_key("op", (torch.zeros(65),)) != make_key("op", (torch.zeros(129),))
-    assert make_key("op", (1, 2)) == ("op", (..., ...), None, None)
+    # Scalars: ints, bools and strs are in the key, floats and other values are not.
+    assert make_key("op", (1, True, "x", 2.5, [3])) == ("op", (1, True, "x", ..., ...), None, None)
 
 
 # --------------------------------------------------------------------------------------

@@ -284,12 +284,12 @@ def test_more_patterns_than_the_cap_still_route_correctly():
 
     op = build_op(api, runners)
     x = torch.zeros(3, 3)
-    # Eight scalar types (one key: scalars are "..."), then None, a dtype, a tensor and
-    # a ninth scalar type: four patterns past the cap.
-    scalars = [1, 2.0, True, "s", (1,), [2], 1j, b"b"]
+    # Eight types of values left out of the key (one key: they are "..."), then None, a
+    # dtype, a tensor and a ninth such type: four patterns past the cap.
+    scalars = [2.0, (1,), [2], 1j, b"b", bytearray(b"c"), range(2), {3}]
     assert len(scalars) == router_module.MAX_PATTERNS
     extra = [None, torch.float16, torch.ones(2), frozenset()]
-    choose(op, (x, 1), "a", 1)
+    choose(op, (x, 2.0), "a", 1)
     choose(op, (x, None), "b", 2)
     choose(op, (x, torch.float16), "c", 3)
     choose(op, (x, torch.ones(2)), "b", 1)
@@ -329,9 +329,9 @@ def test_scalar_and_tensor_in_the_same_position_have_separate_entries():
     cases = [
         ((t, u), ("a", 1)),
         ((t, 0.5), ("b", 2)),
-        ((t, 3), ("b", 2)),  # another scalar type, same key
+        ((t, (3,)), ("b", 2)),  # another type of value left out of the key: same key
         ((0.5, t), ("c", 3)),
-        ((2, t), ("c", 3)),
+        (([2], t), ("c", 3)),
         ((0.5, 0.5), ("a", None)),  # untuned: no tensor at all
     ]
     for _ in range(3):

@@ -31,7 +31,7 @@ from .distributed import (
     get_autotune_process_group,
     set_autotune_process_group,
 )
-from .keys import bucket_dim, make_key
+from .keys import EnumValue, bucket_dim, make_key
 from .tuner import (
     AUTOTUNER_LOG_ENV,
     AutoTuner,
@@ -54,6 +54,7 @@ __all__ = [
     "AutotuneCacheWarning",
     "AutotuneConsistencyError",
     "Choice",
+    "EnumValue",
     "LoadReport",
     "OpStats",
     "ProgressCallback",

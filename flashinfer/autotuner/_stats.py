@@ -86,13 +86,22 @@ class StatsBook:
     def __init__(self) -> None:
         self._ops: dict[str, _OpBook] = {}
         self._lock = threading.Lock()
+        #: api_key -> the ``hit`` of its (tuned, default) call counters: what the call path
+        #: reads (``hits.get(api_key)``, one C call; :meth:`call_hits` on a miss).
+        self.hits: dict[str, tuple[Callable[[], int], Callable[[], int]]] = {}
 
     def op(self, api_key: str) -> _OpBook:
         book = self._ops.get(api_key)
         if book is None:
             with self._lock:
                 book = self._ops.setdefault(api_key, _OpBook())
+                self.hits[api_key] = (book.calls_tuned.hit, book.calls_default.hit)
         return book
+
+    def call_hits(self, api_key: str) -> tuple[Callable[[], int], Callable[[], int]]:
+        """``hits[api_key]``, created on first use."""
+        self.op(api_key)
+        return self.hits[api_key]
 
     def counters(self, api_key: str) -> tuple[CallCounter, CallCounter]:
         """The (tuned, default) call counters of ``api_key``, for code that serves calls."""

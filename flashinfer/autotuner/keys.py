@@ -15,8 +15,13 @@ of a tunable op, tuned or not)::
     of keys stays logarithmic in the sizes seen;
   - ``None`` contributes ``None`` (e.g. an absent ``out=``), and a ``torch.dtype`` itself
     (e.g. ``out_dtype=``);
-  - anything else (``eps``, flags) contributes ``...``: scalars do not change which
-    kernel is fastest, and leaving their values out keeps the key small and hashable.
+  - a ``bool``, ``int``, ``str`` or enum member contributes its value (an enum member as
+    :class:`~._key_inputs.EnumValue`): calls that differ in a flag are different keys;
+  - a ``float`` (``eps``) or anything else contributes ``...``: left out.
+
+  A runner may declare which scalar inputs matter and how to bucket them (its
+  ``key_inputs``, floats included); see :mod:`flashinfer.autotuner._key_inputs`.  Values
+  compare as Python compares them (``True == 1``).
 
 * ``device_type``: ``"cpu"`` or ``"cuda"`` (of the first tensor; ``None`` without tensors).
   The device *index* is left out: the capability below identifies the hardware.
@@ -29,7 +34,8 @@ tactic is reused across the shapes of its bucket.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -38,9 +44,12 @@ from .._codegen import compile_function
 from ..backend_dispatch import device_capability
 from ..backend_families import dtype_name
 from ..kernels import next_positive_power_of_2
+from ._key_inputs import EnumValue, declarations, declare, declared_of, in_key, key_value
 
 __all__ = [
+    "EnumValue",
     "Key",
+    "declare_key_inputs",
     "exact_signature",
     "pattern_reads",
     "bucket_dim",
@@ -99,14 +108,15 @@ def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, 
     signature: list[Any] = [api_key]
     pattern: list[type] = []
     first = None
-    for x in inputs:
+    declared = declarations(api_key)
+    for n, x in enumerate(inputs):
         tp = type(x)
         pattern.append(tp)
         if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
             signature += (x.shape, x.dtype)
             if first is None:
                 first = x
-        elif x is None or tp is _dtype:
+        elif x is None or tp is _dtype or in_key(n, tp, declared):
             signature.append(x)
         else:
             signature.append(...)
@@ -116,14 +126,15 @@ def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, 
 
 
 def pattern_reads(
-    pattern: tuple[type, ...], names: list[str], ns: dict[str, Any], tag: str
+    pattern: tuple[type, ...], names: list[str], ns: dict[str, Any], tag: str, api_key: str
 ) -> tuple[str, list[str]]:
-    """Source for reading the exact signature of inputs bound to ``names`` in generated
-    code: the test that their types are exactly ``pattern``, and the expressions of the
-    signature's items after ``api_key`` (see :func:`exact_signature`), unrolled.  The
+    """Source for reading the exact signature of ``api_key``'s inputs bound to ``names`` in
+    generated code: the test that their types are exactly ``pattern``, and the expressions
+    of the signature's items after ``api_key`` (see :func:`exact_signature`), unrolled.  The
     pattern's types are stored in ``ns`` as ``_<tag><n>``, and ``type`` itself as ``_type``:
     a name in ``names`` (an API parameter) may be ``type``."""
     ns["_type"] = type
+    declared = declarations(api_key)
     tests, parts, first = [], [], None
     for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
         ns[f"_{tag}{n}"] = tp
@@ -131,7 +142,7 @@ def pattern_reads(
         if issubclass(tp, _Tensor):
             parts += [f"{name}.shape", f"{name}.dtype"]
             first = first or name
-        elif tp is type(None) or tp is _dtype:
+        elif tp is type(None) or tp is _dtype or in_key(n, tp, declared):
             parts.append(name)
         else:
             parts.append("...")
@@ -146,7 +157,7 @@ def _reader_for(api_key: str, pattern: tuple[type, ...]) -> Callable[[str, tuple
     another pattern."""
     names = [f"i{n}" for n in range(len(pattern))]
     namespace: dict[str, Any] = {}
-    test, parts = pattern_reads(pattern, names, namespace, "t")
+    test, parts = pattern_reads(pattern, names, namespace, "t", api_key)
     unpack = [f"    {', '.join(names)}, = inputs"] if names else []
     body = [
         f"    if len(inputs) == {len(pattern)}:",
@@ -166,8 +177,9 @@ _MAX_READERS = 8
 def exact_signature(api_key: str, inputs: tuple) -> tuple:
     """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
 
-    ``api_key``, then per input its shape and dtype (tensors), itself (``None`` or a
-    dtype) or ``...`` (any other value), then the first tensor's device.  Tensor attribute
+    ``api_key``, then per input its shape and dtype (tensors), itself (``None``, a dtype,
+    or a scalar that enters the key, unbucketed) or ``...`` (any other value), then the
+    first tensor's device.  Tensor attribute
     reads are most of the cost of a tuned call, so each is read once, by a reader
     generated for the call's pattern of input types (a loop with per-input type tests cost
     about twice as much here).
@@ -210,6 +222,7 @@ def _key_from_signature(signature: tuple) -> Key:
     device = None
     if items and type(items[-1]) is torch.device:
         items, device = items[:-1], items[-1]
+    declared = declarations(api_key) or {}
     parts: list[Any] = []
     i = 0
     while i < len(items):
@@ -217,14 +230,26 @@ def _key_from_signature(signature: tuple) -> Key:
         if type(item) is torch.Size:
             parts.append((bucket_shape(item), items[i + 1]))
             i += 2
-        else:
-            parts.append(item)
-            i += 1
+            continue
+        if item is not None and item is not ... and type(item) is not _dtype:
+            item = key_value(item, declared.get(len(parts)))  # a scalar: bucketed
+        parts.append(item)
+        i += 1
     if device is None:
         return (api_key, tuple(parts), None, None)
     if device.type == "cuda":
         return (api_key, tuple(parts), "cuda", device_capability(device.index))
     return (api_key, tuple(parts), device.type, None)
+
+
+def declare_key_inputs(api_key: str, runners: Mapping[str, Any]) -> None:
+    """Record which scalar inputs of ``api_key`` its ``runners`` declare part of its key
+    (their ``key_inputs``; none: the default rule), and forget the signatures and keys read
+    under the previous rule.  ``TypeError``/``ValueError`` for a bad declaration."""
+    declare(api_key, declared_of(api_key, runners))
+    _READERS.pop(api_key, None)
+    for exact in [e for e in list(_KEY_MEMO) if e[0] == api_key]:
+        _KEY_MEMO.pop(exact, None)
 
 
 # --------------------------------------------------------------------------------------
@@ -242,21 +267,57 @@ def dtype_from_name(name: str) -> torch.dtype:
     return value
 
 
+def _input_to_json(p: Any) -> Any:
+    """One input of a key as the tuning file writes it: ``null``; ``"scalar"`` (a value left
+    out of the key); ``{"dtype": ...}``; ``{"shape": [...], "dtype": ...}`` (a tensor);
+    ``{"value": ...}`` (a bool, int, str or finite float; ``{"float": "nan"}`` for one
+    that is not finite); ``{"enum": "pkg.Mode", "name": "FAST"}``."""
+    if p is None:
+        return None
+    if p is ...:
+        return "scalar"
+    if isinstance(p, torch.dtype):
+        return {"dtype": dtype_name(p)}
+    if isinstance(p, EnumValue):
+        return {"enum": p.enum, "name": p.name}
+    if type(p) is float and not math.isfinite(p):
+        return {"float": repr(p)}
+    if type(p) in (bool, int, str, float):
+        return {"value": p}
+    shape, dtype = p
+    return {"shape": list(shape), "dtype": dtype_name(dtype)}
+
+
 def key_to_json(key: Key) -> dict[str, Any]:
     """A human-readable JSON object for ``key``."""
     api_key, parts, device, cc = key
-    inputs: list[Any] = []
-    for p in parts:
-        if p is None:
-            inputs.append(None)
-        elif p is ...:
-            inputs.append("scalar")
-        elif isinstance(p, torch.dtype):
-            inputs.append({"dtype": dtype_name(p)})
-        else:
-            shape, dtype = p
-            inputs.append({"shape": list(shape), "dtype": dtype_name(dtype)})
+    inputs = [_input_to_json(p) for p in parts]
     return {"op": api_key, "inputs": inputs, "device": device, "compute_capability": cc}
+
+
+def _input_from_json(item: Any) -> Any:
+    """Inverse of :func:`_input_to_json`; ``ValueError`` if malformed."""
+    fields = set(item) if isinstance(item, dict) else set()
+    if item is None:
+        return None
+    if item == "scalar":
+        return ...
+    if fields == {"dtype"}:
+        return dtype_from_name(item["dtype"])
+    if fields == {"value"} and type(item["value"]) in (bool, int, str, float):
+        return item["value"]
+    if fields == {"float"} and item["float"] in ("nan", "inf", "-inf"):
+        return float(item["float"])
+    if fields == {"enum", "name"} and all(isinstance(item[f], str) for f in fields):
+        return EnumValue(item["enum"], item["name"])
+    if fields == {"shape", "dtype"}:
+        shape = item["shape"]
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise ValueError(f"bad shape {shape!r}")
+        return (tuple(shape), dtype_from_name(item["dtype"]))
+    raise ValueError(f"bad input description {item!r}")
 
 
 def key_from_json(obj: Any) -> Key:
@@ -269,23 +330,7 @@ def key_from_json(obj: Any) -> Key:
     inputs = obj.get("inputs")
     if not isinstance(inputs, list):
         raise ValueError("entry has no 'inputs' list")
-    parts: list[Any] = []
-    for item in inputs:
-        if item is None:
-            parts.append(None)
-        elif item == "scalar":
-            parts.append(...)
-        elif isinstance(item, dict) and set(item) == {"dtype"}:
-            parts.append(dtype_from_name(item["dtype"]))
-        elif isinstance(item, dict) and set(item) == {"shape", "dtype"}:
-            shape = item["shape"]
-            if not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-            ):
-                raise ValueError(f"bad shape {shape!r}")
-            parts.append((tuple(shape), dtype_from_name(item["dtype"])))
-        else:
-            raise ValueError(f"bad input description {item!r}")
+    parts = [_input_from_json(item) for item in inputs]
     device = obj.get("device")
     if device is not None and not isinstance(device, str):
         raise ValueError(f"bad device {device!r}")

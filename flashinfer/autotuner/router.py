@@ -5,8 +5,9 @@ the call's candidates and its arguments (every parameter but ``backend``, in ord
 tuned key, outside ``autotune()``, the router's work is the whole cost the autotuner adds
 to a call, so it is generated per op, the way the dispatcher is: one unrolled read of the
 exact signature per input-type pattern seen so far (see
-:func:`~flashinfer.autotuner.keys.pattern_reads`), one dict lookup, and a call of the
-runner's bound method with its tuned tactic.  An untuned key (the common case of a program
+:func:`~flashinfer.autotuner.keys.pattern_reads`), one dict lookup, one count of the call
+(``AutoTuner.stats()``: a C call, no lock) and a call of the runner's bound method with its
+tuned tactic.  An untuned key (the common case of a program
 that never tunes) runs the first candidate's default from the memo as well, without a second
 read of the signature.  Anything else (tuning, a choice that is not a candidate of this
 call, an experimental backend that must warn) goes to :meth:`AutoTuner.run_candidates`, the
@@ -115,7 +116,7 @@ class Router:
         if names:
             lines.append(f"    {', '.join(names)}, = _inputs")
         for i, pattern in enumerate(self.patterns):
-            test, parts = pattern_reads(pattern, names, ns, f"p{i}_")
+            test, parts = pattern_reads(pattern, names, ns, f"p{i}_", self.op.api_key)
             lines += [
                 f"    {'if' if i == 0 else 'elif'} {test}:",
                 f"        _x = ({', '.join(['_api', *parts])},)",

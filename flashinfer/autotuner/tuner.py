@@ -69,7 +69,7 @@ from ._types import (
     TuningRecord,
     check_median,
 )
-from .keys import MEMO_CAP, Key, exact_signature, make_key
+from .keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from .router import Router
 
 __all__ = [
@@ -146,7 +146,10 @@ class AutoTuner:
         """Declare ``op`` tunable with one runner per backend (call at import of the op).
 
         Persisted results are validated against the registered runners' tactic spaces.
-        ``ValueError`` if a runner is named after a backend ``op`` does not have.
+        ``ValueError`` if a runner is named after a backend ``op`` does not have.  Runners
+        may declare which scalar inputs belong in the tuning key (``key_inputs``, see
+        :mod:`flashinfer.autotuner.keys`); a bad declaration is a ``TypeError`` or
+        ``ValueError`` here.
 
         ``direct=True`` routes the op's checked ``backend="auto"`` calls from the dispatcher
         straight to the tuner (:meth:`BackendRequirementOp.route_auto`), with the call's
@@ -162,6 +165,7 @@ class AutoTuner:
                 f"AutoTuner.register({op.api_key}): runners {unknown} name no backend of the "
                 f"op; its backends are {list(op.backend_checks)}"
             )
+        declare_key_inputs(op.api_key, runners)
         tuner = cls.get()
         if direct:
             Router(tuner, op, runners, tuner.stats_book.counters(op.api_key)).install()
@@ -215,13 +219,13 @@ class AutoTuner:
                 choice = self._best.get(make_key(op.api_key, inputs))
                 if len(fast) < self.memo_cap:
                     fast[exact] = choice
-        tuned_calls, default_calls = self.stats_book.counters(op.api_key)
+        hits = self.stats_book.hits.get(op.api_key) or self.stats_book.call_hits(op.api_key)
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
-            tuned_calls.hit()
+            hits[0]()  # counted for AutoTuner.stats()
         else:
             backend, tactic = self.default_backend(op, runners, candidates), None
-            default_calls.hit()
+            hits[1]()
         if backend in op.experimental_backends:
             warn_experimental_backend_once(op.api_key, backend, automatic=True)
         return runners[backend](inputs, tactic)
