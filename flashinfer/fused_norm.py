@@ -12,7 +12,7 @@ import torch
 from .aliasing import OverlapRule
 from .api_logging import flashinfer_experimental_api
 
-__all__ = ["fused_add_rmsnorm"]
+__all__ = ["OVERLAP", "fused_add_rmsnorm"]
 
 OVERLAP = OverlapRule("fused_add_rmsnorm", ("input", "residual"), ("weight",))
 """Both ``input`` and ``residual`` are written in place, and ``weight`` is read for every

@@ -28,6 +28,7 @@ python scripts/pr_checks/experimental_test_scope.py \
   --body-file .github/pull_request_template.md --test-path >/dev/null 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { echo "untouched experimental-tests block must exit 2, got $rc"; exit 1; }
 python scripts/pr_checks/containment.py
+python scripts/pr_checks/experimental_public_names.py
 python scripts/pr_checks/api_inventory.py
 python scripts/pr_checks/experimental_lifecycle.py
 bash scripts/pr_checks/run_actionlint.sh

@@ -22,7 +22,7 @@ import torch
 from ...backend_families import FLOAT_DTYPES
 from ...fused_norm import OVERLAP
 from ...kernels import offsets_reason, rows_view, triton_device_reason
-from ...norm import _rmsnorm_torch
+from ...norm import rmsnorm
 
 __all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
 
@@ -109,6 +109,7 @@ def fused_add_rmsnorm(
         assert rows_in is not None and rows_res is not None  # kernel_unsupported_reason checked
         fused_add_rmsnorm_rows(rows_in, rows_res, weight, float(eps))
     else:
-        # The unfused composition, with the stable torch backend's rmsnorm.
+        # The unfused composition, through the stable API's public name: the torch backend,
+        # its checks skipped (the inputs were validated above, overlap included).
         residual.add_(input)
-        _rmsnorm_torch(residual, weight, float(eps), input)
+        rmsnorm(residual, weight, float(eps), out=input, backend="torch", skip_check=True)
