@@ -14,7 +14,8 @@ Run:  python benchmarks/bench_autotune.py [--pairs 16] [--keys 4] [--kernel-ms 2
    process each, a ``FileStore``), without and with ``shard=True``; "local" is the same
    without a group.  Sharding should divide the time by about the number of ranks.
 3. **Agreement per key**: a tuning-mode call of a key every rank already holds with the same
-   choice (one ``all_gather_object`` to compare), and of a key agreed before (no collective).
+   choice (one ``all_gather_object`` to compare), of a key agreed before (no collective),
+   and the same call without a group (the op's own cost).
 4. **Tuned call**: ``benchmarks/bench_dispatch.py``'s "tuned / auto limit" ratio (the target
    is <= 2.5); a group changes nothing on that path, which never looks at it.
 
@@ -153,6 +154,11 @@ def worker(rank: int, world: int, store: str, out: str, args: argparse.Namespace
             for x in inputs:
                 op(x)  # agreed before: no collective
             figures["agreed_call_us"] = (time.perf_counter() - start) / calls * 1e6
+        with autotune():  # the same tuning-mode calls without a group: the baseline
+            start = time.perf_counter()
+            for x in inputs:
+                op(x)
+            figures["no_group_call_us"] = (time.perf_counter() - start) / calls * 1e6
     finally:
         dist.destroy_process_group()
     if rank == 0:
@@ -221,9 +227,12 @@ def main(argv: list[str] | None = None) -> int:
 
     report: dict[str, Any] = {"noise": noise(args.noise_runs)}
     margin = AutoTuner.get().switch_margin
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    report["load_average"] = load
     print(
         f"1. noise: relative difference of two medians (5 calls) of identical work, "
-        f"{args.noise_runs} runs; switch_margin = {margin:.0%}"
+        f"{args.noise_runs} runs, load average {load:.1f} on {os.cpu_count()} CPUs; "
+        f"switch_margin = {margin:.0%}"
     )
     for name, q in report["noise"].items():
         print(
@@ -247,11 +256,14 @@ def main(argv: list[str] | None = None) -> int:
             f"   {world} rank(s): {g['tune_s_per_key'] * 1e3:8.1f} ms   sharded "
             f"{sharded * 1e3:8.1f} ms  ({g['tune_s_per_key'] / sharded:.2f}x faster)"
         )
-    print("3. agreement step per key (one all_gather_object), and a call of an agreed key")
+    print(
+        "3. tuning-mode call of a key every rank holds: first (agreement, one "
+        "all_gather_object), then agreed (no collective), and without a group"
+    )
     for world, g in report["groups"].items():
         print(
             f"   {world} rank(s): {g['agreement_us_per_key']:8.1f} us/key   agreed "
-            f"{g['agreed_call_us']:6.1f} us/call"
+            f"{g['agreed_call_us']:6.1f} us/call   no group {g['no_group_call_us']:6.1f} us/call"
         )
     if not args.no_dispatch:
         report["tuned_over_auto_limit"] = ratio = tuned_call_ratio()
