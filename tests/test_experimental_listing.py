@@ -60,9 +60,7 @@ def test_the_alias_prints_what_the_command_prints(args, gate):
         assert "flashinfer.gemm.mm[backend=splitk]" in command.stdout
 
 
-def test_one_loader_reports_a_missing_module_and_load_all_apis_raises_for_it(
-    tmp_path, monkeypatch
-):
+def test_one_loader_reports_a_missing_module_and_load_all_apis_raises_for_it(tmp_path, monkeypatch):
     """Both load every module that exists; the listing's loader names the missing one,
     ``flashinfer.load_all_apis`` raises for it (after loading the others)."""
     (tmp_path / "fi_listing_after_missing.py").write_text("LOADED = True\n")
