@@ -31,8 +31,9 @@ GATE_OFF_VALUES = ("", "0")
 """Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
 ACCEPTED_GATE_VALUES = "'1' (on), '0' or empty/unset (off)"
 
-# os.environ.get re-encodes the key on every call (~1 us here); on POSIX the underlying
-# bytes dict is kept in sync by os.environ itself, so reading it directly is exact and cheap.
+# os.environ.get re-encodes the key on every call, which costs many times the dict lookup it
+# ends in (benchmarks/bench_costs.py prints both); on POSIX the underlying bytes dict is kept
+# in sync by os.environ itself, so reading it directly is exact and cheap.
 _ENV_KEY_BYTES = os.fsencode(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
 _environ_object = os.environ
 _environ_bytes: dict[bytes, bytes] | None = (

@@ -22,7 +22,8 @@ argument of every op on every backend with no code per op.
 
 Cost: a caller with nothing to check (``out=None``) skips the call.  Otherwise tensors whose
 address ranges are disjoint (separate allocations, the usual case) are told apart by
-comparing ``data_ptr()`` ranges (about 2 us for an op with one output and two inputs).  Only
+comparing ``data_ptr()`` ranges (``benchmarks/bench_costs.py`` prints what that costs for an
+op with one output and two inputs).  Only
 tensors whose ranges intersect (views of one buffer) are compared exactly: in O(1) when each
 is a stack of equal runs of bytes with one row stride (rows or column blocks of a buffer),
 else by listing their runs.  torch's own ``out=`` checks (``has_internal_overlap``,
@@ -46,8 +47,8 @@ MAX_RUNS = 1 << 20
 assumed, so the op refuses rather than risk wrong numbers."""
 
 _FEW_RUNS = 4096
-"""Up to this many runs in all, they are compared as Python ints (tens of microseconds);
-beyond, as tensors."""
+"""Up to this many runs in all, they are compared as Python ints, cheaper than building
+tensors for them; beyond, as tensors."""
 
 
 @dataclass(frozen=True)

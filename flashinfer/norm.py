@@ -253,7 +253,7 @@ def rmsnorm(
         BackendSupportedError: unknown backend, or no backend can run the inputs with
             ``backend="auto"`` (the message lists each backend and why).
     """
-    if out is not None:  # also under skip_check=True: wrong numbers cost more than ~2 us
+    if out is not None:  # also under skip_check=True: wrong numbers cost more than the check
         OVERLAP.check(out, input, weight)
     if backend == "auto":
         backend = rmsnorm.suitable_auto_backends[0]

@@ -49,8 +49,9 @@ class BackendRequirementOp(ReferenceDispatcher):
     def _public_function(self, fn: Any) -> Any:
         """The generated function, dressed as the API: what the decorator returns.
 
-        A plain function, not this object: calling an instance with ``__call__`` costs
-        several hundred nanoseconds more per call (no vectorcall through the type slot).
+        A plain function, not this object: calling an instance whose ``__call__`` calls
+        the function costs several times the call itself (no vectorcall through the type
+        slot; ``benchmarks/bench_costs.py`` prints both).
         """
         functools.update_wrapper(fn, self.__wrapped__)
         fn.dispatcher = self

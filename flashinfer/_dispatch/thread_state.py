@@ -28,8 +28,8 @@ class _Record:
 
 class CallState(threading.local):
     # Each thread gets its own _Record on first use.  The hot path reads the thread-local
-    # once and writes the record's slots: storing into a thread-local costs about three
-    # times as much as reading one here (~0.3 us against ~0.1).
+    # once and writes the record's slots: storing into a thread-local costs more than
+    # reading it and storing into a slot (benchmarks/bench_costs.py prints both).
     def __init__(self) -> None:
         self.r = _Record()
 

@@ -92,7 +92,8 @@ def bucket_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 # Types that are certainly not tensors: ``isinstance(x, torch.Tensor)`` goes through
-# torch's metaclass and costs ~0.5 us when the answer is no, so these are sorted out first.
+# torch's metaclass, slower than a set lookup when the answer is no, so these are sorted out
+# first (benchmarks/bench_costs.py prints both).
 _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.device})
 
 
