@@ -13,8 +13,12 @@ What it promises (``flashinfer autotune --help`` says the same):
 * Ctrl-C saves the shapes tuned so far, says so, and exits 130;
 * a shape that tuned nothing new (every key already in the file) leaves the file untouched:
   a run that only reads never writes nor locks it;
-* progress lines fit in 80 columns;
-* a bad ``--cache`` (empty, a directory, an unwritable directory, a file of another schema
+* under the table, the tuner's per-op counts (``AutoTuner.get().stats()``: keys tuned,
+  results loaded, calls served, failed pairs and the last reason);
+* progress (a ``tqdm`` bar on stderr) fits in 80 columns;
+* entries of the file measured on other machines or software (their fingerprint differs)
+  are counted in a warning, not used, and written back untouched;
+* a bad ``--cache`` (empty, a directory, an unwritable directory, a file of a newer schema
   version) is a usage error before anything is timed.
 """
 
@@ -183,8 +187,10 @@ def add_autotune_parser(sub: Any) -> None:
             "that automatic selection offers on this machine, keep the fastest, write the\n"
             "picks to the JSON cache file (merged with what it already holds; keys already\n"
             "in it are not timed again unless --force) and print them, with every pair\n"
-            "that failed and why.  Use the file with flashinfer.autotune(cache=PATH) or\n"
-            "flashinfer.autotuner.load_configs(PATH)."
+            "that failed and why, and the tuner's per-op counts.  Each result is stamped\n"
+            "with this machine's environment (versions, GPU); entries from other machines\n"
+            "stay in the file, unused here.  Use the file with\n"
+            "flashinfer.autotune(cache=PATH) or flashinfer.autotuner.load_configs(PATH)."
         ),
     )
     p.add_argument("-h", "--help", action=_HelpAction, help="show this help message and exit")

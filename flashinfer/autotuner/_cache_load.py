@@ -75,6 +75,12 @@ class LoadReport:
     def total_skipped(self) -> int:
         return sum(self.skipped.values())
 
+    @property
+    def other_environment(self) -> int:
+        """Entries skipped because another environment measured them (their fingerprint
+        does not match this process): kept in the file for the processes they match."""
+        return self.skipped.get(REASON_OTHER_ENVIRONMENT, 0)
+
 
 LoadReport.__module__ = "flashinfer.autotuner.cache"  # its public home
 
