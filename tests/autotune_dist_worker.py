@@ -204,6 +204,24 @@ def shared_file(group: Any, path: Path) -> dict[str, Any]:
     return {"tuned": tuned, "loaded": loaded, "opened": len(opened), "saves": len(saves)}
 
 
+def unreadable_file(group: Any, path: Path) -> dict[str, Any]:
+    """Rank 0 cannot read the tuning file: every rank raises its error (none waits)."""
+    path.write_text("{}")
+    real_open = builtins.open
+
+    def refusing_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    builtins.open = refusing_open if RANK == 0 else real_open
+    try:
+        with autotune(process_group=group, cache=path):
+            return {"entered": True}
+    finally:
+        builtins.open = real_open
+
+
 def killed_mid_tuning(group: Any) -> dict[str, Any]:
     """The last rank dies while it times a pair; the others must fail, not hang."""
 
@@ -227,6 +245,7 @@ SUITES: dict[str, list[str]] = {
         "process_wide_group",
         "one_rank_had_it_tuned",
         "shared_file",
+        "unreadable_file",
     ],
     "four": ["disagreeing_timings", "gate_differs", "sharded"],
     "kill": ["killed_mid_tuning"],
@@ -239,8 +258,8 @@ def run(name: str, group: Any, out_dir: Path) -> dict[str, Any]:
     AutoTuner.get().clear()
     start = time.monotonic()
     try:
-        if name == "shared_file":
-            return scenario(group, out_dir / "tuned.json")
+        if name in ("shared_file", "unreadable_file"):
+            return scenario(group, out_dir / f"{name}.json")
         return scenario(group)
     except Exception as exc:  # the facts are what raised, where, and how fast
         return {

@@ -229,6 +229,13 @@ def test_the_tuning_file_is_read_by_rank_0_for_all_and_written_by_rank_0_alone(t
     assert rank0["opened"] > 0 and rank1["opened"] == 0
 
 
+def test_a_tuning_file_rank_0_cannot_read_fails_every_rank_with_its_error(two):
+    for f in facts(two, "unreadable_file"):
+        assert f.get("error") == "PermissionError", f
+        assert "read by rank 0 of the autotune process group" in f["message"]
+        assert f["elapsed_s"] < FAST_S
+
+
 # ---- in one process: arguments, the verdict, the combination -------------------------------
 
 
