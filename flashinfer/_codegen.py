@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import re
 import threading
 import weakref
 from collections.abc import Callable, Collection
@@ -157,7 +156,8 @@ def compile_function(
 def _def_name(api: str, role: str) -> str:
     """An identifier of the API's last name and the role: ``("a.B.<locals>.mm", "key
     reader")`` -> ``mm_key_reader``."""
-    words = re.sub(r"\W+", " ", f"{api.rpartition('.')[2]} {role}").split()
+    text = f"{api.rpartition('.')[2]} {role}"
+    words = "".join(c if c.isalnum() or c == "_" else " " for c in text).split()
     name = "_".join(words) or "generated"
     return name if name.isidentifier() else f"_{name}"
 
