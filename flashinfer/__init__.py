@@ -22,6 +22,7 @@ from .api_logging import (
     warn_experimental_backend_once,
 )
 from .backend_dispatch import (
+    Backend,
     BackendSupportedError,
     UnsupportedInputsError,
     backend_requirement,
@@ -44,6 +45,7 @@ _LAZY: dict[str, str] = {
 API_MODULES: tuple[str, ...] = ("flashinfer.norm", "flashinfer.gemm", "flashinfer.fused_norm")
 
 __all__ = [
+    "Backend",
     "BackendSupportedError",
     "ExperimentalWarning",
     "UnsupportedInputsError",

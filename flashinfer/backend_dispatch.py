@@ -16,17 +16,19 @@ upstream's query API and :meth:`BackendRequirementOp.route_auto` for the autotun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from ._dispatch.capability import device_capability as device_capability  # the tuner's keys
 from ._dispatch.capability import find_compute_capability
+from ._dispatch.declarations import Backend, ImplementationTable
 from ._dispatch.errors import BackendSupportedError, UnsupportedInputsError
 from ._dispatch.markers import experimental_backend, supported_compute_capability
 from ._dispatch.op import BackendRequirementOp, registered_ops
 from ._dispatch.thread_state import PerThreadList
 
 __all__ = [
+    "Backend",
     "BackendOp",
     "BackendRequirementOp",
     "BackendSupportedError",
@@ -62,6 +64,8 @@ class BackendOp(Protocol[P, R_co]):
     heuristic_func: Callable[..., Any] | None
     experimental_backends: frozenset[str]
     stable_backends: tuple[str, ...]
+    backends: Mapping[str, Backend]
+    implementations: ImplementationTable
     suitable_auto_backends: PerThreadList
     dropped_experimental_backends: PerThreadList
     dispatcher: BackendRequirementOp
@@ -88,29 +92,54 @@ class BackendOp(Protocol[P, R_co]):
 
 
 def backend_requirement(
-    backend_checks: Mapping[str, Callable[..., Any]],
+    backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
     common_check: Callable[..., Any] | None = None,
     heuristic_func: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[P, R]], BackendOp[P, R]]:
     """Decorate an API with its backends' support checkers.
 
-    ``backend_checks`` maps a backend name to a checker that receives the API's arguments
-    and returns ``True`` when the backend supports them (or raises ``ValueError`` saying
-    why not).  ``common_check`` validates the inputs for every backend (returning False or
-    raising ``ValueError``).  ``heuristic_func(candidates, *args, **kwargs)`` orders the
-    viable candidates of ``backend="auto"``, best first; it may drop candidates, never add
-    one, and a name it repeats counts once.
+    ``backend_checks`` is the API's backend table, in one of two forms:
+
+    - a list of :class:`Backend` declarations, each pairing a backend's name, its support
+      checker and its implementation (and, for an experimental backend, when ``"auto"``
+      should prefer it).  The body reaches the chosen backend's implementation as
+      ``api.implementations[backend]``; adding a backend is one declaration and one line
+      in this list.
+    - upstream's mapping of a backend name to its checker; the body keeps its own
+      implementations (``api.implementations`` is empty).
+
+    A checker receives the API's arguments (or a subset) and returns ``True`` when the
+    backend supports them (or raises ``ValueError`` saying why not).  ``common_check``
+    validates the inputs for every backend (returning False or raising ``ValueError``).
+    ``heuristic_func(candidates, *args, **kwargs)`` orders the viable candidates of
+    ``backend="auto"``, best first; it may drop candidates, never add one, and a name it
+    repeats counts once.  Declared preferences (``Backend.prefer``) of experimental
+    backends are applied after it (the op's ``heuristic_func`` is then the two composed,
+    the given heuristic its ``__wrapped__``).
 
     The decorated API (a :class:`BackendOp`, typed with the API's own parameters and
     return type) gains ``suitable_auto_backends`` (candidates of this thread's last
-    ``"auto"`` call), ``dropped_experimental_backends``, ``experimental_backends``,
-    upstream's query methods, and a keyword-only ``skip_check=False``.  An API may declare
+    ``"auto"`` call), ``dropped_experimental_backends``, ``experimental_backends`` and
+    ``stable_backends`` (the table split by the checkers' marks: derive a test's list of
+    backends from these, never write the names out), ``backends`` and ``implementations``
+    (the declarations and their ``run``, by name), upstream's query methods, and a
+    keyword-only ``skip_check=False``.  An API may declare
     ``*, skip_check: bool = False`` itself so that type checkers see it; the dispatcher
     takes it and never passes it on.  ``skip_check=True``: a named backend runs with no
     check at all; ``"auto"`` still chooses (capability, support checkers, the experimental
     gate, the heuristic, as on a checked call), skipping only the common check, and calls
     the API body with ``suitable_auto_backends`` set (never a router, see
     :meth:`BackendRequirementOp.route_auto`).
+
+    Raises (at decoration, that is at the API module's import):
+        ValueError: a backend named ``"auto"`` or with a name that is not an ASCII
+            identifier (or starts with an underscore); two declarations of one name (a
+            duplicate key of a dict literal never reaches the decorator: ruff's F601
+            reports it); a backend whose checker or implementation is experimental code
+            (defined under, or importing from, ``flashinfer.experimental``) with a checker
+            not marked :func:`experimental_backend`; a stable backend declaring ``prefer``.
+        TypeError: a table that is neither form, or mixes them; a checker whose
+            parameters the API does not have; an API without a ``backend`` parameter.
 
     Raises (on a call; the same in the generated and the reference path):
         TypeError: ``backend`` is not a str (the message names the valid backends), or

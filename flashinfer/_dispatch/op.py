@@ -9,10 +9,11 @@ as the API, as ``op.function``: what ``backend_requirement`` returns.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .capability import capability_reason
+from .declarations import Backend
 from .emitter import emit_fast_path
 from .reference import ReferenceDispatcher
 from .thread_state import CallState, LiveFlags, PerThreadList
@@ -33,7 +34,7 @@ class BackendRequirementOp(ReferenceDispatcher):
     def __init__(
         self,
         func: Callable[..., Any],
-        backend_checks: Mapping[str, Callable[..., Any]],
+        backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
         common_check: Callable[..., Any] | None,
         heuristic_func: Callable[..., Any] | None,
     ) -> None:
@@ -63,6 +64,8 @@ class BackendRequirementOp(ReferenceDispatcher):
             "heuristic_func",
             "experimental_backends",
             "stable_backends",
+            "backends",
+            "implementations",
             "suitable_auto_backends",
             "dropped_experimental_backends",
             "has_backend",

@@ -1,20 +1,27 @@
 """What is decided once, at decoration: the facts about an API and the checks on them.
 
 :class:`DispatchPlan` holds the API, its backend table split into stable and experimental
-backends, its parameter list (without the dispatcher's ``skip_check``) and the call spec of
-every checker; building it raises at decoration (import) time for a table that cannot be
+backends (with the declared implementations, ``implementations``), its parameter list
+(without the dispatcher's ``skip_check``), the call spec of every checker, and the ordering
+of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
+backends); building it raises at decoration (import) time for a table that cannot be
 dispatched.  The reference path and the emitter read the plan; neither changes it.
 """
 
 from __future__ import annotations
 
+import dis
+import importlib.util
 import inspect
-from collections.abc import Callable, Mapping
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .._codegen import CallSpec, ParameterList
 from ..api_logging import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
-from .call_specs import checker_spec
+from .call_specs import checker_spec, invoke
+from .declarations import Backend, ImplementationTable, read_table
 
 __all__ = ["DispatchPlan"]
 
@@ -43,7 +50,7 @@ class DispatchPlan:
     def __init__(
         self,
         func: Callable[..., Any],
-        backend_checks: Mapping[str, Callable[..., Any]],
+        backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
         common_check: Callable[..., Any] | None,
         heuristic_func: Callable[..., Any] | None,
     ) -> None:
@@ -53,7 +60,10 @@ class DispatchPlan:
         self.api_name = func.__name__
         # Warnings are keyed by the qualified name: two modules may both define "mm".
         self.api_key = f"{func.__module__}.{func.__qualname__}"
-        self.backend_checks = dict(backend_checks)
+        self.backend_checks, declared = read_table(backend_checks, self.api_key)
+        # The declarations (none in upstream's form) and what the body runs for each.
+        self.backends: Mapping[str, Backend] = types.MappingProxyType(declared)
+        self.implementations = ImplementationTable({n: d.run for n, d in declared.items()})
         self.common_check = common_check
         self.heuristic_func = heuristic_func
         self.experimental_backends = frozenset(
@@ -70,6 +80,8 @@ class DispatchPlan:
         self._sig = ParameterList(func, omit=("skip_check",))
         self._check_experimental_placement()
         self._specs = self._build_specs()
+        # What orders "auto" candidates: the API's heuristic, then the declared preferences.
+        self.heuristic_func = self._ordering(heuristic_func)
         # The arguments searched for a CUDA tensor, in order: every parameter but
         # ``backend``, each as (name, spread) where ``*args`` is spread out.
         self._scanned = [
@@ -81,22 +93,73 @@ class DispatchPlan:
     # ---- decoration-time checks --------------------------------------------------------
 
     def _check_experimental_placement(self) -> None:
+        """A backend whose checker or declared implementation is experimental code (defined
+        under, or importing from, ``flashinfer.experimental``) must be marked; only an
+        experimental backend may declare a preference."""
         for backend, checker in self.backend_checks.items():
-            module = getattr(inspect.unwrap(checker), "__module__", "") or ""
-            inside = module == _EXPERIMENTAL or module.startswith(_EXPERIMENTAL + ".")
-            if inside and not getattr(checker, "is_experimental_backend", False):
+            if getattr(checker, "is_experimental_backend", False):
+                continue
+            declared = self.backends.get(backend)
+            if declared is not None and declared.prefer is not None:
                 raise ValueError(
-                    f"API {self.api_name!r}: the checker of backend {backend!r} is defined in "
-                    f"module {module!r} under {_EXPERIMENTAL} but is not marked "
-                    "@experimental_backend. Backends under flashinfer.experimental must be "
-                    "marked, so that backend='auto' skips them unless "
-                    f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1."
+                    f"API {self.api_name!r}: backend {backend!r} is stable (its checker is not "
+                    "marked @experimental_backend) but declares prefer=. The order of stable "
+                    "backends is the API's heuristic's job: rank it there (heuristic_func) "
+                    "and drop prefer=, or mark the checker if the backend is experimental."
                 )
+            parts = [("checker", checker)]
+            if declared is not None:
+                parts.append(("implementation", declared.run))
+            for role, fn in parts:
+                found = _experimental_code(fn)
+                if found is not None:
+                    raise ValueError(
+                        f"API {self.api_name!r}: the {role} of backend {backend!r} {found}, "
+                        "but the backend's checker is not marked @experimental_backend. "
+                        "Backends under flashinfer.experimental must be marked (and their "
+                        "checkers live in flashinfer/experimental/<feature>/support.py), so "
+                        "that backend='auto' skips them unless "
+                        f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1."
+                    )
         if self.backend_checks and "backend" not in self._sig.names:
             raise TypeError(
                 f"backend_requirement: {self.api_name} has backend checks but no 'backend' "
                 "parameter to select them with"
             )
+
+    def _ordering(self, heuristic: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        """``heuristic``, followed by the declared preferences (``Backend.prefer``) of the
+        experimental backends; ``heuristic`` itself when none declares one.
+
+        Called as the heuristic is (the candidates, then the API's arguments by its call
+        spec).  A preference is asked only when its backend is a candidate, which with the
+        gate off it never is.
+        """
+        preferences = {n: d.prefer for n, d in self.backends.items() if d.prefer is not None}
+        if not preferences:
+            return heuristic
+        api = self.api_name
+        specs = {
+            name: checker_spec(self._sig, prefer, f"the preference of backend {name!r}", api)
+            for name, prefer in preferences.items()
+        }
+        call = self._specs["__func__"]
+        defaults = {p.name: p.default for p in self._sig.params if p.default is not p.empty}
+        names = frozenset(preferences)
+
+        def ordering(candidates: list[str], *args: Any, **kwargs: Any) -> list[str]:
+            order = list(
+                candidates if heuristic is None else heuristic(candidates, *args, **kwargs)
+            )
+            if names.isdisjoint(order):
+                return order
+            bound = _bound_from_call(call, defaults, args, kwargs)
+            first = [b for b in order if b in names and invoke(preferences[b], specs[b], bound)]
+            return first + [b for b in order if b not in first]
+
+        ordering.__wrapped__ = heuristic  # type: ignore[attr-defined]
+        ordering.__qualname__ = f"{self.api_key}[heuristic, then declared preferences]"
+        return ordering
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
@@ -114,3 +177,84 @@ class DispatchPlan:
         if not self.backend_checks or self._sig.has_var:
             return None
         return [n for n in self._sig.names if n != "backend"]
+
+
+def _bound_from_call(
+    call: CallSpec, defaults: Mapping[str, Any], args: tuple, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The API's arguments by name, from a call made by ``call`` (its call spec), as the
+    dispatcher makes it; an argument left out (a direct call) takes its default."""
+    bound: dict[str, Any] = {}
+    i = 0
+    for how, name in call:
+        if how == "pos" and i < len(args):
+            bound[name] = args[i]
+            i += 1
+        elif how == "star":
+            bound[name], i = tuple(args[i:]), len(args)
+        elif how in ("pos", "kw"):
+            bound[name] = kwargs.get(name, defaults.get(name))
+    for how, name in call:
+        if how == "starstar":
+            bound[name] = {k: v for k, v in kwargs.items() if k not in bound}
+    return bound
+
+
+def _inside(module: str) -> bool:
+    return module == _EXPERIMENTAL or module.startswith(_EXPERIMENTAL + ".")
+
+
+def _experimental_code(fn: Any) -> str | None:
+    """How ``fn`` (a function, or a callable object: its class's methods) is experimental
+    code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
+    importing from one (an import inside a function body counts)."""
+    owner = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
+    if not (inspect.isroutine(owner) or inspect.isclass(owner)):
+        owner = type(owner)  # a callable object: its class's code
+    module = getattr(owner, "__module__", "") or ""
+    if _inside(module):
+        return f"is defined in module {module!r} under {_EXPERIMENTAL}"
+    for code in _code_objects(owner):
+        for imported in _imports(code, module):
+            if _inside(imported):
+                return f"imports {imported!r} (in {code.co_name})"
+    return None
+
+
+def _code_objects(owner: Any) -> Iterator[types.CodeType]:
+    """The code of a function, or of every function a class defines (``object``'s aside),
+    with the code nested in it."""
+    if inspect.isclass(owner):
+        functions = [
+            inspect.unwrap(v)
+            for klass in owner.__mro__[:-1]
+            for v in vars(klass).values()
+            if inspect.isfunction(v)
+        ]
+    else:
+        functions = [owner]
+    stack = [
+        f.__code__ for f in functions if isinstance(getattr(f, "__code__", None), types.CodeType)
+    ]
+    while stack:
+        code = stack.pop()
+        yield code
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _imports(code: types.CodeType, module: str) -> Iterator[str]:
+    """The absolute names of the modules ``code`` imports (relative ones resolved against
+    ``module``'s package)."""
+    package = getattr(sys.modules.get(module), "__package__", None) or module.rpartition(".")[0]
+    instructions = list(dis.get_instructions(code))
+    for i, ins in enumerate(instructions):
+        if ins.opname != "IMPORT_NAME":
+            continue
+        level = instructions[i - 2].argval if i >= 2 else 0
+        name = str(ins.argval)
+        if isinstance(level, int) and level > 0:
+            try:
+                name = importlib.util.resolve_name("." * level + name, package)
+            except ImportError:
+                continue
+        yield name

@@ -1,0 +1,179 @@
+"""Backend declarations: one backend of an API as one value, and the reading of a backend table.
+
+A :class:`Backend` pairs a backend's name, its support checker and its implementation (and,
+for an experimental backend, when ``backend="auto"`` should prefer it), so that the checker
+and the code it vouches for are declared together and cannot disagree.  ``backend_requirement``
+takes a list of declarations as well as upstream's mapping of names to checkers;
+:func:`read_table` turns either into the dispatcher's facts, refusing at decoration what
+cannot be dispatched: a reserved or malformed name, two backends of one name, a table that
+mixes the two forms.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
+from typing import Any
+
+__all__ = ["Backend", "ImplementationTable", "backend_name_problem", "read_table"]
+
+AUTO = "auto"
+
+
+def backend_name_problem(name: object) -> str | None:
+    """What is wrong with ``name`` as a backend name, as the end of a sentence, or None.
+
+    A backend name is what ``backend="..."`` selects and what messages, tuning files and
+    ``flashinfer backends`` print: an ASCII identifier that does not start with an underscore
+    (the dispatcher's own keys do), and not ``"auto"``, which asks the dispatcher to choose.
+    """
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a str; name it with a string such as 'rowwise'"
+    if name == AUTO:
+        return (
+            "is reserved: backend='auto' asks the dispatcher to choose among the backends; "
+            "name the backend after its kernel or method, e.g. 'rowwise'"
+        )
+    if not (name.isascii() and name.isidentifier()) or name.startswith("_"):
+        return (
+            "is not a backend name: use ASCII letters, digits and underscores, starting with "
+            "a letter (a Python identifier such as 'split_k' or 'rowwise')"
+        )
+    return None
+
+
+def _where(fn: Any) -> str:
+    """``module.qualname`` of a checker or implementation (a runner instance: its class)."""
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    if not hasattr(target, "__qualname__"):
+        target = type(target)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend of an API, declared once: ``Backend("rowwise", check=..., run=...)``.
+
+    Put it in a list in the API's ``@backend_requirement([...])`` table; an experimental
+    backend declares it in ``flashinfer/experimental/<feature>/support.py`` and the API's
+    module imports it from there (adding the backend is that declaration plus one line in
+    the table).  The API's body reaches the chosen backend's ``run`` as
+    ``api.implementations[backend]``.
+
+    Attributes:
+        name: what ``backend="..."`` selects: an ASCII identifier not starting with an
+            underscore, not ``"auto"``; unique within the API.
+        check: the support checker: the API's parameters (or a subset), returns ``True`` or
+            raises ``ValueError`` saying why not.  It carries the backend's marks
+            (``@backend_family``, ``@experimental_backend``, ``@supported_compute_capability``).
+        run: the implementation the API's body calls for this backend, with the API's own
+            convention (its module docstring says which); it imports its kernel inside,
+            on first use.  A callable object (an autotuner runner) is fine.
+        prefer: experimental backends only: called like a checker (the API's parameters or
+            a subset) when the backend is a candidate of ``backend="auto"``, that is the
+            gate is on and its checker accepted the inputs.  True puts it first, ahead of
+            the API's heuristic's order (several: in the heuristic's order).  Stable
+            backends are ordered by the API's heuristic alone.
+
+    Raises:
+        ValueError: a name that is not a backend name (see above).
+        TypeError: ``check``, ``run`` or ``prefer`` is not callable.
+    """
+
+    name: str
+    _: KW_ONLY
+    check: Callable[..., Any]
+    run: Callable[..., Any]
+    prefer: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        problem = backend_name_problem(self.name)
+        if problem is not None:
+            raise ValueError(f"Backend: the name {self.name!r} {problem}")
+        for field in ("check", "run", "prefer"):
+            value = getattr(self, field)
+            if not callable(value) and not (field == "prefer" and value is None):
+                raise TypeError(
+                    f"Backend {self.name!r}: {field} must be callable, got "
+                    f"{type(value).__name__} {value!r}"
+                )
+
+
+class ImplementationTable(dict):  # type: ignore[type-arg]
+    """``backend name -> run`` of an API's declared backends: ``api.implementations``.
+
+    A dict (C-speed lookups on every call) whose keys are the API's backends, fixed at
+    decoration: a value may be replaced (a test's spy, a tuner's wrapper), but a backend can
+    be neither added nor removed here, only in the API's table.
+    """
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            "the implementations of an API's backends are fixed by its backend table; add "
+            "or remove a backend there (a Backend declaration), not here"
+        )
+
+    def __setitem__(self, name: str, run: Any) -> None:
+        if name not in self:
+            raise KeyError(
+                f"{name!r} is not a backend of this API ({', '.join(map(repr, self))}); a "
+                "backend is added by a Backend declaration in the API's table"
+            )
+        super().__setitem__(name, run)
+
+    __delitem__ = pop = popitem = clear = setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))  # a copy or a pickle is a plain dict of the same items
+
+
+def _refuse_mixed(api: str, name: str) -> TypeError:
+    return TypeError(
+        f"backend_requirement: {api}'s table maps {name!r} to a Backend declaration; pass "
+        "declarations as a list, [Backend(...), ...] (each carries its own name), or map "
+        "names to support checkers (upstream's form), not both"
+    )
+
+
+def read_table(
+    table: Mapping[str, Callable[..., Any]] | Iterable[Backend], api: str
+) -> tuple[dict[str, Callable[..., Any]], dict[str, Backend]]:
+    """``(name -> checker, name -> declaration)`` of an API's backend table.
+
+    Upstream's form (a mapping of names to checkers) declares no implementations; a list of
+    :class:`Backend` declarations declares both.  A duplicate key of a dict literal never
+    reaches here (Python keeps the last one; ruff's F601 reports it); two declarations of
+    one name do, and are refused.
+    """
+    if isinstance(table, Mapping):
+        for name, checker in table.items():
+            problem = backend_name_problem(name)
+            if problem is not None:
+                raise ValueError(f"backend_requirement: {api}: the backend name {name!r} {problem}")
+            if isinstance(checker, Backend):
+                raise _refuse_mixed(api, name)
+        return dict(table), {}
+    if isinstance(table, (str, bytes)) or not isinstance(table, Iterable):
+        raise TypeError(
+            f"backend_requirement: {api}'s backend table must be a list of Backend "
+            "declarations or a mapping of backend names to support checkers, got "
+            f"{type(table).__name__}"
+        )
+    declared: dict[str, Backend] = {}
+    for i, item in enumerate(table):
+        if not isinstance(item, Backend):
+            raise TypeError(
+                f"backend_requirement: {api}'s backend table is a list, so each item must be "
+                f"a Backend declaration; item {i} is {type(item).__name__} {item!r}"
+            )
+        first = declared.get(item.name)
+        if first is not None:
+            raise ValueError(
+                f"backend_requirement: {api} has two backends named {item.name!r}: one checked "
+                f"by {_where(first.check)}, one by {_where(item.check)}. A backend's name is "
+                "unique within its API: give the new backend a name of its own (after its "
+                "kernel or method); to replace a backend, remove the old declaration"
+            )
+        declared[item.name] = item
+    return {name: d.check for name, d in declared.items()}, declared
