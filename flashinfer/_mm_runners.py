@@ -1,11 +1,13 @@
-"""The runners of :func:`flashinfer.mm`, one per backend (:data:`MM_RUNNERS`), and the
-Triton backend's tactics (:data:`MM_TRITON_TACTICS`).
+"""The runners of :func:`flashinfer.mm`'s stable backends, the Triton backend's tactics
+(:data:`MM_TRITON_TACTICS`), and :func:`run_tiled`, which every tiled Triton runner shares.
 
-A runner is what the autotuner times and what every call finally runs:
+A runner is the ``run`` of an mm backend's declaration (``flashinfer.gemm.MM_RUNNERS`` is
+``mm.implementations``): what the autotuner times and what every call finally runs,
 ``runner(inputs, tactic)`` for ``inputs = (a, b, out, out_dtype)``, with ``tactic_space()``
 (every tactic of the backend) and ``tactics(inputs)`` (those worth timing, default first).
 Each runner checks :data:`OVERLAP` before its kernel, so no path to a kernel skips it.
-Kernels are imported on first use (Triton, and the experimental split-K kernel).
+Kernels are imported on first use.  The experimental split-K runner is declared with its
+feature (``flashinfer/experimental/splitk_gemm/support.py``).
 """
 
 from __future__ import annotations
@@ -19,14 +21,7 @@ import torch
 from .aliasing import OverlapRule
 from .kernels import next_positive_power_of_2
 
-__all__ = [
-    "MM_RUNNERS",
-    "MM_TRITON_TACTICS",
-    "OVERLAP",
-    "SplitKRunner",
-    "TorchRunner",
-    "TritonRunner",
-]
+__all__ = ["MM_TRITON_TACTICS", "OVERLAP", "TorchRunner", "TritonRunner", "run_tiled"]
 
 MM_TRITON_TACTICS: list[dict[str, int]] = [
     {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
@@ -127,7 +122,7 @@ def _triton_tactics(pm: int, pn: int, pk: int, elem: int, smem: int | None) -> t
     return tuple(fits)
 
 
-def _run_tiled(
+def run_tiled(
     runner: Any,
     inputs: tuple,
     tactic: Any,
@@ -135,9 +130,10 @@ def _run_tiled(
     backend: str,
     launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
 ) -> torch.Tensor:
-    """Run a tiled Triton GEMM (the ``triton`` and ``splitk`` runners): ``tactic`` defaults to
-    ``runner``'s first for these inputs and must otherwise be in ``space`` (the tactics of
-    ``backend``); ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
+    """Run a tiled Triton GEMM of mm (the ``triton`` and ``splitk`` runners): refuse an ``out``
+    that overlaps ``a`` or ``b`` (:data:`OVERLAP`); ``tactic`` defaults to ``runner``'s first
+    for these inputs and must otherwise be in ``space`` (the tactics of ``backend``);
+    ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
     a, b, out, out_dtype = inputs
     if out is not None:
         OVERLAP.check(out, a, b)
@@ -176,40 +172,4 @@ class TritonRunner:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
         from .kernels.mm_triton import matmul  # first use imports Triton
 
-        return _run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)
-
-
-# --------------------------------------------------------------------------------------
-# Backend "splitk" (experimental)
-# --------------------------------------------------------------------------------------
-
-
-class SplitKRunner:
-    """The experimental split-K GEMM; the kernel is imported on first use."""
-
-    def tactic_space(self) -> Sequence[Any]:
-        """Every split-K tactic (tile shape, number of K splits, warps, stages)."""
-        from .experimental.splitk_gemm.support import TACTIC_SPACE
-
-        return TACTIC_SPACE
-
-    def tactics(self, inputs: tuple) -> Sequence[Any]:
-        """Split-K tactics worth timing for these sizes, default first."""
-        from .experimental.splitk_gemm.support import valid_tactics
-
-        a, b = inputs[0], inputs[1]
-        return valid_tactics(a.shape[0], b.shape[1], a.shape[1])
-
-    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
-        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
-        from .experimental.splitk_gemm import TACTIC_SPACE, splitk_mm
-
-        return _run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_mm)
-
-
-MM_RUNNERS: dict[str, Any] = {
-    "torch": TorchRunner(),
-    "triton": TritonRunner(),
-    "splitk": SplitKRunner(),
-}
-"""One autotuner runner per backend of :func:`mm`."""
+        return run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)

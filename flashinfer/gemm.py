@@ -1,11 +1,14 @@
 """Matrix multiply: :func:`mm`, a stable API with ``"torch"`` and ``"triton"`` backends and the
 experimental ``"splitk"`` backend (``flashinfer/experimental/splitk_gemm``).
 
-This module is the API: the shared validation, the backend table (one support checker per
-backend), the heuristic, :func:`mm` itself, and its declared test cases.  Every backend is
-also an autotuner runner (:data:`MM_RUNNERS`, in ``_mm_runners.py`` with the Triton tactics):
-``backend="auto"`` goes through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees
-the dispatcher's candidates for the call (so the experimental gate applies to tuning too).
+This module is the API: the shared validation, the support checkers of the stable backends,
+the backend table (one :class:`~flashinfer.backend_dispatch.Backend` declaration per backend:
+checker and runner together), the heuristic, :func:`mm` itself, and its declared test cases.
+A backend's ``run`` is an autotuner runner (``runner(inputs, tactic=None)`` for ``inputs =
+(a, b, out, out_dtype)``, with ``tactic_space()`` and ``tactics(inputs)``; the stable ones are
+in ``_mm_runners.py``); :data:`MM_RUNNERS` is ``mm.implementations``.  ``backend="auto"``
+goes through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees the dispatcher's
+candidates for the call (so the experimental gate applies to tuning too).
 """
 
 from __future__ import annotations
@@ -14,20 +17,20 @@ from typing import Any
 
 import torch
 
-from ._mm_runners import MM_RUNNERS, MM_TRITON_TACTICS, OVERLAP, _result_dtype
+from ._mm_runners import MM_TRITON_TACTICS, OVERLAP, _result_dtype, run_tiled
 
 # The runners' names keep their old import path, flashinfer.gemm (tests reach the tactic
 # filter as gemm._triton_tactics).
-from ._mm_runners import SplitKRunner as SplitKRunner
 from ._mm_runners import TorchRunner as TorchRunner
 from ._mm_runners import TritonRunner as TritonRunner
 from ._mm_runners import _triton_tactics as _triton_tactics
 from .api_logging import flashinfer_api
-from .backend_dispatch import backend_requirement, find_compute_capability
+from .backend_dispatch import Backend, backend_requirement, find_compute_capability
 from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 
-# The only module-level import from flashinfer.experimental: the light checker.
-from .experimental.splitk_gemm.support import check_splitk
+# The only module-level import from flashinfer.experimental: the light declarations.
+from .experimental.splitk_gemm.support import SPLITK
+from .experimental.splitk_gemm.support import SplitKRunner as SplitKRunner
 from .kernels import bf16_reason, offsets_reason, triton_device_reason
 
 try:
@@ -37,7 +40,8 @@ except ModuleNotFoundError as _exc:  # built without the autotuner: see mm's bod
         raise
     AutoTuner = None  # type: ignore[assignment,misc]
 
-__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm"]
+# run_tiled: what a tiled Triton backend of mm runs around its kernel (experimental ones too).
+__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm", "run_tiled"]
 
 SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
@@ -107,7 +111,7 @@ def _common_check(
 
 
 # --------------------------------------------------------------------------------------
-# The backend table: what each backend supports
+# What each stable backend supports (their runners are in _mm_runners.py)
 # --------------------------------------------------------------------------------------
 
 
@@ -146,14 +150,10 @@ def _check_triton(
 # --------------------------------------------------------------------------------------
 
 
-# The heuristic's order per device kind (``is_cuda``), as ranks built once, not per call.
-_RANKS = {
-    is_cuda: {name: i for i, name in enumerate(order)}
-    for is_cuda, order in (
-        (True, ("splitk", "torch", "triton")),
-        (False, ("torch", "triton", "splitk")),
-    )
-}
+# The heuristic's ranks of the stable backends, on CPU and CUDA alike.  Experimental backends
+# are not ranked here: they come last, unless their declaration's ``prefer`` puts them first
+# (the dispatcher applies it after this heuristic).
+_RANKS = {"torch": 0, "triton": 1}
 
 
 def _heuristic(
@@ -165,18 +165,20 @@ def _heuristic(
     out_dtype: torch.dtype | None = None,
     backend: str = "auto",
 ) -> list[str]:
-    """Fastest first.  CPU: torch (native BLAS) first; Triton runs there only through its
-    interpreter, and split-K launches more interpreted programs than the plain kernel.
-    CUDA: split-K first when it is a candidate (its checker admits only small-M, large-K
-    problems, where a plain GEMM leaves most SMs idle), then torch (cuBLAS), then the plain
-    Triton kernel; the autotuner measures instead of guessing."""
-    rank = _RANKS[a.is_cuda]
-    return sorted(suitable, key=lambda name: rank.get(name, len(rank)))
+    """Fastest first among the stable backends: torch first (CPU: native BLAS, while
+    Triton runs only through its interpreter; CUDA: cuBLAS), then the plain Triton kernel;
+    the autotuner measures instead of guessing.  Backends it does not rank (experimental
+    ones) follow in table order."""
+    return sorted(suitable, key=lambda name: _RANKS.get(name, len(_RANKS)))
 
 
 @flashinfer_api
 @backend_requirement(
-    {"torch": _check_torch, "triton": _check_triton, "splitk": check_splitk},
+    [
+        Backend("torch", check=_check_torch, run=TorchRunner()),
+        Backend("triton", check=_check_triton, run=TritonRunner()),
+        SPLITK,
+    ],
     common_check=_common_check,
     heuristic_func=_heuristic,
 )
@@ -226,10 +228,15 @@ def mm(
         if AutoTuner is None:
             # AUTOTUNER FALLBACK: without flashinfer.autotuner, run the heuristic's first
             # candidate with its default tactic.
-            return MM_RUNNERS[mm.suitable_auto_backends[0]](inputs)
-        return AutoTuner.get().run(mm, MM_RUNNERS, inputs)
-    return MM_RUNNERS[backend](inputs)
+            return mm.implementations[mm.suitable_auto_backends[0]](inputs)
+        return AutoTuner.get().run(mm, mm.implementations, inputs)
+    return mm.implementations[backend](inputs)
 
+
+MM_RUNNERS: dict[str, Any] = mm.implementations
+"""One autotuner runner per backend of :func:`mm`: ``mm.implementations``, the runs of its
+declared backends (a value may be replaced, e.g. by a test's spy; backends are added in the
+table)."""
 
 if AutoTuner is not None:
     # direct: the dispatcher hands auto calls straight to the tuner with inputs

@@ -1,8 +1,15 @@
 """RMS normalisation: :func:`rmsnorm`, a stable API with ``"torch"`` and ``"triton"`` backends.
 
 Layout of an op module: the public API (signature, docstring), the shared validation
-(``common_check``), one support checker and one implementation per backend, the heuristic
+(``common_check``), one support checker and one implementation per backend, declared
+together (:class:`~flashinfer.backend_dispatch.Backend`) in the API's table, the heuristic
 that orders ``backend="auto"`` candidates, and the op's declared test cases.
+
+A backend of :func:`rmsnorm` runs as ``run(input, weight, eps, out)`` (the arguments
+validated, ``out`` ``None`` or a checked output) and returns the result (``out`` when given);
+the body calls ``rmsnorm.implementations[backend]``.  An experimental backend declares its
+``Backend`` in ``flashinfer/experimental/<feature>/support.py`` and is added to the table
+below with one line.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import torch
 
 from .aliasing import OverlapRule
 from .api_logging import flashinfer_api
-from .backend_dispatch import backend_requirement, find_compute_capability
+from .backend_dispatch import Backend, backend_requirement, find_compute_capability
 from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 from .kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
 
@@ -204,12 +211,12 @@ def _heuristic(
     return sorted(suitable, key=lambda b: rank.get(b, len(order)))
 
 
-_BACKENDS = {"torch": _rmsnorm_torch, "triton": _rmsnorm_triton}
-
-
 @flashinfer_api
 @backend_requirement(
-    {"torch": _check_torch, "triton": _check_triton},
+    [
+        Backend("torch", check=_check_torch, run=_rmsnorm_torch),
+        Backend("triton", check=_check_triton, run=_rmsnorm_triton),
+    ],
     common_check=_common_check,
     heuristic_func=_heuristic,
 )
@@ -257,7 +264,7 @@ def rmsnorm(
         OVERLAP.check(out, input, weight)
     if backend == "auto":
         backend = rmsnorm.suitable_auto_backends[0]
-    return _BACKENDS[backend](input, weight, eps, out)
+    return rmsnorm.implementations[backend](input, weight, eps, out)
 
 
 # --------------------------------------------------------------------------------------

@@ -2,8 +2,11 @@
 the autotuner call site, and the behaviour table of DESIGN.md section 1 through the real op.
 
 Numerical agreement of every backend with the reference on the declared cases is the
-conformance test's job (tests/test_conformance.py).  The split-K backend's own tests are in
-tests/experimental/test_splitk_gemm.py; the rows here exercise the *gate* around it.
+conformance test's job (tests/test_conformance.py).  These tests name only stable backends
+and read any list of backends from the op (``mm.stable_backends``, ``mm.implementations``):
+they import nothing experimental and pass whatever experimental backends the table has.
+The experimental split-K backend, and the behaviour table's rows through it, are tested in
+tests/experimental/test_splitk_gemm.py.
 """
 
 from __future__ import annotations
@@ -22,11 +25,7 @@ import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
 from flashinfer import BackendSupportedError, ExperimentalWarning, mm
 from flashinfer.autotuner import AutoTuner, autotune
-from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
-from flashinfer.experimental.splitk_gemm.support import check_splitk
 from flashinfer.testing import assert_runs_in_fresh_interpreter
-
-GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 
 
 def _rand(*shape, dtype=torch.float32, seed=0):
@@ -34,7 +33,8 @@ def _rand(*shape, dtype=torch.float32, seed=0):
 
 
 def _small_m_large_k(dtype=torch.float16):
-    """A shape every mm backend supports, split-K included (M <= 64, K >= 1024)."""
+    """A skinny product (M <= 64, K >= 1024): the shape backends specialised for small M and
+    large K accept, so they are candidates (and, with the gate off, dropped ones)."""
     return _rand(4, 1024, dtype=dtype), _rand(1024, 16, dtype=dtype, seed=1)
 
 
@@ -73,7 +73,7 @@ def clean_tuner():
 F16 = torch.float16
 
 
-@pytest.mark.parametrize("backend", ["auto", "torch", "triton", "splitk"])
+@pytest.mark.parametrize("backend", ["auto", *mm.stable_backends])
 @pytest.mark.parametrize(
     "make, kwargs, match",
     [
@@ -179,8 +179,12 @@ def test_tuning_with_an_overlapping_out_raises_and_writes_nothing(clean_tuner):
 
 
 def test_unknown_backend_lists_the_real_ones():
-    with pytest.raises(BackendSupportedError, match="'torch', 'triton', 'splitk', or 'auto'"):
+    with pytest.raises(BackendSupportedError) as info:
         mm(torch.ones(2, 2), torch.ones(2, 2), backend="cublas")
+    message = str(info.value)
+    assert "does not support backend 'cublas'" in message
+    assert all(repr(b) in message for b in mm.stable_backends)
+    assert message.endswith("or 'auto'.")
 
 
 # ---- semantics ------------------------------------------------------------------------
@@ -244,37 +248,44 @@ def test_auto_matches_every_stable_backend():
 def test_triton_on_cpu_needs_the_interpreter(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     a, b = _small_m_large_k()
-    for backend in ("triton", "splitk"):
-        with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
-            mm(a, b, backend=backend)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        mm(a, b, backend="triton")
     mm(a, b)
     assert mm.suitable_auto_backends == ["torch"]
 
 
-def test_checkers_declare_capabilities_and_split_k_is_marked():
+def test_checkers_declare_capabilities():
     assert gemm._check_torch._supports_cpu and gemm._check_triton._supports_cpu
-    assert mm.experimental_backends == {"splitk"}
     assert mm.stable_backends == ("torch", "triton")
-    assert 75 not in check_splitk._supported_ccs  # bf16 tl.dot needs Ampere
+    assert 70 not in gemm._check_triton._supported_ccs  # Triton 3 needs Turing or newer
+
+
+def test_each_backend_is_declared_with_its_runner():
+    """One declaration per backend: the checker the dispatcher runs and the runner the body
+    and the autotuner run come from the same Backend."""
+    assert gemm.MM_RUNNERS is mm.implementations
+    for name in mm.stable_backends:
+        declared = mm.backends[name]
+        assert mm.backend_checks[name] is declared.check
+        assert mm.implementations[name] is declared.run
 
 
 # ---- heuristic ------------------------------------------------------------------------
 
 
-def test_heuristic_on_cpu_is_torch_then_triton_then_split_k(monkeypatch):
+def test_heuristic_puts_torch_first_on_cpu():
     a, b = _small_m_large_k()
     mm(a, b)
     assert mm.suitable_auto_backends == ["torch", "triton"]
-    monkeypatch.setenv(GATE, "1")
-    mm(a, b)
-    assert mm.suitable_auto_backends == ["torch", "triton", "splitk"]
+    assert not set(mm.suitable_auto_backends) & mm.experimental_backends  # gate off
 
 
-def test_heuristic_on_cuda_puts_split_k_first_then_cublas():
-    cuda_like = types.SimpleNamespace(is_cuda=True)
-    order = gemm._heuristic(["torch", "triton", "splitk"], cuda_like, None)
-    assert order == ["splitk", "torch", "triton"]
-    assert gemm._heuristic(["triton", "torch"], cuda_like, None) == ["torch", "triton"]
+@pytest.mark.parametrize("is_cuda", [False, True])
+def test_heuristic_puts_cublas_before_the_triton_kernel(is_cuda):
+    a = types.SimpleNamespace(is_cuda=is_cuda)
+    assert gemm._heuristic(["triton", "torch"], a, None) == ["torch", "triton"]
+    # A backend it does not rank (an experimental one) comes last, in the given order.
+    assert gemm._heuristic(["other", "triton", "torch"], a, None) == ["torch", "triton", "other"]
 
 
 # ---- tactics -----------------------------------------------------------------------------
@@ -345,25 +356,19 @@ def test_auto_calls_go_through_the_autotuner_and_explicit_ones_do_not():
         mm.dispatcher.route_auto(router)
 
 
-def test_tuning_times_only_the_gate_allowed_candidates(monkeypatch, clean_tuner):
+def test_tuning_with_the_gate_off_times_only_stable_backends(monkeypatch, clean_tuner):
     monkeypatch.setattr(clean_tuner, "warmup", 0)
     monkeypatch.setattr(clean_tuner, "repeat", 1)
     timed = []
     for name, runner in list(gemm.MM_RUNNERS.items()):
         monkeypatch.setitem(gemm.MM_RUNNERS, name, _SpyRunner(name, runner, timed))
     a, b = _small_m_large_k()
-    with autotune():
-        y = mm(a, b)
-    _assert_mm_close(y, a, b)
-    assert set(timed) == {"torch", "triton"}
-    timed.clear()
-    clean_tuner.clear()
-    monkeypatch.setenv(GATE, "1")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExperimentalWarning)
+        warnings.simplefilter("error", ExperimentalWarning)
         with autotune():
-            mm(a, b)
-    assert set(timed) == {"torch", "triton", "splitk"}
+            y = mm(a, b)
+    _assert_mm_close(y, a, b)
+    assert set(timed) == set(mm.stable_backends)
 
 
 class _SpyRunner:
@@ -383,124 +388,16 @@ class _SpyRunner:
         return self.runner(inputs, tactic)
 
 
-# ---- the behaviour table, row by row (DESIGN.md section 1) ---------------------------------
+# ---- the gate, through the real op (rows of DESIGN.md section 1 that need no experimental
+# backend by name; the rows through split-K are in tests/experimental/test_splitk_gemm.py) --
 
 
-def test_row_auto_gate_off_lists_viable_experimental_backends_as_dropped(recwarn):
-    a, b = _small_m_large_k()
-    _assert_mm_close(mm(a, b), a, b)
-    assert mm.dropped_experimental_backends == ("splitk",)
-    assert "splitk" not in mm.suitable_auto_backends
-    mm(_rand(128, 64), _rand(64, 32))  # split-K does not fit: nothing dropped
-    assert mm.dropped_experimental_backends == ()
+def test_auto_with_the_gate_off_never_picks_or_warns_about_an_experimental_backend(recwarn):
+    for a, b in (_small_m_large_k(), (_rand(128, 64), _rand(64, 32))):
+        _assert_mm_close(mm(a, b), a, b)
+        assert not set(mm.suitable_auto_backends) & mm.experimental_backends
+        assert set(mm.dropped_experimental_backends) <= mm.experimental_backends
     assert not [w for w in recwarn if issubclass(w.category, ExperimentalWarning)]
-
-
-def test_row_auto_gate_on_lets_split_k_join_without_warning_unless_picked(monkeypatch, recwarn):
-    monkeypatch.setenv(GATE, "1")
-    a, b = _small_m_large_k()
-    mm(a, b)
-    assert "splitk" in mm.suitable_auto_backends and mm.dropped_experimental_backends == ()
-    # On CPU torch is first, so split-K is a candidate but not picked: no warning.
-    assert not [w for w in recwarn if issubclass(w.category, ExperimentalWarning)]
-
-
-@pytest.mark.parametrize("gate", [None, "0", "1"])
-def test_row_explicit_split_k_runs_and_warns_once_per_op_and_backend(monkeypatch, gate):
-    if gate is not None:
-        monkeypatch.setenv(GATE, gate)
-    a, b = _small_m_large_k()
-    with pytest.warns(ExperimentalWarning, match="'splitk' was selected for 'mm'") as record:
-        y = mm(a, b, backend="splitk")
-    assert record[0].filename == __file__  # points at the caller's line
-    _assert_mm_close(y, a, b)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ExperimentalWarning)
-        mm(a, b, backend="splitk")  # second time: silent
-
-
-def test_row_unrecognised_gate_value_is_off_and_warns_naming_the_variable(monkeypatch):
-    monkeypatch.setenv(GATE, "yes")
-    a, b = _small_m_large_k()
-    with pytest.warns(RuntimeWarning, match=f"{GATE}='yes'.*Accepted values"):
-        mm(a, b)
-    assert mm.dropped_experimental_backends == ("splitk",)
-
-
-def _mm_without_reference():
-    """mm's real split-K checker and runner beside a stable backend that declines small M.
-
-    The real ``mm`` cannot reach the rows "only experimental backends fit" and "nothing
-    fits" on any machine: its torch reference accepts every valid input.  This op is mm
-    without the reference, with the Triton kernel restricted to large M (as a persistent
-    GEMM tuned for big batches would be), so both rows run through the real split-K
-    checker, gate and kernel.
-    """
-
-    @supported_compute_capability([80, 90], cpu=True)
-    def check_large_m(a, b):
-        if a.shape[0] <= 64:
-            raise ValueError(f"needs M > 64, got M={a.shape[0]}")
-        return gemm._check_triton(a, b)
-
-    @backend_requirement(
-        {"large_m": check_large_m, "splitk": check_splitk},
-        common_check=gemm._common_check,
-        heuristic_func=gemm._heuristic,
-    )
-    def mm_large_m(a, b, *, out=None, out_dtype=None, backend="auto"):
-        if backend == "auto":
-            backend = mm_large_m.suitable_auto_backends[0]
-        runner = gemm.MM_RUNNERS["triton" if backend == "large_m" else backend]
-        return runner((a, b, out, out_dtype))
-
-    return mm_large_m
-
-
-def test_row_only_experimental_fits_gate_off_names_the_variable():
-    op = _mm_without_reference()
-    with pytest.raises(BackendSupportedError) as info:
-        op(*_small_m_large_k())
-    message = str(info.value)
-    assert GATE in message and "backend='splitk'" in message
-    assert "needs M > 64" in message  # and why the stable backend declined
-
-
-def test_row_only_experimental_fits_gate_on_runs_it_and_warns_once(monkeypatch):
-    monkeypatch.setenv(GATE, "1")
-    op = _mm_without_reference()
-    a, b = _small_m_large_k()
-    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
-        y = op(a, b)
-    assert record[0].filename == __file__
-    _assert_mm_close(y, a, b)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ExperimentalWarning)
-        op(a, b)
-
-
-@pytest.mark.parametrize("gate", [None, "1"])
-def test_row_nothing_fits_lists_every_reason_without_the_variable(monkeypatch, gate):
-    if gate is not None:
-        monkeypatch.setenv(GATE, gate)
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    op = _mm_without_reference()
-    with pytest.raises(BackendSupportedError) as info:
-        op(*_small_m_large_k())
-    message = str(info.value)
-    assert "large_m: support check rejected the inputs: needs M > 64" in message
-    assert "splitk: support check rejected the inputs: on CPU, needs TRITON_INTERPRET=1" in message
-    assert GATE not in message
-
-
-@pytest.mark.gpu
-def test_row_auto_gate_on_picks_split_k_on_cuda_and_warns(monkeypatch):
-    monkeypatch.setenv(GATE, "1")
-    a, b = (t.cuda() for t in _small_m_large_k())
-    with pytest.warns(ExperimentalWarning, match="picked automatically"):
-        y = mm(a, b)
-    assert mm.suitable_auto_backends[0] == "splitk"
-    _assert_mm_close(y.cpu(), a.cpu(), b.cpu())
 
 
 # ---- packaging ------------------------------------------------------------------------------
@@ -512,16 +409,17 @@ def test_mm_is_a_recorded_stable_api():
 
 
 def test_imports_stay_light():
+    """Stable calls load no experimental code but the light support modules of the table."""
     code = (
         "import sys, torch, flashinfer\n"
         "assert 'flashinfer.gemm' not in sys.modules\n"
         "assert 'flashinfer.experimental' not in sys.modules\n"
         "flashinfer.mm(torch.ones(2, 2), torch.ones(2, 2))\n"
         "assert 'triton' not in sys.modules, 'triton imported before a Triton kernel ran'\n"
-        "assert 'flashinfer.experimental.splitk_gemm.support' in sys.modules\n"
-        "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
         "flashinfer.mm(torch.ones(2, 2), torch.ones(2, 2), backend='triton')\n"
         "assert 'triton' in sys.modules\n"
-        "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
+        "loaded = [m for m in sys.modules if m.startswith('flashinfer.experimental.')]\n"
+        "heavy = [m for m in loaded if m.count('.') > 2 and not m.endswith('.support')]\n"
+        "assert not heavy, f'experimental code beyond support modules was imported: {heavy}'\n"
     )
     assert_runs_in_fresh_interpreter(code)

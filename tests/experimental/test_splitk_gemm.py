@@ -1,20 +1,28 @@
-"""The experimental split-K backend of mm (flashinfer/experimental/splitk_gemm)."""
+"""The experimental split-K backend of mm (flashinfer/experimental/splitk_gemm), and the rows
+of the behaviour table (DESIGN.md section 1) through it, on the real op."""
 
 from __future__ import annotations
 
 import json
+import types
 import warnings
 
 import pytest
 import torch
 
+import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
-from flashinfer import ExperimentalWarning, mm
+from flashinfer import BackendSupportedError, ExperimentalWarning, mm
+from flashinfer.autotuner import AutoTuner, autotune
+from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
 from flashinfer.experimental.splitk_gemm import support
-from flashinfer.experimental.splitk_gemm.support import TACTIC_SPACE, check_splitk, valid_tactics
+from flashinfer.experimental.splitk_gemm.support import (
+    SPLITK,
+    TACTIC_SPACE,
+    check_splitk,
+    valid_tactics,
+)
 from flashinfer.testing import assert_runs_in_fresh_interpreter
-
-pytestmark = pytest.mark.experimental
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 
@@ -28,11 +36,27 @@ def _rel_err(y, a, b):
     return ((y.double() - ref).norm() / ref.norm()).item()
 
 
+def _small_m_large_k(dtype=torch.float16):
+    """A shape every mm backend supports, split-K included (M <= 64, K >= 1024)."""
+    return _rand(4, 1024, dtype=dtype), _rand(1024, 16, dtype=dtype, seed=1)
+
+
 @pytest.fixture(autouse=True)
 def _quiet():
+    """Split-K warns once per process when named; the rows that assert on the warning
+    record it themselves (pytest.warns, recwarn) inside this."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         yield
+
+
+@pytest.fixture(autouse=True)
+def _isolated_op_registry(monkeypatch):
+    """Ops built by a test stay out of the process-wide registry (CLI listings etc.)."""
+    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
+
+
+pytestmark = [pytest.mark.experimental]
 
 
 @pytest.mark.parametrize(
@@ -162,3 +186,233 @@ def test_support_module_is_light_and_the_kernel_loads_on_first_use():
 
 def test_limits_are_module_constants():
     assert (support.MAX_M, support.MIN_K) == (64, 1024)
+
+
+# ---- the declaration -------------------------------------------------------------------
+
+
+def test_split_k_is_one_declaration_in_its_feature_folder():
+    """The checker the dispatcher runs, the runner the body and the tuner run, and the
+    preference "auto" reads all come from SPLITK, declared in the feature's support.py."""
+    assert mm.backends["splitk"] is SPLITK
+    assert mm.backend_checks["splitk"] is check_splitk is SPLITK.check
+    assert gemm.MM_RUNNERS["splitk"] is SPLITK.run
+    assert mm.experimental_backends == {"splitk"}
+    assert 75 not in check_splitk._supported_ccs  # bf16 tl.dot needs Ampere
+
+
+@pytest.mark.parametrize(
+    "a, b, match",
+    [
+        (torch.ones(4), torch.ones(4, 2), r"a must be a 2-D matrix"),
+        (torch.ones(2, 4), torch.ones(5, 3), r"inner dimensions differ"),
+        (torch.ones(2, 4, dtype=torch.int8), torch.ones(4, 3, dtype=torch.int8), "dtype int8"),
+    ],
+)
+def test_malformed_inputs_raise_before_the_kernel(monkeypatch, a, b, match):
+    def boom(*args, **kwargs):
+        raise AssertionError("split-K ran although the inputs were invalid")
+
+    monkeypatch.setitem(mm.implementations, "splitk", boom)
+    with pytest.raises(ValueError, match=match):
+        mm(a, b, backend="splitk")
+
+
+def test_unknown_backend_lists_split_k():
+    with pytest.raises(BackendSupportedError, match="'torch', 'triton', 'splitk', or 'auto'"):
+        mm(torch.ones(2, 2), torch.ones(2, 2), backend="cublas")
+
+
+# ---- heuristic and declared preference ---------------------------------------------------
+
+
+def test_gate_on_cpu_keeps_torch_first_and_split_k_last(monkeypatch):
+    a, b = _small_m_large_k()
+    monkeypatch.setenv(GATE, "1")
+    mm(a, b)
+    assert mm.suitable_auto_backends == ["torch", "triton", "splitk"]
+
+
+def test_split_k_prefers_cuda_so_auto_orders_it_first_there():
+    """mm's heuristic ranks only its stable backends; split-K's declared preference
+    (prefer_splitk: on CUDA) puts it first, ahead of cuBLAS."""
+    cuda_like = types.SimpleNamespace(is_cuda=True)
+    cpu_like = types.SimpleNamespace(is_cuda=False)
+    order = mm.heuristic_func(["torch", "triton", "splitk"], cuda_like, None)
+    assert order == ["splitk", "torch", "triton"]
+    assert mm.heuristic_func(["torch", "triton", "splitk"], cpu_like, None) == [
+        "torch",
+        "triton",
+        "splitk",
+    ]
+    assert mm.heuristic_func.__wrapped__ is gemm._heuristic
+
+
+def test_tuning_with_the_gate_on_times_split_k_too(monkeypatch):
+    tuner = AutoTuner.get()
+    tuner.clear()
+    monkeypatch.setattr(tuner, "warmup", 0)
+    monkeypatch.setattr(tuner, "repeat", 1)
+    timed = []
+    for name, runner in list(gemm.MM_RUNNERS.items()):
+        monkeypatch.setitem(gemm.MM_RUNNERS, name, _SpyRunner(name, runner, timed))
+    monkeypatch.setenv(GATE, "1")
+    try:
+        with autotune():
+            _assert_close(mm(*_small_m_large_k()), *_small_m_large_k())
+    finally:
+        tuner.clear()
+    assert set(timed) == {"torch", "triton", "splitk"}
+
+
+class _SpyRunner:
+    """Delegates to a real runner and records each run's backend name."""
+
+    def __init__(self, name, runner, log):
+        self.name, self.runner, self.log = name, runner, log
+
+    def tactic_space(self):
+        return self.runner.tactic_space()
+
+    def tactics(self, inputs):
+        return self.runner.tactics(inputs)
+
+    def __call__(self, inputs, tactic=None):
+        self.log.append(self.name)
+        return self.runner(inputs, tactic)
+
+
+def _assert_close(y, a, b, bound=2e-3):
+    assert _rel_err(y, a, b) < bound
+
+
+# ---- the behaviour table, row by row (DESIGN.md section 1), through split-K ----------------
+
+
+def test_row_auto_gate_off_lists_viable_experimental_backends_as_dropped(recwarn):
+    a, b = _small_m_large_k()
+    _assert_close(mm(a, b), a, b)
+    assert mm.dropped_experimental_backends == ("splitk",)
+    assert "splitk" not in mm.suitable_auto_backends
+    mm(_rand(128, 64), _rand(64, 32))  # split-K does not fit: nothing dropped
+    assert mm.dropped_experimental_backends == ()
+    assert not [w for w in recwarn if issubclass(w.category, ExperimentalWarning)]
+
+
+def test_row_auto_gate_on_lets_split_k_join_without_warning_unless_picked(monkeypatch, recwarn):
+    monkeypatch.setenv(GATE, "1")
+    a, b = _small_m_large_k()
+    mm(a, b)
+    assert "splitk" in mm.suitable_auto_backends and mm.dropped_experimental_backends == ()
+    # On CPU torch is first, so split-K is a candidate but not picked: no warning.
+    assert not [w for w in recwarn if issubclass(w.category, ExperimentalWarning)]
+
+
+@pytest.mark.parametrize("gate", [None, "0", "1"])
+def test_row_explicit_split_k_runs_and_warns_once_per_op_and_backend(monkeypatch, gate):
+    if gate is not None:
+        monkeypatch.setenv(GATE, gate)
+    a, b = _small_m_large_k()
+    with pytest.warns(ExperimentalWarning, match="'splitk' was selected for 'mm'") as record:
+        y = mm(a, b, backend="splitk")
+    assert record[0].filename == __file__  # points at the caller's line
+    _assert_close(y, a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        mm(a, b, backend="splitk")  # second time: silent
+
+
+def test_row_unrecognised_gate_value_is_off_and_warns_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(GATE, "yes")
+    a, b = _small_m_large_k()
+    with pytest.warns(RuntimeWarning, match=f"{GATE}='yes'.*Accepted values"):
+        mm(a, b)
+    assert mm.dropped_experimental_backends == ("splitk",)
+
+
+def _mm_without_reference():
+    """mm's real split-K declaration beside a stable backend that declines small M.
+
+    The real ``mm`` cannot reach the rows "only experimental backends fit" and "nothing
+    fits" on any machine: its torch reference accepts every valid input.  This op is mm
+    without the reference, with the Triton kernel restricted to large M (as a persistent
+    GEMM tuned for big batches would be), so both rows run through the real split-K
+    checker, gate and kernel.
+    """
+
+    @supported_compute_capability([80, 90], cpu=True)
+    def check_large_m(a, b):
+        if a.shape[0] <= 64:
+            raise ValueError(f"needs M > 64, got M={a.shape[0]}")
+        return gemm._check_triton(a, b)
+
+    @backend_requirement(
+        {"large_m": check_large_m, "splitk": check_splitk},
+        common_check=gemm._common_check,
+        heuristic_func=gemm._heuristic,
+    )
+    def mm_large_m(a, b, *, out=None, out_dtype=None, backend="auto"):
+        if backend == "auto":
+            backend = mm_large_m.suitable_auto_backends[0]
+        runner = gemm.MM_RUNNERS["triton" if backend == "large_m" else backend]
+        return runner((a, b, out, out_dtype))
+
+    return mm_large_m
+
+
+def test_row_only_experimental_fits_gate_off_names_the_variable():
+    op = _mm_without_reference()
+    with pytest.raises(BackendSupportedError) as info:
+        op(*_small_m_large_k())
+    message = str(info.value)
+    assert GATE in message and "backend='splitk'" in message
+    assert "needs M > 64" in message  # and why the stable backend declined
+
+
+def test_row_only_experimental_fits_gate_on_runs_it_and_warns_once(monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    op = _mm_without_reference()
+    a, b = _small_m_large_k()
+    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+        y = op(a, b)
+    assert record[0].filename == __file__
+    _assert_close(y, a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        op(a, b)
+
+
+@pytest.mark.parametrize("gate", [None, "1"])
+def test_row_nothing_fits_lists_every_reason_without_the_variable(monkeypatch, gate):
+    if gate is not None:
+        monkeypatch.setenv(GATE, gate)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    op = _mm_without_reference()
+    with pytest.raises(BackendSupportedError) as info:
+        op(*_small_m_large_k())
+    message = str(info.value)
+    assert "large_m: support check rejected the inputs: needs M > 64" in message
+    assert "splitk: support check rejected the inputs: on CPU, needs TRITON_INTERPRET=1" in message
+    assert GATE not in message
+
+
+@pytest.mark.gpu
+def test_row_auto_gate_on_picks_split_k_on_cuda_and_warns(monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    a, b = (t.cuda() for t in _small_m_large_k())
+    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+        y = mm(a, b)
+    assert mm.suitable_auto_backends[0] == "splitk"
+    _assert_close(y.cpu(), a.cpu(), b.cpu())
+
+
+def test_mm_loads_split_k_support_at_import_and_its_kernel_on_first_use():
+    code = (
+        "import sys, torch, flashinfer\n"
+        "flashinfer.mm(torch.ones(2, 2), torch.ones(2, 2))\n"
+        "assert 'flashinfer.experimental.splitk_gemm.support' in sys.modules\n"
+        "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
+        "flashinfer.mm(torch.ones(2, 2), torch.ones(2, 2), backend='triton')\n"
+        "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
+    )
+    assert_runs_in_fresh_interpreter(code)

@@ -1,8 +1,9 @@
-"""Support checker and tactic space of the experimental split-K GEMM backend of ``mm``.
+"""The experimental split-K GEMM backend of ``mm``, declared: :data:`SPLITK` pairs its
+support checker, its runner (tactic space included) and when ``"auto"`` should prefer it.
 
-Light on purpose: core (``flashinfer.gemm``) imports this module at its own import, so it
-holds only data and a checker: no Triton, no kernel, no work at import.  The kernel
-(:mod:`.kernel`) is imported when the backend first runs.
+Light on purpose: core (``flashinfer.gemm``) imports this module at its own import and adds
+:data:`SPLITK` to ``mm``'s table, so it holds only data, the checker and a runner that
+imports the kernel (:mod:`.kernel`, Triton) when the backend first runs: no work at import.
 
 Split-K: for a small M and a large K, a plain tiled GEMM has too few output tiles to keep
 a GPU busy while each tile walks the whole K dimension.  Split-K also splits K across
@@ -12,9 +13,12 @@ a GPU busy while each tile walks the whole K dimension.  Split-K also splits K a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 
-from ...backend_dispatch import experimental_backend, find_compute_capability
+from ...backend_dispatch import Backend, experimental_backend, find_compute_capability
 from ...backend_families import TRITON, backend_family
 from ...kernels import (
     bf16_reason,
@@ -23,7 +27,16 @@ from ...kernels import (
     triton_device_reason,
 )
 
-__all__ = ["MAX_M", "MIN_K", "TACTIC_SPACE", "check_splitk", "valid_tactics"]
+__all__ = [
+    "MAX_M",
+    "MIN_K",
+    "SPLITK",
+    "TACTIC_SPACE",
+    "SplitKRunner",
+    "check_splitk",
+    "prefer_splitk",
+    "valid_tactics",
+]
 
 MAX_M = 64
 """Largest M split-K accepts: beyond it a plain GEMM has enough tiles to fill the GPU."""
@@ -105,3 +118,35 @@ def check_splitk(
     if reason is not None:
         raise ValueError(reason)
     return True
+
+
+def prefer_splitk(a: torch.Tensor) -> bool:
+    """``"auto"`` (with the gate on) tries split-K first on CUDA: there the problems its
+    checker admits (small M, large K) leave most SMs of a plain tiled GEMM idle.  On CPU the
+    Triton interpreter runs its extra programs one by one, so torch stays first."""
+    return a.is_cuda
+
+
+class SplitKRunner:
+    """The split-K runner (``mm.implementations["splitk"]``); the kernel is imported on
+    first use."""
+
+    def tactic_space(self) -> Sequence[Any]:
+        """Every split-K tactic (tile shape, number of K splits, warps, stages)."""
+        return TACTIC_SPACE
+
+    def tactics(self, inputs: tuple) -> Sequence[Any]:
+        """Split-K tactics worth timing for these sizes, default first."""
+        a, b = inputs[0], inputs[1]
+        return valid_tactics(a.shape[0], b.shape[1], a.shape[1])
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
+        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
+        from ...gemm import run_tiled  # loaded: only mm calls its runners
+        from .kernel import splitk_matmul  # first use imports Triton
+
+        return run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_matmul)
+
+
+SPLITK = Backend("splitk", check=check_splitk, run=SplitKRunner(), prefer=prefer_splitk)
+"""The split-K backend of :func:`flashinfer.mm`, as its table lists it."""
