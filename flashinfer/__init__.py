@@ -28,6 +28,7 @@ from .backend_dispatch import (
     backend_requirement,
     experimental_backend,
     supported_compute_capability,
+    use_backends,
 )
 
 __version__ = "0.1.0"
@@ -60,6 +61,7 @@ __all__ = [
     "require_experimental_auto_backends",
     "reset_experimental_warnings",
     "supported_compute_capability",
+    "use_backends",
     "warn_experimental_backend_once",
     *_LAZY,
 ]

@@ -23,8 +23,10 @@ from ._dispatch.capability import device_capability as device_capability  # the 
 from ._dispatch.capability import find_compute_capability
 from ._dispatch.declarations import Backend, ImplementationTable
 from ._dispatch.errors import BackendSupportedError, UnsupportedInputsError
+from ._dispatch.explain import BackendVerdict, Explanation
 from ._dispatch.markers import experimental_backend, supported_compute_capability
 from ._dispatch.op import BackendRequirementOp, registered_ops
+from ._dispatch.restrictions import use_backends
 from ._dispatch.thread_state import PerThreadList
 
 __all__ = [
@@ -32,6 +34,8 @@ __all__ = [
     "BackendOp",
     "BackendRequirementOp",
     "BackendSupportedError",
+    "BackendVerdict",
+    "Explanation",
     "PerThreadList",
     "UnsupportedInputsError",
     "backend_requirement",
@@ -39,6 +43,7 @@ __all__ = [
     "find_compute_capability",
     "registered_ops",
     "supported_compute_capability",
+    "use_backends",
 ]
 
 P = ParamSpec("P")
@@ -89,6 +94,8 @@ class BackendOp(Protocol[P, R_co]):
     def is_experimental_backend(self, backend: str) -> bool: ...
 
     def backend_runnable_reason(self, backend: str, cc: int | None) -> str | None: ...
+
+    def explain(self, *args: P.args, **kwargs: P.kwargs) -> Explanation: ...
 
 
 def backend_requirement(

@@ -8,6 +8,8 @@ Sub-commands::
         [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
     flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
                                         (``python -m flashinfer.experimental`` is an alias)
+    flashinfer explain mm --shapes 16x2048x32 [--dtype ...] [--device ...] [--cache F] [--json]
+                                        what backend='auto' would pick for each shape, and why
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),
 ``2`` a usage error (unknown command, op or dtype, malformed shape, CUDA asked for on a
@@ -36,6 +38,7 @@ from typing import Any, TextIO
 from .cli_autotune import add_autotune_parser
 from .cli_backends import _cmd_backends
 from .cli_common import PROG, UsageError, _gate_line, _gate_state
+from .cli_explain import add_explain_parser
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -86,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog=PROG,
-        description="flashinfer: inspect backends, tune kernels, list experimental features.",
+        description="flashinfer: inspect backends, tune kernels, list experimental features, "
+        "explain backend choices.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -112,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_experimental)
+
+    add_explain_parser(sub)
     return parser
 
 

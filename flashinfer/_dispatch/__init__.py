@@ -7,8 +7,12 @@ Imports flow one way, each module only from those above it:
 - ``capability``: the compute capability of a call and what a checker's marks say about it.
 - ``call_specs``: how to call a checker or the heuristic with the API's arguments.
 - ``thread_state``: each thread's record of its last ``"auto"`` call.
+- ``backend_names``: API and backend names as users write them, checked.
+- ``restrictions``: ``use_backends`` and ``FLASHINFER_BACKENDS``: what ``"auto"`` may use.
+- ``choice_log``: one log line per automatic choice (``flashinfer.dispatch``).
 - ``plan``: what is decided once, at decoration: the facts and checks of an API.
 - ``reference``: the readable selection logic, which also writes every error message.
 - ``emitter``: the source of the generated fast path.
+- ``explain``: ``op.explain()``, what an ``"auto"`` call would do and why.
 - ``op``: :class:`BackendRequirementOp` (routing, upstream's query API) and the registry.
 """

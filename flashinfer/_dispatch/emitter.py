@@ -23,7 +23,9 @@ from ..api_logging import (
 )
 from .call_specs import filter_heuristic
 from .capability import _CUDA, capability_reason, capability_rule
+from .choice_log import LOG_SWITCH, note_auto, note_restricted
 from .reference import ReferenceDispatcher
+from .restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
 
 __all__ = ["emit_fast_path"]
 
@@ -62,6 +64,15 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_ValueError": ValueError,
         "_BaseException": BaseException,
         "_cc_reason": capability_reason,  # an API without backends: its common check's rule
+        # Restrictions (use_backends, FLASHINFER_BACKENDS) and the once-per-choice log line.
+        "_RS": RESTRICTIONS,
+        "_rfind": restriction_for,
+        "_warnl": warn_listed_experimental,
+        "_XS": op.experimental_backends,
+        "_clog": LOG_SWITCH,
+        "_lg": op.choice_log,
+        "_notea": note_auto,
+        "_noter": note_restricted,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = chk
@@ -160,19 +171,59 @@ def _common_lines(op: ReferenceDispatcher, fail: str) -> list[str]:
 
 def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bool) -> list[str]:
     """The ``backend="auto"`` part of a generated function (at function-body indent):
-    select, record, then hand on to the router or call the body."""
-    specs = op._specs
+    select, record, then hand on to the router or call the body.
+
+    A restriction (``use_backends``, ``FLASHINFER_BACKENDS``) costs one attribute test while
+    none exists in the process (``_RS.on``); otherwise ``_rfind`` says whether this op is
+    restricted here, and a restricted call takes :func:`_restricted_block` instead."""
     fail = _fail_call(op, check_common=check_common)
-    # backend="auto": every checker in declaration order.  Viable stable backends go to
-    # _ok, experimental ones to _xok: with the gate off (the default) they are this
-    # call's drops as they stand; with it on they are merged back in declaration order.
-    # The thread's record is written at the end; whatever raises before that leaves
-    # this call's drops in it (none before the gate is read), as the reference does.
-    # The checks are generated twice: without CUDA tensors (_cc None, every call of a
-    # CPU-only process) each capability test is known when generating, so that block
-    # has none; the other tests the capability per checker.
     body = _common_lines(op, fail) if check_common else []
-    body += ["_ok = []", "if _cc is None:"]
+    body += ["_rx = _rfind(_api) if _RS.on else None", "if _rx is None:"]
+    body += [f"    {c}" for c in _selection(op, ns)]
+    lines: list[str] = []
+    if op.experimental_backends:
+        lines += [
+            "    _xok = _drop = ()",
+            "    try:",
+            *(f"        {c}" for c in body),
+            "    except _BaseException:",
+            "        if _live.dropped:",
+            "            _state.r.dropped = _drop",
+            "        raise",
+        ]
+    else:
+        lines += [f"    {c}" for c in body]
+    lines += _restricted_block(op, fail, check_common=check_common)
+    # _fail re-runs the selection, which records this call's drops itself.
+    lines += ["    if not _ok:", f"        {fail}"]
+    if op.experimental_backends:
+        lines += [
+            "    _r = _state.r",
+            "    _r.suitable = _ok",
+            "    _r.dropped = _drop",
+            "    if _xok and _ok[0] in _xok:",
+            "        _warn(_api, _ok[0], automatic=True)",
+        ]
+    else:
+        lines.append("    _state.r.suitable = _ok")
+    drop = "_drop" if op.experimental_backends else "()"
+    return lines + [
+        f"    {c}" for c in _hand_on(op, check_common, "auto", f"_notea(_lg, _ok, {drop})")
+    ]
+
+
+def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
+    """Unrestricted selection into ``_ok``: the checks, the gate, the heuristic.
+
+    Every checker in declaration order.  Viable stable backends go to _ok, experimental ones
+    to _xok: with the gate off (the default) they are this call's drops as they stand; with
+    it on they are merged back in declaration order.  The thread's record is written at the
+    end; whatever raises before that leaves this call's drops in it (none before the gate
+    is read), as the reference does.  The checks are generated twice: without CUDA tensors
+    (_cc None, every call of a CPU-only process) each capability test is known when
+    generating, so that block has none; the other tests the capability per checker.
+    """
+    body = ["_ok = []", "if _cc is None:"]
     body += [f"    {c}" for c in _auto_checks(op, cc_none=True) or ["pass"]]
     body += ["else:"]
     body += [f"    {c}" for c in _auto_checks(op, cc_none=False) or ["pass"]]
@@ -207,46 +258,59 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
         # The heuristic gets a copy: were it given _ok itself, it could add a backend
         # (an unknown one, or one the gate dropped) by editing the list in place.  Any
         # other answer (reordered, shortened, with duplicates) goes through _filter.
-        heur = render_call("_heuristic", specs["__func__"], lead="_ok.copy()")
+        heur = render_call("_heuristic", op._specs["__func__"], lead="_ok.copy()")
         body += [
             "if _ok:",
             f"    _h = {heur}",
             "    if _h != _ok:",
             "        _ok = _filter(_h, _ok)",
         ]
+    return body
+
+
+def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool) -> list[str]:
+    """A restricted call (``_rx``, the listed backends): those that can run it, in the
+    listed order; no gate (listing an experimental backend opts in to it: it warns once, as
+    naming it does) and no heuristic (the list is the order).  Recorded with no drops, then
+    handed on as an unrestricted call is.  As in the reference, this thread's drops are
+    cleared first."""
+    block: list[str] = []
+    if op.experimental_backends:
+        block += ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
+    block += ["_ok = []", "for _b in _rx:"]
+    for i, (name, chk) in enumerate(op.backend_checks.items()):
+        guard = _capability_guard(i, chk)
+        test = [
+            "try:",
+            f"    if {render_call(f'_chk{i}', op._specs[name])}:",
+            "        _ok.append(_b)",
+            "except _ValueError:",
+            "    pass",
+        ]
+        if guard != "True":
+            test = [f"if {guard}:", *(f"    {c}" for c in test)]
+        block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
+        block += [f"        {c}" for c in test]
+    block += ["if not _ok:", f"    {fail}", "_state.r.suitable = _ok"]
+    if op.experimental_backends:
+        block += ["if not _XS.isdisjoint(_ok):", "    _warnl(_api, _ok, _XS)"]
+    block += _hand_on(op, check_common, "restricted", "_noter(_lg, _ok)")
+    return ["    if _rx is not None:", *(f"        {c}" for c in block)]
+
+
+def _hand_on(op: ReferenceDispatcher, check_common: bool, how: str, note: str) -> list[str]:
+    """After selecting: an op whose auto calls are routed (route_auto) hands the candidates
+    and its arguments straight to the router (the autotuner, which logs what it runs);
+    otherwise the choice's log line (an attribute test once logged, or while logging is
+    off: see choice_log) and the body.  A skip_check=True call keeps calling the body
+    (route_auto's contract)."""
     lines: list[str] = []
-    if op.experimental_backends:
-        lines += [
-            "    _xok = _drop = ()",
-            "    try:",
-            *(f"        {c}" for c in body),
-            "    except _BaseException:",
-            "        if _live.dropped:",
-            "            _state.r.dropped = _drop",
-            "        raise",
-        ]
-    else:
-        lines += [f"    {c}" for c in body]
-    # _fail re-runs the selection, which records this call's drops itop.
-    lines += ["    if not _ok:", f"        {fail}"]
-    if op.experimental_backends:
-        lines += [
-            "    _r = _state.r",
-            "    _r.suitable = _ok",
-            "    _r.dropped = _drop",
-            "    if _xok and _ok[0] in _xok:",
-            "        _warn(_api, _ok[0], automatic=True)",
-        ]
-    else:
-        lines.append("    _state.r.suitable = _ok")
-    # An op whose auto calls are routed (route_auto) hands the candidates and its
-    # arguments straight to the router (the autotuner) instead of calling the body;
-    # a skip_check=True call keeps calling the body (route_auto's contract).
     routable = op.routed_inputs()
     if routable is not None and check_common:
         items = ", ".join(routable) + ("," if len(routable) == 1 else "")
-        lines += ["    if _route is not None:", f"        return _route(_ok, ({items}))"]
-    lines.append(f"    return {render_call('_func', specs['__func__'])}")
+        lines += ["if _route is not None:", f"    return _route(_ok, ({items}))"]
+    lines += [f"if _clog.armed and _ok[0] is not _lg.{how}:", f"    {note}"]
+    lines.append(f"return {render_call('_func', op._specs['__func__'])}")
     return lines
 
 

@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .capability import capability_reason
+from .choice_log import OpLog
 from .declarations import Backend
 from .emitter import emit_fast_path
+from .explain import Explanation, explain_call
 from .reference import ReferenceDispatcher
 from .thread_state import CallState, LiveFlags, PerThreadList
 
@@ -43,6 +45,8 @@ class BackendRequirementOp(ReferenceDispatcher):
         self._live = LiveFlags()
         self.suitable_auto_backends = PerThreadList(self._state, "suitable")
         self.dropped_experimental_backends = PerThreadList(self._state, "dropped")
+        #: What this op's "auto" calls have logged (the once-per-choice log line).
+        self.choice_log = OpLog(self.api_key, self.__module__ or "", self.api_name)
         generated, self._ns = emit_fast_path(self)
         self.function = self._public_function(generated)
         _registry[self.api_key] = self.function
@@ -74,6 +78,7 @@ class BackendRequirementOp(ReferenceDispatcher):
             "is_compute_capability_supported",
             "is_experimental_backend",
             "backend_runnable_reason",
+            "explain",
             "call_reference",
         ):
             setattr(fn, name, getattr(self, name))
@@ -156,6 +161,17 @@ class BackendRequirementOp(ReferenceDispatcher):
                 )
             return bool(is_supported(cc))
         return any(self.is_backend_supported(b, cc) for b in self.backend_checks)
+
+    def explain(self, *args: Any, **kwargs: Any) -> Explanation:
+        """What ``op(*args, **kwargs)`` with ``backend="auto"`` would do here, without
+        running it: each backend's verdict (can it run, and if it is not a candidate, what
+        left it out: capability, support check, the experimental gate, a restriction, the
+        heuristic), the candidates, the choice and where it comes from (the heuristic, a
+        restriction, the autotuner: tuned in this process or loaded from a file).
+        ``str()`` of the result is a table.  Never runs the API body or a kernel; runs the
+        common check, the support checks and the heuristic, as a call does.  ``TypeError``
+        for arguments the API cannot bind."""
+        return explain_call(self, args, kwargs)
 
     def backend_runnable_reason(self, backend: str, cc: int | None) -> str | None:
         """Why ``backend`` cannot run at capability ``cc`` (None: no CUDA), or None if it can."""

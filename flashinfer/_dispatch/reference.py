@@ -19,8 +19,16 @@ from ..api_logging import (
 )
 from .call_specs import filter_heuristic, invoke
 from .capability import _CUDA, capability_reason
+from .choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from .errors import BackendSupportedError, UnsupportedInputsError
 from .plan import DispatchPlan
+from .restrictions import (
+    BACKENDS_ENV,
+    RESTRICTIONS,
+    restriction_for,
+    restriction_source,
+    warn_listed_experimental,
+)
 from .thread_state import CallState, LiveFlags
 
 __all__ = ["ReferenceDispatcher"]
@@ -32,6 +40,7 @@ class ReferenceDispatcher(DispatchPlan):
     _state: CallState  # this thread's record of its last "auto" call
     _live: LiveFlags  # whether any thread has recorded dropped backends yet
     _ns: dict[str, Any]  # the generated code's namespace; its "_route" is the router
+    choice_log: OpLog  # what this op's "auto" calls have logged (choice_log)
 
     def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
         """Called by the generated path when something does not fit: raise the error."""
@@ -127,7 +136,15 @@ class ReferenceDispatcher(DispatchPlan):
             warn_experimental_backend_once(self.api_key, backend)
         return [backend]
 
+    def _restriction(self) -> tuple[str, ...] | None:
+        """The backends a restriction lists for this op in this context, or None (read as
+        the generated path reads it)."""
+        return restriction_for(self.api_key) if RESTRICTIONS.on else None
+
     def _select_auto(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
+        listed = self._restriction()
+        if listed is not None:
+            return self._select_restricted(cc, bound, listed)
         api = self.api_name
         reasons: dict[str, str] = {}
         viable: list[str] = []
@@ -174,6 +191,41 @@ class ReferenceDispatcher(DispatchPlan):
         if viable[0] in self.experimental_backends:
             warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
         return viable
+
+    def _select_restricted(
+        self, cc: int | None, bound: dict[str, Any], listed: tuple[str, ...]
+    ) -> list[str]:
+        """Automatic selection under a restriction: the listed backends that can run the
+        call, in the listed order.  No gate (listing an experimental backend opts in to it,
+        and it warns once as naming it does), no heuristic (the list is the order)."""
+        reasons: dict[str, str] = {}
+        viable: list[str] = []
+        for name in listed:
+            reason = self.backend_refusal(name, cc, bound)
+            if reason is None:
+                viable.append(name)
+            else:
+                reasons[name] = reason
+        if not viable:
+            raise BackendSupportedError(self._restricted_message(listed, reasons))
+        self._state.r.suitable = viable
+        warn_listed_experimental(self.api_key, viable, self.experimental_backends)
+        return viable
+
+    def _restricted_message(self, listed: tuple[str, ...], reasons: Mapping[str, str]) -> str:
+        api = self.api_name
+        source = restriction_source(self.api_key)
+        if source == BACKENDS_ENV:
+            who = f"{BACKENDS_ENV} (which a flashinfer.use_backends block overrides)"
+        else:
+            who = "flashinfer.use_backends"
+        detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
+        return (
+            f"No suitable auto backends found for {api}: {who} restricts automatic selection "
+            f"to {list(listed)}, and none of them can run these inputs:\n{detail}\nList "
+            f"another backend for {api}, leave {api} out of the restriction, or pass "
+            "backend=... explicitly."
+        )
 
     def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
         """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None.
@@ -237,4 +289,18 @@ class ReferenceDispatcher(DispatchPlan):
             if route is not None and auto and not skip_check:
                 names = self.routed_inputs() or []
                 return route(candidates, tuple(bound[n] for n in names))
+            if auto:
+                self._log_choice(candidates)
         return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
+
+    def _log_choice(self, candidates: list[str]) -> None:
+        """The log line of an ``"auto"`` call that runs the body, as the generated path
+        writes it (see ``choice_log``)."""
+        if not LOG_SWITCH.armed:
+            return
+        log = self.choice_log
+        if self._restriction() is not None:
+            if candidates[0] is not log.restricted:
+                note_restricted(log, candidates)
+        elif candidates[0] is not log.auto:
+            note_auto(log, candidates, self._state.r.dropped)

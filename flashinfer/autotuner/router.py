@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .._codegen import compile_function
+from ._choice_note import LOG_SWITCH, note_run
 from ._state import tuning_now
 from ._stats import CallCounter
 from ._types import Choice, TunableOp, TunableRunner
@@ -106,6 +107,10 @@ class Router:
             "_memo_miss": self.memo_miss,
             "_SLOW": _SLOW,
             "_hit": self.tuned_calls.hit,
+            # The once-per-choice log line: an attribute test while logging is off.
+            "_clog": LOG_SWITCH,
+            "_lg": self.op.dispatcher.choice_log,
+            "_note": self.note_tuned,
         }
         names = self.names
         # Underscored names throughout: the inputs are named after the API's parameters.
@@ -129,6 +134,8 @@ class Router:
             "    _e = _tuner.route_memo.get(_x, _SLOW)",
             "    if _e[0] in _candidates:",
             "        _hit()",
+            "        if _clog.armed and _e[0] is not _lg.tuned:",
+            "            _note(_e[0], _candidates, _inputs)",
             "        return _e[1](_inputs, _e[2])",
             "    return _memo_miss(_candidates, _inputs, _x)",
         ]
@@ -163,13 +170,21 @@ class Router:
                 memo[exact] = entry
             if entry[0] in candidates:
                 self.tuned_calls.hit()
+                if LOG_SWITCH.armed:
+                    self.note_tuned(entry[0], candidates, inputs)
                 return entry[1](inputs, entry[2])
         if entry is _UNTUNED:  # what run_candidates does for it, without reading the key
             backend = self.tuner.default_backend(self.op, self.runners, candidates)
             if backend not in self.op.experimental_backends:
                 self.default_calls.hit()
+                if LOG_SWITCH.armed:
+                    note_run(self.tuner, self.op, backend, False, candidates, inputs)
                 return self.runners[backend](inputs, None)
         return self.readable(candidates, inputs)
+
+    def note_tuned(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
+        """The log line of a tuned choice this router runs (see ``_choice_note``)."""
+        note_run(self.tuner, self.op, backend, True, candidates, inputs)
 
     def entry(self, inputs: tuple) -> RouteEntry:
         """The memo entry of a signature.  Computed from the tuned choice after the memo dict

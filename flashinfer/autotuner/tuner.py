@@ -48,6 +48,7 @@ from . import distributed as _group
 from ._cache_format import _cache_path
 from ._cache_load import LoadReport, load_into
 from ._cache_save import save_into
+from ._choice_note import LOG_SWITCH, note_run
 from ._skip_ops import resolve_skip_ops
 from ._state import (
     BlockTokens,
@@ -228,6 +229,8 @@ class AutoTuner:
             hits[1]()
         if backend in op.experimental_backends:
             warn_experimental_backend_once(op.api_key, backend, automatic=True)
+        if LOG_SWITCH.armed:  # its line on the flashinfer.dispatch logger, once
+            note_run(self, op, backend, choice, candidates, inputs)
         return runners[backend](inputs, tactic)
 
     @staticmethod
