@@ -1,0 +1,371 @@
+"""The kernel author's path, walked by a script (issue 15's "done when").
+
+In a copy of the repository, a kernel author adds the experimental backend ``rowwise`` (one
+Triton program per row) to the stable ``flashinfer.rmsnorm``, and a torch backend ``chunked``
+to ``flashinfer.mm``, the way the docs say: a feature folder whose ``support.py`` declares
+the backend (checker, implementation, preference), one line in the API's table and its
+import, and the author's own tests.  Then, in subprocesses on that copy:
+
+* the stable lane's modules (``test_norm.py``, ``test_gemm.py``, ``test_conformance.py``),
+  unchanged, pass with the new backends in the tables (stable tests are not sensitive to an
+  extra experimental backend);
+* the experimental lane is green for them: the author's tests, and the conformance harness,
+  which covers the new backends with no new code;
+* the repository checks (containment, lifecycle, public names) and ruff pass.
+
+The copy is made once for the module; each lane is one test.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import flashinfer
+
+pytestmark = pytest.mark.experimental
+
+ROOT = Path(flashinfer.__file__).resolve().parents[1]
+STABLE_TESTS = ("tests/test_norm.py", "tests/test_gemm.py", "tests/test_conformance.py")
+GRADUATE_BY = (datetime.date.today() + datetime.timedelta(days=90)).isoformat()
+TRITON_LINE = '        Backend("triton", check=_check_triton, run=_rmsnorm_triton),'
+
+ROWWISE_SUPPORT = f'''"""Experimental row-wise RMS norm, a backend of flashinfer.rmsnorm: its
+declaration.  Light: the checker, the preference and a run function that imports the kernel
+on first use.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from flashinfer.backend_dispatch import Backend, experimental_backend, find_compute_capability
+from flashinfer.backend_families import TRITON, backend_family
+from flashinfer.kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
+
+MAX_HIDDEN = 8192
+"""One program holds a whole row: the longest row it takes."""
+
+
+@backend_family(TRITON)
+@experimental_backend(owner="@kernel-author", tracking_issue=4242, graduate_by="{GRADUATE_BY}")
+def check_rowwise(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Rows of unit stride, up to MAX_HIDDEN elements, where Triton runs."""
+    reason = triton_device_reason(input) or bf16_reason(input.dtype, find_compute_capability(input))
+    if reason is not None:
+        raise ValueError(reason)
+    if input.shape[-1] > MAX_HIDDEN:
+        raise ValueError(
+            f"one program holds one row of at most {{MAX_HIDDEN}} elements, got "
+            f"{{input.shape[-1]}}; use backend='triton'"
+        )
+    if rows_view(input) is None:
+        raise ValueError("input is not a stack of rows of unit stride; pass input.contiguous()")
+    reason = offsets_reason(input=input, out=out)
+    if reason is not None:
+        raise ValueError(reason)
+    return True
+
+
+def prefer_rowwise(input: torch.Tensor) -> bool:
+    """Short rows: one program per row, no loop."""
+    return input.shape[-1] <= 1024
+
+
+def run_rowwise(input, weight, eps, out):
+    from .kernel import rmsnorm_rowwise  # first use imports Triton
+
+    return rmsnorm_rowwise(input, weight, eps, out)
+
+
+ROWWISE = Backend("rowwise", check=check_rowwise, run=run_rowwise, prefer=prefer_rowwise)
+'''
+
+ROWWISE_KERNEL = '''"""The row-wise RMS norm kernel: one Triton program normalises one row."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from flashinfer.kernels import interpreter_enabled, rows_view
+
+
+@triton.jit
+def _rowwise(x_ptr, w_ptr, y_ptr, stride_x, stride_y, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n + eps)
+    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rmsnorm_rowwise(input, weight, eps, out):
+    """The result (out when given) of rmsnorm on validated arguments."""
+    fresh = out is None or rows_view(out) is None
+    result = torch.empty_like(input, memory_format=torch.contiguous_format) if fresh else out
+    rows_in, rows_out = rows_view(input), rows_view(result)
+    stored = rows_out
+    if result.dtype == torch.bfloat16 and interpreter_enabled():
+        stored = torch.empty(rows_out.shape, dtype=torch.float32)  # the interpreter truncates
+    if rows_in.shape[0]:
+        block = triton.next_power_of_2(rows_in.shape[1])
+        _rowwise[(rows_in.shape[0],)](
+            rows_in, weight.contiguous(), stored, rows_in.stride(0), stored.stride(0),
+            rows_in.shape[1], float(eps), BLOCK=block,
+        )
+    if stored is not rows_out:
+        rows_out.copy_(stored)
+    if out is not None and result is not out:
+        return out.copy_(result)
+    return result
+'''
+
+CHUNKED_SUPPORT = f'''"""Experimental chunked-K GEMM in torch, a backend of flashinfer.mm: its
+declaration."""
+
+from __future__ import annotations
+
+import torch
+
+from flashinfer.backend_dispatch import Backend, experimental_backend
+from flashinfer.backend_families import TORCH, backend_family
+
+CHUNK = 256
+
+
+@backend_family(TORCH)
+@experimental_backend(owner="@kernel-author", tracking_issue=4243, graduate_by="{GRADUATE_BY}")
+def check_chunked(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Every input the shared validation accepts."""
+    return True
+
+
+class ChunkedRunner:
+    """K in chunks of CHUNK, summed in fp32; nothing to tune."""
+
+    def tactic_space(self):
+        return [None]
+
+    def tactics(self, inputs):
+        return [None]
+
+    def __call__(self, inputs, tactic=None):
+        a, b, out, out_dtype = inputs
+        acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+        for k in range(0, a.shape[1], CHUNK):
+            acc += a[:, k : k + CHUNK].double() @ b[k : k + CHUNK].double()
+        result = acc.to(out_dtype or a.dtype)
+        return result if out is None else out.copy_(result)
+
+
+CHUNKED = Backend("chunked", check=check_chunked, run=ChunkedRunner())
+'''
+
+AUTHOR_TESTS = '''"""The row-wise backend of rmsnorm (flashinfer/experimental/rowwise_norm)."""
+
+import warnings
+
+import pytest
+import torch
+
+from flashinfer import ExperimentalWarning, rmsnorm
+from flashinfer.experimental.rowwise_norm.support import ROWWISE, check_rowwise
+
+pytestmark = pytest.mark.experimental
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+
+def _x(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+
+def test_declared_in_rmsnorms_table():
+    assert rmsnorm.backends["rowwise"] is ROWWISE and "rowwise" in rmsnorm.experimental_backends
+
+
+def test_checker_accepts_rows_and_rejects_the_rest():
+    assert check_rowwise(_x(4, 64), torch.ones(64))
+    with pytest.raises(ValueError, match="contiguous"):
+        check_rowwise(_x(64, 4).t(), torch.ones(64))
+    with pytest.raises(ValueError, match="at most 8192"):
+        check_rowwise(_x(1, 8193), torch.ones(8193))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_agrees_with_the_stable_reference(dtype):
+    x, w = _x(5, 96, dtype=dtype), _x(96, dtype=dtype) + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        y = rmsnorm(x, w, backend="rowwise")
+    torch.testing.assert_close(y, rmsnorm(x, w, backend="torch"), rtol=2e-2, atol=2e-2)
+
+
+def test_explicit_selection_warns_once():
+    x, w = _x(2, 32), torch.ones(32)
+    with pytest.warns(ExperimentalWarning, match="'rowwise' was selected"):
+        rmsnorm(x, w, backend="rowwise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        rmsnorm(x, w, backend="rowwise")
+
+
+def test_auto_drops_it_with_the_gate_off():
+    rmsnorm(_x(2, 32), torch.ones(32))
+    assert "rowwise" not in rmsnorm.suitable_auto_backends
+    assert "rowwise" in rmsnorm.dropped_experimental_backends
+
+
+def test_auto_picks_it_with_the_gate_on_when_its_preference_says_so(monkeypatch):
+    monkeypatch.setenv(GATE, "1")
+    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+        rmsnorm(_x(2, 32), torch.ones(32))  # hidden <= 1024: preferred
+    assert rmsnorm.suitable_auto_backends[0] == "rowwise"
+    rmsnorm(_x(2, 2048), torch.ones(2048))  # longer rows: the heuristic's order
+    assert rmsnorm.suitable_auto_backends[0] == "torch"
+    assert "rowwise" in rmsnorm.suitable_auto_backends
+'''
+
+
+def _add_lines(path: Path, after: dict[str, str]) -> None:
+    """Insert each value as a new line right after the line that is its key."""
+    lines = path.read_text().splitlines(keepends=True)
+    for anchor, new in after.items():
+        at = [i for i, line in enumerate(lines) if line.rstrip("\n") == anchor]
+        assert len(at) == 1, f"{path.name}: the line {anchor!r} is not there once"
+        lines.insert(at[0] + 1, new + "\n")
+    path.write_text("".join(lines))
+
+
+def _added_lines(before: str, after: str) -> list[str]:
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    changed = [d for d in diff if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    assert all(d.startswith("+") for d in changed), changed  # nothing removed or edited
+    return [d[1:].strip() for d in changed]
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the repository with the two backends added, as the docs say to."""
+    root = tmp_path_factory.mktemp("walk")
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("flashinfer", "tests", "scripts/pr_checks"):
+        shutil.copytree(ROOT / folder, root / folder, ignore=skip)
+    for name in ("pytest.ini", "pyproject.toml"):
+        shutil.copy(ROOT / name, root / name)
+    experimental = root / "flashinfer" / "experimental"
+    # 1. The feature folders: an empty package, the declaration, the kernel.
+    _write(experimental / "rowwise_norm" / "__init__.py", '"""Row-wise RMS norm."""\n')
+    _write(experimental / "rowwise_norm" / "support.py", ROWWISE_SUPPORT)
+    _write(experimental / "rowwise_norm" / "kernel.py", ROWWISE_KERNEL)
+    _write(experimental / "chunked_gemm" / "__init__.py", '"""Chunked-K GEMM."""\n')
+    _write(experimental / "chunked_gemm" / "support.py", CHUNKED_SUPPORT)
+    # 2. One line in each API's table, and its import.
+    norm, gemm = root / "flashinfer" / "norm.py", root / "flashinfer" / "gemm.py"
+    _add_lines(
+        norm,
+        {
+            "from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, "
+            "dtype_name": "from .experimental.rowwise_norm.support import ROWWISE",
+            TRITON_LINE: "        ROWWISE,",
+        },
+    )
+    _add_lines(
+        gemm,
+        {
+            "# The only module-level import from flashinfer.experimental: the light "
+            "declarations.": "from .experimental.chunked_gemm.support import CHUNKED",
+            "        SPLITK,": "        CHUNKED,",
+        },
+    )
+    # 3. The author's tests.
+    _write(root / "tests" / "experimental" / "test_rowwise_norm.py", AUTHOR_TESTS)
+    return root
+
+
+def _run(repo: Path, *argv: str, env: dict[str, str] | None = None) -> str:
+    """Run ``python argv`` in the copy, importing the copy's flashinfer; its output, or
+    AssertionError with it."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
+    environ.update(PYTHONPATH=str(repo), **(env or {}))  # TRITON_INTERPRET as conftest set it
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=repo, env=environ, capture_output=True, text=True
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{' '.join(argv)} failed:\n{output[-6000:]}"
+    return output
+
+
+def test_adding_a_backend_is_its_feature_folder_and_one_table_line(repo):
+    for api, feature, name in (
+        ("norm", "rowwise_norm", "ROWWISE"),
+        ("gemm", "chunked_gemm", "CHUNKED"),
+    ):
+        before = (ROOT / "flashinfer" / f"{api}.py").read_text()
+        added = _added_lines(before, (repo / "flashinfer" / f"{api}.py").read_text())
+        assert sorted(added) == [f"{name},", f"from .experimental.{feature}.support import {name}"]
+    _run(repo, "-m", "ruff", "check", "--config", "pyproject.toml", "flashinfer")
+    code = (
+        "import flashinfer as f; print(f.rmsnorm.experimental_backends, f.mm.experimental_backends)"
+    )
+    listing = _run(repo, "-c", code)
+    assert "rowwise" in listing and "chunked" in listing and "splitk" in listing
+
+
+def test_the_stable_lane_passes_unchanged_over_the_new_backends(repo):
+    for name in STABLE_TESTS:  # the copy's stable tests are the repository's, byte for byte
+        assert (repo / name).read_bytes() == (ROOT / name).read_bytes()
+    output = _run(repo, "-m", "pytest", *STABLE_TESTS, "-q", "-p", "no:cacheprovider", "-x")
+    assert " passed" in output and " failed" not in output
+
+
+def test_the_experimental_lane_is_green_for_the_new_backends(repo):
+    output = _run(
+        repo,
+        "-m",
+        "pytest",
+        "tests/experimental/test_rowwise_norm.py",
+        "tests/experimental/test_conformance_experimental.py",
+        "-k",
+        "test_rowwise_norm or rowwise or chunked",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rs",
+    )
+    # The author's 8 tests, and the harness ran both ops' 8 declared cases on the new
+    # backends (rowwise skips the transposed one, with its checker's reason).
+    passed = int(re.findall(r"(\d+) passed", output)[-1])
+    assert passed >= 8 + 7 + 8, output[-3000:]
+    assert "rowwise: support check rejected the inputs: input is not a stack of rows" in output
+
+
+def test_the_repository_checks_pass_on_the_new_features(repo):
+    for script in ("containment.py", "experimental_lifecycle.py", "experimental_public_names.py"):
+        _run(repo, f"scripts/pr_checks/{script}")
+    listing = _run(repo, "-m", "flashinfer.experimental")
+    assert "flashinfer.norm.rmsnorm[backend=rowwise]" in listing
+    assert "flashinfer.gemm.mm[backend=chunked]" in listing
