@@ -55,7 +55,7 @@ def test_autotune_subprocess_writes_cache_and_prints_summary(tmp_path):
     assert "SHAPE" in proc.stdout and "16x16x32" in proc.stdout and "torch" in proc.stdout
     assert f"wrote 2 entries to {cache}" in proc.stdout
     doc = json.loads(cache.read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert {tuple(e["inputs"][0]["shape"]) for e in doc["entries"]} == {(16, 32), (8, 16)}
     # Run again: the keys are in the file, so nothing is timed.
     again = run_module("autotune", "--op", "mm", "--shapes", "16x16x32", "--cache", str(cache))

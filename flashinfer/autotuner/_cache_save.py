@@ -36,7 +36,7 @@ from ._cache_format import (
     _strict_json,
 )
 from ._types import TunedResults
-from .fingerprint import loaded_fingerprint, matches, process_fingerprint
+from .fingerprint import flashinfer_version, loaded_fingerprint, matches, process_fingerprint
 
 __all__ = ["check_mergeable", "save_into"]
 
@@ -197,11 +197,9 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
     with _file_lock(path):
         existing = _read_existing(path) if merge else _Existing()
         merged = _merge(existing.entries, ours)
-        import flashinfer
-
         doc = {
             "schema_version": SCHEMA_VERSION,
-            "flashinfer_version": flashinfer.__version__,
+            "flashinfer_version": flashinfer_version(),
             "torch_version": torch.__version__,
             "entries": sorted(merged.values(), key=_canonical),
         }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import sys
 import weakref
 from typing import Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "Fingerprint",
     "check_fingerprint",
     "differences",
+    "flashinfer_version",
     "loaded_fingerprint",
     "matches",
     "process_fingerprint",
@@ -91,15 +93,20 @@ def _gpu_name(capability: int | None) -> str | None:
     return None
 
 
+def flashinfer_version() -> str:
+    """``flashinfer.__version__``.  Read from the imported package, not imported: a package
+    is always imported before its modules, and ``import flashinfer`` here would close a
+    cycle (flashinfer imports the autotuner)."""
+    return str(sys.modules["flashinfer"].__version__)
+
+
 def process_fingerprint(key: Key) -> Fingerprint:
     """This process's fingerprint for results of ``key``: what it would stamp on a result it
     measured, and what an entry's fingerprint must match to be used here."""
-    import flashinfer
-
     device_type, capability = key[2], key[3]
     device = _gpu_name(capability) if device_type == "cuda" else device_type
     return {
-        "flashinfer": flashinfer.__version__,
+        "flashinfer": flashinfer_version(),
         "torch": torch.__version__,
         "triton": _triton_version(),
         "device": device,
