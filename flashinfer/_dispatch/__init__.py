@@ -10,6 +10,8 @@ Imports flow one way, each module only from those above it:
 - ``backend_names``: API and backend names as users write them, checked.
 - ``restrictions``: ``use_backends`` and ``FLASHINFER_BACKENDS``: what ``"auto"`` may use.
 - ``choice_log``: one log line per automatic choice (``flashinfer.dispatch``).
+- ``declarations``: :class:`Backend` (a backend's name, checker and implementation as one
+  value) and the reading of a backend table, names checked.
 - ``plan``: what is decided once, at decoration: the facts and checks of an API.
 - ``reference``: the readable selection logic, which also writes every error message.
 - ``emitter``: the source of the generated fast path.
