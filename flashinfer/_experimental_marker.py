@@ -25,8 +25,8 @@ __all__ = ["experimental_api", "flashinfer_experimental_api"]
 _Marked = TypeVar(
     "_Marked", bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]"
 )
-# The marker's metadata for an object of a given ``__qualname__`` (its default feature name).
-_MakeInfo = Callable[[str], ExperimentalInfo]
+# The marker's metadata for a marked object (its ``__qualname__`` is the default feature name).
+_MakeInfo = Callable[[Any], ExperimentalInfo]
 
 _BANNER = (
     "**Experimental API** (feature ``{feature}``): this API is experimental; it may change "
@@ -103,7 +103,7 @@ def _function_kind(func: Callable[..., Any]) -> str:
 
 def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
     name = func.__qualname__
-    info = make_info(name)
+    info = make_info(func)
     flag = new_once_flag()
     message = _api_message(info.feature, name)
 
@@ -165,7 +165,7 @@ def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
     arguments on (object.__new__ refuses them once ``__new__`` is overridden); it applies
     object.__new__'s own rule for them instead, as if the wrapper were not there.
     """
-    info = make_info(cls.__qualname__)
+    info = make_info(cls)
     flag = new_once_flag()
     message = _api_message(info.feature, cls.__qualname__)
     original_new: Any = cls.__new__
@@ -253,7 +253,11 @@ def flashinfer_experimental_api(
 
     Use bare (``@flashinfer_experimental_api``) or with arguments
     (``@flashinfer_experimental_api(feature="fused_norm", owner="@alice",
-    tracking_issue=123, graduate_by="2027-06-30")``).
+    tracking_issue=123, graduate_by="2027-05-31")``).  ``feature=`` names the feature in
+    listings (default: the API's qualified name); ``owner`` is a person's ``@handle``,
+    ``tracking_issue`` an issue number or URL, ``graduate_by`` a ``YYYY-MM-DD`` date.
+    Malformed metadata never raises: it is recorded, warned about once
+    (``ExperimentalMetadataWarning``) and fails the lifecycle check in CI.
 
     The marked API always runs: calling it is the opt-in.  Its first call in the process
     emits one :class:`ExperimentalWarning`, pointing at the caller's line; later calls are
@@ -270,8 +274,10 @@ def flashinfer_experimental_api(
     and overloads, a class stays the class.  It never reads the gate variable.
     """
 
-    def make_info(name: str) -> ExperimentalInfo:  # validated when applied, per object
-        return make_experimental_info(feature or name, owner, tracking_issue, graduate_by)
+    def make_info(obj: Any) -> ExperimentalInfo:  # checked when applied, per object
+        return make_experimental_info(
+            feature or obj.__qualname__, owner, tracking_issue, graduate_by, marked=obj
+        )
 
     if func is None:
         return lambda obj: _experimental(obj, make_info)

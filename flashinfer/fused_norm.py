@@ -22,10 +22,7 @@ checks it before it writes anything."""
 
 
 @flashinfer_experimental_api(
-    feature="fused_add_rmsnorm",
-    owner="@flashinfer-norm",
-    tracking_issue=3,
-    graduate_by="2027-06-30",
+    feature="fused_add_rmsnorm", owner="@bob", tracking_issue=4, graduate_by="2027-05-28"
 )
 def fused_add_rmsnorm(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
@@ -55,7 +52,7 @@ def fused_add_rmsnorm(
         ValueError: mismatched shapes, dtypes or devices, an unsupported dtype, a bad
             ``eps``, or any overlap forbidden above; raised before anything is written.
     """
-    from .experimental.fused_add_rmsnorm import fused_add_rmsnorm as impl
+    from .experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm as impl
 
     impl(input, residual, weight, eps)
 

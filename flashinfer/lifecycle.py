@@ -13,6 +13,11 @@ graduation date).
 JSON; ``scripts/pr_checks/experimental_lifecycle.py`` applies :func:`lifecycle_problems` to
 the same list and fails CI on a problem.
 
+The lifecycle rules are strict in CI and harmless at runtime: a marker never raises for its
+metadata (it records what is malformed and warns once, :class:`ExperimentalMetadataWarning`),
+and :func:`lifecycle_problems` reports it, with what is missing, a date past due and a date
+further ahead than :data:`GRADUATION_HORIZON_MONTHS`.
+
 :func:`load_api_modules` is the package's one way of importing its API modules (the
 ``flashinfer`` command, :func:`flashinfer.load_all_apis` and the autotuner's cache loader all
 call it).  Importing this module does not import ``flashinfer.experimental`` (nor any
@@ -21,22 +26,43 @@ operator module); :func:`load_api_modules` does the importing when asked.
 
 from __future__ import annotations
 
+import calendar
 import datetime as _dt
 import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._api_records import ExperimentalMetadataWarning
 from .api_logging import ExperimentalInfo, api_inventory
 from .backend_dispatch import registered_ops
 
 __all__ = [
+    "GRADUATION_HORIZON_MONTHS",
     "ExperimentalFeature",
+    "ExperimentalMetadataWarning",
+    "graduation_limit",
     "experimental_features",
     "format_listing",
     "lifecycle_problems",
     "load_api_modules",
 ]
+
+
+GRADUATION_HORIZON_MONTHS = 6
+"""How far ahead a ``graduate_by`` date may be, in calendar months from the day the check
+runs: the policy's "at most about six months away".  The one place this number is set; the
+policy and the docs cite it by name."""
+
+
+def graduation_limit(today: _dt.date) -> _dt.date:
+    """The latest ``graduate_by`` allowed on ``today``: :data:`GRADUATION_HORIZON_MONTHS`
+    calendar months later (the same day of the month, or the month's last day)."""
+    months = today.month - 1 + GRADUATION_HORIZON_MONTHS
+    year, month = today.year + months // 12, months % 12 + 1
+    return today.replace(
+        year=year, month=month, day=min(today.day, calendar.monthrange(year, month)[1])
+    )
 
 
 @dataclass(frozen=True)
@@ -165,27 +191,57 @@ def lifecycle_problems(
 ) -> list[str]:
     """What the policy's lifecycle rules say is wrong with ``features`` (empty: all good).
 
-    A feature needs an owner and a tracking issue; one whose ``graduate_by`` date is
-    before ``today`` is overdue: graduate it, remove it, or move the date in a reviewed
-    change.
+    Each feature needs an owner who is a person (``owner="@handle"``), a tracking issue (a
+    positive number or a URL) and a ``graduate_by`` date (``YYYY-MM-DD``) that is neither
+    before ``today`` (overdue: graduate it, remove it, or move the date in a reviewed
+    change) nor after :func:`graduation_limit` of ``today``.  Malformed metadata the marker
+    recorded (``ExperimentalInfo.problems``) is reported with its reason.
     """
     today = today or _dt.date.today()
     problems = []
     for f in features:
         where = f"experimental {f.kind} {f.name} (feature {f.info.feature!r}, module {f.module})"
-        if not (f.info.owner or "").strip():
-            problems.append(f"{where}: no owner; pass owner='@handle' to the marker")
-        if not (f.info.tracking_issue or "").strip():
-            problems.append(
-                f"{where}: no tracking issue; pass tracking_issue=<issue number or URL>"
-            )
-        if f.info.graduate_by is not None and f.info.graduate_by < today:
-            problems.append(
-                f"{where}: past its graduation date {f.info.graduate_by.isoformat()} "
-                f"(today {today.isoformat()}); graduate it, remove it, or move graduate_by "
-                "in a reviewed change"
-            )
+        problems += [f"{where}: {problem}" for problem in f.info.problems]
+        problems += [f"{where}: {problem}" for problem in _missing(f.info)]
+        late = _date_problem(f.info, today)
+        if late is not None:
+            problems.append(f"{where}: {late}")
     return problems
+
+
+def _missing(info: ExperimentalInfo) -> list[str]:
+    """What ``info`` lacks (a malformed value was recorded as a problem, not as missing)."""
+    found = []
+    if not (info.owner or "").strip():
+        found.append("no owner; pass owner='@handle' (the person who answers for it)")
+    if not (info.tracking_issue or "").strip():
+        found.append("no tracking issue; pass tracking_issue=<issue number or URL>")
+    if info.graduate_by is None and not any(p.startswith("graduate_by") for p in info.problems):
+        found.append(
+            "no graduate_by date; pass graduate_by='YYYY-MM-DD', at most "
+            f"{GRADUATION_HORIZON_MONTHS} months ahead"
+        )
+    return found
+
+
+def _date_problem(info: ExperimentalInfo, today: _dt.date) -> str | None:
+    date = info.graduate_by
+    if date is None:
+        return None
+    if date < today:
+        return (
+            f"past its graduation date {date.isoformat()} (today {today.isoformat()}); "
+            "graduate it, remove it, or move graduate_by in a reviewed change"
+        )
+    limit = graduation_limit(today)
+    if date > limit:
+        return (
+            f"graduate_by {date.isoformat()} is more than {GRADUATION_HORIZON_MONTHS} months "
+            f"ahead (today {today.isoformat()}, latest allowed {limit.isoformat()}, "
+            "flashinfer.lifecycle.GRADUATION_HORIZON_MONTHS); set the date graduation is "
+            "planned for within that horizon, and move it later in a reviewed change if needed"
+        )
+    return None
 
 
 def format_listing(features: Sequence[ExperimentalFeature]) -> str:

@@ -259,9 +259,18 @@ def test_reset_makes_each_warning_fire_again():
         api(1)
 
 
-def test_bad_graduate_by_is_rejected_at_decoration():
-    with pytest.raises(ValueError, match="YYYY-MM-DD"):
-        flashinfer_experimental_api(graduate_by="next spring")(lambda x: x)
+def test_bad_graduate_by_is_recorded_and_warned_not_raised():
+    """Malformed metadata never stops an import: recorded, one warning, CI's check fails
+    (tests/pr_checks/test_experimental_lifecycle.py)."""
+    from flashinfer.lifecycle import ExperimentalMetadataWarning
+
+    with pytest.warns(ExperimentalMetadataWarning, match="YYYY-MM-DD") as caught:
+        api = flashinfer_experimental_api(graduate_by="next spring")(lambda x: x)
+    assert len(caught) == 1
+    with pytest.warns(ExperimentalWarning):  # still a working API; its first call warns
+        assert api(2) == 2
+    assert api.experimental_info.graduate_by is None
+    assert any("next spring" in p for p in api.experimental_info.problems)
 
 
 def test_marker_rejects_non_callables():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
 
+from .._api_records import feature_of_module
 from ..api_logging import make_experimental_info
 
 __all__ = ["experimental_backend", "supported_compute_capability"]
@@ -84,13 +85,19 @@ def experimental_backend(
     backend) and is skipped by ``backend="auto"`` unless
     ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``.  Composes with
     :func:`supported_compute_capability` in either order.  Used bare or with lifecycle
-    metadata (``owner=``, ``tracking_issue=``, ``graduate_by="YYYY-MM-DD"``).
+    metadata: ``owner="@handle"`` (a person), ``tracking_issue=`` (an issue number or URL),
+    ``graduate_by="YYYY-MM-DD"``.  ``feature=`` names the feature in listings; by default it
+    is the folder of ``flashinfer/experimental/<feature>/support.py`` where the checker
+    lives (elsewhere: the checker's qualified name).  Malformed metadata never raises: it
+    is recorded and warned about once (``ExperimentalMetadataWarning``), and the lifecycle
+    check fails in CI.
     """
 
     def mark(fn: C) -> C:
-        name = feature or f"{fn.__module__}.{fn.__qualname__}"
+        module = getattr(fn, "__module__", None) or ""
+        name = feature or feature_of_module(module) or f"{module}.{fn.__qualname__}"
         fn.experimental_info = make_experimental_info(  # type: ignore[attr-defined]
-            name, owner, tracking_issue, graduate_by
+            name, owner, tracking_issue, graduate_by, marked=fn
         )
         fn.is_experimental_backend = True  # type: ignore[attr-defined]
         return fn

@@ -81,13 +81,8 @@ def valid_tactics(m: int, n: int, k: int) -> list[dict[str, int]]:
     return fits
 
 
+@experimental_backend(owner="@alice", tracking_issue=3, graduate_by="2027-05-28")
 @backend_family(TRITON, min_compute_capability=80)
-@experimental_backend(
-    owner="@flashinfer-gemm",
-    tracking_issue=3,
-    graduate_by="2027-06-30",
-    feature="splitk_gemm",
-)
 def check_splitk(
     a: torch.Tensor,
     b: torch.Tensor,

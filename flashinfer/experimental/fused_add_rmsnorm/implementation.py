@@ -1,0 +1,114 @@
+"""The implementation of the experimental :func:`flashinfer.fused_add_rmsnorm` (whose thin,
+marked entry point is in ``flashinfer/fused_norm.py`` and imports this module on first call).
+
+Semantics (in place, like upstream FlashInfer; returns ``None``)::
+
+    residual += input                       # summed in fp32, rounded once to the dtype
+    input[...] = rmsnorm(residual, weight, eps)   # fp32 accumulation, from the rounded sum
+
+i.e. exactly the unfused composition ``residual.add_(input); rmsnorm(residual, weight, eps,
+out=input)``, in one pass over memory.  The Triton kernel (:mod:`.kernel`, imported on first
+use) runs when it can: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``, with rows
+of unit stride.  Otherwise a torch composition does the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...backend_families import FLOAT_DTYPES
+from ...fused_norm import OVERLAP
+from ...kernels import offsets_reason, rows_view, triton_device_reason
+from ...norm import rmsnorm
+
+__all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
+
+_DTYPES = FLOAT_DTYPES  # the torch and Triton families' dtypes (its two paths)
+
+
+def _validate(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> None:
+    for name, t in (("input", input), ("residual", residual), ("weight", weight)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(
+                f"fused_add_rmsnorm: {name} must be a torch.Tensor, got {type(t).__name__}"
+            )
+    if input.dim() < 1 or input.shape[-1] == 0:
+        raise ValueError(
+            "fused_add_rmsnorm: input needs at least one dimension with a non-zero last "
+            f"(hidden) size, got shape {tuple(input.shape)}"
+        )
+    if input.dtype not in _DTYPES:
+        raise ValueError(
+            f"fused_add_rmsnorm: dtype {input.dtype} is not supported; use float32, float16 "
+            "or bfloat16"
+        )
+    if residual.shape != input.shape:
+        raise ValueError(
+            f"fused_add_rmsnorm: residual has shape {tuple(residual.shape)} but input has "
+            f"{tuple(input.shape)}; they must match"
+        )
+    hidden = input.shape[-1]
+    if weight.dim() != 1 or weight.shape[0] != hidden:
+        raise ValueError(
+            f"fused_add_rmsnorm: weight must be 1-D of the hidden size ({hidden},), got "
+            f"shape {tuple(weight.shape)}"
+        )
+    for name, t in (("residual", residual), ("weight", weight)):
+        if t.dtype != input.dtype:
+            raise ValueError(
+                f"fused_add_rmsnorm: {name} has dtype {t.dtype} but input has {input.dtype}; "
+                "use one dtype"
+            )
+        if t.device != input.device:
+            raise ValueError(
+                f"fused_add_rmsnorm: {name} is on {t.device} but input is on {input.device}"
+            )
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float))
+        or not (math.isfinite(eps) and eps >= 0)
+    ):
+        raise ValueError(f"fused_add_rmsnorm: eps must be a finite float >= 0, got {eps!r}")
+    OVERLAP.check(input, residual, weight)
+
+
+def kernel_unsupported_reason(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
+) -> str | None:
+    """Why the Triton kernel cannot run these (validated) tensors, or ``None`` if it can."""
+    reason = triton_device_reason(input)
+    if reason is not None:
+        return reason
+    for name, t in (("input", input), ("residual", residual)):
+        if rows_view(t) is None:
+            return f"{name} is not a stack of rows with a contiguous last dimension"
+        reason = offsets_reason(**{name: t})
+        if reason is not None:
+            return reason
+    if weight.shape[0] > 1 and weight.stride(0) != 1:
+        return "weight is not contiguous"
+    return None
+
+
+def fused_add_rmsnorm(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> None:
+    """``residual += input; input = rmsnorm(residual) * weight``, in place (see module doc)."""
+    _validate(input, residual, weight, eps)
+    if input.numel() == 0:
+        return
+    if kernel_unsupported_reason(input, residual, weight) is None:
+        from .kernel import fused_add_rmsnorm_rows  # first use imports Triton
+
+        rows_in, rows_res = rows_view(input), rows_view(residual)
+        assert rows_in is not None and rows_res is not None  # kernel_unsupported_reason checked
+        fused_add_rmsnorm_rows(rows_in, rows_res, weight, float(eps))
+    else:
+        # The unfused composition, through the stable API's public name: the torch backend,
+        # its checks skipped (the inputs were validated above, overlap included).
+        residual.add_(input)
+        rmsnorm(residual, weight, float(eps), out=input, backend="torch", skip_check=True)
