@@ -7,6 +7,7 @@ tests/experimental/test_declared_preferences.py; here on toy APIs.
 
 from __future__ import annotations
 
+import datetime
 import pickle
 import re
 import shutil
@@ -25,6 +26,7 @@ from flashinfer import Backend, backend_requirement, experimental_backend
 from flashinfer.backend_dispatch import supported_compute_capability
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+SOON = (datetime.date.today() + datetime.timedelta(days=60)).isoformat()  # a valid date
 
 
 @pytest.fixture(autouse=True)
@@ -180,7 +182,7 @@ def test_two_declarations_of_one_name_collide_naming_both_checkers():
     silently replaced the stable checker in a dict literal.  Declarations carry their names,
     so the second one is refused."""
 
-    @experimental_backend(owner="@alice", tracking_issue=1, graduate_by="2027-01-31")
+    @experimental_backend(owner="@alice", tracking_issue=1, graduate_by=SOON)
     @supported_compute_capability([90], cpu=True)
     def check_fast(x, backend="auto"):
         return True
@@ -285,7 +287,7 @@ def test_a_relative_import_of_experimental_code_is_seen_too():
 
 
 def test_a_marked_backend_may_live_and_import_under_experimental():
-    check = experimental_backend(owner="@alice", tracking_issue=1, graduate_by="2027-01-31")(
+    check = experimental_backend(owner="@alice", tracking_issue=1, graduate_by=SOON)(
         _in_module(_accepts, "flashinfer.experimental.fast_norm.support")
     )
     api = _declared_api(
@@ -306,7 +308,7 @@ def test_only_an_experimental_backend_declares_a_preference():
 
 
 def _experimental_check():
-    @experimental_backend(owner="@alice", tracking_issue=1, graduate_by="2027-01-31")
+    @experimental_backend(owner="@alice", tracking_issue=1, graduate_by=SOON)
     @supported_compute_capability([90], cpu=True)
     def check_fast(x, backend="auto"):
         return True

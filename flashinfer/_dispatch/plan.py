@@ -10,8 +10,6 @@ dispatched.  The reference path and the emitter read the plan; neither changes i
 
 from __future__ import annotations
 
-import dis
-import importlib.util
 import inspect
 import sys
 import types
@@ -245,6 +243,9 @@ def _code_objects(owner: Any) -> Iterator[types.CodeType]:
 def _imports(code: types.CodeType, module: str) -> Iterator[str]:
     """The absolute names of the modules ``code`` imports (relative ones resolved against
     ``module``'s package)."""
+    import dis  # only when an API with declared backends is decorated
+    import importlib.util
+
     package = getattr(sys.modules.get(module), "__package__", None) or module.rpartition(".")[0]
     instructions = list(dis.get_instructions(code))
     for i, ins in enumerate(instructions):

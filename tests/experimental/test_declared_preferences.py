@@ -10,6 +10,7 @@ it up, for the test only.
 
 from __future__ import annotations
 
+import datetime
 import warnings
 
 import pytest
@@ -26,6 +27,7 @@ from flashinfer.backend_families import TORCH, backend_family
 pytestmark = pytest.mark.experimental
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+SOON = (datetime.date.today() + datetime.timedelta(days=60)).isoformat()  # a valid date
 
 
 @pytest.fixture(autouse=True)
@@ -38,9 +40,8 @@ def _isolated(monkeypatch):
 
 
 def _marked(fn):
-    return backend_family(TORCH)(
-        experimental_backend(owner="@kernel-author", tracking_issue=1, graduate_by="2027-01-31")(fn)
-    )
+    mark = experimental_backend(owner="@kernel-author", tracking_issue=1, graduate_by=SOON)
+    return mark(backend_family(TORCH)(fn))
 
 
 def _with_backend(monkeypatch, module, name, extra, heuristic):

@@ -55,8 +55,8 @@ MAX_HIDDEN = 8192
 """One program holds a whole row: the longest row it takes."""
 
 
-@backend_family(TRITON)
 @experimental_backend(owner="@kernel-author", tracking_issue=4242, graduate_by="{GRADUATE_BY}")
+@backend_family(TRITON)
 def check_rowwise(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -152,8 +152,8 @@ from flashinfer.backend_families import TORCH, backend_family
 CHUNK = 256
 
 
-@backend_family(TORCH)
 @experimental_backend(owner="@kernel-author", tracking_issue=4243, graduate_by="{GRADUATE_BY}")
+@backend_family(TORCH)
 def check_chunked(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Every input the shared validation accepts."""
     return True
