@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Containment check: core code keeps experimental code out of its import-time graph.
+"""Containment check: core code keeps experimental code out of its import-time graph, and
+``flashinfer/experimental/`` keeps its own import-time graph light.
 
 Standard library only (an AST scan; nothing of the package is imported).  The rules, from
 ``flashinfer/experimental/README.md``:
@@ -11,6 +12,18 @@ Standard library only (an AST scan; nothing of the package is imported).  The ru
   ``support`` module: ``flashinfer.experimental.<feature>.support`` (or names from it).
   Everything else (kernels, the package's re-exports) is imported inside a function, on
   first use.  Imports under ``if TYPE_CHECKING:`` never run and are allowed.
+* Inside ``flashinfer/experimental/``, what core (or ``import flashinfer.experimental``)
+  loads stays light:
+
+  - ``flashinfer/experimental/__init__.py`` imports no feature at module level;
+  - a feature's ``__init__.py`` is empty or a docstring (importing the feature imports
+    nothing);
+  - a feature's ``support.py`` imports at module level neither Triton nor any experimental
+    module but a ``support`` module (its kernel is imported inside the function that runs
+    it).
+
+  ``scripts/pr_checks/experimental_placement.py`` also imports each ``support.py`` in a
+  fresh interpreter, which catches what it loads indirectly.
 
 Absolute imports, relative imports (``from .experimental.x import kernel``,
 ``from . import experimental``) and ``importlib.import_module("flashinfer.experimental...")``
@@ -163,6 +176,90 @@ def check_file(path: Path, package_dir: Path, display_root: Path) -> list[Violat
     return found
 
 
+def _is_triton(name: str) -> bool:
+    return name == "triton" or name.startswith("triton.")
+
+
+def _module_level_imports(
+    tree: ast.AST, current: str, is_package: bool
+) -> Iterator[tuple[int, str]]:
+    """``(line, name)`` of every import that runs when the module is imported."""
+    for node, in_function, type_only in _walk(tree):
+        if in_function or type_only:
+            continue
+        for name in imported_names(node, current, is_package):
+            yield getattr(node, "lineno", 0), name
+
+
+def _parse(path: Path, display: str) -> ast.Module | Violation:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        return Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}")
+
+
+def _code_after_docstring(tree: ast.Module) -> list[ast.stmt]:
+    """The module's statements, its docstring left out."""
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        return body[1:]
+    return body
+
+
+def check_experimental_file(path: Path, package_dir: Path, display_root: Path) -> list[Violation]:
+    """The rules for ``flashinfer/experimental/``'s own files (see the module docstring)."""
+    rel = path.relative_to(package_dir / "experimental").parts
+    is_root_init = rel == ("__init__.py",)
+    is_feature_init = len(rel) == 2 and rel[1] == "__init__.py"
+    is_support = len(rel) == 2 and rel[1] == "support.py"
+    if not (is_root_init or is_feature_init or is_support):
+        return []  # kernels and other modules of a feature may import what they like
+    display = path.relative_to(display_root).as_posix()
+    tree = _parse(path, display)
+    if isinstance(tree, Violation):
+        return [tree]
+    current = module_name(path, package_dir)
+    if is_feature_init:
+        code = _code_after_docstring(tree)
+        if not code:
+            return []
+        return [
+            Violation(
+                display,
+                code[0].lineno,
+                f"{display} holds code; a feature's __init__.py is empty or a docstring, so "
+                f"that importing {current} imports nothing. Move the code into a module of "
+                "the feature (its support.py, kernel.py or an implementation module).",
+            )
+        ]
+    found = []
+    for line, name in _module_level_imports(tree, current, path.name == "__init__.py"):
+        if is_root_init and _is_experimental(name) and name != current:
+            found.append(
+                Violation(
+                    display,
+                    line,
+                    f"{EXPERIMENTAL} imports {name} at module level; the package re-exports "
+                    "the markers only, so that importing it loads no feature",
+                )
+            )
+        elif is_support and (
+            _is_triton(name) or (_is_experimental(name) and not _is_support(name))
+        ):
+            what = "Triton" if _is_triton(name) else name
+            found.append(
+                Violation(
+                    display,
+                    line,
+                    f"support module {current} imports {what} at module level; core imports "
+                    "support modules at its own import, so they stay light (torch, "
+                    "flashinfer's markers and helpers). Import kernels and Triton inside the "
+                    "function that runs them.",
+                )
+            )
+    return found
+
+
 def check_tree(root: Path) -> list[Violation]:
     """Every violation under ``root/flashinfer`` (``root`` is a repository root)."""
     package_dir = root / PACKAGE
@@ -172,8 +269,9 @@ def check_tree(root: Path) -> list[Violation]:
     violations = []
     for path in sorted(package_dir.rglob("*.py")):
         if experimental_dir in path.parents:
-            continue
-        violations.extend(check_file(path, package_dir, root))
+            violations.extend(check_experimental_file(path, package_dir, root))
+        else:
+            violations.extend(check_file(path, package_dir, root))
     return violations
 
 
@@ -187,7 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if violations:
         print(f"containment: {len(violations)} violation(s)", file=sys.stderr)
         return 1
-    print("containment: OK (core imports of flashinfer.experimental are contained)")
+    print(
+        "containment: OK (core imports of flashinfer.experimental are contained, and "
+        "its support modules and package files are light)"
+    )
     return 0
 
 

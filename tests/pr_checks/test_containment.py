@@ -129,10 +129,99 @@ def test_failing_fixtures(
     assert fragment in out, out
 
 
-def test_experimental_package_itself_is_not_scanned(tmp_path: Path) -> None:
+def test_a_features_other_modules_may_import_what_they_like(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    _write(root, "flashinfer/experimental/splitk/more.py", "from .kernel import *\n")
+    _write(root, "flashinfer/experimental/splitk/more.py", "import triton\nfrom .kernel import *\n")
     assert containment.check_tree(root) == []
+
+
+GOOD_SUPPORT = """
+    \"\"\"The checker.\"\"\"
+    from typing import TYPE_CHECKING
+
+    import torch
+
+    from flashinfer.backend_dispatch import experimental_backend
+    from ...kernels import helpers
+    from ..other.support import shared
+    from . import support as itself
+
+    if TYPE_CHECKING:
+        import triton
+        from .kernel import run as _run_type
+
+
+    def run(a):
+        import triton
+        from .kernel import run
+        from . import kernel
+        return run(a)
+"""
+
+
+def test_a_light_support_module_passes(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"flashinfer/experimental/splitk/support.py": GOOD_SUPPORT})
+    _write(root, "flashinfer/experimental/splitk/__init__.py", '"""Docstring only."""\n')
+    assert containment.check_tree(root) == []
+
+
+@pytest.mark.parametrize(
+    ("rel", "source", "line", "fragment"),
+    [
+        # support.py: no Triton, no kernel, no other experimental module at module level
+        ("flashinfer/experimental/splitk/support.py", "import triton\n", 1,
+         "support module flashinfer.experimental.splitk.support imports Triton at module level"),
+        ("flashinfer/experimental/splitk/support.py", "import triton.language as tl\n", 1,
+         "imports Triton at module level"),
+        ("flashinfer/experimental/splitk/support.py", "from triton import jit\n", 1,
+         "imports Triton at module level"),
+        ("flashinfer/experimental/splitk/support.py", "x = 1\nfrom .kernel import run\n", 2,
+         "imports flashinfer.experimental.splitk.kernel.run at module level"),
+        ("flashinfer/experimental/splitk/support.py", "from . import kernel\n", 1,
+         "imports flashinfer.experimental.splitk.kernel at module level"),
+        ("flashinfer/experimental/splitk/support.py",
+         "import flashinfer.experimental.splitk.kernel\n", 1, "Import kernels and Triton inside"),
+        ("flashinfer/experimental/splitk/support.py", "from ..other import kernel\n", 1,
+         "imports flashinfer.experimental.other.kernel"),
+        ("flashinfer/experimental/splitk/support.py",
+         "import importlib\nk = importlib.import_module('triton')\n", 2, "imports Triton"),
+        ("flashinfer/experimental/splitk/support.py", "class C:\n    import triton\n", 2,
+         "imports Triton"),
+        # a feature's __init__.py: empty or a docstring
+        ("flashinfer/experimental/splitk/__init__.py", '"""Doc."""\n\nfrom .support import check\n',
+         3, "a feature's __init__.py is empty or a docstring"),
+        ("flashinfer/experimental/splitk/__init__.py", "X = 1\n", 1,
+         "that importing flashinfer.experimental.splitk imports nothing"),
+        ("flashinfer/experimental/splitk/__init__.py", '"""Doc."""\nprint("hi")\n', 2,
+         "holds code"),
+        # the experimental package re-exports the markers, never a feature
+        ("flashinfer/experimental/__init__.py", "from .splitk import support\n", 1,
+         "flashinfer.experimental imports flashinfer.experimental.splitk.support at module"),
+        ("flashinfer/experimental/__init__.py", "from . import splitk\n", 1,
+         "so that importing it loads no feature"),
+    ],
+)  # fmt: skip
+def test_failing_experimental_fixtures(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    rel: str,
+    source: str,
+    line: int,
+    fragment: str,
+) -> None:
+    root = _tree(tmp_path, {rel: source})
+    assert containment.main(["--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"{rel}:{line}: " in out, out
+    assert fragment in out, out
+
+
+def test_the_shipped_features_have_docstring_only_inits() -> None:
+    inits = sorted((REPO / "flashinfer" / "experimental").glob("*/__init__.py"))
+    assert inits, "no feature folders found"
+    for init in inits:
+        violations = containment.check_experimental_file(init, REPO / "flashinfer", REPO)
+        assert violations == [], violations
 
 
 def test_every_violation_is_reported(tmp_path: Path) -> None:
