@@ -15,6 +15,11 @@ description per line, at most 140 characters, split only between targets) and
 ``--check-exists ROOT_DIR`` (a target that does not exist collects nothing and passes, so
 it is an error). ``--selftest`` runs built-in cases without pytest.
 
+``--changed-files FILE`` (with ``--body-file``; the pull request workflow passes ``git diff
+--name-only``): the block is required, and checked, only when a changed path is under
+``flashinfer/experimental/`` or ``tests/experimental/``; otherwise the script says so and
+exits 0.
+
 Exit codes: 0 valid, 2 invalid input, 1 internal error.
 """
 
@@ -39,6 +44,8 @@ TARGETS_ROOT = "tests/"
 STATUS_DESCRIPTION_LIMIT = 140
 BLOCK_INFO = "experimental-tests"
 TEMPLATE_HINT = ".github/pull_request_template.md"
+#: A pull request that changes a path under one of these must declare its experimental tests.
+EXPERIMENTAL_PATHS = ("flashinfer/experimental/", "tests/experimental/")
 
 _PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./")
 # Every regular expression here reads untrusted text, so each must run in linear time however
@@ -303,6 +310,13 @@ def parse_body(body: str, root: str = BODY_ROOT) -> list[str]:
     return validate_targets(targets, root)
 
 
+def experimental_changes(changed: Iterable[str]) -> list[str]:
+    """The changed paths (one per item, as ``git diff --name-only`` lists them) that make
+    the experimental-tests block required: those under :data:`EXPERIMENTAL_PATHS`."""
+    paths = (line.strip() for line in changed)
+    return [p for p in paths if p.startswith(EXPERIMENTAL_PATHS)]
+
+
 # --------------------------------------------------------------------------------------------
 # Output
 
@@ -420,6 +434,11 @@ def selftest() -> list[str]:
         _expect_error(parse_targets, "", "no targets"),
         _expect_error(lambda t: chunk_targets([t]), "tests/" + "a" * 140, "longer than"),
     ]
+    changed = ["README.md", " tests/experimental/test_a.py", "flashinfer/norm.py"]
+    if experimental_changes(changed) != ["tests/experimental/test_a.py"]:
+        failures.append(f"experimental_changes({changed!r}) missed the experimental test")
+    if experimental_changes(["flashinfer/experimentalish.py", "docs/x.md"]):
+        failures.append("experimental_changes matched a path outside the experimental folders")
     long = [f"tests/experimental/feature_{i}/test_{'x' * i}.py" for i in range(12)]
     chunks = chunk_targets(long)
     if (
@@ -465,6 +484,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ROOT_DIR",
         help="fail on a target that does not exist under ROOT_DIR (the repository root)",
     )
+    parser.add_argument(
+        "--changed-files",
+        metavar="FILE",
+        help="with --body-file: the changed paths, one per line; the block is required only "
+        f"when one is under {' or '.join(EXPERIMENTAL_PATHS)}",
+    )
     return parser
 
 
@@ -479,6 +504,29 @@ def run(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERNAL
         print("selftest: all cases pass")
         return EXIT_OK
+    if args.changed_files is not None:
+        if args.body_file is None:
+            raise ScopeError(["--changed-files goes with --body-file (the PR description)"])
+        try:
+            changed = Path(args.changed_files).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScopeError(
+                [f"cannot read --changed-files {args.changed_files!r}: {exc}"]
+            ) from exc
+        touched = experimental_changes(changed)
+        if not touched:
+            print(
+                f"no change under {' or '.join(EXPERIMENTAL_PATHS)}: the "
+                f"```{BLOCK_INFO} block is not required"
+            )
+            return EXIT_OK
+        shown = ", ".join(touched[:3]) + (
+            f" and {len(touched) - 3} more" if len(touched) > 3 else ""
+        )
+        print(
+            f"experimental code changed ({shown}): checking the ```{BLOCK_INFO} block",
+            file=sys.stderr,
+        )
     if args.body_file is not None:
         root = BODY_ROOT
         try:

@@ -342,6 +342,65 @@ def test_cli_check_exists(tree: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert (code, out) == (2, "") and "does not exist" in err
 
 
+@pytest.mark.parametrize(
+    ("changed", "required"),
+    [
+        (["flashinfer/experimental/splitk_gemm/kernel.py"], True),
+        (["README.md", "tests/experimental/test_splitk_gemm.py"], True),
+        (["flashinfer/experimental/README.md"], True),
+        (["flashinfer/norm.py", "tests/test_norm.py", "docs/experimental.rst"], False),
+        (["flashinfer/experimentalish.py", "tests/experimental_notes.md"], False),
+        ([], False),
+    ],
+)
+def test_cli_block_required_only_when_experimental_paths_change(
+    tree: Path, capsys: pytest.CaptureFixture[str], changed: list[str], required: bool
+) -> None:
+    """The pull request workflow's call: without an experimental change any body passes;
+    with one, the block must be there, valid, and name paths that exist."""
+    listing = tree / "changed.txt"
+    listing.write_text("".join(f"{p}\n" for p in changed))
+    cases = {
+        "no block": "Just a description.\n",
+        "template": TEMPLATE.read_text(encoding="utf-8"),
+        "missing path": block("tests/experimental/test_typo.py"),
+    }
+    for name, text in cases.items():
+        body = tree / "body.md"
+        body.write_text(text)
+        argv = ("--body-file", str(body), "--changed-files", str(listing))
+        code, out, err = run_main(capsys, *argv, "--check-exists", str(tree), "--test-path")
+        if required:
+            assert code == 2, (name, out, err)
+            assert "experimental code changed (" in err
+        else:
+            assert code == 0, (name, out, err)
+            assert "block is not required" in out
+    body.write_text(block("tests/experimental/test_a.py"))
+    code, out, err = run_main(
+        capsys, "--body-file", str(body), "--changed-files", str(listing),
+        "--check-exists", str(tree), "--test-path",
+    )  # fmt: skip
+    assert code == 0 and out.splitlines()[-1] == (
+        "tests/experimental/test_a.py"
+        if required
+        else "no change under flashinfer/"
+        "experimental/ or tests/experimental/: the ```experimental-tests block is not required"
+    )
+
+
+def test_cli_changed_files_needs_a_body_and_a_readable_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(capsys, "--targets", "tests/a.py", "--changed-files", "x.txt")
+    assert code == 2 and "--changed-files goes with --body-file" in err
+    body = tmp_path / "body.md"
+    body.write_text(block("tests/experimental/test_a.py"))
+    missing = str(tmp_path / "missing.txt")
+    code, _, err = run_main(capsys, "--body-file", str(body), "--changed-files", missing)
+    assert code == 2 and "cannot read --changed-files" in err
+
+
 def test_cli_exit_codes(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

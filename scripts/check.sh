@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The project's one check command, for contributors and for CI.
+#
+#   bash scripts/check.sh                  fast: lint, types, experimental lane, repository checks
+#   bash scripts/check.sh --all            everything CI runs: also the stable lane and the docs
+#   bash scripts/check.sh --step NAME      only that step (repeatable; CI's jobs split --all so)
+#   bash scripts/check.sh [--all] --list   print the steps that would run, one per line
+#
+# Steps, in the order they run: lint, types, stable, experimental, checks, docs.
+# README's test command runs scripts/test.sh, which is `check.sh --all`; .ci/run runs that
+# command, and .github/workflows/pr-test.yml runs the same steps split over its jobs
+# (tests/pr_checks/test_check_command.py pins both).  Every step must pass; a pytest lane
+# that collects nothing exits 5 and fails the run, so a lane can never vanish into a green.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+ALL_STEPS=(lint types stable experimental checks docs)
+FAST_STEPS=(lint types experimental checks)
+
+usage() {
+  sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+say() { printf '\n==> %s\n' "$*"; }
+
+step_lint() {
+  say "lint: ruff"
+  ruff check .
+  ruff format --check .
+}
+
+step_types() {
+  say "types: mypy on the package"
+  mypy flashinfer
+}
+
+step_stable() {
+  say "stable lane: pytest tests/ (tests/experimental/ excluded by norecursedirs)"
+  python -m pytest tests -q -p no:cacheprovider
+}
+
+step_experimental() {
+  say "experimental lane: pytest tests/experimental"
+  python -m pytest tests/experimental -q -p no:cacheprovider
+}
+
+step_checks() {
+  say "repository checks: scripts/pr_checks"
+  python scripts/pr_checks/experimental_test_scope.py --selftest
+  # The template ships its experimental-tests block with commented examples only: untouched,
+  # it must be rejected as invalid input (exit 2), not crash (exit 1) or pass (exit 0).
+  local rc=0
+  python scripts/pr_checks/experimental_test_scope.py \
+    --body-file .github/pull_request_template.md --test-path >/dev/null 2>&1 || rc=$?
+  if [ "$rc" -ne 2 ]; then
+    echo "untouched experimental-tests block must exit 2, got $rc" >&2
+    return 1
+  fi
+  python scripts/pr_checks/containment.py
+  python scripts/pr_checks/experimental_placement.py
+  python scripts/pr_checks/experimental_public_names.py
+  python scripts/pr_checks/api_inventory.py
+  python scripts/pr_checks/experimental_lifecycle.py
+  bash scripts/pr_checks/run_actionlint.sh
+}
+
+step_docs() {
+  say "docs: sphinx html and doctest, warnings as errors"
+  bash scripts/docs/build_docs.sh
+}
+
+is_step() {
+  local name="$1" known
+  for known in "${ALL_STEPS[@]}"; do
+    [ "$known" = "$name" ] && return 0
+  done
+  return 1
+}
+
+mode=fast
+list=0
+chosen=()
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --all) mode=all ;;
+    --list) list=1 ;;
+    --step)
+      if [ "$#" -lt 2 ] || ! is_step "$2"; then
+        echo "check.sh: --step needs one of: ${ALL_STEPS[*]}" >&2
+        exit 2
+      fi
+      chosen+=("$2")
+      shift
+      ;;
+    -h | --help) usage; exit 0 ;;
+    *)
+      echo "check.sh: unknown argument '$1'" >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+
+if [ "${#chosen[@]}" -gt 0 ] && [ "$mode" = all ]; then
+  echo "check.sh: --all runs every step; use it or --step, not both" >&2
+  exit 2
+fi
+if [ "${#chosen[@]}" -eq 0 ]; then
+  if [ "$mode" = all ]; then chosen=("${ALL_STEPS[@]}"); else chosen=("${FAST_STEPS[@]}"); fi
+fi
+
+# Run (or list) the chosen steps in the canonical order, each once.
+selected=()
+for step in "${ALL_STEPS[@]}"; do
+  for want in "${chosen[@]}"; do
+    if [ "$want" = "$step" ]; then
+      selected+=("$step")
+      break
+    fi
+  done
+done
+
+if [ "$list" -eq 1 ]; then
+  printf '%s\n' "${selected[@]}"
+  exit 0
+fi
+for step in "${selected[@]}"; do
+  "step_$step"
+done
+printf '\nall checks passed: %s\n' "${selected[*]}"
