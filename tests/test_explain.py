@@ -311,6 +311,31 @@ def test_cli_prints_a_table_per_shape_and_json():
     assert doc["restriction"] == "FLASHINFER_BACKENDS"
 
 
+def test_cli_shows_a_result_loaded_with_cache(tmp_path, capsys):
+    """``--cache`` loads a tuning file first: the choice's source says so.  In process, so
+    that the file can be written by this test's tuner."""
+    from flashinfer.autotuner import AutoTuner, Choice
+    from flashinfer.autotuner.keys import make_key
+    from flashinfer.cli import main
+
+    a, b = torch.randn(16, 32), torch.randn(32, 2048)  # the command's inputs for 16x2048x32
+    path = tmp_path / "tuned.json"
+    with clean_tuner(warmup=0, repeat=1) as tuner:
+        key = make_key(flashinfer.mm.api_key, (a, b, None, None))
+        tuner.set_choice(key, Choice("torch", None, 1e-3))
+        save_configs(path)
+        tuner.clear()
+        assert main(["explain", "mm", "--shapes", "16x2048x32", "--json"]) == 0
+        [untuned] = json.loads(capsys.readouterr().out)
+        assert (
+            main(["explain", "mm", "--shapes", "16x2048x32", "--cache", str(path), "--json"]) == 0
+        )
+        [loaded] = json.loads(capsys.readouterr().out)
+        assert AutoTuner.get().choice(key) is not None
+    assert untuned["source"] == "heuristic"
+    assert (loaded["chosen"], loaded["source"]) == ("torch", "loaded from a file")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
