@@ -168,3 +168,28 @@ def test_experimental_backend_names_its_feature_after_the_folder():
 
     qualified = f"{__name__}.{elsewhere.__qualname__}"
     assert experimental_backend(elsewhere).experimental_info.feature == qualified
+
+
+_HORIZON_DOCS = [
+    "CONTRIBUTING.md",
+    "CLAUDE.md",
+    "CHANGELOG.md",
+    "flashinfer/experimental/README.md",
+    "flashinfer/experimental/CLAUDE.md",
+]
+
+
+@pytest.mark.parametrize("name", _HORIZON_DOCS)
+def test_documents_cite_the_horizon_by_its_constant(name):
+    """The number is set once (GRADUATION_HORIZON_MONTHS); a document that states it cites
+    the constant, with its value, and never a number of months of its own."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / name).read_text(encoding="utf-8")
+    cited = "GRADUATION_HORIZON_MONTHS` ("
+    for part in text.split(cited)[1:]:
+        assert part.startswith(f"{GRADUATION_HORIZON_MONTHS} months)"), part[:40]
+    words = " ".join(text.split()).lower()
+    own = words.replace(f"{cited.lower()}{GRADUATION_HORIZON_MONTHS} months)", "")
+    for phrase in ("six months", "6 months", "about six"):
+        assert phrase not in own, f"{name} states the horizon without the constant: {phrase!r}"

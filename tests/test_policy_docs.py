@@ -199,9 +199,11 @@ _MARKER_MODULES = (flashinfer, flashinfer.experimental, flashinfer.backend_famil
 @pytest.mark.parametrize("path", _DOCS, ids=lambda p: str(p.relative_to(REPO)))
 def test_marker_names_exist(path: Path) -> None:
     """Every ``@name`` written as code names a real decorator of flashinfer (exported by
-    ``flashinfer``, ``flashinfer.experimental`` or ``flashinfer.backend_families``)."""
-    names = set(re.findall(r"`@([A-Za-z_]\w*)", _text(path)))
-    names |= set(re.findall(r"^\s*(?:>>>|\.\.\.)?\s*@([A-Za-z_]\w*)", _text(path), re.M))
+    ``flashinfer``, ``flashinfer.experimental`` or ``flashinfer.backend_families``).  A
+    GitHub handle such as the bot's (``@flashinfer-bot``) is not a decorator: a name
+    followed by ``-`` or ``/`` is left out."""
+    names = set(re.findall(r"`@([A-Za-z_]\w*)(?![\w/-])", _text(path)))
+    names |= set(re.findall(r"^\s*(?:>>>|\.\.\.)?\s*@([A-Za-z_]\w*)(?![\w/-])", _text(path), re.M))
     local: set[str] = set()  # decorators defined inside the documents themselves
     unknown = sorted(
         n for n in names if not any(hasattr(m, n) for m in _MARKER_MODULES) and n not in local
