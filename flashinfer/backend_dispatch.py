@@ -121,8 +121,8 @@ def backend_requirement(
     ``heuristic_func(candidates, *args, **kwargs)`` orders the viable candidates of
     ``backend="auto"``, best first; it may drop candidates, never add one, and a name it
     repeats counts once.  Declared preferences (``Backend.prefer``) of experimental
-    backends are applied after it (the op's ``heuristic_func`` is then the two composed,
-    the given heuristic its ``__wrapped__``).
+    backends are applied after it, by the dispatcher, while the gate lets them be candidates
+    (``op.dispatcher.prefer_first``): a preferring backend goes first.
 
     The decorated API (a :class:`BackendOp`, typed with the API's own parameters and
     return type) gains ``suitable_auto_backends`` (candidates of this thread's last

@@ -341,13 +341,23 @@ def test_auto_puts_a_preferring_experimental_backend_first_only_with_the_gate_on
     assert any("picked automatically" in str(w.message) for w in recwarn)
 
 
-def test_the_composed_ordering_keeps_the_heuristic_as_its_wrapped():
+def test_preferences_come_after_the_heuristic_which_stays_the_apis_own():
     api = _api_preferring_fast_for_long_inputs()
-    assert api.heuristic_func.__wrapped__ is not None
-    assert api.heuristic_func(["ref", "fast"], torch.ones(8)) == ["fast", "ref"]
-    assert api.heuristic_func(["ref"], torch.ones(8)) == ["ref"]  # not a candidate: not asked
-    plain = _declared_api(Backend("ref", check=_accepts, run=_run_double))
-    assert plain.heuristic_func is None  # nothing declared: nothing composed
+    assert api.heuristic_func(["fast", "ref"], torch.ones(8)) == ["ref", "fast"]  # its own
+    prefer_first = api.dispatcher.prefer_first
+    assert prefer_first(["ref", "fast"], {"x": torch.ones(8)}) == ["fast", "ref"]
+    assert prefer_first(["ref", "fast"], {"x": torch.ones(2)}) == ["ref", "fast"]
+    assert prefer_first(["ref"], {"x": torch.ones(8)}) == ["ref"]  # not a candidate: not asked
+
+
+@pytest.mark.parametrize("gate", [None, "1"])
+def test_explain_tells_the_preferred_choice_as_a_call_makes_it(monkeypatch, gate):
+    if gate:
+        monkeypatch.setenv(GATE, gate)
+    api = _api_preferring_fast_for_long_inputs()
+    explanation = api.explain(torch.ones(8))
+    api(torch.ones(8))
+    assert explanation.chosen == api.suitable_auto_backends[0] == ("fast" if gate else "ref")
 
 
 def test_a_preference_takes_a_subset_of_the_parameters_like_a_checker():
@@ -358,7 +368,10 @@ def test_a_preference_takes_a_subset_of_the_parameters_like_a_checker():
         Backend("ref", check=_accepts, run=_run_double),
         Backend("fast", check=_experimental_check(), run=_run_triple, prefer=prefer),
     )
-    assert api.heuristic_func(["ref", "fast"], torch.ones(1), "auto") == ["fast", "ref"]
+    assert api.dispatcher.prefer_first(["ref", "fast"], {"x": 1, "backend": "auto"}) == [
+        "fast",
+        "ref",
+    ]
     with pytest.raises(TypeError, match="preference of backend 'fast'.*has parameter 'y'"):
         _declared_api(
             Backend("fast", check=_experimental_check(), run=_run_triple, prefer=lambda y: True)

@@ -51,6 +51,7 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_common": op.common_check,
         "_heuristic": op.heuristic_func,
         "_filter": filter_heuristic,
+        "_prefer": op.prefer_first,
         "_CUDA": _CUDA,
         "_state": op._state,
         "_live": op._live,
@@ -265,6 +266,11 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
             "    if _h != _ok:",
             "        _ok = _filter(_h, _ok)",
         ]
+    if op._preferences:
+        # Declared preferences of experimental backends: only while the gate let viable
+        # experimental ones in (_xok, none dropped), so stable selection pays two tests.
+        bound = "{" + ", ".join(f"{n!r}: {n}" for n in op._sig.names) + "}"
+        body += ["if _xok and not _drop:", f"    _ok = _prefer(_ok, {bound})"]
     return body
 
 

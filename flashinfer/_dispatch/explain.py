@@ -242,6 +242,13 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
                 if b not in ordered:
                     left[b] = ("heuristic", "left out by the heuristic for these inputs")
             candidates, source = ordered, HEURISTIC
+        preferred = op.prefer_first(candidates, bound)
+        if preferred is not candidates:
+            notes.append(
+                f"{preferred[0]!r} comes first: its declaration prefers these inputs "
+                "(Backend.prefer)"
+            )
+            candidates = preferred
     chosen = candidates[0] if candidates else None
     tactic = None
     if chosen is not None:

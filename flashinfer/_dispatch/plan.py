@@ -78,8 +78,12 @@ class DispatchPlan:
         self._sig = ParameterList(func, omit=("skip_check",))
         self._check_experimental_placement()
         self._specs = self._build_specs()
-        # What orders "auto" candidates: the API's heuristic, then the declared preferences.
-        self.heuristic_func = self._ordering(heuristic_func)
+        # The declared preferences of experimental backends, and how to call each.
+        self._preferences = {
+            name: (d.prefer, self._preference_spec(name, d.prefer))
+            for name, d in declared.items()
+            if d.prefer is not None
+        }
         # The arguments searched for a CUDA tensor, in order: every parameter but
         # ``backend``, each as (name, spread) where ``*args`` is spread out.
         self._scanned = [
@@ -125,39 +129,28 @@ class DispatchPlan:
                 "parameter to select them with"
             )
 
-    def _ordering(self, heuristic: Callable[..., Any] | None) -> Callable[..., Any] | None:
-        """``heuristic``, followed by the declared preferences (``Backend.prefer``) of the
-        experimental backends; ``heuristic`` itself when none declares one.
+    def _preference_spec(self, name: str, prefer: Callable[..., Any]) -> CallSpec:
+        role = f"the preference of backend {name!r}"
+        return checker_spec(self._sig, prefer, role, self.api_name)
 
-        Called as the heuristic is (the candidates, then the API's arguments by its call
-        spec).  A preference is asked only when its backend is a candidate, which with the
-        gate off it never is.
+    def prefer_first(self, candidates: list[str], bound: Mapping[str, Any]) -> list[str]:
+        """``candidates`` (the heuristic's order) with the experimental backends whose
+        declared preference (``Backend.prefer``) says so for the call's arguments ``bound``
+        moved to the front, in their order; ``candidates`` itself when none does.
+
+        Every selection path (generated, reference, ``explain``) applies it after the
+        heuristic; the generated one only while the gate lets experimental backends in,
+        since without them no preference can apply.
         """
-        preferences = {n: d.prefer for n, d in self.backends.items() if d.prefer is not None}
-        if not preferences:
-            return heuristic
-        api = self.api_name
-        specs = {
-            name: checker_spec(self._sig, prefer, f"the preference of backend {name!r}", api)
-            for name, prefer in preferences.items()
-        }
-        call = self._specs["__func__"]
-        defaults = {p.name: p.default for p in self._sig.params if p.default is not p.empty}
-        names = frozenset(preferences)
-
-        def ordering(candidates: list[str], *args: Any, **kwargs: Any) -> list[str]:
-            order = list(
-                candidates if heuristic is None else heuristic(candidates, *args, **kwargs)
-            )
-            if names.isdisjoint(order):
-                return order
-            bound = _bound_from_call(call, defaults, args, kwargs)
-            first = [b for b in order if b in names and invoke(preferences[b], specs[b], bound)]
-            return first + [b for b in order if b not in first]
-
-        ordering.__wrapped__ = heuristic  # type: ignore[attr-defined]
-        ordering.__qualname__ = f"{self.api_key}[heuristic, then declared preferences]"
-        return ordering
+        first = [
+            b
+            for b in candidates
+            if b in self._preferences
+            and invoke(self._preferences[b][0], self._preferences[b][1], bound)
+        ]
+        if not first:
+            return candidates
+        return first + [b for b in candidates if b not in first]
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
@@ -175,27 +168,6 @@ class DispatchPlan:
         if not self.backend_checks or self._sig.has_var:
             return None
         return [n for n in self._sig.names if n != "backend"]
-
-
-def _bound_from_call(
-    call: CallSpec, defaults: Mapping[str, Any], args: tuple, kwargs: dict[str, Any]
-) -> dict[str, Any]:
-    """The API's arguments by name, from a call made by ``call`` (its call spec), as the
-    dispatcher makes it; an argument left out (a direct call) takes its default."""
-    bound: dict[str, Any] = {}
-    i = 0
-    for how, name in call:
-        if how == "pos" and i < len(args):
-            bound[name] = args[i]
-            i += 1
-        elif how == "star":
-            bound[name], i = tuple(args[i:]), len(args)
-        elif how in ("pos", "kw"):
-            bound[name] = kwargs.get(name, defaults.get(name))
-    for how, name in call:
-        if how == "starstar":
-            bound[name] = {k: v for k, v in kwargs.items() if k not in bound}
-    return bound
 
 
 def _inside(module: str) -> bool:

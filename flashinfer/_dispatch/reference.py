@@ -173,6 +173,7 @@ class ReferenceDispatcher(DispatchPlan):
                 if b not in ordered:
                     reasons[b] = "left out by the heuristic for these inputs"
             viable = ordered
+        viable = self.prefer_first(viable, bound)  # declared preferences (gate on only)
         if not viable:
             detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
             if dropped:

@@ -236,16 +236,11 @@ def test_gate_on_cpu_keeps_torch_first_and_split_k_last(monkeypatch):
 def test_split_k_prefers_cuda_so_auto_orders_it_first_there():
     """mm's heuristic ranks only its stable backends; split-K's declared preference
     (prefer_splitk: on CUDA) puts it first, ahead of cuBLAS."""
-    cuda_like = types.SimpleNamespace(is_cuda=True)
-    cpu_like = types.SimpleNamespace(is_cuda=False)
-    order = mm.heuristic_func(["torch", "triton", "splitk"], cuda_like, None)
-    assert order == ["splitk", "torch", "triton"]
-    assert mm.heuristic_func(["torch", "triton", "splitk"], cpu_like, None) == [
-        "torch",
-        "triton",
-        "splitk",
-    ]
-    assert mm.heuristic_func.__wrapped__ is gemm._heuristic
+    ordered = gemm._heuristic(["splitk", "torch", "triton"], None, None)
+    assert ordered == ["torch", "triton", "splitk"]  # the heuristic does not know split-K
+    for is_cuda, first in ((True, "splitk"), (False, "torch")):
+        a = types.SimpleNamespace(is_cuda=is_cuda)
+        assert mm.dispatcher.prefer_first(ordered, {"a": a, "b": None})[0] == first
 
 
 def test_tuning_with_the_gate_on_times_split_k_too(monkeypatch):
