@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import types
+import warnings
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 import flashinfer
 import flashinfer._dispatch.op as dispatch
-from flashinfer import Backend, backend_requirement, experimental_backend
+from flashinfer import Backend, ExperimentalWarning, backend_requirement, experimental_backend
 from flashinfer.backend_dispatch import supported_compute_capability
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -297,6 +298,13 @@ def test_a_marked_backend_may_live_and_import_under_experimental():
     assert api.experimental_backends == {"fast"} and api.stable_backends == ("ref",)
 
 
+def test_an_unmarked_checker_under_experimental_is_named_before_its_preference():
+    """The likelier mistake (a forgotten mark) is the one reported, not the preference."""
+    check = _in_module(_accepts, "flashinfer.experimental.fast_norm.support")
+    with pytest.raises(ValueError, match="is defined in module .* but the backend's checker"):
+        _declared_api(Backend("fast", check=check, run=_run_double, prefer=lambda x: True))
+
+
 def test_only_an_experimental_backend_declares_a_preference():
     with pytest.raises(
         ValueError, match="backend 'b' is stable .* but declares prefer=.*heuristic"
@@ -356,7 +364,9 @@ def test_explain_tells_the_preferred_choice_as_a_call_makes_it(monkeypatch, gate
         monkeypatch.setenv(GATE, gate)
     api = _api_preferring_fast_for_long_inputs()
     explanation = api.explain(torch.ones(8))
-    api(torch.ones(8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)  # picked automatically
+        api(torch.ones(8))
     assert explanation.chosen == api.suitable_auto_backends[0] == ("fast" if gate else "ref")
 
 

@@ -102,13 +102,6 @@ class DispatchPlan:
             if getattr(checker, "is_experimental_backend", False):
                 continue
             declared = self.backends.get(backend)
-            if declared is not None and declared.prefer is not None:
-                raise ValueError(
-                    f"API {self.api_name!r}: backend {backend!r} is stable (its checker is not "
-                    "marked @experimental_backend) but declares prefer=. The order of stable "
-                    "backends is the API's heuristic's job: rank it there (heuristic_func) "
-                    "and drop prefer=, or mark the checker if the backend is experimental."
-                )
             parts = [("checker", checker)]
             if declared is not None:
                 parts.append(("implementation", declared.run))
@@ -123,6 +116,13 @@ class DispatchPlan:
                         "that backend='auto' skips them unless "
                         f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1."
                     )
+            if declared is not None and declared.prefer is not None:  # after: a missing mark
+                raise ValueError(  # is the likelier mistake, and this message would hide it
+                    f"API {self.api_name!r}: backend {backend!r} is stable (its checker is not "
+                    "marked @experimental_backend) but declares prefer=. The order of stable "
+                    "backends is the API's heuristic's job: rank it there (heuristic_func) "
+                    "and drop prefer=, or mark the checker if the backend is experimental."
+                )
         if self.backend_checks and "backend" not in self._sig.names:
             raise TypeError(
                 f"backend_requirement: {self.api_name} has backend checks but no 'backend' "

@@ -11,7 +11,7 @@ import, and the author's own tests.  Then, in subprocesses on that copy:
   extra experimental backend);
 * the experimental lane is green for them: the author's tests, and the conformance harness,
   which covers the new backends with no new code;
-* the repository checks (containment, lifecycle, public names) and ruff pass.
+* the repository checks (containment, placement, lifecycle, public names) and ruff pass.
 
 The copy is made once for the module; each lane is one test.
 """
@@ -364,8 +364,53 @@ def test_the_experimental_lane_is_green_for_the_new_backends(repo):
 
 
 def test_the_repository_checks_pass_on_the_new_features(repo):
-    for script in ("containment.py", "experimental_lifecycle.py", "experimental_public_names.py"):
+    for script in (
+        "containment.py",
+        "experimental_placement.py",
+        "experimental_lifecycle.py",
+        "experimental_public_names.py",
+    ):
         _run(repo, f"scripts/pr_checks/{script}")
     listing = _run(repo, "-m", "flashinfer.experimental")
     assert "flashinfer.norm.rmsnorm[backend=rowwise]" in listing
     assert "flashinfer.gemm.mm[backend=chunked]" in listing
+
+
+@pytest.mark.parametrize(
+    "mistake, edit, message",
+    [
+        (
+            "a stable backend's name",
+            ('Backend("rowwise",', 'Backend("triton",'),
+            "has two backends named 'triton': one checked by flashinfer.norm._check_triton, "
+            "one by flashinfer.experimental.rowwise_norm.support.check_rowwise",
+        ),
+        ("the reserved name", ('Backend("rowwise",', 'Backend("auto",'), "'auto' is reserved"),
+        (
+            "an unmarked checker",
+            ("@experimental_backend(", "# @experimental_backend("),
+            "is defined in module 'flashinfer.experimental.rowwise_norm.support' under "
+            "flashinfer.experimental, but the backend's checker is not marked",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and " " in v else "",
+)
+def test_each_mistake_stops_the_import_with_what_to_do(repo, mistake, edit, message):
+    support = repo / "flashinfer" / "experimental" / "rowwise_norm" / "support.py"
+    good = support.read_text()
+    old, new = edit
+    assert good.count(old) == 1
+    support.write_text(good.replace(old, new))
+    try:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
+        proc = subprocess.run(
+            [sys.executable, "-c", "import flashinfer.norm"],
+            cwd=repo,
+            env=dict(environ, PYTHONPATH=str(repo)),
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        support.write_text(good)
+    assert proc.returncode != 0, f"{mistake}: the import succeeded"
+    assert message in proc.stderr.replace("\n", " "), proc.stderr[-3000:]
