@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__ as __version__
 from .api_logging import (
     ExperimentalWarning,
     api_inventory,
@@ -21,6 +22,8 @@ from .api_logging import (
     reset_experimental_warnings,
     warn_experimental_backend_once,
 )
+from .api_modules import API_MODULES as API_MODULES
+from .api_modules import load_all_apis
 from .backend_dispatch import (
     Backend,
     BackendSupportedError,
@@ -31,8 +34,6 @@ from .backend_dispatch import (
     use_backends,
 )
 
-__version__ = "0.1.0"
-
 # Public name -> module that defines it, imported on first attribute access (PEP 562).
 _LAZY: dict[str, str] = {
     "rmsnorm": "flashinfer.norm",
@@ -42,8 +43,6 @@ _LAZY: dict[str, str] = {
     "AutoTuner": "flashinfer.autotuner",
 }
 
-# Modules that define public APIs; load_all_apis() imports them for the inventory.
-API_MODULES: tuple[str, ...] = ("flashinfer.norm", "flashinfer.gemm", "flashinfer.fused_norm")
 
 __all__ = [
     "Backend",
@@ -65,19 +64,6 @@ __all__ = [
     "warn_experimental_backend_once",
     *_LAZY,
 ]
-
-
-def load_all_apis() -> None:
-    """Import every module that defines public APIs, so the inventory lists them all.
-
-    Raises ``ModuleNotFoundError`` for one missing from this build (after importing the
-    others); :func:`flashinfer.lifecycle.load_api_modules` lists the missing ones instead.
-    """
-    from .lifecycle import load_api_modules  # the package's one loader of API modules
-
-    missing = load_api_modules(API_MODULES)
-    if missing:
-        raise ModuleNotFoundError(f"No module named {missing[0]!r}", name=missing[0])
 
 
 def __getattr__(name: str) -> Any:

@@ -65,8 +65,8 @@ _TARGETS = {
 def _tunable() -> dict[str, tuple[Any, _TuneTarget]]:
     """``api_name -> (op, target)`` of every op registered with the autotuner that the
     command can build inputs for."""
+    from .api_modules import load_api_modules
     from .autotuner import AutoTuner
-    from .lifecycle import load_api_modules
 
     load_api_modules()
     return {

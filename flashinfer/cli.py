@@ -61,7 +61,8 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     ``--json`` prints ``{"gate": ..., "features": [ExperimentalFeature.as_dict(), ...]}``.
     ``python -m flashinfer.experimental`` runs this command (same output, same JSON).
     """
-    from .lifecycle import experimental_features, format_listing, load_api_modules
+    from .api_modules import load_api_modules
+    from .lifecycle import experimental_features, format_listing
 
     missing = load_api_modules()
     features = experimental_features(load=False)
@@ -85,7 +86,7 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``flashinfer`` argument parser."""
-    from . import __version__
+    from ._version import __version__
 
     parser = _Parser(
         prog=PROG,

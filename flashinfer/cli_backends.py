@@ -40,7 +40,7 @@ def _version(distribution: str) -> str | None:
 def _versions() -> dict[str, str | None]:
     import torch
 
-    from . import __version__
+    from ._version import __version__
 
     return {
         "flashinfer": __version__,
@@ -116,8 +116,8 @@ def _public_names() -> dict[str, str]:
 def backends_report() -> dict[str, Any]:
     """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
     from .api_logging import api_inventory
+    from .api_modules import load_api_modules
     from .backend_dispatch import registered_ops
-    from .lifecycle import load_api_modules
 
     missing = load_api_modules()
     devices = _devices()

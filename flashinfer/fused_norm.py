@@ -54,7 +54,7 @@ def fused_add_rmsnorm(
     """
     from .experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm as impl
 
-    impl(input, residual, weight, eps)
+    impl(input, residual, weight, eps, overlap=OVERLAP)
 
 
 # --------------------------------------------------------------------------------------

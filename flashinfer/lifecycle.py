@@ -18,23 +18,23 @@ metadata (it records what is malformed and warns once, :class:`ExperimentalMetad
 and :func:`lifecycle_problems` reports it, with what is missing, a date past due and a date
 further ahead than :data:`GRADUATION_HORIZON_MONTHS`.
 
-:func:`load_api_modules` is the package's one way of importing its API modules (the
-``flashinfer`` command, :func:`flashinfer.load_all_apis` and the autotuner's cache loader all
-call it).  Importing this module does not import ``flashinfer.experimental`` (nor any
-operator module); :func:`load_api_modules` does the importing when asked.
+:func:`load_api_modules` (defined in :mod:`flashinfer.api_modules`, re-exported here) is the
+package's one way of importing its API modules.  Importing this module does not import
+``flashinfer.experimental`` (nor any operator module); :func:`load_api_modules` does the
+importing when asked.
 """
 
 from __future__ import annotations
 
 import calendar
 import datetime as _dt
-import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._api_records import ExperimentalMetadataWarning
 from .api_logging import ExperimentalInfo, api_inventory
+from .api_modules import load_api_modules
 from .backend_dispatch import registered_ops
 
 __all__ = [
@@ -97,29 +97,6 @@ class ExperimentalFeature:
             if self.info.graduate_by is None
             else self.info.graduate_by.isoformat(),
         }
-
-
-def load_api_modules(modules: Iterable[str] | None = None) -> list[str]:
-    """Import the modules that define APIs; return those that do not exist (yet).
-
-    ``modules=None`` imports the package's API modules (``flashinfer.API_MODULES``).  A module
-    whose *file* is missing is reported instead of raised, so a listing works on a tree where
-    an operator has not landed; any other import error propagates.
-    :func:`flashinfer.load_all_apis` is this call, raising for a missing module instead.
-    """
-    if modules is None:
-        import flashinfer
-
-        modules = flashinfer.API_MODULES
-    missing = []
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            missing.append(module)
-    return missing
 
 
 def wrapper_chain(obj: Any) -> list[Any]:

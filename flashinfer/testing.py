@@ -75,6 +75,7 @@ from ._testing_overlap import (
     run_overlap_items_on,
 )
 from .aliasing import OverlapRule
+from .api_modules import load_all_apis
 
 __all__ = [
     "ALLCLOSE_TOLERANCES",
@@ -132,9 +133,7 @@ def cases_for(op: Any) -> list[Case]:
 
 def declared_ops() -> list[Any]:
     """Every op with declared cases, after importing all API modules, sorted by name."""
-    import flashinfer
-
-    flashinfer.load_all_apis()
+    load_all_apis()
     return [_declared[k][0] for k in sorted(_declared)]
 
 

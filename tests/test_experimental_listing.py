@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import flashinfer
+import flashinfer.api_modules
 from flashinfer.lifecycle import load_api_modules
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -66,7 +67,7 @@ def test_one_loader_reports_a_missing_module_and_load_all_apis_raises_for_it(tmp
     (tmp_path / "fi_listing_after_missing.py").write_text("LOADED = True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     modules = ("flashinfer.norm", "flashinfer.fi_not_in_this_build", "fi_listing_after_missing")
-    monkeypatch.setattr(flashinfer, "API_MODULES", modules)
+    monkeypatch.setattr(flashinfer.api_modules, "API_MODULES", modules)
     monkeypatch.delitem(sys.modules, "fi_listing_after_missing", raising=False)
 
     assert load_api_modules() == ["flashinfer.fi_not_in_this_build"]

@@ -141,3 +141,15 @@ def test_wheel_ships_py_typed_and_the_policy_but_no_agent_instructions(tmp_path)
     assert not [n for n in names if n.endswith("CLAUDE.md")]
     assert any(n.endswith("LICENSE") for n in names)
     assert not [n for n in names if n.startswith("tests/")]
+
+
+def test_the_version_is_written_once():
+    """The distribution's version is ``flashinfer.__version__``, read by setuptools from
+    flashinfer/_version.py; pyproject.toml does not repeat it."""
+    import importlib.metadata
+
+    import flashinfer
+
+    project = PYPROJECT["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert importlib.metadata.version("flashinfer-gating") == flashinfer.__version__

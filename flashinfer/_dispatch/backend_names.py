@@ -9,11 +9,12 @@ holds no state but the list of ``flashinfer``'s own APIs, found once.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ..api_modules import API_MODULES, load_api_modules
 
 __all__ = [
     "ENV_FORMAT",
@@ -38,23 +39,18 @@ _apis_lock = threading.Lock()
 def flashinfer_apis() -> dict[str, Any]:
     """``flashinfer``'s public APIs that have backends, by plain name (``"mm"``): the names
     ``use_backends`` keywords and ``FLASHINFER_BACKENDS`` may use.  Imports the API modules
-    (``flashinfer.API_MODULES``) the first time; a module missing from the build is skipped.
+    (:data:`flashinfer.api_modules.API_MODULES`) the first time; a module missing from the
+    build is skipped.
     """
     global _apis
     if _apis is not None:
         return _apis
-    # The package root is loaded before any of its modules; the dispatcher sits below it,
-    # so it looks the root up rather than importing it (imports flow one way).
-    package = sys.modules["flashinfer"]
+    missing = load_api_modules()
     found: dict[str, Any] = {}
-    for module_name in package.API_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
+    for module_name in API_MODULES:
+        if module_name in missing:
             continue
-        for name, value in vars(module).items():
+        for name, value in vars(sys.modules[module_name]).items():
             op = getattr(value, "dispatcher", None)
             if op is not None and getattr(op, "api_name", None) == name and op.backend_checks:
                 found[name] = value

@@ -88,7 +88,7 @@ LoadReport.__module__ = "flashinfer.autotuner.cache"  # its public home
 def _load_op_modules() -> None:
     """Import every op module, so their ops are registered (one missing from this build is
     left out)."""
-    from ..lifecycle import load_api_modules
+    from ..api_modules import load_api_modules
 
     load_api_modules()
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import sys
 import weakref
 from typing import Any
 
 import torch
 
+from .._version import __version__
 from ..kernels.availability import interpreter_enabled
 from ._types import Choice
 from .keys import Key
@@ -94,10 +94,9 @@ def _gpu_name(capability: int | None) -> str | None:
 
 
 def flashinfer_version() -> str:
-    """``flashinfer.__version__``.  Read from the imported package, not imported: a package
-    is always imported before its modules, and ``import flashinfer`` here would close a
-    cycle (flashinfer imports the autotuner)."""
-    return str(sys.modules["flashinfer"].__version__)
+    """``flashinfer.__version__`` (from :mod:`flashinfer._version`, which the package root
+    re-exports: importing the root here would close a cycle, since it imports the tuner)."""
+    return __version__
 
 
 def process_fingerprint(key: Key) -> Fingerprint:

@@ -18,8 +18,8 @@ import math
 
 import torch
 
+from ...aliasing import OverlapRule
 from ...backend_families import FLOAT_DTYPES
-from ...fused_norm import OVERLAP
 from ...kernels import offsets_reason, rows_view, triton_device_reason
 from ...norm import rmsnorm
 
@@ -29,7 +29,11 @@ _DTYPES = FLOAT_DTYPES  # the torch and Triton families' dtypes (its two paths)
 
 
 def _validate(
-    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    overlap: OverlapRule,
 ) -> None:
     for name, t in (("input", input), ("residual", residual), ("weight", weight)):
         if not isinstance(t, torch.Tensor):
@@ -73,7 +77,7 @@ def _validate(
         or not (math.isfinite(eps) and eps >= 0)
     ):
         raise ValueError(f"fused_add_rmsnorm: eps must be a finite float >= 0, got {eps!r}")
-    OVERLAP.check(input, residual, weight)
+    overlap.check(input, residual, weight)
 
 
 def kernel_unsupported_reason(
@@ -95,10 +99,19 @@ def kernel_unsupported_reason(
 
 
 def fused_add_rmsnorm(
-    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    overlap: OverlapRule,
 ) -> None:
-    """``residual += input; input = rmsnorm(residual) * weight``, in place (see module doc)."""
-    _validate(input, residual, weight, eps)
+    """``residual += input; input = rmsnorm(residual) * weight``, in place (see module doc).
+
+    ``overlap`` is the API's aliasing rule (``flashinfer.fused_norm.OVERLAP``), checked after
+    the other validation and before anything is written.  The entry point hands it down so
+    that this module does not import its entry point back (imports flow one way)."""
+    _validate(input, residual, weight, eps, overlap)
     if input.numel() == 0:
         return
     if kernel_unsupported_reason(input, residual, weight) is None:
