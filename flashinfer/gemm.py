@@ -6,7 +6,7 @@ the backend table (one :class:`~flashinfer.backend_dispatch.Backend` declaration
 checker and runner together), the heuristic, :func:`mm` itself, and its declared test cases.
 A backend's ``run`` is an autotuner runner (``runner(inputs, tactic=None)`` for ``inputs =
 (a, b, out, out_dtype)``, with ``tactic_space()`` and ``tactics(inputs)``; the stable ones are
-in ``_mm_runners.py``); :data:`MM_RUNNERS` is ``mm.implementations``.  ``backend="auto"``
+in ``mm_runners.py``); :data:`MM_RUNNERS` is ``mm.implementations``.  ``backend="auto"``
 goes through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees the dispatcher's
 candidates for the call (so the experimental gate applies to tuning too).
 """
@@ -17,13 +17,6 @@ from typing import Any
 
 import torch
 
-from ._mm_runners import MM_TRITON_TACTICS, OVERLAP, _result_dtype, run_tiled
-
-# The runners' names keep their old import path, flashinfer.gemm (tests reach the tactic
-# filter as gemm._triton_tactics).
-from ._mm_runners import TorchRunner as TorchRunner
-from ._mm_runners import TritonRunner as TritonRunner
-from ._mm_runners import _triton_tactics as _triton_tactics
 from .api_logging import flashinfer_api
 from .backend_dispatch import Backend, backend_requirement, find_compute_capability
 from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
@@ -32,6 +25,13 @@ from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype
 from .experimental.splitk_gemm.support import SPLITK
 from .experimental.splitk_gemm.support import SplitKRunner as SplitKRunner
 from .kernels import bf16_reason, offsets_reason, triton_device_reason
+from .mm_runners import MM_TRITON_TACTICS, OVERLAP, _result_dtype
+
+# The runners' names keep their old import path, flashinfer.gemm (tests reach the tactic
+# filter as gemm._triton_tactics).
+from .mm_runners import TorchRunner as TorchRunner
+from .mm_runners import TritonRunner as TritonRunner
+from .mm_runners import _triton_tactics as _triton_tactics
 
 try:
     from .autotuner import AutoTuner
@@ -40,8 +40,7 @@ except ModuleNotFoundError as _exc:  # built without the autotuner: see mm's bod
         raise
     AutoTuner = None  # type: ignore[assignment,misc]
 
-# run_tiled: what a tiled Triton backend of mm runs around its kernel (experimental ones too).
-__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm", "run_tiled"]
+__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm"]
 
 SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
@@ -111,7 +110,7 @@ def _common_check(
 
 
 # --------------------------------------------------------------------------------------
-# What each stable backend supports (their runners are in _mm_runners.py)
+# What each stable backend supports (their runners are in mm_runners.py)
 # --------------------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from ...kernels import (
     offsets_reason,
     triton_device_reason,
 )
+from ...mm_runners import run_tiled
 
 __all__ = [
     "MAX_M",
@@ -137,7 +138,6 @@ class SplitKRunner:
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
-        from ...gemm import run_tiled  # loaded: only mm calls its runners
         from .kernel import splitk_matmul  # first use imports Triton
 
         return run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_matmul)

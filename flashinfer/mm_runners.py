@@ -7,7 +7,9 @@ A runner is the ``run`` of an mm backend's declaration (``flashinfer.gemm.MM_RUN
 (every tactic of the backend) and ``tactics(inputs)`` (those worth timing, default first).
 Each runner checks :data:`OVERLAP` before its kernel, so no path to a kernel skips it.
 Kernels are imported on first use.  The experimental split-K runner is declared with its
-feature (``flashinfer/experimental/splitk_gemm/support.py``).
+feature (``flashinfer/experimental/splitk_gemm/support.py``) and uses :func:`run_tiled`
+from here: a public module, which imports neither :mod:`flashinfer.gemm` nor any
+experimental code, so that a feature's runner can share it without an import cycle.
 """
 
 from __future__ import annotations
