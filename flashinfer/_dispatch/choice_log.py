@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from .._experimental_gate import warn_unrecognised_once
 from .restrictions import restriction_source
+from .tuner_view import tuner_view
 
 __all__ = [
     "DISPATCH_LOG_ENV",
@@ -161,12 +162,10 @@ def note_choice(
 
 def _tuner_decides(api_key: str) -> bool:
     """Whether the autotuner runs this op's ``"auto"`` calls from its body (registered
-    without ``direct=True``): then the tuner logs what it runs.  Looked up only if the
-    program imported the autotuner; the dispatcher never imports it."""
-    tuner = sys.modules.get("flashinfer.autotuner.tuner")
-    if tuner is None:
-        return False
-    return api_key in tuner.AutoTuner.get().registered()
+    without ``direct=True``): then the tuner logs what it runs.  Asked through the view the
+    autotuner installs when imported; the dispatcher never imports it."""
+    view = tuner_view()
+    return view is not None and view.registered(api_key)
 
 
 def note_auto(log: OpLog, candidates: Sequence[str], dropped: Sequence[str]) -> None:

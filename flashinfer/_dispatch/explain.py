@@ -9,8 +9,6 @@ body, never a kernel, and no warning or per-thread record is written.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +21,7 @@ from .call_specs import filter_heuristic, invoke
 from .capability import capability_reason
 from .reference import ReferenceDispatcher
 from .restrictions import restriction_source
+from .tuner_view import tuner_view
 
 __all__ = ["BackendVerdict", "Explanation", "explain_call"]
 
@@ -172,11 +171,8 @@ def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, An
     """The autotuner's result for this call as (backend, tactic, source), if the program
     imported the autotuner and the op's ``"auto"`` calls are routed to it.  The dispatcher
     never imports the autotuner: without it nothing was tuned or loaded."""
-    tuner_module = sys.modules.get("flashinfer.autotuner.tuner")
-    if tuner_module is None:
-        return None
-    tuner = tuner_module.AutoTuner.get()
-    if op.api_key not in tuner.registered():
+    view = tuner_view()
+    if view is None or not view.registered(op.api_key):
         return None
     names = op.routed_inputs()
     if op.auto_route is None or names is None:
@@ -185,13 +181,9 @@ def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, An
             "first candidate (not shown: register the op with direct=True to see it)"
         )
         return None
-    note = importlib.import_module("flashinfer.autotuner._choice_note")
-    if note.tuning_now():
+    if view.tuning_now():
         notes.append("inside autotune(): the call would time the candidates if not tuned yet")
-    found: tuple[str, Any, str] | None = note.tuned_choice(
-        tuner, op.api_key, tuple(bound[n] for n in names)
-    )
-    return found
+    return view.tuned_choice(op.api_key, tuple(bound[n] for n in names))
 
 
 def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Explanation:

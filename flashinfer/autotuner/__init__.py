@@ -15,6 +15,8 @@ See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 
 from __future__ import annotations
 
+from .._dispatch.tuner_view import install_tuner_view
+from ._choice_note import ChoiceView
 from .cache import (
     MAX_DEPTH,
     READABLE_SCHEMAS,
@@ -45,6 +47,10 @@ from .tuner import (
     autotune,
     is_tuning,
 )
+
+# The dispatcher asks the tuner about its choices (op.explain, the choice log) through this
+# view; it never imports the autotuner.
+install_tuner_view(ChoiceView(AutoTuner.get))
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",

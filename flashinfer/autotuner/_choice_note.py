@@ -9,7 +9,7 @@ the tuner only through its arguments, never ``tuner.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._dispatch.choice_log import LOG_SWITCH as LOG_SWITCH
@@ -20,7 +20,7 @@ from ._types import TunableOp
 from .fingerprint import loaded_fingerprint
 from .keys import make_key
 
-__all__ = ["LOG_SWITCH", "note_run", "tuned_choice", "tuning_now"]
+__all__ = ["LOG_SWITCH", "ChoiceView", "note_run", "tuned_choice", "tuning_now"]
 
 TUNED_HERE = "tuned in this process"
 LOADED = "loaded from a file"
@@ -69,3 +69,20 @@ def tuned_choice(tuner: Any, api_key: str, inputs: tuple) -> tuple[str, Any, str
         return None
     choice, source = found
     return choice.backend, choice.tactic, source
+
+
+class ChoiceView:
+    """The dispatcher's :class:`~flashinfer._dispatch.tuner_view.TunerView` of the tuner that
+    ``get_tuner`` returns (``AutoTuner.get``; installed by :mod:`flashinfer.autotuner`)."""
+
+    def __init__(self, get_tuner: Callable[[], Any]) -> None:
+        self._get_tuner = get_tuner
+
+    def registered(self, api_key: str) -> bool:
+        return api_key in self._get_tuner().registered()
+
+    def tuning_now(self) -> bool:
+        return tuning_now()
+
+    def tuned_choice(self, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
+        return tuned_choice(self._get_tuner(), api_key, inputs)
