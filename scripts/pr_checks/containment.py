@@ -66,7 +66,7 @@ def module_name(path: Path, package_dir: Path) -> str:
     return ".".join(parts)
 
 
-def _resolve_relative(current: str, is_package: bool, level: int, module: str | None) -> str:
+def resolve_relative(current: str, is_package: bool, level: int, module: str | None) -> str:
     """Absolute name of ``from <level dots><module> import ...`` written in ``current``."""
     base = current.split(".")
     if not is_package:
@@ -121,7 +121,7 @@ def imported_names(node: ast.AST, current: str, is_package: bool) -> list[str]:
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom):
         base = (
-            _resolve_relative(current, is_package, node.level, node.module)
+            resolve_relative(current, is_package, node.level, node.module)
             if node.level
             else (node.module or "")
         )

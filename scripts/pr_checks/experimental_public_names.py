@@ -32,46 +32,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGE = "flashinfer"
-EXPERIMENTAL = "flashinfer.experimental"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from containment import (  # noqa: E402 - a sibling script, not a package
+    EXPERIMENTAL,
+    PACKAGE,
+    Violation,
+    module_name,
+    resolve_relative,
+)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _ADVICE = (
     "experimental code may use only public names of stable modules: use a name the module "
     "exports, or give the stable module a public name for what you need (in a reviewed change)"
 )
-
-
-@dataclass(frozen=True)
-class Violation:
-    path: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
-
-
-def module_name(path: Path, package_dir: Path) -> str:
-    """Dotted module name of ``path`` (a file under ``package_dir``)."""
-    rel = path.relative_to(package_dir.parent).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _resolve_relative(current: str, is_package: bool, level: int, module: str | None) -> str:
-    """Absolute name of ``from <level dots><module> import ...`` written in ``current``."""
-    base = current.split(".")
-    if not is_package:
-        base = base[:-1]
-    if level > 1:
-        base = base[: len(base) - (level - 1)]
-    name = ".".join(base)
-    if module:
-        name = f"{name}.{module}" if name else module
-    return name
 
 
 def _is_private(name: str) -> bool:
@@ -295,7 +270,7 @@ class _FileScan:
 
     def _import_from(self, node: ast.ImportFrom) -> None:
         base = (
-            _resolve_relative(self.current, self.is_package, node.level, node.module)
+            resolve_relative(self.current, self.is_package, node.level, node.module)
             if node.level
             else (node.module or "")
         )
