@@ -374,13 +374,9 @@ def calls(draw: st.DrawFn, signature_key: str, backend_names: list[str]) -> tupl
     return tuple(args), kwargs, draw(st.sampled_from([None, None, "0", "1", "1", "yes", ""]))
 
 
-@settings(
-    max_examples=400,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(data=st.data(), signature_key=st.sampled_from(sorted(SIGNATURES)))
-def test_fast_path_agrees_with_reference(data: st.DataObject, signature_key: str) -> None:
+def draw_op(data: st.DataObject, signature_key: str) -> tuple[Any, Any, list]:
+    """A random op of the signature (backends, common check, heuristic, maybe routed), the
+    recorder of its calls, and its backend table."""
     backends = data.draw(backend_tables(signature_key), label="backends")
     common = data.draw(st.sampled_from([None, None, "ok", "false", "raise", "small"]), "common")
     common_style = data.draw(st.sampled_from(CHECKER_STYLES), "common_style")
@@ -390,6 +386,17 @@ def test_fast_path_agrees_with_reference(data: st.DataObject, signature_key: str
     op, rec = make_op(SIGNATURES[signature_key], backends, common, common_style, heuristic)
     if op.dispatcher.routed_inputs() is not None and data.draw(st.booleans(), "routed"):
         op.dispatcher.route_auto(recording_router(op))
+    return op, rec, backends
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), signature_key=st.sampled_from(sorted(SIGNATURES)))
+def test_fast_path_agrees_with_reference(data: st.DataObject, signature_key: str) -> None:
+    op, rec, backends = draw_op(data, signature_key)
     args, kwargs, gate_value = data.draw(calls(signature_key, [b[0] for b in backends]), "call")
     with gate(gate_value), fake_cuda():
         assert_agree(op, rec, *args, **kwargs)

@@ -16,19 +16,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_dispatch_fast_path import (
-    CHECKER_STYLES,
-    HEURISTICS,
     PLAIN,
     SIGNATURES,
     W,
     X,
     assert_agree,
-    backend_tables,
     calls,
+    draw_op,
     fake_cuda,
     gate,
     make_op,
-    recording_router,
 )
 
 from flashinfer.backend_dispatch import use_backends
@@ -43,15 +40,7 @@ from flashinfer.backend_dispatch import use_backends
 def test_fast_path_agrees_with_reference_under_a_restriction(
     data: st.DataObject, signature_key: str
 ) -> None:
-    backends = data.draw(backend_tables(signature_key), label="backends")
-    common = data.draw(st.sampled_from([None, None, "ok", "false", "raise", "small"]), "common")
-    common_style = data.draw(st.sampled_from(CHECKER_STYLES), "common_style")
-    if signature_key == "backend_first" and common_style == "subset":
-        common_style = "same"
-    heuristic = data.draw(st.sampled_from(HEURISTICS), "heuristic")
-    op, rec = make_op(SIGNATURES[signature_key], backends, common, common_style, heuristic)
-    if op.dispatcher.routed_inputs() is not None and data.draw(st.booleans(), "routed"):
-        op.dispatcher.route_auto(recording_router(op))
+    op, rec, backends = draw_op(data, signature_key)
     names = [b[0] for b in backends]
     listed = data.draw(st.permutations(names), "order")[: data.draw(st.integers(1, len(names)))]
     args, kwargs, gate_value = data.draw(calls(signature_key, names), "call")
