@@ -66,7 +66,7 @@ def test_every_backend_of_the_package_declares_its_family_from_the_table(op):
         family = family_of(checker)
         assert family is not None, f"{op.api_name}: backend {backend!r} declares no family"
         assert any(family is f for f in FAMILIES), (backend, family)
-        # The declared capabilities come from the family (split-K keeps those from 80 up).
+        # The declared capabilities come from the family (a backend may keep fewer).
         assert checker._supported_ccs <= set(family.compute_capabilities), backend
         assert checker._supports_cpu is family.cpu
         # What the API's shared validation admits, every backend's family computes in.
@@ -79,10 +79,6 @@ def test_the_apis_backends_declare_the_families_they_run():
         assert family_of(op.backend_checks["triton"]) is TRITON
         assert op.backend_checks["torch"]._supported_ccs == set(TORCH.compute_capabilities)
         assert op.backend_checks["triton"]._supported_ccs == set(TRITON.compute_capabilities)
-    splitk = flashinfer.mm.backend_checks["splitk"]
-    assert family_of(splitk) is TRITON
-    assert splitk._supported_ccs == {cc for cc in TRITON.compute_capabilities if cc >= 80}
-    assert splitk.is_experimental_backend  # the family mark composes with the experimental one
 
 
 # --------------------------------------------------------------------------------------
@@ -158,7 +154,7 @@ def test_a_family_of_ones_own_declares_its_capabilities():
 # --------------------------------------------------------------------------------------
 
 
-def _old_np2(n: int) -> int:  # flashinfer/_mm_runners.py and splitk_gemm/support.py, before
+def _old_np2(n: int) -> int:  # flashinfer/_mm_runners.py and a backend's support.py, before
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
@@ -184,20 +180,6 @@ def test_the_two_roundings_differ_only_below_one_and_agree_exhaustively_above():
         if n >= 1:
             p = next_positive_power_of_2(n)
             assert p == bucket_dim(n) and p >= n and p < 2 * n + 1 and p & (p - 1) == 0
-
-
-def test_the_splitk_tactics_round_with_the_shared_function(monkeypatch):
-    from flashinfer.experimental.splitk_gemm import support
-
-    seen: list[int] = []
-
-    def spy(n: int) -> int:
-        seen.append(n)
-        return _old_np2(n)
-
-    monkeypatch.setattr(support, "next_positive_power_of_2", spy)
-    support.valid_tactics(3, 40, 5000)
-    assert sorted(seen) == [3, 40, 5000]
 
 
 def test_one_dtype_name_everywhere():

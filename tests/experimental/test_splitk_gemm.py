@@ -4,6 +4,7 @@ of the behaviour table (DESIGN.md section 1) through it, on the real op."""
 from __future__ import annotations
 
 import json
+import re
 import types
 import warnings
 
@@ -411,3 +412,101 @@ def test_mm_loads_split_k_support_at_import_and_its_kernel_on_first_use():
         "assert 'flashinfer.experimental.splitk_gemm.kernel' not in sys.modules\n"
     )
     assert_runs_in_fresh_interpreter(code)
+
+
+# ---- split-K through the stable lane's general tools (moved from tests/*.py, which derive
+# their experimental backends from the op and so no longer name split-K) ------------------
+
+
+def test_split_k_declares_the_triton_family_from_ampere_up():
+    from flashinfer.backend_families import TRITON, family_of
+
+    assert family_of(check_splitk) is TRITON
+    assert check_splitk._supported_ccs == {cc for cc in TRITON.compute_capabilities if cc >= 80}
+    assert check_splitk.is_experimental_backend  # the family mark composes with this one
+
+
+def test_the_split_k_tactics_round_with_the_shared_function(monkeypatch):
+    seen: list[int] = []
+
+    def spy(n: int) -> int:
+        seen.append(n)
+        return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+    monkeypatch.setattr(support, "next_positive_power_of_2", spy)
+    support.valid_tactics(3, 40, 5000)
+    assert sorted(seen) == [3, 40, 5000]
+
+
+def test_named_split_k_refusal_names_op_backend_and_reason():
+    from flashinfer import UnsupportedInputsError
+
+    for fn in (mm, mm.call_reference):
+        with pytest.raises(UnsupportedInputsError) as info:
+            fn(torch.randn(128, 8), torch.randn(8, 4), backend="splitk")
+        error = info.value
+        assert str(error).startswith("mm cannot run these inputs with backend 'splitk': ")
+        assert str(error.__cause__) in str(error)
+
+
+def test_skip_check_auto_keeps_split_k_out_with_the_gate_off_although_it_fits():
+    a, b = _small_m_large_k(torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentalWarning)
+        mm(a, b, skip_check=True)
+    assert "splitk" not in mm.suitable_auto_backends
+    assert mm.dropped_experimental_backends == ("splitk",)
+
+
+def test_the_choice_log_line_names_split_k_as_left_out(caplog):
+    import logging
+
+    from flashinfer._dispatch.choice_log import forget_logged_choices
+
+    forget_logged_choices()
+    AutoTuner.get().clear()
+    caplog.set_level(logging.INFO, logger="flashinfer.dispatch")
+    try:
+        mm(torch.randn(16, 2048), torch.randn(2048, 32))
+    finally:
+        forget_logged_choices()
+    lines = [r.getMessage() for r in caplog.records if r.name == "flashinfer.dispatch"]
+    assert lines == [
+        "flashinfer.mm: using backend 'torch' (auto; candidates ['torch', 'triton']; "
+        "experimental left out: ['splitk'])"
+    ]
+
+
+def test_explain_shows_split_k_left_out_by_the_gate(capsys):
+    from flashinfer.cli import main
+
+    assert main(["explain", "mm", "--shapes", "4x32x1024", "--dtype", "bfloat16"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"splitk +experimental +yes +left out \(gate\) +experimental: FLASH", out)
+
+
+def test_the_listings_name_split_k_with_its_lifecycle(capsys):
+    from flashinfer.cli import main
+
+    assert main(["experimental", "--json"]) == 0
+    names = {f["name"]: f for f in json.loads(capsys.readouterr().out)["features"]}
+    feature = names["flashinfer.gemm.mm[backend=splitk]"]
+    assert feature["kind"] == "backend" and feature["owner"] and feature["tracking_issue"]
+    assert main(["backends", "--json"]) == 0
+    apis = {a["api"]: a for a in json.loads(capsys.readouterr().out)["apis"]}
+    rows = {b["name"]: b for b in apis["flashinfer.mm"]["backends"]}
+    assert rows["splitk"]["experimental"] is True
+
+
+def test_the_backends_report_and_a_split_k_call_agree_when_triton_cannot_run(monkeypatch):
+    from flashinfer.cli_backends import backends_report
+    from flashinfer.kernels import availability
+
+    no = availability.TritonUnavailable("probe says no", "do the thing")
+    probed = {(d, i): no for d in ("cpu", "cuda") for i in (True, False)}
+    monkeypatch.setattr(availability, "_probed", probed)
+    apis = {a["api"]: a for a in backends_report()["apis"]}
+    row = next(b for b in apis["flashinfer.mm"]["backends"] if b["name"] == "splitk")
+    assert (row["runnable"], row["reason"], row["advice"]) == (False, no.reason, no.fix)
+    with pytest.raises(ValueError, match="probe says no; do the thing"):
+        mm(*_small_m_large_k(torch.float32), backend="splitk")
