@@ -22,7 +22,7 @@ from autotuner_fakes import make_op as make_tunable
 
 import flashinfer
 from flashinfer._dispatch.choice_log import LOG_SWITCH, forget_logged_choices
-from flashinfer.backend_dispatch import backend_requirement, use_backends
+from flashinfer.backend_dispatch import backend_requirement, experimental_backend, use_backends
 
 REPO = Path(__file__).resolve().parents[1]
 LOGGER = "flashinfer.dispatch"
@@ -78,13 +78,33 @@ def test_one_line_per_op_backend_and_how(caplog):
     assert len(_lines(caplog)) == 3
 
 
-def test_the_line_of_the_issue_names_the_experimental_backends_left_out(caplog):
-    """mm routes "auto" calls to the autotuner, which runs the first candidate untuned."""
+def test_the_line_names_the_experimental_backends_left_out(caplog):
+    @experimental_backend
+    def fits(x, backend="auto"):
+        return True
+
+    def api(x, backend="auto"):
+        return backend
+
+    api.__qualname__ = "with_experimental"
+    op = backend_requirement({"a": lambda x, backend="auto": True, "x": fits})(api)
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    op(X)
+    assert _lines(caplog) == [
+        f"{op.api_key}: using backend 'a' (auto; candidates ['a']; experimental left out: ['x'])"
+    ]
+
+
+def test_the_line_of_the_issue_names_what_mm_left_out(caplog):
+    """mm routes "auto" calls to the autotuner, which runs the first candidate untuned; its
+    experimental backends are read from the op (split-K's line: tests/experimental/)."""
     caplog.set_level(logging.INFO, logger=LOGGER)
     flashinfer.mm(torch.randn(16, 2048), torch.randn(2048, 32))
+    dropped = list(flashinfer.mm.dropped_experimental_backends)
+    assert set(dropped) <= set(flashinfer.mm.experimental_backends)
+    left_out = f"; experimental left out: {dropped}" if dropped else ""
     assert _lines(caplog) == [
-        "flashinfer.mm: using backend 'torch' (auto; candidates ['torch', 'triton']; "
-        "experimental left out: ['splitk'])"
+        f"flashinfer.mm: using backend 'torch' (auto; candidates ['torch', 'triton']{left_out})"
     ]
 
 

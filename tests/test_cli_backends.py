@@ -15,14 +15,15 @@ import sys
 
 import pytest
 import torch
+from throwaway_experimental import shipped_experimental, throwaway
 
+import flashinfer
 from flashinfer.cli import main
 from flashinfer.kernels import availability, triton_device_reason
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 TRITON_ROWS = [
     ("flashinfer.mm", "triton"),
-    ("flashinfer.mm", "splitk"),
     ("flashinfer.rmsnorm", "triton"),
 ]
 
@@ -72,10 +73,11 @@ def test_table_names_apis_as_users_call_them_one_row_per_backend():
     rows = [line.split(None, 3) for line in lines[header + 1 :] if line.startswith("flashinfer.")]
     backends = {(r[0], r[1]): r for r in rows}
     assert ("flashinfer.mm", "torch") in backends and ("flashinfer.rmsnorm", "torch") in backends
-    assert backends[("flashinfer.mm", "splitk")][2] == "experimental"
-    assert backends[("flashinfer.mm", "triton")][2] == "stable"
-    fused = next(r for r in rows if r[0] == "flashinfer.fused_add_rmsnorm")
-    assert fused[1:3] == ["-", "experimental"] and "API" in fused[3]
+    # Each backend's kind is the op's (experimental rows of a throwaway op: below).
+    for op in (flashinfer.mm, flashinfer.rmsnorm):
+        for name in op.backend_checks:
+            kind = "experimental" if name in op.experimental_backends else "stable"
+            assert backends[(f"flashinfer.{op.api_name}", name)][2] == kind
     assert not any("gemm." in line or "not dispatched" in line for line in lines)
     if not torch.cuda.is_available():
         # No interpreter here: each Triton row gives the short reason and points at the
@@ -113,11 +115,23 @@ def test_json_carries_the_same_facts():
         "advice": None,
     }
     assert mm["triton"]["runnable"] is True  # the interpreter is on and numpy imports
-    assert mm["splitk"]["experimental"] is True
-    assert apis["flashinfer.fused_add_rmsnorm"]["experimental"] is True
-    assert apis["flashinfer.fused_add_rmsnorm"]["backends"] == []
+    for name, row in mm.items():
+        assert row["experimental"] is (name in flashinfer.mm.experimental_backends)
+    _, experimental_apis = shipped_experimental()
+    assert {a["qualified_name"] for a in doc["apis"] if a["experimental"]} == experimental_apis
     if not torch.cuda.is_available():
         assert doc["devices"] == [] and doc["compute_capability"] is None
+
+
+def test_table_marks_experimental_backends_and_apis(monkeypatch, capsys):
+    made = throwaway(monkeypatch)
+    assert main(["backends"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {tuple(r[:2]): r for r in (line.split(None, 3) for line in lines) if len(r) == 4}
+    assert rows[(made.op.api_key, "plain")][2] == "stable"
+    assert rows[(made.op.api_key, "trial")][2] == "experimental"
+    api = rows[(made.api_feature, "-")]
+    assert api[2] == "experimental" and "API" in api[3]
 
 
 def test_unrecognised_gate_value_is_reported_with_its_raw_value(monkeypatch, capsys):
@@ -158,11 +172,10 @@ apis = json.loads(buf.getvalue())["apis"]
 report = {{a["api"]: {{b["name"]: b for b in a["backends"]}} for a in apis}}
 
 calls = {{}}
-a, b = torch.randn(8, 1024), torch.randn(1024, 4)  # K >= 1024: split-K's own limit
+a, b = torch.randn(8, 1024), torch.randn(1024, 4)
 x, w = torch.randn(4, 32), torch.ones(32)
 for api, backend, call in [
     ("flashinfer.mm", "triton", lambda: flashinfer.mm(a, b, backend="triton")),
-    ("flashinfer.mm", "splitk", lambda: flashinfer.mm(a, b, backend="splitk")),
     ("flashinfer.rmsnorm", "triton", lambda: flashinfer.rmsnorm(x, w, backend="triton")),
 ]:
     try:

@@ -151,6 +151,7 @@ def test_each_verdict_names_the_stage_that_decided_it(monkeypatch):
     assert "needs CUDA tensors" in e.verdict("gpu").reason
     assert e.verdict("refuses").reason.endswith("too small for this backend")
     assert GATE in e.verdict("exp").reason
+    assert re.search(r"exp +experimental +yes +left out \(gate\) +experimental: FLASH", str(e))
     assert e.candidates == ("last", "fine") and e.chosen == "last" and e.source == "heuristic"
     assert not e.gate_on
     monkeypatch.setenv(GATE, "1")
@@ -299,9 +300,12 @@ def test_cli_prints_a_table_per_shape_and_json():
     assert len(tables) == 2
     assert tables[0].startswith("flashinfer.mm(a=bfloat16[16, 32] on cpu, b=bfloat16[32, 2048]")
     assert "choice: 'torch' (heuristic)" in tables[0]
-    assert re.search(
-        r"splitk +experimental +yes +left out \(gate\) +experimental: FLASH", tables[1]
-    )
+    # mm's experimental backends, read from the op (split-K's own row: tests/experimental/).
+    for name in flashinfer.mm.experimental_backends:
+        row = re.search(rf"^ *{name} +experimental +(yes|no) +(.*)$", tables[1], flags=re.M)
+        assert row is not None, tables[1]
+        if row[1] == "yes":  # it could run: only the gate leaves it out
+            assert row[2].startswith("left out (gate)"), row[0]
     proc = _cli(
         "rmsnorm", "--shapes", "8x64", "--json", env={"FLASHINFER_BACKENDS": "rmsnorm=triton"}
     )
