@@ -14,8 +14,10 @@ collected by its lane) and the final item ids after marker selection.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -249,3 +251,127 @@ def test_norecursedirs_excludes_the_experimental_lane(synthetic: Path, tmp_path:
         "tests/experimental/test_exp.py::test_cpu",
         "tests/experimental/feature/test_deep.py::test_d",
     }
+
+
+# --------------------------------------------------------------------------------------------
+# The stable lane never names experimental code (flashinfer/experimental/README.md, "Testing")
+
+ADVICE = "move it to tests/experimental/ or derive it from op.experimental_backends"
+EXPERIMENTAL = "flashinfer.experimental"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    backends: frozenset[str]  # experimental backends of the package's ops, stable on none
+    features: frozenset[str]  # folders of flashinfer/experimental/ (splitk_gemm, ...)
+
+
+def shipped_experimental_code() -> Shipped:
+    import flashinfer
+    from flashinfer.api_modules import API_MODULES
+    from flashinfer.backend_dispatch import registered_ops
+
+    flashinfer.load_all_apis()
+    ops = [op for op in registered_ops() if op.__module__ in API_MODULES]
+    folder = REPO / "flashinfer" / "experimental"
+    features = {p.parent.name for p in folder.glob("*/__init__.py")}
+    experimental = {b for op in ops for b in op.experimental_backends}
+    # A name that is also some op's stable backend is ambiguous in a string: not counted.
+    stable = {b for op in ops for b in op.stable_backends}
+    return Shipped(frozenset(experimental - stable), frozenset(features))
+
+
+def _names_a_feature(text: str, features: frozenset[str]) -> bool:
+    """``flashinfer.experimental.<feature>`` or ``flashinfer/experimental/<feature>`` of a
+    shipped feature, anywhere in ``text`` (module paths, file paths, code for a subprocess).
+    The namespace alone, and made-up features of a fixture, name nothing that can go away."""
+    for match in re.finditer(r"flashinfer[./]experimental[./](\w+)", text):
+        if match[1] in features:
+            return True
+    return False
+
+
+def _names_a_backend(text: str, backends: frozenset[str]) -> bool:
+    """The string holds a shipped experimental backend's name as a word of its own (the
+    name, ``backend='x'``, ``[backend=x]``, a list's repr, a pattern for a table row)."""
+    words = set(re.findall(r"\w+", text))
+    return not words.isdisjoint(backends)
+
+
+def experimental_mentions(source: str, filename: str, shipped: Shipped) -> list[str]:
+    """``file:line: what`` for each import of, or string naming, shipped experimental code."""
+    found: list[tuple[int, str]] = []
+
+    def flag(node: ast.AST, what: str) -> None:
+        line = getattr(node, "lineno", 0)
+        found.append((line, f"{filename}:{line}: {what}; {ADVICE}"))
+
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            # The bare namespace re-exports the markers and imports no feature (policy,
+            # "Containment"): it stays whichever feature goes, so only features count.
+            for alias in node.names:
+                if _names_a_feature(alias.name, shipped.features):
+                    flag(node, f"imports {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if _names_a_feature(node.module, shipped.features):
+                flag(node, f"imports from {node.module}")
+            elif node.module == EXPERIMENTAL:
+                for alias in node.names:
+                    if alias.name in shipped.features:
+                        flag(node, f"imports {EXPERIMENTAL}.{alias.name}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if _names_a_feature(node.value, shipped.features):
+                flag(node, f"names experimental code: {node.value[:60]!r}")
+            elif _names_a_backend(node.value, shipped.backends):
+                flag(node, f"names an experimental backend: {node.value[:60]!r}")
+    return [text for _, text in sorted(found)]
+
+
+def test_stable_tests_never_name_shipped_experimental_code() -> None:
+    shipped = shipped_experimental_code()
+    found = []
+    for path in sorted((REPO / "tests").glob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        found += experimental_mentions(path.read_text(encoding="utf-8"), rel, shipped)
+    assert not found, "\n".join(found)
+
+
+FIXTURE = '''
+import flashinfer.experimental
+from flashinfer.experimental import experimental_backend
+import flashinfer.experimental.fastk_gemm.support
+from flashinfer.experimental.fastk_gemm import support
+from flashinfer.experimental import fastk_gemm
+from flashinfer.experimental.made_up import kernel
+CODE = "import flashinfer.experimental.fastk_gemm.kernel"
+PATH = "flashinfer/experimental/fastk_gemm/support.py"
+MADE_UP = "flashinfer.experimental.made_up.support"
+assert "fastk" not in op.suitable_auto_backends
+op(a, b, backend="fastk")
+FEATURE = "flashinfer.gemm.mm[backend=fastk]"
+ROW = r"fastk +experimental +yes"
+LINE = "experimental left out: ['fastk']"
+FINE = ("fastk_gemm", "split_k", "fastkernel", "backend='torch'")
+'''
+
+
+def test_the_guard_names_each_mention_with_its_line_and_what_to_do() -> None:
+    shipped = Shipped(frozenset({"fastk"}), frozenset({"fastk_gemm"}))
+    found = experimental_mentions(FIXTURE, "tests/test_fixture.py", shipped)
+    lines = ["4", "5", "6", "8", "9", "11", "12", "13", "14", "15"]
+    assert [line.split(":")[1] for line in found] == lines
+    assert all(line.startswith("tests/test_fixture.py:") for line in found)
+    assert all(line.endswith(ADVICE) for line in found)
+    assert "imports flashinfer.experimental.fastk_gemm.support;" in found[0]
+    assert "names an experimental backend: 'fastk'" in found[5]
+    # Nothing shipped: every line names code that cannot go away, and nothing is found.
+    assert experimental_mentions(FIXTURE, "x.py", Shipped(frozenset(), frozenset())) == []
+
+
+def test_the_guard_knows_what_the_package_ships() -> None:
+    shipped = shipped_experimental_code()
+    import flashinfer
+
+    assert shipped.backends >= set(flashinfer.mm.experimental_backends)
+    assert all((REPO / "flashinfer" / "experimental" / f).is_dir() for f in shipped.features)
