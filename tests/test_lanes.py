@@ -337,7 +337,7 @@ def test_stable_tests_never_name_shipped_experimental_code() -> None:
     assert not found, "\n".join(found)
 
 
-FIXTURE = '''
+FIXTURE = """
 import flashinfer.experimental
 from flashinfer.experimental import experimental_backend
 import flashinfer.experimental.fastk_gemm.support
@@ -353,7 +353,7 @@ FEATURE = "flashinfer.gemm.mm[backend=fastk]"
 ROW = r"fastk +experimental +yes"
 LINE = "experimental left out: ['fastk']"
 FINE = ("fastk_gemm", "split_k", "fastkernel", "backend='torch'")
-'''
+"""
 
 
 def test_the_guard_names_each_mention_with_its_line_and_what_to_do() -> None:
