@@ -111,3 +111,20 @@ def make_op(
     if register:
         AutoTuner.register(op, runners, direct=DIRECT if direct is None else direct)
     return op
+
+
+class SpyRunner:
+    """Delegates to a real runner and records each run's backend name in ``log``."""
+
+    def __init__(self, name: str, runner: Any, log: list[str]) -> None:
+        self.name, self.runner, self.log = name, runner, log
+
+    def tactic_space(self) -> Any:
+        return self.runner.tactic_space()
+
+    def tactics(self, inputs: tuple) -> Any:
+        return self.runner.tactics(inputs)
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> Any:
+        self.log.append(self.name)
+        return self.runner(inputs, tactic)

@@ -17,6 +17,7 @@ import warnings
 
 import pytest
 import torch
+from autotuner_fakes import SpyRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -361,7 +362,7 @@ def test_tuning_with_the_gate_off_times_only_stable_backends(monkeypatch, clean_
     monkeypatch.setattr(clean_tuner, "repeat", 1)
     timed = []
     for name, runner in list(gemm.MM_RUNNERS.items()):
-        monkeypatch.setitem(gemm.MM_RUNNERS, name, _SpyRunner(name, runner, timed))
+        monkeypatch.setitem(gemm.MM_RUNNERS, name, SpyRunner(name, runner, timed))
     a, b = _small_m_large_k()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExperimentalWarning)
@@ -369,23 +370,6 @@ def test_tuning_with_the_gate_off_times_only_stable_backends(monkeypatch, clean_
             y = mm(a, b)
     _assert_mm_close(y, a, b)
     assert set(timed) == set(mm.stable_backends)
-
-
-class _SpyRunner:
-    """Delegates to a real runner and records each run's backend name."""
-
-    def __init__(self, name, runner, log):
-        self.name, self.runner, self.log = name, runner, log
-
-    def tactic_space(self):
-        return self.runner.tactic_space()
-
-    def tactics(self, inputs):
-        return self.runner.tactics(inputs)
-
-    def __call__(self, inputs, tactic=None):
-        self.log.append(self.name)
-        return self.runner(inputs, tactic)
 
 
 # ---- the gate, through the real op (rows of DESIGN.md section 1 that need no experimental

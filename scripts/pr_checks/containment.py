@@ -38,7 +38,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,21 +275,34 @@ def check_tree(root: Path) -> list[Violation]:
     return violations
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_check(
+    name: str,
+    description: str,
+    check: Callable[[Path], list[Violation]],
+    ok: str,
+    argv: Sequence[str] | None,
+) -> int:
+    """The command line the AST checks share: ``--root``, one line per violation, a count on
+    stderr and exit 1, or ``<name>: OK (<ok>)``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root")
     args = parser.parse_args(argv)
-    violations = check_tree(args.root.resolve())
+    violations = check(args.root.resolve())
     for v in violations:
         print(v)
     if violations:
-        print(f"containment: {len(violations)} violation(s)", file=sys.stderr)
+        print(f"{name}: {len(violations)} violation(s)", file=sys.stderr)
         return 1
-    print(
-        "containment: OK (core imports of flashinfer.experimental are contained, and "
-        "its support modules and package files are light)"
-    )
+    print(f"{name}: OK ({ok})")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ok = (
+        "core imports of flashinfer.experimental are contained, and its support modules "
+        "and package files are light"
+    )
+    return run_check("containment", __doc__.split("\n\n")[0], check_tree, ok, argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ when clean, 1 with one ``path:line: message`` per violation.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 from collections.abc import Iterator, Sequence
@@ -39,6 +38,7 @@ from containment import (  # noqa: E402 - a sibling script, not a package
     Violation,
     module_name,
     resolve_relative,
+    run_check,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -326,17 +326,8 @@ def check_tree(root: Path) -> list[Violation]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root")
-    args = parser.parse_args(argv)
-    violations = check_tree(args.root.resolve())
-    for v in violations:
-        print(v)
-    if violations:
-        print(f"experimental_public_names: {len(violations)} violation(s)", file=sys.stderr)
-        return 1
-    print("experimental_public_names: OK (experimental code uses only public stable names)")
-    return 0
+    ok = "experimental code uses only public stable names"
+    return run_check("experimental_public_names", __doc__.split("\n\n")[0], check_tree, ok, argv)
 
 
 if __name__ == "__main__":

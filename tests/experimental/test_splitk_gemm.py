@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from autotuner_fakes import SpyRunner
 
 import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
@@ -251,7 +252,7 @@ def test_tuning_with_the_gate_on_times_split_k_too(monkeypatch):
     monkeypatch.setattr(tuner, "repeat", 1)
     timed = []
     for name, runner in list(gemm.MM_RUNNERS.items()):
-        monkeypatch.setitem(gemm.MM_RUNNERS, name, _SpyRunner(name, runner, timed))
+        monkeypatch.setitem(gemm.MM_RUNNERS, name, SpyRunner(name, runner, timed))
     monkeypatch.setenv(GATE, "1")
     try:
         with autotune():
@@ -259,23 +260,6 @@ def test_tuning_with_the_gate_on_times_split_k_too(monkeypatch):
     finally:
         tuner.clear()
     assert set(timed) == {"torch", "triton", "splitk"}
-
-
-class _SpyRunner:
-    """Delegates to a real runner and records each run's backend name."""
-
-    def __init__(self, name, runner, log):
-        self.name, self.runner, self.log = name, runner, log
-
-    def tactic_space(self):
-        return self.runner.tactic_space()
-
-    def tactics(self, inputs):
-        return self.runner.tactics(inputs)
-
-    def __call__(self, inputs, tactic=None):
-        self.log.append(self.name)
-        return self.runner(inputs, tactic)
 
 
 def _assert_close(y, a, b, bound=2e-3):
