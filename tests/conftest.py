@@ -18,6 +18,7 @@ if not _HAS_CUDA:
 import pytest  # noqa: E402
 
 import flashinfer  # noqa: E402
+import flashinfer._dispatch.registry as registry  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -38,6 +39,15 @@ def _fresh_experimental_state(monkeypatch: pytest.MonkeyPatch):
     flashinfer.reset_experimental_warnings()
     yield
     flashinfer.reset_experimental_warnings()
+
+
+@pytest.fixture
+def isolated_op_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ops built by a test stay out of the process-wide registry (CLI listings, the API
+    inventory's views, ``use_backends``' names).  The package's APIs are loaded first: one
+    first imported during the test would otherwise register into the copy and vanish."""
+    flashinfer.load_all_apis()
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import flashinfer
-import flashinfer._dispatch.op as dispatch
 from flashinfer import Backend, ExperimentalWarning, backend_requirement, experimental_backend
 from flashinfer.backend_dispatch import supported_compute_capability
 
@@ -30,10 +29,7 @@ GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 SOON = (datetime.date.today() + datetime.timedelta(days=60)).isoformat()  # a valid date
 
 
-@pytest.fixture(autouse=True)
-def _isolated_op_registry(monkeypatch):
-    """Ops built by a test stay out of the process-wide registry (CLI listings etc.)."""
-    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
+pytestmark = pytest.mark.usefixtures("isolated_op_registry")
 
 
 @supported_compute_capability([80, 90], cpu=True)

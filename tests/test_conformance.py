@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import flashinfer._dispatch.op as dispatch
 from flashinfer import testing
 from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
 from flashinfer.testing import (
@@ -25,11 +24,7 @@ from flashinfer.testing import (
     run_or_skip,
 )
 
-
-@pytest.fixture(autouse=True)
-def _isolated_op_registry(monkeypatch):
-    """Ops built by a test stay out of the process-wide registry (CLI listings etc.)."""
-    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
+pytestmark = pytest.mark.usefixtures("isolated_op_registry")
 
 
 @pytest.mark.parametrize("device", conformance_devices())

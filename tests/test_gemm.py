@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flashinfer
-import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
 from flashinfer import BackendSupportedError, ExperimentalWarning, mm
 from flashinfer.autotuner import AutoTuner, autotune
@@ -44,10 +43,7 @@ def _assert_mm_close(y, a, b, bound=2e-3):
     assert ((y.double() - ref).norm() / ref.norm()).item() < bound
 
 
-@pytest.fixture(autouse=True)
-def _isolated_op_registry(monkeypatch):
-    """Ops built by a test stay out of the process-wide registry (CLI listings etc.)."""
-    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
+pytestmark = pytest.mark.usefixtures("isolated_op_registry")
 
 
 @pytest.fixture

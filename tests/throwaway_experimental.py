@@ -21,7 +21,7 @@ import pytest
 
 import flashinfer
 import flashinfer._api_records as api_records
-import flashinfer._dispatch.op as dispatch
+import flashinfer._dispatch.registry as registry
 from flashinfer.api_logging import api_inventory, flashinfer_experimental_api
 from flashinfer.api_modules import API_MODULES
 from flashinfer.backend_dispatch import backend_requirement, experimental_backend, registered_ops
@@ -64,7 +64,7 @@ def throwaway(monkeypatch: pytest.MonkeyPatch) -> Throwaway:
     the inventory again when the test ends."""
     # Load the package's APIs first: one that registered into the copies would vanish with them.
     flashinfer.load_all_apis()
-    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     monkeypatch.setattr(api_records, "inventory", dict(api_records.inventory))
 
     @backend_family(TORCH)

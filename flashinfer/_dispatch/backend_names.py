@@ -9,12 +9,12 @@ holds no state but the list of ``flashinfer``'s own APIs, found once.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..api_modules import API_MODULES, load_api_modules
+from .registry import registered_ops
 
 __all__ = [
     "ENV_FORMAT",
@@ -45,15 +45,12 @@ def flashinfer_apis() -> dict[str, Any]:
     global _apis
     if _apis is not None:
         return _apis
-    missing = load_api_modules()
-    found: dict[str, Any] = {}
-    for module_name in API_MODULES:
-        if module_name in missing:
-            continue
-        for name, value in vars(sys.modules[module_name]).items():
-            op = getattr(value, "dispatcher", None)
-            if op is not None and getattr(op, "api_name", None) == name and op.backend_checks:
-                found[name] = value
+    load_api_modules()
+    found = {
+        fn.dispatcher.api_name: fn
+        for fn in registered_ops()
+        if fn.__module__ in API_MODULES and fn.dispatcher.backend_checks
+    }
     with _apis_lock:
         if _apis is None:
             _apis = dict(sorted(found.items()))

@@ -1,5 +1,5 @@
 """The op object: :class:`BackendRequirementOp`, routing of ``"auto"`` calls, upstream's
-query API, and the registry of every op built.
+query API; each op built is recorded in the registry (:mod:`.registry`).
 
 The op is a :class:`~.reference.ReferenceDispatcher` (the decoration-time plan and the
 reference path) that generates its fast path once (``emitter``) and hands it out, dressed
@@ -18,16 +18,10 @@ from .declarations import Backend
 from .emitter import emit_fast_path
 from .explain import Explanation, explain_call
 from .reference import ReferenceDispatcher
+from .registry import register_op, registered_ops
 from .thread_state import CallState, LiveFlags, PerThreadList
 
 __all__ = ["BackendRequirementOp", "registered_ops"]
-
-_registry: dict[str, Any] = {}
-
-
-def registered_ops() -> list[Any]:
-    """Every API decorated with ``backend_requirement`` so far, sorted by qualified name."""
-    return [_registry[k] for k in sorted(_registry)]
 
 
 class BackendRequirementOp(ReferenceDispatcher):
@@ -49,7 +43,7 @@ class BackendRequirementOp(ReferenceDispatcher):
         self.choice_log = OpLog(self.api_key, self.__module__ or "", self.api_name)
         generated, self._ns = emit_fast_path(self)
         self.function = self._public_function(generated)
-        _registry[self.api_key] = self.function
+        register_op(self.api_key, self.function)
 
     def _public_function(self, fn: Any) -> Any:
         """The generated function, dressed as the API: what the decorator returns.

@@ -17,7 +17,6 @@ import pytest
 import torch
 
 import flashinfer
-import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
 import flashinfer.norm as norm
 from flashinfer import Backend, ExperimentalWarning, backend_requirement, experimental_backend
@@ -31,9 +30,8 @@ SOON = (datetime.date.today() + datetime.timedelta(days=60)).isoformat()  # a va
 
 
 @pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
+def _isolated(isolated_op_registry):
     """Ops built here stay out of the registry, and no tuned choice of mm steers "auto"."""
-    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
     AutoTuner.get().clear()
     yield
     AutoTuner.get().clear()

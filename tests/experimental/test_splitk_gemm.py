@@ -12,7 +12,6 @@ import pytest
 import torch
 from autotuner_fakes import SpyRunner
 
-import flashinfer._dispatch.op as dispatch
 import flashinfer.gemm as gemm
 from flashinfer import BackendSupportedError, ExperimentalWarning, mm
 from flashinfer.autotuner import AutoTuner, autotune
@@ -52,13 +51,7 @@ def _quiet():
         yield
 
 
-@pytest.fixture(autouse=True)
-def _isolated_op_registry(monkeypatch):
-    """Ops built by a test stay out of the process-wide registry (CLI listings etc.)."""
-    monkeypatch.setattr(dispatch, "_registry", dict(dispatch._registry))
-
-
-pytestmark = [pytest.mark.experimental]
+pytestmark = [pytest.mark.experimental, pytest.mark.usefixtures("isolated_op_registry")]
 
 
 @pytest.mark.parametrize(
