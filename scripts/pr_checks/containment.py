@@ -127,15 +127,23 @@ def imported_names(node: ast.AST, current: str, is_package: bool) -> list[str]:
         )
         return [base if alias.name == "*" else f"{base}.{alias.name}" for alias in node.names]
     if isinstance(node, ast.Call):
-        func = node.func
-        dynamic = (isinstance(func, ast.Name) and func.id in ("__import__", "import_module")) or (
-            isinstance(func, ast.Attribute) and func.attr == "import_module"
-        )
-        if dynamic and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                return [first.value]
+        name = dynamic_import(node)
+        if name is not None:
+            return [name]
     return []
+
+
+def dynamic_import(node: ast.Call) -> str | None:
+    """The literal module name of ``importlib.import_module("...")`` / ``__import__("...")``."""
+    func = node.func
+    dynamic = (isinstance(func, ast.Name) and func.id in ("__import__", "import_module")) or (
+        isinstance(func, ast.Attribute) and func.attr == "import_module"
+    )
+    if dynamic and node.args:
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return first.value
+    return None
 
 
 def check_file(path: Path, package_dir: Path, display_root: Path) -> list[Violation]:

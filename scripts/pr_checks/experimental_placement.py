@@ -37,7 +37,6 @@ Usage: ``python scripts/pr_checks/experimental_placement.py [--root REPO_ROOT]``
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import inspect
@@ -57,6 +56,7 @@ from containment import (  # noqa: E402 - a sibling script, not a package
     Violation,
     imported_names,
     module_name,
+    run_check,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -438,20 +438,8 @@ def check(root: Path) -> list[Violation]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root")
-    args = parser.parse_args(argv)
-    violations = check(args.root.resolve())
-    for v in violations:
-        print(v)
-    if violations:
-        print(f"experimental_placement: {len(violations)} violation(s)", file=sys.stderr)
-        return 1
-    print(
-        "experimental_placement: OK (experimental checkers marked and in their features' "
-        "support.py; support modules light)"
-    )
-    return 0
+    ok = "experimental checkers marked and in their features' support.py; support modules light"
+    return run_check("experimental_placement", __doc__.split("\n\n")[0], check, ok, argv)
 
 
 if __name__ == "__main__":

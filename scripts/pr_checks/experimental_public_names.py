@@ -36,6 +36,7 @@ from containment import (  # noqa: E402 - a sibling script, not a package
     EXPERIMENTAL,
     PACKAGE,
     Violation,
+    dynamic_import,
     module_name,
     resolve_relative,
     run_check,
@@ -202,19 +203,6 @@ def name_problem(package: Package, module: str, name: str) -> str | None:
 # --------------------------------------------------------------------------------------
 
 
-def _dynamic_import(node: ast.Call) -> str | None:
-    """The literal module name of ``importlib.import_module("...")`` / ``__import__("...")``."""
-    func = node.func
-    dynamic = (isinstance(func, ast.Name) and func.id in ("__import__", "import_module")) or (
-        isinstance(func, ast.Attribute) and func.attr == "import_module"
-    )
-    if dynamic and node.args:
-        first = node.args[0]
-        if isinstance(first, ast.Constant) and isinstance(first.value, str):
-            return first.value
-    return None
-
-
 def _attribute_chain(node: ast.Attribute) -> tuple[str, list[str]] | None:
     """``a.b.c`` as ``("a", ["b", "c"])``; None unless it starts at a plain name."""
     attrs: list[str] = []
@@ -249,7 +237,7 @@ class _FileScan:
             elif isinstance(node, ast.ImportFrom):
                 self._import_from(node)
             elif isinstance(node, ast.Call):
-                name = _dynamic_import(node)
+                name = dynamic_import(node)
                 if name is not None and _is_stable(name):
                     self.report(node, module_problem(self.package, name))
         inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
