@@ -101,16 +101,14 @@ def _runnable(op: Any, backend: str, cc: int | None) -> tuple[bool | None, str |
     return True, None, None
 
 
-def _public_names() -> dict[str, str]:
-    """Qualified API name -> the name users call (``flashinfer.gemm.mm`` -> ``flashinfer.mm``)."""
-    import flashinfer
+def _public_name(api_key: str) -> str:
+    """The name users call: an API of :data:`~flashinfer.api_modules.API_MODULES` is exported
+    as ``flashinfer.<name>`` (``flashinfer.gemm.mm`` -> ``flashinfer.mm``), the rule
+    ``use_backends``' names follow; any other keeps its qualified name."""
+    from .api_modules import API_MODULES
 
-    names = {}
-    for name in flashinfer._LAZY:
-        obj = getattr(flashinfer, name)
-        qualified = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
-        names[qualified] = f"flashinfer.{name}"
-    return names
+    module, _, name = api_key.rpartition(".")
+    return f"flashinfer.{name}" if module in API_MODULES else api_key
 
 
 def backends_report() -> dict[str, Any]:
@@ -122,7 +120,6 @@ def backends_report() -> dict[str, Any]:
     missing = load_api_modules()
     devices = _devices()
     cc = devices[0]["compute_capability"] if devices else None
-    public = _public_names()
     ops = {op.api_key: op for op in registered_ops()}
     apis: dict[str, dict[str, Any]] = {}
     for record in api_inventory():
@@ -147,7 +144,7 @@ def backends_report() -> dict[str, Any]:
             )
         entries.append(
             {
-                "api": public.get(key, key),
+                "api": _public_name(key),
                 "qualified_name": key,
                 "experimental": apis[key]["experimental"],
                 "backends": backends,
