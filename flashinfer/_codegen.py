@@ -54,6 +54,13 @@ class ParameterList:
                     "starts with an underscore, which generated wrappers reserve"
                 )
 
+    def bind(self, *args: Any, **kwargs: Any) -> inspect.BoundArguments:
+        """A call's arguments bound to these parameters, defaults applied (``TypeError``
+        for arguments the function could not take, as a call would raise)."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound
+
     def call_spec(self) -> CallSpec:
         """How to pass the bound values on to a callable with the same signature."""
         kinds = {

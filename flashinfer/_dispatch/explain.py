@@ -191,9 +191,7 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
     notes: list[str] = []
     kwargs = dict(kwargs)
     kwargs.pop("skip_check", None)
-    bound_args = op._sig.signature.bind(*args, **kwargs)  # TypeError as for a call
-    bound_args.apply_defaults()
-    bound = dict(bound_args.arguments)
+    bound = dict(op._sig.bind(*args, **kwargs).arguments)  # TypeError as for a call
     if op.backend_checks and bound.get("backend", "auto") != "auto":
         notes.append(f"backend={bound['backend']!r} was given; explained as backend='auto'")
     if "backend" in bound:

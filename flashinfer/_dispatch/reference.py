@@ -254,9 +254,7 @@ class ReferenceDispatcher(DispatchPlan):
         """
         if backend not in self.backend_checks:
             return f"unknown backend {backend!r}. {self._available()}"
-        bound_args = self._sig.signature.bind(*args, **kwargs)
-        bound_args.apply_defaults()
-        bound = dict(bound_args.arguments)
+        bound = dict(self._sig.bind(*args, **kwargs).arguments)
         bound["backend"] = backend
         return self.backend_refusal(backend, self._call_capability(bound), bound)
 
@@ -277,8 +275,7 @@ class ReferenceDispatcher(DispatchPlan):
         Slow (upstream's design); kept as the reference the generated path is tested
         against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
         """
-        bound_args = self._sig.signature.bind(*args, **kwargs)  # TypeError as for the API
-        bound_args.apply_defaults()
+        bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
         bound = dict(bound_args.arguments)
         # skip_check=True skips every check of an explicit backend; "auto" still has to
         # choose, so it runs the selection without the common check, then calls the body.
