@@ -79,11 +79,11 @@ def resolve_relative(current: str, is_package: bool, level: int, module: str | N
     return name
 
 
-def _is_experimental(name: str) -> bool:
+def is_experimental(name: str) -> bool:
     return name == EXPERIMENTAL or name.startswith(EXPERIMENTAL + ".")
 
 
-def _is_support(name: str) -> bool:
+def is_support(name: str) -> bool:
     """``flashinfer.experimental.<feature>.support`` or something inside it."""
     parts = name.split(".")
     return len(parts) >= 4 and parts[:2] == ["flashinfer", "experimental"] and parts[3] == "support"
@@ -158,7 +158,7 @@ def check_file(path: Path, package_dir: Path, display_root: Path) -> list[Violat
     found = []
     for node, in_function, type_only in _walk(tree):
         for name in imported_names(node, current, is_package):
-            if not _is_experimental(name):
+            if not is_experimental(name):
                 continue
             line = getattr(node, "lineno", 0)
             if is_root_init:
@@ -171,7 +171,7 @@ def check_file(path: Path, package_dir: Path, display_root: Path) -> list[Violat
                         "the module that needs it)",
                     )
                 )
-            elif not in_function and not type_only and not _is_support(name):
+            elif not in_function and not type_only and not is_support(name):
                 found.append(
                     Violation(
                         display,
@@ -219,8 +219,8 @@ def check_experimental_file(path: Path, package_dir: Path, display_root: Path) -
     rel = path.relative_to(package_dir / "experimental").parts
     is_root_init = rel == ("__init__.py",)
     is_feature_init = len(rel) == 2 and rel[1] == "__init__.py"
-    is_support = len(rel) == 2 and rel[1] == "support.py"
-    if not (is_root_init or is_feature_init or is_support):
+    is_support_file = len(rel) == 2 and rel[1] == "support.py"
+    if not (is_root_init or is_feature_init or is_support_file):
         return []  # kernels and other modules of a feature may import what they like
     display = path.relative_to(display_root).as_posix()
     tree = _parse(path, display)
@@ -242,7 +242,7 @@ def check_experimental_file(path: Path, package_dir: Path, display_root: Path) -
         ]
     found = []
     for line, name in _module_level_imports(tree, current, path.name == "__init__.py"):
-        if is_root_init and _is_experimental(name) and name != current:
+        if is_root_init and is_experimental(name) and name != current:
             found.append(
                 Violation(
                     display,
@@ -251,8 +251,8 @@ def check_experimental_file(path: Path, package_dir: Path, display_root: Path) -
                     "the markers only, so that importing it loads no feature",
                 )
             )
-        elif is_support and (
-            _is_triton(name) or (_is_experimental(name) and not _is_support(name))
+        elif is_support_file and (
+            _is_triton(name) or (is_experimental(name) and not is_support(name))
         ):
             what = "Triton" if _is_triton(name) else name
             found.append(

@@ -51,10 +51,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from containment import (  # noqa: E402 - a sibling script, not a package
-    EXPERIMENTAL,
     PACKAGE,
     Violation,
     imported_names,
+    is_experimental,
+    is_support,
     module_name,
     run_check,
 )
@@ -73,15 +74,6 @@ FIX_BACKEND = (
 
 # --------------------------------------------------------------------------------------------
 # Names and places
-
-
-def _is_experimental(name: str) -> bool:
-    return name == EXPERIMENTAL or name.startswith(EXPERIMENTAL + ".")
-
-
-def _is_support(name: str) -> bool:
-    parts = name.split(".")
-    return len(parts) >= 4 and parts[:2] == [PACKAGE, "experimental"] and parts[3] == "support"
 
 
 def _support_parts(path: Path, root: Path) -> bool:
@@ -163,7 +155,7 @@ def _experimental_imports(
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             for inner in ast.walk(child):
                 for name in imported_names(inner, current, is_package):
-                    if _is_experimental(name) and not _is_support(name):
+                    if is_experimental(name) and not is_support(name):
                         yield inner, name, inside_api
             continue
         yield from _experimental_imports(child, current, is_package, inside_api)
@@ -265,7 +257,7 @@ def _imports_in(obj: Any, root: Path) -> Iterator[tuple[Path, int, str]]:
         current = getattr(obj, "__module__", "") or ""
     for node in ast.walk(tree):
         for name in imported_names(node, current, file.name == "__init__.py"):
-            if _is_experimental(name):
+            if is_experimental(name):
                 yield file, first + getattr(node, "lineno", 1) - 1, name
 
 
