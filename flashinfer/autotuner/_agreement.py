@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..api_logging import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, experimental_auto_backends_allowed
-from ._time_candidates import Pair, describe_tactic, one_line_reason
+from ._stats import describe_tactic
+from ._time_candidates import Pair, one_line_reason
 from ._types import Choice, TunableRunner
 from .keys import Key
 

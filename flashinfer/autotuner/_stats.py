@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["CallCounter", "OpStats", "StatsBook"]
+__all__ = ["CallCounter", "OpStats", "StatsBook", "describe_tactic"]
 
 
 class OpStats(NamedTuple):
@@ -116,7 +116,7 @@ class StatsBook:
             book.tuned += chosen
             for backend, tactic, reason in failures:
                 book.failed += 1
-                book.last_failure = f"{backend} {_describe(tactic)}: {reason}"
+                book.last_failure = f"{backend} {describe_tactic(tactic)}: {reason}"
 
     def loaded(self, api_key: str, count: int) -> None:
         """``count`` results of ``api_key`` were loaded from a file."""
@@ -132,8 +132,10 @@ class StatsBook:
         return {api_key: s for api_key, s in stats.items() if s != _NOTHING}
 
 
-def _describe(tactic: Any) -> str:
-    """A tactic as the log and the command show it (JSON where it can be)."""
+def describe_tactic(tactic: Any) -> str:
+    """A tactic as the log, the stats and the command show it: JSON (sorted keys), or its
+    ``repr`` when it is not JSON.  Here, at the bottom of the package's imports, so that
+    every module describing tactics can use it."""
     try:
         return json.dumps(tactic, sort_keys=True)
     except (TypeError, ValueError):

@@ -31,7 +31,6 @@ group.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import sys
@@ -39,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ._state import progress_callback
+from ._stats import describe_tactic
 from ._types import Choice, TacticFailure, TunableRunner, TuningRecord, is_real_time
 from .keys import Key
 from .timing import measure
@@ -50,7 +50,6 @@ __all__ = [
     "Pair",
     "build_plan",
     "decide",
-    "describe_tactic",
     "log",
     "one_line_reason",
     "pick",
@@ -76,14 +75,6 @@ def log(message: str) -> None:
     _logger.debug(message)
     if os.environ.get(AUTOTUNER_LOG_ENV) == "1":
         print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
-
-
-def describe_tactic(tactic: Any) -> str:
-    """A tactic as JSON (sorted keys), or its ``repr`` when it is not JSON."""
-    try:
-        return json.dumps(tactic, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(tactic)
 
 
 def one_line_reason(exc: BaseException) -> str:
