@@ -35,7 +35,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ._state import progress_callback
 from ._stats import describe_tactic
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_SWITCH_MARGIN",
     "Outcome",
     "Pair",
+    "TimingSettings",
     "build_plan",
     "decide",
     "log",
@@ -85,6 +86,15 @@ def one_line_reason(exc: BaseException) -> str:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4f} ms"
+
+
+class TimingSettings(Protocol):
+    """What timing reads of the tuner (an :class:`~flashinfer.autotuner.AutoTuner`)."""
+
+    warmup: int
+    repeat: int
+    budget_s: float
+    switch_margin: float
 
 
 class Pair(NamedTuple):
@@ -125,14 +135,14 @@ def build_plan(
     return plan
 
 
-def _time_one(pair: Pair, inputs: tuple, warmup: int, repeat: int, budget_s: float) -> Outcome:
+def _time_one(pair: Pair, inputs: tuple, settings: TimingSettings) -> Outcome:
     try:
         median = measure(
             functools.partial(pair.runner, inputs, pair.tactic),
             inputs,
-            warmup=warmup,
-            repeat=repeat,
-            budget_s=budget_s,
+            warmup=settings.warmup,
+            repeat=settings.repeat,
+            budget_s=settings.budget_s,
         )
     except Exception as exc:  # a tactic that fails is not a candidate
         return Outcome(None, reason=one_line_reason(exc))
@@ -146,13 +156,11 @@ def time_pairs(
     plan: Sequence[Pair],
     indices: Sequence[int],
     inputs: tuple,
-    *,
-    warmup: int,
-    repeat: int,
-    budget_s: float,
+    settings: TimingSettings,
 ) -> dict[int, Outcome]:
-    """Time the pairs ``plan[i]`` for ``i`` in ``indices``; never raises for a pair that
-    fails.  Reports progress over these pairs to this thread's callback (see
+    """Time the pairs ``plan[i]`` for ``i`` in ``indices`` (with ``settings``' warm-up,
+    repetitions and budget); never raises for a pair that fails.  Reports progress over
+    these pairs to this thread's callback (see
     :data:`~flashinfer.autotuner.ProgressCallback`) and logs each outcome."""
     progress = progress_callback()
     outcomes: dict[int, Outcome] = {}
@@ -160,7 +168,7 @@ def time_pairs(
         pair = plan[i]
         if progress is not None:
             progress(done, len(indices), pair.label)
-        outcome = outcomes[i] = _time_one(pair, inputs, warmup, repeat, budget_s)
+        outcome = outcomes[i] = _time_one(pair, inputs, settings)
         if outcome.median_s is not None:
             log(f"  {pair.label}: median {_ms(outcome.median_s)}{_spread(outcome.iqr_s)}")
         else:
@@ -224,18 +232,12 @@ def time_candidates(
     inputs: tuple,
     key: Key,
     candidates: Sequence[str],
-    *,
-    warmup: int,
-    repeat: int,
-    budget_s: float,
-    switch_margin: float = DEFAULT_SWITCH_MARGIN,
+    settings: TimingSettings,
 ) -> TuningRecord:
     """Time every (backend, tactic) of ``candidates`` that has a runner on ``inputs``, in
-    this process; the record's choice is the pick among them (None when none could be
-    timed)."""
+    this process, with ``settings``; the record's choice is the pick among them (None when
+    none could be timed)."""
     plan = build_plan(runners, inputs, candidates)
     log(f"tuning {api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
-    outcomes = time_pairs(
-        plan, range(len(plan)), inputs, warmup=warmup, repeat=repeat, budget_s=budget_s
-    )
-    return decide(api_key, key, plan, outcomes, switch_margin)
+    outcomes = time_pairs(plan, range(len(plan)), inputs, settings)
+    return decide(api_key, key, plan, outcomes, settings.switch_margin)

@@ -54,7 +54,7 @@ import os
 import weakref
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from ._agreement import (
     AutotuneConsistencyError,
@@ -66,7 +66,14 @@ from ._agreement import (
 )
 from ._cache_load import LoadReport, load_data, load_into
 from ._cache_save import save_into
-from ._time_candidates import Outcome, decide, log, one_line_reason, time_pairs
+from ._time_candidates import (
+    Outcome,
+    TimingSettings,
+    decide,
+    log,
+    one_line_reason,
+    time_pairs,
+)
 from ._types import Choice, TunableRunner, TunedResults, TuningRecord
 from .keys import Key
 
@@ -84,15 +91,6 @@ __all__ = [
     "set_autotune_process_group",
     "tune_in_group",
 ]
-
-
-class TimingSettings(Protocol):
-    """What tuning reads of the tuner (an :class:`~flashinfer.autotuner.AutoTuner`)."""
-
-    warmup: int
-    repeat: int
-    budget_s: float
-    switch_margin: float
 
 
 class GroupSetting(NamedTuple):
@@ -272,14 +270,7 @@ def tune_in_group(
         f"tuning {api_key} for key {key} on rank {rank} of {world}: {len(mine)} of "
         f"{len(plan)} (backend, tactic) pairs{' (sharded)' if shard else ''}"
     )
-    outcomes = time_pairs(
-        plan,
-        mine,
-        inputs,
-        warmup=settings.warmup,
-        repeat=settings.repeat,
-        budget_s=settings.budget_s,
-    )
+    outcomes = time_pairs(plan, mine, inputs, settings)
     plain = {i: tuple(o) for i, o in outcomes.items()}  # plain tuples cross processes
     gathered = _all_gather(group, plain, "gathering the timings", what)
     log(f"  combined the timings of {world} ranks (each pair: the slowest rank's median)")

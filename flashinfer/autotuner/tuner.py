@@ -264,17 +264,7 @@ class AutoTuner:
             elif choice is not None and choice.backend in candidates:
                 return TuningRecord(key, choice, False)
             else:
-                record = time_candidates(
-                    op.api_key,
-                    runners,
-                    inputs,
-                    key,
-                    candidates,
-                    warmup=self.warmup,
-                    repeat=self.repeat,
-                    budget_s=self.budget_s,
-                    switch_margin=self.switch_margin,
-                )
+                record = time_candidates(op.api_key, runners, inputs, key, candidates, self)
             if not record.timed:  # the ranks of the group already agreed on a choice
                 return record
             self.stats_book.tuned(op.api_key, record.failures, record.choice is not None)
