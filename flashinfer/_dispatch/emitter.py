@@ -31,6 +31,9 @@ __all__ = ["emit_fast_path"]
 
 # Frames of generated code belong to the dispatcher's public module, as they always have.
 _GENERATED_MODULE = "flashinfer.backend_dispatch"
+# Clears this thread's recorded drops, reading the thread-local only once any thread has
+# recorded some (ops with experimental backends only).
+_CLEAR_DROPPED = ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
 
 
 def emit_fast_path(op: ReferenceDispatcher) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -121,7 +124,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     # clears this thread's record first (an explicit branch) or rewrites it (auto).
     clear: list[str] = []
     if op.experimental_backends:
-        clear = ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
+        clear = _CLEAR_DROPPED
     # The common check runs after the backend is known to exist (inside each branch),
     # as in the reference: an unknown backend is reported whatever the check would do.
     common = _common_lines(op, fail)
@@ -158,9 +161,15 @@ def _scan_line(op: ReferenceDispatcher) -> str:
     return f"_cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})"
 
 
+def _bound_literal(op: ReferenceDispatcher) -> str:
+    """A dict literal of the call's arguments by parameter name, as the reference path
+    binds them."""
+    return "{" + ", ".join(f"{n!r}: {n}" for n in op._sig.names) + "}"
+
+
 def _fail_call(op: ReferenceDispatcher, *, check_common: bool) -> str:
     """The expression handing a call that does not fit to the reference path."""
-    bound = "{" + ", ".join(f"{n!r}: {n}" for n in op._sig.names) + "}"
+    bound = _bound_literal(op)
     return f"_fail(_cc, {bound})" if check_common else f"_fail(_cc, {bound}, False)"
 
 
@@ -269,8 +278,7 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
     if op._preferences:
         # Declared preferences of experimental backends: only while the gate let viable
         # experimental ones in (_xok, none dropped), so stable selection pays two tests.
-        bound = "{" + ", ".join(f"{n!r}: {n}" for n in op._sig.names) + "}"
-        body += ["if _xok and not _drop:", f"    _ok = _prefer(_ok, {bound})"]
+        body += ["if _xok and not _drop:", f"    _ok = _prefer(_ok, {_bound_literal(op)})"]
     return body
 
 
@@ -282,19 +290,10 @@ def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool)
     cleared first."""
     block: list[str] = []
     if op.experimental_backends:
-        block += ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
+        block += _CLEAR_DROPPED
     block += ["_ok = []", "for _b in _rx:"]
     for i, (name, chk) in enumerate(op.backend_checks.items()):
-        guard = _capability_guard(i, chk)
-        test = [
-            "try:",
-            f"    if {render_call(f'_chk{i}', op._specs[name])}:",
-            "        _ok.append(_b)",
-            "except _ValueError:",
-            "    pass",
-        ]
-        if guard != "True":
-            test = [f"if {guard}:", *(f"    {c}" for c in test)]
+        test = _guarded_check(op, i, name, _capability_guard(i, chk), "_ok.append(_b)")
         block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
         block += [f"        {c}" for c in test]
     block += ["if not _ok:", f"    {fail}", "_state.r.suitable = _ok"]
@@ -334,17 +333,23 @@ def _auto_checks(op: ReferenceDispatcher, *, cc_none: bool) -> list[str]:
             if name in op.experimental_backends
             else (f"_ok.append({name!r})")
         )
-        block = [
-            "try:",
-            f"    if {render_call(f'_chk{i}', op._specs[name])}:",
-            f"        {keep}",
-            "except _ValueError:",
-            "    pass",
-        ]
-        if guard != "True":
-            block = [f"if {guard}:", *(f"    {c}" for c in block)]
-        lines += block
+        lines += _guarded_check(op, i, name, guard, keep)
     return lines
+
+
+def _guarded_check(op: ReferenceDispatcher, i: int, name: str, guard: str, keep: str) -> list[str]:
+    """Checker ``i`` (backend ``name``) called under its capability ``guard``: ``keep``
+    runs when it accepts; a ``ValueError`` from it is a refusal, as False is."""
+    block = [
+        "try:",
+        f"    if {render_call(f'_chk{i}', op._specs[name])}:",
+        f"        {keep}",
+        "except _ValueError:",
+        "    pass",
+    ]
+    if guard == "True":
+        return block
+    return [f"if {guard}:", *(f"    {c}" for c in block)]
 
 
 def _capability_guard(i: int, chk: Any, *, cc_none: bool | None = None) -> str:
