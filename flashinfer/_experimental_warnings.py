@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Literal, get_args
+from collections.abc import Callable
+from typing import Any, Literal, get_args
 
 from ._experimental_gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -29,6 +30,7 @@ __all__ = [
     "issue_experimental_warning",
     "new_once_flag",
     "reset_experimental_warnings",
+    "warn_backend_once",
     "warn_experimental_backend_once",
     "warned_backend_record",
 ]
@@ -148,6 +150,17 @@ def _plain_name(api: str) -> str:
     return api.rsplit(".", 1)[-1]
 
 
+def warn_backend_once(api: str, backend: str, message: Callable[..., str], *args: Any) -> None:
+    """Issue the ExperimentalWarning of an (API, backend) pair, once per process whichever
+    way the backend was opted in to, and record the pair (upstream's record).  The text is
+    ``message(*args)``, built only when the warning is issued."""
+    flag = backend_warning_flag(api, backend)
+    if flag.warned or not flag.claim():
+        return
+    issue_experimental_warning(flag, message(*args))
+    _warned_backends.add((api, backend))
+
+
 def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = False) -> None:
     """Warn once per process for each (API, backend) pair that an experimental backend runs.
 
@@ -156,9 +169,10 @@ def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = 
     ``automatic=True`` words the warning for a backend picked by ``backend="auto"`` or the
     autotuner; otherwise it says the backend was selected explicitly by name.
     """
-    flag = backend_warning_flag(api, backend)
-    if flag.warned or not flag.claim():
-        return
+    warn_backend_once(api, backend, _selected_message, api, backend, automatic)
+
+
+def _selected_message(api: str, backend: str, automatic: bool) -> str:
     if automatic:
         how = (
             f"was picked automatically for {_plain_name(api)!r} ({api}(backend='auto')) "
@@ -166,12 +180,10 @@ def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = 
         )
     else:
         how = f"was selected for {_plain_name(api)!r} explicitly ({api}(backend={backend!r}))"
-    issue_experimental_warning(
-        flag,
+    return (
         f"Experimental backend {backend!r} {how}. Experimental backends may change or be "
-        "removed without deprecation.",
+        "removed without deprecation."
     )
-    _warned_backends.add((api, backend))
 
 
 def reset_experimental_warnings() -> None:

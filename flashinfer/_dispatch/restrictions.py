@@ -23,11 +23,7 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from .._experimental_gate import warn_unrecognised_once
-from .._experimental_warnings import (
-    backend_warning_flag,
-    issue_experimental_warning,
-    warned_backend_record,
-)
+from .._experimental_warnings import warn_backend_once
 from .backend_names import ENV_FORMAT, parse_env_value, restriction_of
 
 __all__ = [
@@ -201,17 +197,15 @@ def warn_listed_experimental(api_key: str, candidates: Sequence[str], experiment
     candidates: listing one is naming it, so it warns as an explicit selection does (and
     shares that selection's once-flag)."""
     for backend in candidates:
-        if backend not in experimental:
-            continue
-        flag = backend_warning_flag(api_key, backend)
-        if flag.warned or not flag.claim():
-            continue
-        where = restriction_source(api_key) or USE_BACKENDS
-        api = api_key.rsplit(".", 1)[-1]
-        issue_experimental_warning(
-            flag,
-            f"Experimental backend {backend!r} was opted in for {api!r} by naming it in "
-            f"{where}: automatic selection may pick it there. Experimental backends may "
-            "change or be removed without deprecation.",
-        )
-        warned_backend_record().add((api_key, backend))
+        if backend in experimental:
+            warn_backend_once(api_key, backend, _listed_message, api_key, backend)
+
+
+def _listed_message(api_key: str, backend: str) -> str:
+    where = restriction_source(api_key) or USE_BACKENDS
+    api = api_key.rsplit(".", 1)[-1]
+    return (
+        f"Experimental backend {backend!r} was opted in for {api!r} by naming it in "
+        f"{where}: automatic selection may pick it there. Experimental backends may "
+        "change or be removed without deprecation."
+    )
