@@ -28,6 +28,7 @@ __all__ = [
     "TEAM_HANDLE_PREFIX",
     "api_inventory",
     "feature_of_module",
+    "in_experimental_package",
     "graduate_by_problem",
     "inventory",
     "make_experimental_info",
@@ -44,7 +45,7 @@ TEAM_HANDLE_PREFIX = "flashinfer-"
 _GITHUB_LOGIN_MAX = 39
 _LOGIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _DIGITS = frozenset("0123456789")
-_EXPERIMENTAL_PACKAGE = "flashinfer.experimental."
+EXPERIMENTAL_PACKAGE = "flashinfer.experimental"
 
 
 class ExperimentalMetadataWarning(UserWarning):
@@ -181,11 +182,16 @@ def graduate_by_problem(value: object) -> tuple[_dt.date | None, str | None]:
     )
 
 
+def in_experimental_package(module: str) -> bool:
+    """Whether ``module`` is ``flashinfer.experimental`` or a module under it."""
+    return module == EXPERIMENTAL_PACKAGE or module.startswith(EXPERIMENTAL_PACKAGE + ".")
+
+
 def feature_of_module(module: str) -> str | None:
     """``<feature>`` of a module under ``flashinfer/experimental/<feature>/``, or ``None``."""
-    if not module.startswith(_EXPERIMENTAL_PACKAGE):
+    if not in_experimental_package(module):
         return None
-    return module[len(_EXPERIMENTAL_PACKAGE) :].split(".", 1)[0] or None
+    return module[len(EXPERIMENTAL_PACKAGE) + 1 :].split(".", 1)[0] or None
 
 
 def make_experimental_info(

@@ -16,14 +16,13 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from .._api_records import EXPERIMENTAL_PACKAGE, in_experimental_package
 from .._codegen import CallSpec, ParameterList
 from ..api_logging import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from .call_specs import checker_spec, invoke
 from .declarations import Backend, ImplementationTable, read_table
 
 __all__ = ["DispatchPlan"]
-
-_EXPERIMENTAL = "flashinfer.experimental"
 
 
 def _check_declared_skip_check(func: Callable[..., Any]) -> None:
@@ -170,10 +169,6 @@ class DispatchPlan:
         return [n for n in self._sig.names if n != "backend"]
 
 
-def _inside(module: str) -> bool:
-    return module == _EXPERIMENTAL or module.startswith(_EXPERIMENTAL + ".")
-
-
 def _experimental_code(fn: Any) -> str | None:
     """How ``fn`` (a function, or a callable object: its class's methods) is experimental
     code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
@@ -182,11 +177,11 @@ def _experimental_code(fn: Any) -> str | None:
     if not (inspect.isroutine(owner) or inspect.isclass(owner)):
         owner = type(owner)  # a callable object: its class's code
     module = getattr(owner, "__module__", "") or ""
-    if _inside(module):
-        return f"is defined in module {module!r} under {_EXPERIMENTAL}"
+    if in_experimental_package(module):
+        return f"is defined in module {module!r} under {EXPERIMENTAL_PACKAGE}"
     for code in _code_objects(owner):
         for imported in _imports(code, module):
-            if _inside(imported):
+            if in_experimental_package(imported):
                 return f"imports {imported!r} (in {code.co_name})"
     return None
 
