@@ -7,6 +7,8 @@ Imports flow one way, each module only from those above it:
 - ``capability``: the compute capability of a call and what a checker's marks say about it.
 - ``call_specs``: how to call a checker or the heuristic with the API's arguments.
 - ``thread_state``: each thread's record of its last ``"auto"`` call.
+- ``registry``: every op built, by qualified name (the one way to find the ops).
+- ``tuner_view``: what the dispatcher may ask the autotuner, without importing it.
 - ``backend_names``: API and backend names as users write them, checked.
 - ``restrictions``: ``use_backends`` and ``FLASHINFER_BACKENDS``: what ``"auto"`` may use.
 - ``choice_log``: one log line per automatic choice (``flashinfer.dispatch``).
@@ -16,5 +18,6 @@ Imports flow one way, each module only from those above it:
 - ``reference``: the readable selection logic, which also writes every error message.
 - ``emitter``: the source of the generated fast path.
 - ``explain``: ``op.explain()``, what an ``"auto"`` call would do and why.
-- ``op``: :class:`BackendRequirementOp` (routing, upstream's query API) and the registry.
+- ``op``: :class:`BackendRequirementOp` (routing, upstream's query API), recorded in
+  ``registry`` when built.
 """

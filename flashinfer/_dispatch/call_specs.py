@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._codegen import CallSpec, ParameterList
+from .._codegen import _POSITIONAL, CallSpec, ParameterList
 
 __all__ = ["checker_spec", "filter_heuristic", "invoke"]
 
@@ -66,14 +66,13 @@ def checker_spec(api: ParameterList, fn: Callable[..., Any], role: str, name: st
 
 def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
     """Whether ``theirs`` starts with ``api``'s parameters: same names, order and kinds."""
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if len(theirs.params) < len(api.params):
         return False
     for mine, other in zip(api.params, theirs.params[: len(api.params)], strict=True):
         if mine.name != other.name:
             return False
-        if mine.kind in positional:
-            if other.kind not in positional:
+        if mine.kind in _POSITIONAL:
+            if other.kind not in _POSITIONAL:
                 return False
         elif mine.kind != other.kind:
             return False
