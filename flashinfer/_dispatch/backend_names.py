@@ -119,18 +119,23 @@ def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _add_entry(found: Restriction, key: Any, backends: Any, where: str) -> None:
+    """One API's entry (``key`` as :func:`op_of` takes it), checked, added to ``found``; an
+    API named twice is a ``ValueError``."""
+    op = op_of(key, where)
+    if op.api_key in found:
+        raise ValueError(f"{where}: {op.api_name} is named twice")
+    found[op.api_key] = _backend_list(op, backends, where)
+
+
 def restriction_of(
     by_op: Mapping[Any, Any] | None, by_name: Mapping[str, Any], where: str
-) -> dict[str, tuple[Any, tuple[str, ...]]]:
-    """``api_key -> (op, backends)`` for a ``use_backends`` call: a mapping keyed by op
-    objects (or plain names) and the keywords.  An API named twice is a ``ValueError``."""
-    found: dict[str, tuple[Any, tuple[str, ...]]] = {}
-    items = [*(by_op or {}).items(), *by_name.items()]
-    for key, backends in items:
-        op = op_of(key, where)
-        if op.api_key in found:
-            raise ValueError(f"{where}: {op.api_name} is named twice")
-        found[op.api_key] = (op, _backend_list(op, backends, where))
+) -> Restriction:
+    """``{api_key: backends}`` for a ``use_backends`` call: a mapping keyed by op objects (or
+    plain names) and the keywords.  An API named twice is a ``ValueError``."""
+    found: Restriction = {}
+    for key, backends in [*(by_op or {}).items(), *by_name.items()]:
+        _add_entry(found, key, backends, where)
     return found
 
 
@@ -147,10 +152,7 @@ def parse_env_value(raw: str, variable: str) -> Restriction:
         if not sep or not api_name or not all(names):
             raise ValueError(f"the part {part!r} is not API=BACKEND[,BACKEND...]")
         try:
-            op = op_of(api_name, variable)
-            if op.api_key in found:
-                raise ValueError(f"{variable}: {api_name} is named twice")
-            found[op.api_key] = _backend_list(op, names, variable)
+            _add_entry(found, api_name, names, variable)
         except TypeError as exc:  # not reachable for str names; kept as a ValueError
             raise ValueError(str(exc)) from None
     return found

@@ -176,8 +176,7 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
     def __init__(
         self, ops: Mapping[Any, Sequence[str] | str] | None = None, /, **apis: Sequence[str] | str
     ) -> None:
-        found = restriction_of(ops, apis, USE_BACKENDS)
-        self.backends: dict[str, tuple[str, ...]] = {k: v for k, (_, v) in found.items()}
+        self.backends: dict[str, tuple[str, ...]] = restriction_of(ops, apis, USE_BACKENDS)
         self._tokens: list[Token[_Scope | None]] = []
 
     def __enter__(self) -> use_backends:
