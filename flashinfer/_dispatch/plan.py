@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from .._api_records import EXPERIMENTAL_PACKAGE, in_experimental_package
+from .._api_records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 from .._codegen import CallSpec, ParameterList
 from ..api_logging import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from .call_specs import checker_spec, invoke
@@ -56,7 +56,7 @@ class DispatchPlan:
             setattr(self, attr, getattr(func, attr, None))
         self.api_name = func.__name__
         # Warnings are keyed by the qualified name: two modules may both define "mm".
-        self.api_key = f"{func.__module__}.{func.__qualname__}"
+        self.api_key = qualified_name(func)
         self.backend_checks, declared = read_table(backend_checks, self.api_key)
         # The declarations (none in upstream's form) and what the body runs for each.
         self.backends: Mapping[str, Backend] = types.MappingProxyType(declared)
