@@ -23,13 +23,13 @@ from typing import Any
 
 import torch
 
-from flashinfer.aliasing import OverlapRule
+from flashinfer.dispatch.overlap import OverlapRule
 
 Row = tuple[str, Callable[[], Any]]
 
 
 def _thread_local() -> tuple[str, Row, Row]:
-    """``flashinfer/_dispatch/thread_state.py``: the hot path reads the per-thread record
+    """``flashinfer/dispatch/thread_state.py``: the hot path reads the per-thread record
     once and writes its slots, never the thread-local itself."""
 
     class Record:
@@ -59,7 +59,7 @@ def _thread_local() -> tuple[str, Row, Row]:
 
 
 def _environment() -> tuple[str, Row, Row] | None:
-    """``flashinfer/_experimental_gate.py``: the gate reads ``os.environ``'s bytes dict on
+    """``flashinfer/gating/gate.py``: the gate reads ``os.environ``'s bytes dict on
     POSIX instead of ``os.environ.get``, which encodes the key on every call."""
     data = getattr(os.environ, "_data", None)
     if os.name != "posix" or data is None:
@@ -86,19 +86,19 @@ def _not_a_tensor() -> tuple[str, Row, Row]:
 
 
 def _overlap_check() -> tuple[str, Row, Row]:
-    """``flashinfer/aliasing.py`` and ``flashinfer/norm.py``: an op with an ``out`` checks
+    """``flashinfer/dispatch/overlap.py`` and ``flashinfer/norm.py``: an op with an ``out`` checks
     it for overlap on every call, also under ``skip_check=True``."""
     rule = OverlapRule("rmsnorm", ("out",), ("input", "weight"))
     x, w, out = torch.randn(8, 64), torch.randn(64), torch.empty(8, 64)
     return (
-        "overlap check, one output and two inputs (aliasing.py, norm.py)",
+        "overlap check, one output and two inputs (overlap.py, norm.py)",
         ("out=None: the caller skips it", lambda: None),
         ("check(out, input, weight)", lambda: rule.check(out, x, w)),
     )
 
 
 def _call_object() -> tuple[str, Row, Row]:
-    """``flashinfer/_dispatch/op.py``: the decorator returns a plain function, not the op
+    """``flashinfer/dispatch/op.py``: the decorator returns a plain function, not the op
     object with a ``__call__``."""
 
     def api(x: Any, w: Any, backend: str = "auto") -> Any:

@@ -19,29 +19,27 @@ This module is the public face: it re-exports names from the modules that do eac
 from __future__ import annotations
 
 import sys
-import types
 
-from ._api_records import APIRecord, ExperimentalInfo, api_inventory
-from ._api_records import inventory as _inventory  # noqa: F401  (tests register fakes here)
-from ._api_records import make_experimental_info as make_experimental_info
-from ._experimental_gate import (
+from flashinfer.gating.experimental_marker import experimental_api, flashinfer_experimental_api
+from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
     require_experimental_auto_backends,
 )
-from ._experimental_gate import gate_fast_read as gate_fast_read
-from ._experimental_marker import experimental_api, flashinfer_experimental_api
-from ._experimental_warnings import (
+from flashinfer.gating.gate import gate_fast_read as gate_fast_read
+from flashinfer.gating.records import APIRecord, ExperimentalInfo, api_inventory
+from flashinfer.gating.records import inventory as _inventory  # noqa: F401  (tests register fakes here)
+from flashinfer.gating.records import make_experimental_info as make_experimental_info
+from flashinfer.gating.stable_marker import flashinfer_api
+from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.gating.warn_once import (
     EXPERIMENTAL_WARNINGS_ENV,
     ExperimentalWarning,
-    adopt_backend_warning_record,
+    WarnedRecordModule,
     reset_experimental_warnings,
     warn_experimental_backend_once,
-    warned_backend_record,
 )
-from ._experimental_warnings import backend_warning_flag as backend_warning_flag
-from ._stable_marker import flashinfer_api
-from ._stacklevel import user_stacklevel
+from flashinfer.gating.warn_once import backend_warning_flag as backend_warning_flag
 
 __all__ = [
     "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
@@ -61,28 +59,14 @@ __all__ = [
 ]
 
 # Imported ``as`` themselves above (explicit re-exports, not public): gate_fast_read,
-# backend_warning_flag and make_experimental_info, which the dispatcher takes from here.
+# backend_warning_flag and make_experimental_info, which code written against this path uses.
 
 # Upstream's name for the gate variable (its tests import it from here).
 _EXPERIMENTAL_AUTO_ENV_VAR = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 
 
-class _ApiLoggingModule(types.ModuleType):
-    """This module's type, for upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``: the set of
-    (API, backend) pairs that have warned.  Reading it gives the live record; assigning a
-    set (as upstream's tests do to forget warnings) makes exactly its pairs count as warned.
-    Every other attribute, and so every call path, is untouched."""
-
-    @property
-    def _WARNED_EXPERIMENTAL_BACKENDS(self) -> set[tuple[str, str]]:
-        return warned_backend_record()
-
-    @_WARNED_EXPERIMENTAL_BACKENDS.setter
-    def _WARNED_EXPERIMENTAL_BACKENDS(self, record: set[tuple[str, str]]) -> None:
-        adopt_backend_warning_record(record)
-
-
-sys.modules[__name__].__class__ = _ApiLoggingModule
+# Upstream's ``_WARNED_EXPERIMENTAL_BACKENDS`` is served by this module's type.
+sys.modules[__name__].__class__ = WarnedRecordModule
 
 # For type checkers and readers: the name exists on this module (served by the property).
 _WARNED_EXPERIMENTAL_BACKENDS: set[tuple[str, str]]

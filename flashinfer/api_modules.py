@@ -1,4 +1,5 @@
-"""Which modules define the package's public APIs, and the one way to import them.
+"""The one list of ops (which modules define the package's public APIs), and the one way to
+import them.
 
 The API inventory, the listing of experimental work, ``flashinfer backends``, the autotuner's
 file loader and ``use_backends`` all need every API module imported (an op registers when its
@@ -11,9 +12,19 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-__all__ = ["API_MODULES", "load_all_apis", "load_api_modules"]
+__all__ = ["API_MODULES", "OPS", "load_all_apis", "load_api_modules"]
 
-API_MODULES: tuple[str, ...] = ("flashinfer.norm", "flashinfer.gemm", "flashinfer.fused_norm")
+OPS: dict[str, str] = {
+    "rmsnorm": "flashinfer.norm",
+    "mm": "flashinfer.gemm",
+    "fused_add_rmsnorm": "flashinfer.fused_norm",
+}
+"""The one list of ops: each public API's name -> the module that defines it.  Adding an op is
+its module plus one line here: ``flashinfer``'s lazy names and :data:`API_MODULES` come from
+it, and ``tests/test_layout.py`` fails, naming this list, when a module that defines an API is
+left out, or when ``flashinfer/__init__.py``'s ``TYPE_CHECKING`` imports disagree with it."""
+
+API_MODULES: tuple[str, ...] = tuple(dict.fromkeys(OPS.values()))
 """Modules that define public APIs (an operator's module is imported on first use)."""
 
 

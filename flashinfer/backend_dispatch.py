@@ -7,7 +7,7 @@ backend), applies the experimental gate and the heuristic, and then calls the AP
 
 This module is the public import path: the decorator, the type a type checker sees
 (:class:`BackendOp`), and every dispatcher name users import.  The work is done in
-``flashinfer._dispatch``, one job per module: the checker markers, compute capability, the
+``flashinfer.dispatch``, one job per module: the checker markers, compute capability, the
 decoration-time plan, the generated fast path (decided once per API, the way
 ``dataclasses`` generates ``__init__``), the readable reference path that writes every error
 message (tested to agree with the fast path), per-thread call state, and the op object with
@@ -19,15 +19,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from ._dispatch.capability import device_capability as device_capability  # the tuner's keys
-from ._dispatch.capability import find_compute_capability
-from ._dispatch.declarations import Backend, ImplementationTable
-from ._dispatch.errors import BackendSupportedError, UnsupportedInputsError
-from ._dispatch.explain import BackendVerdict, Explanation
-from ._dispatch.markers import experimental_backend, supported_compute_capability
-from ._dispatch.op import BackendRequirementOp, registered_ops
-from ._dispatch.restrictions import use_backends
-from ._dispatch.thread_state import PerThreadList
+from flashinfer.dispatch.capability import (
+    device_capability as device_capability,  # the tuner's keys
+)
+from flashinfer.dispatch.capability import find_compute_capability
+from flashinfer.dispatch.declarations import Backend, ImplementationTable
+from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
+from flashinfer.dispatch.explain import BackendVerdict, Explanation
+from flashinfer.dispatch.markers import experimental_backend, supported_compute_capability
+from flashinfer.dispatch.op import BackendRequirementOp, registered_ops
+from flashinfer.dispatch.overlap import OverlapRule
+from flashinfer.dispatch.restrictions import use_backends
+from flashinfer.dispatch.thread_state import PerThreadList
 
 __all__ = [
     "Backend",
@@ -36,6 +39,7 @@ __all__ = [
     "BackendSupportedError",
     "BackendVerdict",
     "Explanation",
+    "OverlapRule",
     "PerThreadList",
     "UnsupportedInputsError",
     "backend_requirement",

@@ -1,28 +1,20 @@
-"""What each backend family supports, written once as data, and the mark that declares a
-backend's family.
-
-A *backend family* is the kind of code a backend runs: ``"torch"`` (torch's own operators,
-wherever torch runs) or ``"triton"`` (Triton kernels).  Each family is one frozen
-:class:`BackendFamily` value, :data:`TORCH` or :data:`TRITON`, holding its compute
-capabilities and dtypes, the way xFormers declares ``SUPPORTED_DTYPES`` and a minimum compute
-capability per operator.  A support checker declares its family with :func:`backend_family`,
-which also declares the family's compute capabilities to the dispatcher, so the list is
-written here and nowhere else; tools read the declaration back with :func:`family_of`
-(``flashinfer backends`` asks it whether a backend needs Triton).
-
-Light on purpose: torch and the dispatcher's markers only, so an experimental feature's
-``support.py`` may import it.
+"""What each backend family (torch, Triton) supports (import path:
+``flashinfer.backend_families``): re-exports only; the table lives in
+:mod:`flashinfer.dispatch.families`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import torch
-
-from .backend_dispatch import supported_compute_capability
+from flashinfer.dispatch.families import (
+    FAMILIES,
+    FLOAT_DTYPES,
+    TORCH,
+    TRITON,
+    BackendFamily,
+    backend_family,
+    dtype_name,
+    family_of,
+)
 
 __all__ = [
     "FAMILIES",
@@ -34,115 +26,3 @@ __all__ = [
     "dtype_name",
     "family_of",
 ]
-
-C = TypeVar("C", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class BackendFamily:
-    """What every backend of one family supports.
-
-    Attributes:
-        name: the family's name (``"torch"``, ``"triton"``).
-        compute_capabilities: the CUDA compute capabilities (``major * 10 + minor``) its
-            code runs on, ascending.
-        dtypes: the dtypes its kernels compute in.
-        cpu: whether it runs on CPU tensors at all.
-        needs_triton: whether its backends run Triton kernels, so run only where Triton
-            can (:func:`flashinfer.kernels.triton_device_reason` says where not).
-    """
-
-    name: str
-    compute_capabilities: tuple[int, ...]
-    dtypes: tuple[torch.dtype, ...]
-    cpu: bool
-    needs_triton: bool
-
-
-FLOAT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
-"""The floating dtypes both families compute in (``TORCH.dtypes`` and ``TRITON.dtypes`` are
-this tuple)."""
-
-TORCH = BackendFamily(
-    name="torch",
-    compute_capabilities=(60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121),
-    dtypes=FLOAT_DTYPES,
-    cpu=True,
-    needs_triton=False,
-)
-"""torch's own operators: every CUDA capability torch ships kernels for, and CPU."""
-
-TRITON = BackendFamily(
-    name="triton",
-    compute_capabilities=(75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121),
-    dtypes=FLOAT_DTYPES,
-    cpu=True,
-    needs_triton=True,
-)
-"""Triton kernels: Triton 3.x targets Turing (75) and newer, bfloat16 from Ampere (80, which
-checkers ask :func:`flashinfer.kernels.bf16_reason`); CPU tensors only through the Triton
-interpreter (``TRITON_INTERPRET=1``)."""
-
-FAMILIES: tuple[BackendFamily, ...] = (TORCH, TRITON)
-"""Every backend family, the table in one place."""
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """How messages and files name a dtype: ``torch.float16`` -> ``"float16"``."""
-    return str(dtype).removeprefix("torch.")
-
-
-def backend_family(
-    family: BackendFamily, *, min_compute_capability: int | None = None
-) -> Callable[[C], C]:
-    """Declare the family of a backend's support checker, and so the compute capabilities
-    the backend runs on: the family's, from ``min_compute_capability`` up when given.
-
-    Sets ``backend_family`` on the checker and declares the capabilities (and the family's
-    CPU support) with :func:`flashinfer.supported_compute_capability`; returns the checker
-    itself (no wrapper, so no call overhead).  Composes with
-    :func:`flashinfer.experimental_backend` in either order::
-
-        @backend_family(TRITON, min_compute_capability=80)
-        def check_fast(a, b): ...
-
-    Raises:
-        TypeError: ``family`` is not a :class:`BackendFamily`, or ``min_compute_capability``
-            is not an ``int``.
-        ValueError: no capability of the family is at least ``min_compute_capability``.
-    """
-    if not isinstance(family, BackendFamily):
-        raise TypeError(
-            "backend_family: family must be a BackendFamily such as TORCH or TRITON from "
-            f"flashinfer.backend_families, got {type(family).__name__}: {family!r}"
-        )
-    ccs = family.compute_capabilities
-    if min_compute_capability is not None:
-        if isinstance(min_compute_capability, bool) or not isinstance(min_compute_capability, int):
-            raise TypeError(
-                "backend_family: min_compute_capability must be an integer like 80 "
-                f"(major * 10 + minor), got {type(min_compute_capability).__name__}: "
-                f"{min_compute_capability!r}"
-            )
-        ccs = tuple(cc for cc in ccs if cc >= min_compute_capability)
-        if not ccs:
-            raise ValueError(
-                f"backend_family: no compute capability of the {family.name} family is "
-                f">= {min_compute_capability} (it has {list(family.compute_capabilities)}); "
-                "lower min_compute_capability"
-            )
-    declare_capabilities = supported_compute_capability(ccs, cpu=family.cpu)
-
-    def mark(checker: C) -> C:
-        checker = declare_capabilities(checker)
-        checker.backend_family = family  # type: ignore[attr-defined]
-        return checker
-
-    return mark
-
-
-def family_of(checker: Callable[..., Any]) -> BackendFamily | None:
-    """The family a support checker declares with :func:`backend_family`, or ``None`` when
-    it declares none (then nothing is known about what it needs beyond its capabilities)."""
-    family = getattr(checker, "backend_family", None)
-    return family if isinstance(family, BackendFamily) else None

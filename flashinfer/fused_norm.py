@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from .aliasing import OverlapRule
-from .api_logging import flashinfer_experimental_api
+from flashinfer.api_logging import flashinfer_experimental_api
+from flashinfer.backend_dispatch import OverlapRule
 
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
 
@@ -52,7 +52,7 @@ def fused_add_rmsnorm(
         ValueError: mismatched shapes, dtypes or devices, an unsupported dtype, a bad
             ``eps``, or any overlap forbidden above; raised before anything is written.
     """
-    from .experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm as impl
+    from flashinfer.experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm as impl
 
     impl(input, residual, weight, eps, overlap=OVERLAP)
 
@@ -82,7 +82,7 @@ def _case_inputs(shape: tuple[int, ...], dtype: torch.dtype) -> Any:
 
 
 def _declare_cases() -> None:
-    from .testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, allclose, declare_cases
 
     specs = [
         ("f32_4x64", (4, 64), torch.float32),

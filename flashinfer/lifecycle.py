@@ -1,243 +1,31 @@
-"""Lifecycle of experimental work: list every experimental API and backend with its metadata.
+"""Lifecycle of experimental work (import path: ``flashinfer.lifecycle``): re-exports only.
 
-After :func:`flashinfer.load_all_apis` every module that defines public APIs has been
-imported, so the API inventory (:func:`flashinfer.api_inventory`) holds every experimental API
-and the dispatcher's registry (:func:`flashinfer.utils.registered_ops`) holds every API with
-backends, experimental ones included.  :func:`experimental_features` joins the two into one
-list of :class:`ExperimentalFeature` entries, each with its
-:class:`~flashinfer.api_logging.ExperimentalInfo` (feature, owner, tracking issue,
-graduation date).
-
-``flashinfer experimental`` (and its alias ``python -m flashinfer.experimental``) prints
-:func:`format_listing` of that list, or its :meth:`ExperimentalFeature.as_dict` entries as
-JSON; ``scripts/pr_checks/experimental_lifecycle.py`` applies :func:`lifecycle_problems` to
-the same list and fails CI on a problem.
-
-The lifecycle rules are strict in CI and harmless at runtime: a marker never raises for its
-metadata (it records what is malformed and warns once, :class:`ExperimentalMetadataWarning`),
-and :func:`lifecycle_problems` reports it, with what is missing, a date past due and a date
-further ahead than :data:`GRADUATION_HORIZON_MONTHS`.
-
-:func:`load_api_modules` (defined in :mod:`flashinfer.api_modules`, re-exported here) is the
-package's one way of importing its API modules.  Importing this module does not import
-``flashinfer.experimental`` (nor any operator module); :func:`load_api_modules` does the
-importing when asked.
+The listing behind ``flashinfer experimental`` and the lifecycle rules live in
+:mod:`flashinfer.gating.lifecycle`; the policy and the docs cite
+``flashinfer.lifecycle.GRADUATION_HORIZON_MONTHS`` by this path.
 """
 
 from __future__ import annotations
 
-import calendar
-import datetime as _dt
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from ._api_records import ExperimentalMetadataWarning
-from .api_logging import ExperimentalInfo, api_inventory
-from .api_modules import load_api_modules
-from .backend_dispatch import registered_ops
+from flashinfer.gating.lifecycle import (
+    GRADUATION_HORIZON_MONTHS,
+    ExperimentalFeature,
+    ExperimentalMetadataWarning,
+    experimental_features,
+    format_listing,
+    graduation_limit,
+    lifecycle_problems,
+    load_api_modules,
+)
+from flashinfer.gating.lifecycle import wrapper_chain as wrapper_chain
 
 __all__ = [
     "GRADUATION_HORIZON_MONTHS",
     "ExperimentalFeature",
     "ExperimentalMetadataWarning",
-    "graduation_limit",
     "experimental_features",
     "format_listing",
+    "graduation_limit",
     "lifecycle_problems",
     "load_api_modules",
 ]
-
-
-GRADUATION_HORIZON_MONTHS = 6
-"""How far ahead a ``graduate_by`` date may be, in calendar months from the day the check
-runs: the policy's "at most about six months away".  The one place this number is set; the
-policy and the docs cite it by name."""
-
-
-def graduation_limit(today: _dt.date) -> _dt.date:
-    """The latest ``graduate_by`` allowed on ``today``: :data:`GRADUATION_HORIZON_MONTHS`
-    calendar months later (the same day of the month, or the month's last day)."""
-    months = today.month - 1 + GRADUATION_HORIZON_MONTHS
-    year, month = today.year + months // 12, months % 12 + 1
-    return today.replace(
-        year=year, month=month, day=min(today.day, calendar.monthrange(year, month)[1])
-    )
-
-
-@dataclass(frozen=True)
-class ExperimentalFeature:
-    """One experimental API or experimental backend, as found in the loaded modules.
-
-    ``kind`` is ``"api"`` or ``"backend"``.  ``name`` is the API's qualified name, or for a
-    backend ``"<api qualified name>[backend=<name>]"``.  ``module`` is where the code lives
-    (the API's module, or the backend checker's module).  ``api`` and ``backend`` name the
-    stable API and the backend for a backend entry (``backend`` is ``None`` for an API).
-    """
-
-    kind: str
-    name: str
-    module: str
-    api: str
-    backend: str | None
-    info: ExperimentalInfo
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (dates as ``YYYY-MM-DD``)."""
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "module": self.module,
-            "api": self.api,
-            "backend": self.backend,
-            "feature": self.info.feature,
-            "owner": self.info.owner,
-            "tracking_issue": self.info.tracking_issue,
-            "graduate_by": None
-            if self.info.graduate_by is None
-            else self.info.graduate_by.isoformat(),
-        }
-
-
-def wrapper_chain(obj: Any) -> list[Any]:
-    """``obj`` and everything it wraps (``__wrapped__``), outermost first (cycle-safe)."""
-    seen: list[Any] = []
-    while obj is not None and all(obj is not s for s in seen):
-        seen.append(obj)
-        obj = getattr(obj, "__wrapped__", None)
-    return seen
-
-
-def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
-    """The lifecycle metadata of ``obj`` or of anything it wraps; ``None`` if it is stable."""
-    for layer in wrapper_chain(obj):
-        # ``is True``: BackendRequirementOp has an is_experimental_backend() *method*.
-        if (
-            getattr(layer, "is_experimental", None) is True
-            or getattr(layer, "is_experimental_backend", None) is True
-        ):
-            info = getattr(layer, "experimental_info", None)
-            if isinstance(info, ExperimentalInfo):
-                return info
-            feature = getattr(layer, "experimental_feature", None) or getattr(
-                layer, "__qualname__", repr(layer)
-            )
-            return ExperimentalInfo(feature=str(feature))
-    return None
-
-
-def experimental_features(
-    *, load: bool = True, modules: Iterable[str] | None = None
-) -> list[ExperimentalFeature]:
-    """Every experimental API and backend of the loaded modules, sorted by kind and name.
-
-    ``load=True`` first imports the API modules (:func:`load_api_modules` with ``modules``).
-    An API counts as experimental when it, or anything it wraps, carries
-    ``is_experimental``; so ``@flashinfer_api`` stacked on ``@backend_requirement`` on an
-    ``@flashinfer_experimental_api`` function is still found.
-    """
-    if load:
-        load_api_modules(modules)
-    found: dict[tuple[str, str], ExperimentalFeature] = {}
-    for record in api_inventory():
-        info = experimental_info_of(record.obj)
-        if info is None:
-            continue
-        module = getattr(record.obj, "__module__", None) or record.name.rpartition(".")[0]
-        found[("api", record.name)] = ExperimentalFeature(
-            "api", record.name, module, record.name, None, info
-        )
-    for op in registered_ops():
-        api = f"{op.__module__}.{op.__qualname__}"
-        info = experimental_info_of(op)
-        if info is not None and ("api", api) not in found:
-            found[("api", api)] = ExperimentalFeature("api", api, op.__module__, api, None, info)
-        for backend in sorted(op.experimental_backends):
-            checker = op.backend_checks[backend]
-            info = experimental_info_of(checker) or ExperimentalInfo(feature=backend)
-            name = f"{api}[backend={backend}]"
-            module = getattr(checker, "__module__", "") or ""
-            found[("backend", name)] = ExperimentalFeature(
-                "backend", name, module, api, backend, info
-            )
-    return [found[k] for k in sorted(found)]
-
-
-def lifecycle_problems(
-    features: Iterable[ExperimentalFeature], today: _dt.date | None = None
-) -> list[str]:
-    """What the policy's lifecycle rules say is wrong with ``features`` (empty: all good).
-
-    Each feature needs an owner who is a person (``owner="@handle"``), a tracking issue (a
-    positive number or a URL) and a ``graduate_by`` date (``YYYY-MM-DD``) that is neither
-    before ``today`` (overdue: graduate it, remove it, or move the date in a reviewed
-    change) nor after :func:`graduation_limit` of ``today``.  Malformed metadata the marker
-    recorded (``ExperimentalInfo.problems``) is reported with its reason.
-    """
-    today = today or _dt.date.today()
-    problems = []
-    for f in features:
-        where = f"experimental {f.kind} {f.name} (feature {f.info.feature!r}, module {f.module})"
-        problems += [f"{where}: {problem}" for problem in f.info.problems]
-        problems += [f"{where}: {problem}" for problem in _missing(f.info)]
-        late = _date_problem(f.info, today)
-        if late is not None:
-            problems.append(f"{where}: {late}")
-    return problems
-
-
-def _missing(info: ExperimentalInfo) -> list[str]:
-    """What ``info`` lacks (a malformed value was recorded as a problem, not as missing)."""
-    found = []
-    if not (info.owner or "").strip():
-        found.append("no owner; pass owner='@handle' (the person who answers for it)")
-    if not (info.tracking_issue or "").strip():
-        found.append("no tracking issue; pass tracking_issue=<issue number or URL>")
-    if info.graduate_by is None and not any(p.startswith("graduate_by") for p in info.problems):
-        found.append(
-            "no graduate_by date; pass graduate_by='YYYY-MM-DD', at most "
-            f"{GRADUATION_HORIZON_MONTHS} months ahead"
-        )
-    return found
-
-
-def _date_problem(info: ExperimentalInfo, today: _dt.date) -> str | None:
-    date = info.graduate_by
-    if date is None:
-        return None
-    if date < today:
-        return (
-            f"past its graduation date {date.isoformat()} (today {today.isoformat()}); "
-            "graduate it, remove it, or move graduate_by in a reviewed change"
-        )
-    limit = graduation_limit(today)
-    if date > limit:
-        return (
-            f"graduate_by {date.isoformat()} is more than {GRADUATION_HORIZON_MONTHS} months "
-            f"ahead (today {today.isoformat()}, latest allowed {limit.isoformat()}, "
-            "flashinfer.lifecycle.GRADUATION_HORIZON_MONTHS); set the date graduation is "
-            "planned for within that horizon, and move it later in a reviewed change if needed"
-        )
-    return None
-
-
-def format_listing(features: Sequence[ExperimentalFeature]) -> str:
-    """A plain-text table of ``features``: kind, name, feature, owner, issue, graduate by."""
-    if not features:
-        return "No experimental APIs or backends are defined."
-    header = ("KIND", "NAME", "FEATURE", "OWNER", "TRACKING ISSUE", "GRADUATE BY")
-    rows = [header]
-    for f in features:
-        rows.append(
-            (
-                f.kind,
-                f.name,
-                f.info.feature,
-                f.info.owner or "-",
-                f.info.tracking_issue or "-",
-                f.info.graduate_by.isoformat() if f.info.graduate_by else "-",
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)

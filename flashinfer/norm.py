@@ -20,11 +20,15 @@ from typing import Any
 
 import torch
 
-from .aliasing import OverlapRule
-from .api_logging import flashinfer_api
-from .backend_dispatch import Backend, backend_requirement, find_compute_capability
-from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
-from .kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
+from flashinfer.api_logging import flashinfer_api
+from flashinfer.backend_dispatch import (
+    Backend,
+    OverlapRule,
+    backend_requirement,
+    find_compute_capability,
+)
+from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
+from flashinfer.kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
 
 __all__ = ["rmsnorm"]
 
@@ -180,7 +184,7 @@ def _check_triton(
 def _rmsnorm_triton(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
-    from .kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
+    from flashinfer.kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
 
     result = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
     rows_in, rows_out = rows_view(input), rows_view(result)
@@ -307,7 +311,7 @@ def _case_inputs(
 
 
 def _declare_cases() -> None:
-    from .testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, allclose, declare_cases
 
     specs: list[tuple[str, Any, Any, dict[str, Any]]] = [
         ("f32_4x64", (4, 64), torch.float32, {}),

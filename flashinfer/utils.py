@@ -1,6 +1,6 @@
 """Upstream import path for the dispatcher's names: re-exports only, nothing lives here."""
 
-from .backend_dispatch import (
+from flashinfer.backend_dispatch import (
     BackendOp,
     BackendRequirementOp,
     BackendSupportedError,

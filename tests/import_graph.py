@@ -15,7 +15,7 @@ PACKAGE_DIR = Path(flashinfer.__file__).parent
 
 
 def module_name(path: Path) -> str:
-    """``flashinfer/_dispatch/op.py`` -> ``flashinfer._dispatch.op`` (a package is its
+    """``flashinfer/dispatch/op.py`` -> ``flashinfer.dispatch.op`` (a package is its
     ``__init__``'s name)."""
     parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -28,10 +28,11 @@ def package_modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
-def imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
+def imported_modules(path: Path, modules: dict[str, Path], name: str | None = None) -> set[str]:
     """The package modules ``path`` imports.  ``from pkg import sub`` names the submodule
-    ``pkg.sub``; ``from pkg import name`` (not a module) names ``pkg`` itself."""
-    name = module_name(path)
+    ``pkg.sub``; ``from pkg import name`` (not a module) names ``pkg`` itself.  ``name`` is
+    the module's dotted name, for a file outside the package (a fixture)."""
+    name = module_name(path) if name is None else name
     package = name if path.stem == "__init__" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):

@@ -1,4 +1,4 @@
-"""flashinfer.aliasing: the overlap rule, checked against a brute-force oracle.
+"""flashinfer.dispatch.overlap: the overlap rule, checked against a brute-force oracle.
 
 The ops' use of the rule (every op, every written argument, every backend) is tested by
 tests/test_overlap_conformance.py and its experimental twin.
@@ -13,8 +13,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import flashinfer.aliasing as aliasing
-from flashinfer.aliasing import OverlapRule, overlaps_itself, tensors_overlap
+import flashinfer.dispatch.overlap as aliasing
+from flashinfer.dispatch.overlap import OverlapRule, overlaps_itself, tensors_overlap
 
 DTYPES = [torch.uint8, torch.float16, torch.float32, torch.float64]
 

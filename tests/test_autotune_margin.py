@@ -15,13 +15,13 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer import cli_autotune
 from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.autotuner import _time_candidates as timing_module
 from flashinfer.autotuner._time_candidates import DEFAULT_SWITCH_MARGIN, pick
 from flashinfer.autotuner.timing import Median, interquartile_range, measure
+from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli_autotune import _TuneTarget
+from flashinfer.cli.autotune import _TuneTarget
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ from flashinfer.autotuner import (
     make_key,
     save_configs,
 )
-from flashinfer.autotuner import _cache_save as cache_module
+from flashinfer.autotuner.cache import save as cache_module
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -36,7 +36,7 @@ from flashinfer.autotuner import (
     load_configs,
     save_configs,
 )
-from flashinfer.autotuner import _cache_format as cache_module
+from flashinfer.autotuner.cache import format as cache_module
 
 SETTINGS = settings(
     max_examples=150,

@@ -171,7 +171,7 @@ def test_stats_of_a_skipped_op_count_default_calls_only(direct):
 
 
 def test_the_autotune_command_prints_the_stats(tmp_path, capsys, monkeypatch):
-    from flashinfer import cli_autotune
+    from flashinfer.cli import autotune as cli_autotune
 
     op, _ = fake_op(False, fail=[2])
     call = lambda op, dims, dtype, device: op(torch.zeros(*dims))  # noqa: E731

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-import flashinfer._dispatch.capability as dispatch
+import flashinfer.dispatch.capability as dispatch
 from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.utils import (
     BackendSupportedError,

@@ -21,8 +21,8 @@ from autotuner_fakes import FakeRunner, clean_tuner
 from autotuner_fakes import make_op as make_tunable
 
 import flashinfer
-from flashinfer._dispatch.choice_log import LOG_SWITCH, forget_logged_choices
 from flashinfer.backend_dispatch import backend_requirement, experimental_backend, use_backends
+from flashinfer.dispatch.choice_log import LOG_SWITCH, forget_logged_choices
 
 REPO = Path(__file__).resolve().parents[1]
 LOGGER = "flashinfer.dispatch"

@@ -136,7 +136,7 @@ def test_cache_in_missing_directory_is_a_usage_error(tmp_path, capsys):
 
 
 def test_runtime_failure_exits_1(tmp_path, capsys, monkeypatch):
-    from flashinfer.autotuner import _cache_save as cache_module
+    from flashinfer.autotuner.cache import save as cache_module
 
     def disk_full(path, text):
         raise OSError(28, "No space left on device (simulated)")

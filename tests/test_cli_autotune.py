@@ -25,11 +25,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flashinfer
-from flashinfer import cli_autotune
-from flashinfer._cli_autotune_report import _Progress
 from flashinfer.autotuner import AutoTuner
+from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli_autotune import PROGRESS_WIDTH, _TuneTarget
+from flashinfer.cli.autotune import PROGRESS_WIDTH, _TuneTarget
+from flashinfer.cli.autotune_report import _Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -210,7 +210,7 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
         sys.path.insert(0, {os.path.join(REPO, "tests")!r})
         import torch
         from autotuner_fakes import FakeRunner, make_op
-        from flashinfer import cli_autotune
+        from flashinfer.cli import autotune as cli_autotune
         from flashinfer.cli import main
 
         class Sigint(FakeRunner):

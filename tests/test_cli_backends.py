@@ -404,7 +404,7 @@ def _probe_says_no(monkeypatch):
 
 
 def test_report_reads_the_declared_family_not_the_checker_code(monkeypatch, family_op):
-    from flashinfer.cli_backends import _UNDECLARED_ADVICE, _UNDECLARED_REASON, backends_report
+    from flashinfer.cli.backends import _UNDECLARED_ADVICE, _UNDECLARED_REASON, backends_report
 
     _probe_says_no(monkeypatch)
     entry = next(a for a in backends_report()["apis"] if a["qualified_name"] == family_op.api_key)
@@ -426,7 +426,7 @@ def test_report_reads_the_declared_family_not_the_checker_code(monkeypatch, fami
 
 
 def test_a_capability_refusal_is_a_no_whatever_the_family(monkeypatch, family_op):
-    from flashinfer.cli_backends import _runnable
+    from flashinfer.cli.backends import _runnable
 
     _probe_says_no(monkeypatch)
     for backend in family_op.backend_checks:
@@ -435,7 +435,7 @@ def test_a_capability_refusal_is_a_no_whatever_the_family(monkeypatch, family_op
 
 
 def test_table_says_unknown_for_an_undeclared_backend():
-    from flashinfer.cli_backends import _api_rows, _fit
+    from flashinfer.cli.backends import _api_rows, _fit
 
     report = {
         "apis": [

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import flashinfer
-import flashinfer._dispatch.capability as bd
+import flashinfer.dispatch.capability as bd
 from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.backend_dispatch import (
     BackendSupportedError,

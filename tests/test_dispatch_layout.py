@@ -1,7 +1,7 @@
 """The dispatcher's public import paths and the one-way imports of its internals.
 
 ``flashinfer.backend_dispatch`` is the public home of the dispatcher's names (and
-``flashinfer.utils`` upstream's path to them); the work lives in ``flashinfer._dispatch``,
+``flashinfer.utils`` upstream's path to them); the work lives in ``flashinfer.dispatch``,
 one job per module.  These tests pin what users and the rest of the package rely on.
 """
 
@@ -43,7 +43,7 @@ def test_every_public_name_stays_importable_from_its_paths():
     assert backend_dispatch.PerThreadList.__name__ == "PerThreadList"
 
 
-_PACKAGE = "flashinfer._dispatch"
+_PACKAGE = "flashinfer.dispatch"
 _FACADES = {"flashinfer.backend_dispatch", "flashinfer.utils"}
 
 

@@ -62,7 +62,7 @@ def test_explain_says_what_every_operator_does(op, case, caplog):
     assert isinstance(explanation, Explanation)
     assert [v.backend for v in explanation.verdicts] == list(op.backend_checks)
     flashinfer.reset_experimental_warnings()
-    from flashinfer._dispatch.choice_log import forget_logged_choices
+    from flashinfer.dispatch.choice_log import forget_logged_choices
 
     forget_logged_choices()
     with caplog.at_level(logging.INFO, logger="flashinfer.dispatch"):

@@ -1,6 +1,6 @@
 """The package's house: imports flow one way (no module reaches itself through the modules
 it imports, counting imports inside functions and under ``TYPE_CHECKING``), and each module
-has one job that its docstring states."""
+has one job that its docstring states (the folder and facade rules: tests/test_layout.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_the_graph_counts_relative_function_level_and_type_only_imports():
     graph = import_graph()
     # Relative, at module level: the dispatcher's op imports its emitter.
-    assert "flashinfer._dispatch.emitter" in graph["flashinfer._dispatch.op"]
+    assert "flashinfer.dispatch.emitter" in graph["flashinfer.dispatch.op"]
     # Inside a function: rmsnorm's Triton backend loads its kernel on first use.
     assert "flashinfer.kernels.rmsnorm_triton" in graph["flashinfer.norm"]
     # ``from pkg import submodule`` is an edge to the submodule, not to pkg's __init__.
@@ -37,17 +37,15 @@ def test_no_module_of_the_package_imports_in_a_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
-def test_every_module_says_its_job_and_stays_small():
-    """One job per module: a docstring that says it, and at most 400 lines (past that a
-    module has usually taken a second job)."""
-    too_long, silent = [], []
-    for name, path in package_modules().items():
-        source = path.read_text()
-        if len(source.splitlines()) > 400:
-            too_long.append(f"{name} ({len(source.splitlines())} lines)")
-        if not ast.get_docstring(ast.parse(source)):
-            silent.append(name)
-    assert not too_long, f"split by job: {too_long}"
+def test_every_module_says_its_job():
+    """One concept per module, stated in its docstring.  Size is no law: around 600 lines is
+    a smell worth a look (is it one concept?), not a reason to split by line count; the
+    folder and facade rules are tests/test_layout.py's."""
+    silent = [
+        name
+        for name, path in package_modules().items()
+        if not ast.get_docstring(ast.parse(path.read_text()))
+    ]
     assert not silent, f"add a docstring that says the module's job: {silent}"
 
 
@@ -101,5 +99,5 @@ def test_no_module_reaches_another_by_name_at_run_time():
 def test_the_dispatcher_never_imports_the_autotuner():
     graph = import_graph()
     for module, imported in graph.items():
-        if module.startswith("flashinfer._dispatch"):
+        if module.startswith("flashinfer.dispatch"):
             assert not {m for m in imported if m.startswith("flashinfer.autotuner")}, module

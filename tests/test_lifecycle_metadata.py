@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer._api_records import (
+from flashinfer.api_logging import make_experimental_info
+from flashinfer.gating.records import (
     feature_of_module,
     graduate_by_problem,
     owner_problem,
     tracking_issue_problem,
 )
-from flashinfer.api_logging import make_experimental_info
 from flashinfer.lifecycle import (
     GRADUATION_HORIZON_MONTHS,
     ExperimentalFeature,

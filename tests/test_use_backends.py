@@ -23,7 +23,6 @@ from autotuner_fakes import FakeRunner, clean_tuner
 from autotuner_fakes import make_op as make_tunable
 
 import flashinfer
-from flashinfer._dispatch.restrictions import RESTRICTIONS
 from flashinfer.backend_dispatch import (
     BackendSupportedError,
     backend_requirement,
@@ -31,6 +30,7 @@ from flashinfer.backend_dispatch import (
     supported_compute_capability,
     use_backends,
 )
+from flashinfer.dispatch.restrictions import RESTRICTIONS
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 _ids = itertools.count()

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import flashinfer
-import flashinfer._api_records as api_records
-import flashinfer._dispatch.registry as registry
+import flashinfer.dispatch.registry as registry
+import flashinfer.gating.records as api_records
 from flashinfer.api_logging import api_inventory, flashinfer_experimental_api
 from flashinfer.api_modules import API_MODULES
 from flashinfer.backend_dispatch import backend_requirement, experimental_backend, registered_ops

@@ -15,9 +15,8 @@ See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 
 from __future__ import annotations
 
-from .._dispatch.tuner_view import install_tuner_view
-from ._choice_note import ChoiceView
-from .cache import (
+from flashinfer.autotuner._choice_note import ChoiceView
+from flashinfer.autotuner.cache import (
     MAX_DEPTH,
     READABLE_SCHEMAS,
     SCHEMA_VERSION,
@@ -28,13 +27,13 @@ from .cache import (
     load_configs,
     save_configs,
 )
-from .distributed import (
+from flashinfer.autotuner.distributed import (
     AutotuneConsistencyError,
     get_autotune_process_group,
     set_autotune_process_group,
 )
-from .keys import EnumValue, bucket_dim, make_key
-from .tuner import (
+from flashinfer.autotuner.keys import EnumValue, bucket_dim, make_key
+from flashinfer.autotuner.tuner import (
     AUTOTUNER_LOG_ENV,
     AutoTuner,
     Choice,
@@ -47,6 +46,7 @@ from .tuner import (
     autotune,
     is_tuning,
 )
+from flashinfer.dispatch.tuner_view import install_tuner_view
 
 # The dispatcher asks the tuner about its choices (op.explain, the choice log) through this
 # view; it never imports the autotuner.

@@ -3,7 +3,7 @@ runs for a ``backend="auto"`` call (``flashinfer.dispatch``, once per (op, backe
 and the tuned result ``op.explain`` shows.
 
 The router and the tuner call :func:`note_run` only while :data:`LOG_SWITCH` ``.armed`` (one
-attribute test; see ``flashinfer._dispatch.choice_log``).  Like the router, this module sees
+attribute test; see ``flashinfer.dispatch.choice_log``).  Like the router, this module sees
 the tuner only through its arguments, never ``tuner.py``.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._dispatch.choice_log import LOG_SWITCH as LOG_SWITCH
-from .._dispatch.choice_log import note_tuner_choice
-from .._dispatch.restrictions import restriction_for
-from ._state import tuning_now as tuning_now
-from ._types import TunableOp
-from .fingerprint import loaded_fingerprint
-from .keys import make_key
+from flashinfer.autotuner._state import tuning_now as tuning_now
+from flashinfer.autotuner._types import TunableOp
+from flashinfer.autotuner.fingerprint import loaded_fingerprint
+from flashinfer.autotuner.keys import make_key
+from flashinfer.dispatch.choice_log import LOG_SWITCH as LOG_SWITCH
+from flashinfer.dispatch.choice_log import note_tuner_choice
+from flashinfer.dispatch.restrictions import restriction_for
 
 __all__ = ["LOG_SWITCH", "ChoiceView", "note_run", "tuned_choice", "tuning_now"]
 
@@ -72,7 +72,7 @@ def tuned_choice(tuner: Any, api_key: str, inputs: tuple) -> tuple[str, Any, str
 
 
 class ChoiceView:
-    """The dispatcher's :class:`~flashinfer._dispatch.tuner_view.TunerView` of the tuner that
+    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner that
     ``get_tuner`` returns (``AutoTuner.get``; installed by :mod:`flashinfer.autotuner`)."""
 
     def __init__(self, get_tuner: Callable[[], Any]) -> None:

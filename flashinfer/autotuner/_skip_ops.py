@@ -28,7 +28,7 @@ def resolve_skip_ops(
     names = list(names)
     if not names:
         return frozenset()
-    from ..api_modules import load_api_modules
+    from flashinfer.api_modules import load_api_modules
 
     load_api_modules()  # an op is registered when its module is imported
     by_name: dict[str, set[str]] = {}

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from contextvars import ContextVar, Token
 
-from ._types import ProgressCallback
-from .keys import Key
+from flashinfer.autotuner._types import ProgressCallback
+from flashinfer.autotuner.keys import Key
 
 __all__ = [
     "BlockTokens",

@@ -37,11 +37,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ._state import progress_callback
-from ._stats import describe_tactic
-from ._types import Choice, TacticFailure, TunableRunner, TuningRecord, is_real_time
-from .keys import Key
-from .timing import measure
+from flashinfer.autotuner._state import progress_callback
+from flashinfer.autotuner._stats import describe_tactic
+from flashinfer.autotuner._types import (
+    Choice,
+    TacticFailure,
+    TunableRunner,
+    TuningRecord,
+    is_real_time,
+)
+from flashinfer.autotuner.keys import Key
+from flashinfer.autotuner.timing import measure
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",

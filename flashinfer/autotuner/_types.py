@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from ..backend_dispatch import PerThreadList
-from ._stats import StatsBook
-from .keys import Key
+from flashinfer.autotuner._stats import StatsBook
+from flashinfer.autotuner.keys import Key
+from flashinfer.dispatch.thread_state import PerThreadList
 
 __all__ = [
     "Choice",

@@ -32,10 +32,10 @@ from typing import Any
 
 import torch
 
-from .._version import __version__
-from ..kernels.availability import interpreter_enabled
-from ._types import Choice
-from .keys import Key
+from flashinfer._version import __version__
+from flashinfer.autotuner._types import Choice
+from flashinfer.autotuner.keys import Key
+from flashinfer.kernels.availability import interpreter_enabled
 
 __all__ = [
     "FIELDS",

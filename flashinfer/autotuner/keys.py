@@ -40,11 +40,18 @@ from typing import Any
 
 import torch
 
-from .._codegen import compile_function
-from ..backend_dispatch import device_capability
-from ..backend_families import dtype_name
-from ..kernels import next_positive_power_of_2
-from ._key_inputs import EnumValue, declarations, declare, declared_of, in_key, key_value
+from flashinfer.autotuner._key_inputs import (
+    EnumValue,
+    declarations,
+    declare,
+    declared_of,
+    in_key,
+    key_value,
+)
+from flashinfer.dispatch.capability import device_capability
+from flashinfer.dispatch.codegen import compile_function
+from flashinfer.dispatch.families import dtype_name
+from flashinfer.kernels import next_positive_power_of_2
 
 __all__ = [
     "EnumValue",

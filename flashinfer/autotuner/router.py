@@ -23,12 +23,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from .._codegen import compile_function
-from ._choice_note import LOG_SWITCH, note_run
-from ._state import tuning_now
-from ._stats import CallCounter
-from ._types import Choice, TunableOp, TunableRunner
-from .keys import Key, make_key, pattern_reads
+from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
+from flashinfer.autotuner._state import tuning_now
+from flashinfer.autotuner._stats import CallCounter
+from flashinfer.autotuner._types import Choice, TunableOp, TunableRunner
+from flashinfer.autotuner.keys import Key, make_key, pattern_reads
+from flashinfer.dispatch.codegen import compile_function
 
 __all__ = ["MAX_PATTERNS", "RoutedTuner", "Router", "RouteEntry"]
 

@@ -1,6 +1,6 @@
 """The autotuner: picks a (backend, tactic) per tuning key among the dispatcher's candidates.
 
-How an op uses it (``flashinfer/gemm.py`` is the worked example)::
+How an op uses it (``flashinfer/gemm/__init__.py`` is the worked example)::
 
     @backend_requirement({...}, heuristic_func=...)
     def mm(a, b, *, out=None, backend="auto"):
@@ -43,14 +43,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..api_logging import warn_experimental_backend_once
-from . import distributed as _group
-from ._cache_format import _cache_path
-from ._cache_load import LoadReport, load_into
-from ._cache_save import save_into
-from ._choice_note import LOG_SWITCH, note_run
-from ._skip_ops import resolve_skip_ops
-from ._state import (
+from flashinfer.autotuner import distributed as _group
+from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
+from flashinfer.autotuner._skip_ops import resolve_skip_ops
+from flashinfer.autotuner._state import (
     BlockTokens,
     enter_block,
     is_tuning,
@@ -59,9 +55,13 @@ from ._state import (
     skipped_ops,
     tuning_now,
 )
-from ._stats import OpStats, StatsBook
-from ._time_candidates import AUTOTUNER_LOG_ENV, DEFAULT_SWITCH_MARGIN, time_candidates
-from ._types import (
+from flashinfer.autotuner._stats import OpStats, StatsBook
+from flashinfer.autotuner._time_candidates import (
+    AUTOTUNER_LOG_ENV,
+    DEFAULT_SWITCH_MARGIN,
+    time_candidates,
+)
+from flashinfer.autotuner._types import (
     Choice,
     ProgressCallback,
     TacticFailure,
@@ -70,8 +70,12 @@ from ._types import (
     TuningRecord,
     check_median,
 )
-from .keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
-from .router import Router
+from flashinfer.autotuner.cache.format import _cache_path
+from flashinfer.autotuner.cache.load import LoadReport, load_into
+from flashinfer.autotuner.cache.save import save_into
+from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
+from flashinfer.autotuner.router import Router
+from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",

@@ -15,14 +15,14 @@ The full policy (admission, ownership, lifecycle, graduation) is in ``README.md`
 this file.
 """
 
-from ..api_logging import (
+from flashinfer.api_logging import (
     ExperimentalWarning,
     experimental_auto_backends_allowed,
     flashinfer_experimental_api,
     require_experimental_auto_backends,
     warn_experimental_backend_once,
 )
-from ..backend_dispatch import experimental_backend
+from flashinfer.backend_dispatch import experimental_backend
 
 __all__ = [
     "ExperimentalWarning",

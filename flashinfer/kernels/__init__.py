@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .availability import interpreter_enabled, reset_probe, triton_unavailable
+from flashinfer.kernels.availability import interpreter_enabled, reset_probe, triton_unavailable
 
 __all__ = [
     "INT32_MAX",

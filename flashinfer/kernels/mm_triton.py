@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import interpreter_enabled
+from flashinfer.kernels import interpreter_enabled
 
 
 @triton.jit

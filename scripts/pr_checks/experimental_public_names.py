@@ -8,7 +8,9 @@ import from a stable ``flashinfer`` module (any module outside ``flashinfer.expe
 absolute or relative, anywhere in the file (module level, functions, ``TYPE_CHECKING``),
 fails when it names:
 
-* a private module component (``flashinfer._dispatch.op``, ``from ... import _private_mod``);
+* a private module component (``flashinfer._dispatch.op``, ``from ... import _private_mod``),
+  or a module of the package's machinery (:data:`INTERNAL_PACKAGES`: ``flashinfer.dispatch``,
+  ``flashinfer.gating``), whose public names the facades re-export;
 * a private name (leading underscore; dunders such as ``__version__`` are public);
 * a name that is not in the module's ``__all__``, when the module defines one (which must
   then be readable statically: a literal list or tuple of strings, optionally with
@@ -48,6 +50,14 @@ _ADVICE = (
     "experimental code may use only public names of stable modules: use a name the module "
     "exports, or give the stable module a public name for what you need (in a reviewed change)"
 )
+
+
+INTERNAL_PACKAGES = {
+    "flashinfer.dispatch": "flashinfer.backend_dispatch",
+    "flashinfer.gating": "flashinfer.api_logging",
+}
+"""The machinery's folders, named without an underscore but internal all the same: the public
+path that re-exports what users need of each."""
 
 
 def _is_private(name: str) -> bool:
@@ -160,6 +170,12 @@ class Package:
 def module_problem(package: Package, module: str) -> str | None:
     """What is wrong with importing the stable module ``module`` itself, or None."""
     parts = module.split(".")
+    for internal, public in INTERNAL_PACKAGES.items():
+        if module == internal or module.startswith(internal + "."):
+            return (
+                f"imports {module}, the package's machinery; import from {public}, the public "
+                f"path that re-exports what you need. {_ADVICE}"
+            )
     for i, part in enumerate(parts[1:], 1):
         if _is_private(part):
             where = ".".join(parts[: i + 1])

@@ -284,12 +284,12 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _write(experimental / "chunked_gemm" / "__init__.py", '"""Chunked-K GEMM."""\n')
     _write(experimental / "chunked_gemm" / "support.py", CHUNKED_SUPPORT)
     # 2. One line in each API's table, and its import.
-    norm, gemm = root / "flashinfer" / "norm.py", root / "flashinfer" / "gemm.py"
+    norm, gemm = root / "flashinfer" / "norm.py", root / "flashinfer" / "gemm" / "__init__.py"
     _add_lines(
         norm,
         {
-            "from .backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, "
-            "dtype_name": "from .experimental.rowwise_norm.support import ROWWISE",
+            "from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, "
+            "dtype_name": "from flashinfer.experimental.rowwise_norm.support import ROWWISE",
             TRITON_LINE: "        ROWWISE,",
         },
     )
@@ -297,7 +297,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         gemm,
         {
             "# The only module-level import from flashinfer.experimental: the light "
-            "declarations.": "from .experimental.chunked_gemm.support import CHUNKED",
+            "declarations.": "from flashinfer.experimental.chunked_gemm.support import CHUNKED",
             "        SPLITK,": "        CHUNKED,",
         },
     )
@@ -321,12 +321,15 @@ def _run(repo: Path, *argv: str, env: dict[str, str] | None = None) -> str:
 
 def test_adding_a_backend_is_its_feature_folder_and_one_table_line(repo):
     for api, feature, name in (
-        ("norm", "rowwise_norm", "ROWWISE"),
-        ("gemm", "chunked_gemm", "CHUNKED"),
+        ("norm.py", "rowwise_norm", "ROWWISE"),
+        ("gemm/__init__.py", "chunked_gemm", "CHUNKED"),
     ):
-        before = (ROOT / "flashinfer" / f"{api}.py").read_text()
-        added = _added_lines(before, (repo / "flashinfer" / f"{api}.py").read_text())
-        assert sorted(added) == [f"{name},", f"from .experimental.{feature}.support import {name}"]
+        before = (ROOT / "flashinfer" / api).read_text()
+        added = _added_lines(before, (repo / "flashinfer" / api).read_text())
+        assert sorted(added) == [
+            f"{name},",
+            f"from flashinfer.experimental.{feature}.support import {name}",
+        ]
     _run(repo, "-m", "ruff", "check", "--config", "pyproject.toml", "flashinfer")
     code = (
         "import flashinfer as f; print(f.rmsnorm.experimental_backends, f.mm.experimental_backends)"

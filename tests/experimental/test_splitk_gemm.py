@@ -438,7 +438,7 @@ def test_skip_check_auto_keeps_split_k_out_with_the_gate_off_although_it_fits():
 def test_the_choice_log_line_names_split_k_as_left_out(caplog):
     import logging
 
-    from flashinfer._dispatch.choice_log import forget_logged_choices
+    from flashinfer.dispatch.choice_log import forget_logged_choices
 
     forget_logged_choices()
     AutoTuner.get().clear()
@@ -476,7 +476,7 @@ def test_the_listings_name_split_k_with_its_lifecycle(capsys):
 
 
 def test_the_backends_report_and_a_split_k_call_agree_when_triton_cannot_run(monkeypatch):
-    from flashinfer.cli_backends import backends_report
+    from flashinfer.cli.backends import backends_report
     from flashinfer.kernels import availability
 
     no = availability.TritonUnavailable("probe says no", "do the thing")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from flashinfer import ExperimentalWarning, mm, use_backends
-from flashinfer._dispatch.choice_log import forget_logged_choices
+from flashinfer.dispatch.choice_log import forget_logged_choices
 
 pytestmark = [pytest.mark.experimental]
 

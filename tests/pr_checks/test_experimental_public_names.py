@@ -128,6 +128,12 @@ ADVICE = "give the stable module a public name for what you need"
         ("from ...kernels import _impl\n", 1, ["private module flashinfer.kernels._impl"]),
         ("import importlib\nimportlib.import_module('flashinfer._dispatch.op')\n", 2,
          ["private module flashinfer._dispatch"]),
+        # a module of the machinery, named without an underscore: reached through its facade
+        ("from flashinfer.dispatch.overlap import OverlapRule\n", 1,
+         ["imports flashinfer.dispatch.overlap, the package's machinery; import from "
+          "flashinfer.backend_dispatch"]),
+        ("from ...gating import gate\n", 1, ["imports flashinfer.gating, the package's"]),
+        ("import flashinfer.gating.gate\n", 1, ["imports flashinfer.gating.gate, the package's"]),
         # attributes read through an imported stable module
         ("from ... import norm\n\ndef f(x):\n    return norm._rmsnorm_torch(x)\n", 4,
          [PRIVATE_NAME]),

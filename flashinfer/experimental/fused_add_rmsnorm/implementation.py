@@ -18,10 +18,10 @@ import math
 
 import torch
 
-from ...aliasing import OverlapRule
-from ...backend_families import FLOAT_DTYPES
-from ...kernels import offsets_reason, rows_view, triton_device_reason
-from ...norm import rmsnorm
+from flashinfer.backend_dispatch import OverlapRule
+from flashinfer.backend_families import FLOAT_DTYPES
+from flashinfer.kernels import offsets_reason, rows_view, triton_device_reason
+from flashinfer.norm import rmsnorm
 
 __all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
 
@@ -115,7 +115,9 @@ def fused_add_rmsnorm(
     if input.numel() == 0:
         return
     if kernel_unsupported_reason(input, residual, weight) is None:
-        from .kernel import fused_add_rmsnorm_rows  # first use imports Triton
+        from flashinfer.experimental.fused_add_rmsnorm.kernel import (
+            fused_add_rmsnorm_rows,  # first use imports Triton
+        )
 
         rows_in, rows_res = rows_view(input), rows_view(residual)
         assert rows_in is not None and rows_res is not None  # kernel_unsupported_reason checked

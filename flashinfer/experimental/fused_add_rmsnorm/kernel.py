@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels import interpreter_enabled
+from flashinfer.kernels import interpreter_enabled
 
 MAX_BLOCK = 4096
 

@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels import interpreter_enabled
-from ...kernels.mm_triton import dot_precision
+from flashinfer.kernels import interpreter_enabled
+from flashinfer.kernels.mm_triton import dot_precision
 
 
 @triton.jit

@@ -18,15 +18,14 @@ from typing import Any
 
 import torch
 
-from ...backend_dispatch import Backend, experimental_backend, find_compute_capability
-from ...backend_families import TRITON, backend_family
-from ...kernels import (
+from flashinfer.backend_dispatch import Backend, experimental_backend, find_compute_capability
+from flashinfer.backend_families import TRITON, backend_family
+from flashinfer.kernels import (
     bf16_reason,
     next_positive_power_of_2,
     offsets_reason,
     triton_device_reason,
 )
-from ...mm_runners import run_tiled
 
 __all__ = [
     "MAX_M",
@@ -124,8 +123,10 @@ def prefer_splitk(a: torch.Tensor) -> bool:
 
 
 class SplitKRunner:
-    """The split-K runner (``mm.implementations["splitk"]``); the kernel is imported on
-    first use."""
+    """The split-K runner (``mm.implementations["splitk"]``); the kernel, and mm's tiled-GEMM
+    driver, are imported on first use (``flashinfer.gemm``, whose package imports this module
+    for ``mm``'s table, is not imported here: a fresh ``import`` of this module stays light
+    and acyclic)."""
 
     def tactic_space(self) -> Sequence[Any]:
         """Every split-K tactic (tile shape, number of K splits, warps, stages)."""
@@ -138,7 +139,10 @@ class SplitKRunner:
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
-        from .kernel import splitk_matmul  # first use imports Triton
+        from flashinfer.experimental.splitk_gemm.kernel import (
+            splitk_matmul,  # first use imports Triton
+        )
+        from flashinfer.gemm.runners import run_tiled
 
         return run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_matmul)
 

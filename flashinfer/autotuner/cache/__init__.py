@@ -1,0 +1,144 @@
+"""Persisted autotune results: versioned, human-readable JSON, written atomically, each
+result stamped with the environment that measured it.
+
+File format (``schema_version`` 2)::
+
+    {
+      "schema_version": 2,
+      "flashinfer_version": "0.1.0",
+      "torch_version": "2.13.0+cpu",
+      "entries": [
+        {"op": "flashinfer.gemm.mm",
+         "inputs": [{"shape": [128, 4096], "dtype": "float32"},
+                    {"shape": [4096, 4096], "dtype": "float32"}, null, null],
+         "device": "cpu", "compute_capability": null,
+         "backend": "torch", "tactic": null, "median_ms": 12.5, "experimental": false,
+         "fingerprint": {"flashinfer": "0.1.0", "torch": "2.13.0+cpu", "triton": "3.9.0",
+                         "device": "cpu", "compute_capability": null,
+                         "triton_interpret": true}}
+      ]
+    }
+
+(one entry per line in the file).  ``op``/``inputs``/``device``/``compute_capability`` are
+the tuning key (shapes already bucketed; see :mod:`flashinfer.autotuner.keys` for how each
+input is written, e.g. ``{"value": true}`` for a flag); ``experimental`` is informative only
+(the op's own table decides on load); the header's versions are the last writer's,
+informative only.  ``fingerprint`` is the environment that measured the result (see
+:mod:`flashinfer.autotuner.fingerprint`): the flashinfer, torch and Triton versions, the
+device (GPU name, or ``"cpu"``), the compute capability and whether Triton ran through its
+interpreter.  Never pickle: loading a cache cannot run code.
+
+**One file, many environments.** Loading uses an entry only when every field of its
+fingerprint equals this process's (a field written ``"*"``, or left out, matches anything);
+the others are counted in the load report and kept in the file: saving writes them back
+untouched, so one shared file serves H100 nodes, H200 nodes and CPU runs side by side.  Of
+several entries of one key that match, the most specific (fewest ``"*"``) wins, then the
+later.  A result loaded from a file is saved again with the fingerprint it came with; a
+result tuned (or set) in this process is stamped with this process's.
+
+**Schema 1** (files written before fingerprints) still loads, and saving into one upgrades
+it to schema 2 keeping every entry: its entries read as stamped with the flashinfer and torch
+versions the file's header records, the fields it lacks matching anything.
+
+Saving (:func:`save_configs`, or :meth:`AutoTuner.save_configs`) takes an exclusive lock on
+``<path>.lock`` (``filelock``: an OS lock, POSIX and Windows alike), merges with the entries
+already in the file (so processes that tuned different keys, or the same key in different
+environments, all keep theirs; an entry of this process replaces the file's entry of the
+same key *and* fingerprint, and of two such entries in the file the later wins), writes a
+temporary file in the same directory and ``os.replace``-s it over the target: a reader sees
+the old file or the new one, never a partial one, and a crash mid-write leaves the old file
+intact.  What a merge cannot keep is never dropped silently:
+
+* a file of a schema version this flashinfer cannot read (newer than 2) is refused
+  (:class:`AutotuneCacheError`, nothing written): its entries belong to another flashinfer,
+  which could use them, and one file cannot hold two schemas.  Save elsewhere, or pass
+  ``merge=False`` to replace it;
+* an **unreadable** file (corrupt, truncated, not a cache) holds nothing any flashinfer
+  can load: it is replaced, with an :class:`AutotuneCacheWarning` saying so;
+* entries that are not JSON objects, or hold ``NaN``/``Infinity`` (which JSON cannot
+  represent), are dropped with an :class:`AutotuneCacheWarning` that counts them.
+
+Only strict JSON is ever written (``allow_nan=False``).  A time that is not finite is a
+broken measurement, not a result, so none can get into the tuner: a tactic whose time is
+not finite counts as failed, ``AutoTuner.set_choice`` refuses one, and an entry with one is
+skipped on load.
+
+Loading (:func:`load_configs`, or :meth:`AutoTuner.load_configs`) imports every op module
+first, then skips, and reports in **one** warning grouped by reason, entries that
+
+* come from a schema version it cannot read (the whole file then),
+* are malformed (including a ``median_ms`` that is not a finite, non-negative number, or a
+  fingerprint field of the wrong type),
+* were measured in another environment (their fingerprint does not match; kept in the file),
+* name an op that is unknown or not registered with the autotuner,
+* name a backend, or a tactic, that no longer exists (checked against the registered
+  runners and their ``tactic_space()``),
+* name an experimental backend while ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` is not
+  ``1`` (calls with that key then use the stable default).
+
+A corrupt or truncated file, one nested deeper than :data:`MAX_DEPTH` levels, or one whose
+``schema_version`` is not an integer (``true`` is not ``1``), warns and loads nothing.  None
+of this raises; a missing file passed to :func:`load_configs` explicitly raises
+``FileNotFoundError``.  Loading never writes, locks nor creates a file, and neither does an
+``autotune(cache=path)`` block that tuned nothing new: a tuned file may sit on a read-only
+mount.
+
+This module is the public face of the file; the work is done in ``_cache_format`` (the
+schema, an entry, parsing and writing the text), ``_cache_load`` (reading and validating a
+file), ``_cache_save`` (merging, locking, the atomic write) and ``fingerprint`` (the
+environment of a result).
+"""
+
+from __future__ import annotations
+
+import os
+
+from flashinfer.autotuner.cache.format import (
+    MAX_DEPTH,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    AutotuneCacheError,
+    AutotuneCacheWarning,
+)
+from flashinfer.autotuner.cache.load import LoadReport, load_into
+from flashinfer.autotuner.cache.save import check_mergeable, save_into
+from flashinfer.autotuner.tuner import AutoTuner
+
+__all__ = [
+    "MAX_DEPTH",
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "AutotuneCacheError",
+    "AutotuneCacheWarning",
+    "LoadReport",
+    "check_mergeable",
+    "load_configs",
+    "save_configs",
+]
+
+
+def save_configs(path: str | os.PathLike[str], *, merge: bool = True) -> int:
+    """Save every tuned result of this process to ``path`` (JSON); returns the entry count.
+
+    With ``merge=True`` (default) entries already in the file for other keys, or measured
+    in other environments, are kept untouched (a schema-1 file is upgraded); a file of a
+    schema version this flashinfer cannot read is refused (:class:`AutotuneCacheError`,
+    nothing written), an unreadable one is replaced with an :class:`AutotuneCacheWarning`.
+    ``merge=False`` replaces whatever the file holds.  Atomic and safe against concurrent
+    savers (see the module docstring).  The same as ``AutoTuner.get().save_configs(path)``.
+    """
+    return save_into(AutoTuner.get(), path, merge=merge)
+
+
+def load_configs(path: str | os.PathLike[str]) -> LoadReport:
+    """Load persisted results from ``path`` into the process's autotuner.
+
+    Only entries whose fingerprint matches this process are used (see the module
+    docstring).  Skipped entries, those measured in another environment included, and
+    unreadable files are reported in one :class:`AutotuneCacheWarning`
+    (pointing at the caller's line) and in the returned :class:`LoadReport`; nothing here
+    raises except ``FileNotFoundError``/``OSError`` for a file that cannot be opened (and
+    ``ValueError`` for an empty path).  Reads only: never writes, locks nor creates a file.
+    The same as ``AutoTuner.get().load_configs(path)``.
+    """
+    return load_into(AutoTuner.get(), path)

@@ -1,0 +1,205 @@
+"""The autotune cache file's format: its schema version, what an entry holds, how a
+document is parsed and checked, and how it is written as text.
+
+The format itself is described in :mod:`flashinfer.autotuner.cache`, the public home of
+the names defined here.  Never pickle: loading a cache cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from flashinfer.autotuner._types import Choice, TunedResults, is_number, is_real_time
+from flashinfer.autotuner.fingerprint import FIELDS, WILDCARD, Fingerprint, schema1_fingerprint
+from flashinfer.autotuner.keys import Key, key_to_json
+
+__all__ = [
+    "MAX_DEPTH",
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "AutotuneCacheError",
+    "AutotuneCacheWarning",
+]
+
+SCHEMA_VERSION = 2
+
+#: The versions this flashinfer reads: its own, and schema 1 (entries without a fingerprint,
+#: read as stamped with the versions the file's header records; see :mod:`.fingerprint`).
+READABLE_SCHEMAS = (1, SCHEMA_VERSION)
+
+#: Deepest nesting of JSON arrays/objects a cache file may have (a real one has 6 or 7
+#: levels; tactics add a few).  Deeper files are unreadable: never a ``RecursionError``.
+MAX_DEPTH = 64
+
+
+class AutotuneCacheWarning(UserWarning):
+    """A persisted autotune file, or some of its entries, could not be used."""
+
+
+class AutotuneCacheError(ValueError):
+    """Saving would lose results another flashinfer can use (a file of another schema
+    version): nothing was written.  ``path`` and ``reason`` (what the file holds) are
+    attributes, for callers that word their own message."""
+
+    def __init__(self, message: str, *, path: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
+# The public home of the file's exception types, where users filter or catch them.
+AutotuneCacheWarning.__module__ = AutotuneCacheError.__module__ = "flashinfer.autotuner.cache"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters: a hostile file cannot flood a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _nested_deeper_than(doc: Any, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
+    """The cache document in ``data``, or ``(None, why it is not one)``.
+
+    A document of another schema version is returned whatever else it holds (its layout
+    is that version's business).  ``NaN``/``Infinity`` tokens are accepted here (older
+    versions wrote them): an entry holding one is skipped on load and dropped, with a
+    warning, on save.
+    """
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        return None, f"nested deeper than {MAX_DEPTH} levels: not an autotune cache"
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"not valid JSON (corrupt or truncated?): {_short(str(exc), 120)}"
+    if _nested_deeper_than(doc, MAX_DEPTH):
+        return None, f"nested deeper than {MAX_DEPTH} levels: not an autotune cache"
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        return None, "not an autotune cache (no top-level 'schema_version')"
+    version = doc["schema_version"]
+    if type(version) is not int:  # bool is an int subclass: true is not version 1
+        shown = _short(json.dumps(version))
+        return None, f"not an autotune cache ('schema_version' must be an integer, not {shown})"
+    if version in READABLE_SCHEMAS and not isinstance(doc.get("entries"), list):
+        return None, "not an autotune cache ('entries' is not a list)"
+    return doc, None
+
+
+def _shown_version(version: Any) -> str:
+    """A file's ``schema_version`` as messages show it (whatever the file holds)."""
+    return _short(repr(version), 24)
+
+
+def _cache_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as a string; ``ValueError`` for an empty one (it would name the working
+    directory, and its lock ``.lock`` there)."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"autotune cache path must be a str or os.PathLike[str], not {path!r}")
+    if not text:
+        raise ValueError("autotune cache path is empty; name a file, e.g. 'tuned.json'")
+    return text
+
+
+def _strict_json(value: Any) -> bool:
+    try:
+        _dump(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _normalise(value: Any) -> Any:
+    """A tactic as it reads back from JSON (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
+
+_KEY_FIELDS = ("op", "inputs", "device", "compute_capability")
+
+
+def _key_identity(obj: dict[str, Any]) -> str:
+    """Identity of an entry's tuning key."""
+    return json.dumps({k: obj.get(k) for k in _KEY_FIELDS}, sort_keys=True)
+
+
+def _canonical(obj: dict[str, Any]) -> str:
+    """Identity of an entry, for merging files: its key and its fingerprint (a field left
+    out is the same as ``"*"``).  Entries of one key measured in different environments
+    (an H100 and an H200 node, say) are different entries: a shared file keeps both."""
+    identity = {k: obj.get(k) for k in _KEY_FIELDS}
+    fingerprint = obj.get("fingerprint")
+    if fingerprint is None or isinstance(fingerprint, dict):
+        fingerprint = {name: (fingerprint or {}).get(name, WILDCARD) for name in FIELDS}
+    identity["fingerprint"] = fingerprint
+    return json.dumps(identity, sort_keys=True)
+
+
+def _entries(doc: dict[str, Any]) -> list[Any]:
+    """The entries of a readable document as this schema holds them: a schema-1 file's are
+    stamped with the fingerprint its header records (:func:`.schema1_fingerprint`), so that
+    nothing saved before fingerprints existed is lost, nor taken for another environment's."""
+    entries = doc["entries"]
+    if doc["schema_version"] != 1:
+        return entries
+    stamp = schema1_fingerprint(doc)
+    return [{**e, "fingerprint": dict(stamp)} if isinstance(e, dict) else e for e in entries]
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, allow_nan=False)  # strict JSON only: never NaN or Infinity
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    """Pretty JSON with one entry per line: readable and diff-friendly."""
+    head = {k: v for k, v in doc.items() if k != "entries"}
+    lines = [f"  {_dump(k)}: {_dump(v)}," for k, v in head.items()]
+    body = ",\n".join(f"    {_dump(e)}" for e in doc["entries"])
+    entries = f'  "entries": [\n{body}\n  ]' if body else '  "entries": []'
+    return "{\n" + "\n".join(lines) + "\n" + entries + "\n}\n"
+
+
+def _entry(
+    key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint
+) -> dict[str, Any]:
+    """The file entry of one result, stamped with the environment that measured it."""
+    registered = tuner.registered().get(key[0])
+    experimental = bool(registered and choice.backend in registered[0].experimental_backends)
+    return {
+        **key_to_json(key),
+        "backend": choice.backend,
+        "tactic": _normalise(choice.tactic),
+        "median_ms": float(f"{choice.median_s * 1e3:.6g}"),
+        "experimental": experimental,
+        "fingerprint": fingerprint,
+    }
+
+
+def _median_seconds(value: Any) -> float:
+    """A file's ``median_ms`` in seconds; ``ValueError`` unless a finite number >= 0."""
+    if not is_number(value):
+        raise ValueError(f"bad median_ms {_short(repr(value))}")
+    try:
+        ms = float(value)
+    except OverflowError:
+        ms = math.inf
+    if not is_real_time(ms):
+        raise ValueError(f"median_ms {_short(repr(value), 24)} is not a finite number >= 0")
+    return ms / 1e3

@@ -1,0 +1,213 @@
+"""Saving a tuner's results to a persisted autotune file: merged with the entries the
+file already holds, under an inter-process lock, written atomically.
+
+What a merge keeps, refuses and drops is described in :mod:`flashinfer.autotuner.cache`
+(the public home of :func:`~flashinfer.autotuner.save_configs` and
+:func:`~flashinfer.autotuner.check_mergeable`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from filelock import FileLock
+
+from flashinfer.autotuner._types import TunedResults
+from flashinfer.autotuner.cache.format import (
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    AutotuneCacheError,
+    AutotuneCacheWarning,
+    _cache_path,
+    _canonical,
+    _dumps,
+    _entries,
+    _entry,
+    _key_identity,
+    _parse,
+    _shown_version,
+    _strict_json,
+)
+from flashinfer.autotuner.fingerprint import (
+    flashinfer_version,
+    loaded_fingerprint,
+    matches,
+    process_fingerprint,
+)
+from flashinfer.gating.stacklevel import user_stacklevel
+
+__all__ = ["check_mergeable", "save_into"]
+
+DROP_NOT_OBJECT = "are not JSON objects"
+DROP_NOT_FINITE = "hold a number JSON cannot represent (NaN or Infinity)"
+
+
+@dataclass
+class _Existing:
+    """What a merging save keeps of the file it replaces."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    #: reason -> number of entries dropped for it
+    dropped: dict[str, int] = field(default_factory=dict)
+    #: why the previous content could not be read (it is then replaced)
+    unreadable: str | None = None
+
+
+def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
+    entries = doc.get("entries")
+    held = f"{len(entries)} entries" if isinstance(entries, list) else "results"
+    reason = (
+        f"it holds {held} of schema version {_shown_version(doc['schema_version'])}, which "
+        f"this flashinfer (schema {SCHEMA_VERSION}) can neither use nor write back, so "
+        "merging would lose them"
+    )
+    return AutotuneCacheError(
+        f"Refusing to save autotune results to {path!r}: {reason}. Save to another path, or "
+        "pass merge=False to replace the file. Nothing was written; this process's results "
+        "are still in memory (AutoTuner.get().choices()).",
+        path=path,
+        reason=reason,
+    )
+
+
+def _read_existing(path: str) -> _Existing:
+    """The entries of the file at ``path`` a merge keeps; raises :class:`AutotuneCacheError`
+    for a file of another schema version, and ``OSError`` for one that exists but cannot
+    be read (never overwritten blind)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return _Existing()
+    if not data.strip():  # an empty file (touch, mktemp) holds nothing to keep
+        return _Existing()
+    doc, error = _parse(data)
+    if doc is None:
+        return _Existing(unreadable=error)
+    if doc["schema_version"] not in READABLE_SCHEMAS:
+        raise _refusal(path, doc)
+    kept = _Existing()
+    for raw in _entries(doc):  # a schema-1 file's stamped with its header's versions
+        if not isinstance(raw, dict):
+            reason = DROP_NOT_OBJECT
+        elif not _strict_json(raw):
+            reason = DROP_NOT_FINITE
+        else:
+            kept.entries.append(raw)
+            continue
+        kept.dropped[reason] = kept.dropped.get(reason, 0) + 1
+    return kept
+
+
+def check_mergeable(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`AutotuneCacheError` if saving to ``path`` with ``merge=True`` would be
+    refused (a file of another schema version), so a caller can learn it before tuning.
+    Reads only."""
+    _read_existing(_cache_path(path))
+
+
+@contextlib.contextmanager
+def _file_lock(path: str) -> Iterator[None]:
+    """Exclusive inter-process lock on ``path + '.lock'`` (``filelock``: an OS lock on
+    POSIX and Windows alike; the lock file stays, which is harmless and race-free).  A new
+    lock object per save, so that threads of one process exclude each other too."""
+    with FileLock(path + ".lock", mode=0o666):
+        yield
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _warn_replaced(path: str, existing: _Existing, total: int) -> None:
+    """One warning for what a save did not keep of the file it replaced (if anything)."""
+    parts = []
+    if existing.unreadable is not None:
+        parts.append(
+            f"its previous content could not be read ({existing.unreadable}) and was replaced"
+        )
+    if existing.dropped:
+        dropped = sum(existing.dropped.values())
+        reasons = "; ".join(f"{n} {reason}" for reason, n in existing.dropped.items())
+        parts.append(
+            f"{dropped} of its entries were dropped ({reasons}): no flashinfer could use them"
+        )
+    if parts:
+        warnings.warn(
+            f"Saved {total} entries to the autotune cache {path!r}; {'; '.join(parts)}.",
+            AutotuneCacheWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def _merge(
+    entries: list[dict[str, Any]], ours: list[tuple[dict[str, Any], bool]]
+) -> dict[str, dict[str, Any]]:
+    """The file's ``entries`` merged with ``ours`` (entry, measured in this process), by
+    identity (:func:`_canonical`; of two equal entries of the file, the later wins).
+
+    A result measured here replaces every entry of its key that this process matches
+    (its own earlier result, or a ``"*"`` entry it would have used): the new measurement
+    is what holds for this environment.  A result that was loaded replaces only its own
+    entry.  Entries of other environments are never replaced: written back untouched.
+    """
+    merged = {_canonical(raw): raw for raw in entries}
+    by_key: dict[str, list[str]] = {}
+    for identity, raw in merged.items():
+        by_key.setdefault(_key_identity(raw), []).append(identity)
+    for entry, measured_here in ours:
+        if measured_here:
+            for identity in by_key.get(_key_identity(entry), ()):
+                held = merged.get(identity)
+                if held is not None and matches(held.get("fingerprint"), entry["fingerprint"]):
+                    del merged[identity]
+        merged[_canonical(entry)] = entry
+    return merged
+
+
+def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool = True) -> int:
+    """:meth:`AutoTuner.save_configs` (see :func:`save_configs`)."""
+    path = _cache_path(path)
+    ours = []
+    for key, choice in tuner.choices().items():
+        loaded = loaded_fingerprint(tuner, key, choice)
+        fingerprint = process_fingerprint(key) if loaded is None else loaded
+        ours.append((_entry(key, choice, tuner, fingerprint), loaded is None))
+    with _file_lock(path):
+        existing = _read_existing(path) if merge else _Existing()
+        merged = _merge(existing.entries, ours)
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "flashinfer_version": flashinfer_version(),
+            "torch_version": torch.__version__,
+            "entries": sorted(merged.values(), key=_canonical),
+        }
+        _atomic_write(path, _dumps(doc))
+    _warn_replaced(path, existing, len(merged))
+    return len(merged)

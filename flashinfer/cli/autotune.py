@@ -1,0 +1,209 @@
+"""``flashinfer autotune``: tune an op for some shapes and write the results to a file.
+
+This module is the command's front: which ops it can tune and how it builds their inputs
+(the targets), its arguments (parsed and checked before anything is timed) and its help
+text.  The run itself is in ``_cli_autotune_run.py``; what it prints, in
+``_cli_autotune_report.py``.
+
+What it promises (``flashinfer autotune --help`` says the same):
+
+* every (backend, tactic) that failed is counted and listed under the table with a one-line
+  reason; a shape for which nothing could be timed makes the command exit 1 (the shapes
+  that did tune are still saved);
+* Ctrl-C saves the shapes tuned so far, says so, and exits 130;
+* a shape that tuned nothing new (every key already in the file) leaves the file untouched:
+  a run that only reads never writes nor locks it;
+* under the table, the tuner's per-op counts (``AutoTuner.get().stats()``: keys tuned,
+  results loaded, calls served, failed pairs and the last reason);
+* progress (a ``tqdm`` bar on stderr) fits in 80 columns;
+* entries of the file measured on other machines or software (their fingerprint differs)
+  are counted in a warning, not used, and written back untouched;
+* a bad ``--cache`` (empty, a directory, an unwritable directory, a file of a newer schema
+  version) is a usage error before anything is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
+from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
+from flashinfer.cli.autotune_run import _TARGETS, _run, _tunable, _TuneTarget
+from flashinfer.cli.common import DTYPES, PROG, UsageError
+
+_ENVIRONMENT_HELP = """\
+environment:
+  FLASHINFER_AUTOTUNER_LOG=1   also write every timing, failure and pick to stderr
+                               (prefixed [flashinfer.autotuner])
+  TRITON_INTERPRET=1           run the Triton backends on CPU through Triton's
+                               interpreter (slow; for testing)
+  FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1
+                               let experimental backends compete"""
+
+_EXIT_HELP = """\
+exit status:
+  0    every shape has a pick (pairs that failed are listed under the table)
+  1    nothing could be timed for some shape (the others are saved), or a runtime error
+  2    usage error (bad op, shape, dtype or --cache), nothing timed
+  130  interrupted (Ctrl-C): the shapes tuned so far are saved"""
+
+
+# --------------------------------------------------------------------------------------
+# The arguments: checked before anything is timed
+# --------------------------------------------------------------------------------------
+
+
+def _resolve_op(name: str) -> tuple[Any, _TuneTarget]:
+    from flashinfer.autotuner import AutoTuner
+
+    tunable = _tunable()
+    for key, (op, _) in AutoTuner.get().registered().items():
+        if name == key and getattr(op, "api_name", None) in tunable:
+            return tunable[op.api_name]
+    if name in tunable:
+        return tunable[name]
+    available = ", ".join(sorted(tunable)) or "none"
+    if name in _TARGETS:
+        raise UsageError(
+            f"--op {name}: this op is not autotunable (it registers no runners with the "
+            f"autotuner); autotunable ops: {available}"
+        )
+    raise UsageError(f"--op {name}: unknown op; autotunable ops: {available}")
+
+
+def _parse_shapes(text: str, target: _TuneTarget) -> list[tuple[int, ...]]:
+    shapes = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            raise UsageError(f"--shapes: empty shape in {text!r}")
+        try:
+            dims = tuple(int(d) for d in item.lower().split("x"))
+        except ValueError:
+            raise UsageError(
+                f"--shapes: malformed shape {item!r}; expected {target.shape_help}, "
+                "e.g. 128x4096x4096, positive integers joined by 'x'"
+            ) from None
+        if any(d <= 0 for d in dims):
+            raise UsageError(f"--shapes: every dimension of {item!r} must be a positive integer")
+        if len(dims) not in target.ndims:
+            raise UsageError(
+                f"--shapes: {item!r} has {len(dims)} dimensions; {target.op_name} takes "
+                f"{target.shape_help}"
+            )
+        shapes.append(dims)
+    return shapes
+
+
+def _check_cache_path(path: str) -> str:
+    """``--cache`` must name a file the command can write, and whose results it can merge:
+    found out before anything is timed, not after."""
+    from flashinfer.autotuner import AutotuneCacheError, check_mergeable
+
+    if not path:
+        raise UsageError("--cache: the path is empty; name a file, e.g. --cache tuned.json")
+    if "\0" in path:
+        raise UsageError("--cache: the path contains a NUL character")
+    if os.path.isdir(path) or path.endswith((os.sep, "/")):
+        raise UsageError(f"--cache {path}: names a directory; name a file in it, e.g. tuned.json")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(f"--cache {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"--cache {path}: directory {directory} is not writable (the file is replaced "
+            "atomically through a temporary file next to it)"
+        )
+    try:
+        check_mergeable(path)
+    except AutotuneCacheError as exc:
+        raise UsageError(
+            f"--cache {path}: {exc.reason}; use another --cache file, or move this one away"
+        ) from None
+    return path
+
+
+def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import torch
+
+    op, target = _resolve_op(args.op)
+    shapes = _parse_shapes(args.shapes, target)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
+    cache = _check_cache_path(args.cache)
+    return _run(op, target, shapes, cache, args, out, err)
+
+
+# --------------------------------------------------------------------------------------
+# The parser
+# --------------------------------------------------------------------------------------
+
+
+def _epilog() -> str:
+    """The tunable ops of this build, an example, the exit codes and the environment.
+    Computed when ``--help`` is asked for: listing the ops imports them."""
+    tunable = _tunable()
+    if tunable:
+        width = max(len(name) for name in tunable)
+        ops = "\n".join(
+            f"  {name.ljust(width)}  --shapes {target.shape_help}"
+            for name, (_, target) in sorted(tunable.items())
+        )
+        name = next(n for n in _TARGETS if n in tunable)  # mm first: the simplest
+        example = (
+            "example (finishes in seconds on a CPU):\n"
+            f"  {PROG} autotune --op {name} --shapes {tunable[name][1].example} "
+            "--cache tuned.json"
+        )
+    else:
+        ops, example = "  none in this build", ""
+    return f"tunable ops:\n{ops}\n\n{example}\n\n{_EXIT_HELP}\n\n{_ENVIRONMENT_HELP}"
+
+
+class _HelpAction(argparse.Action):
+    """``-h/--help`` that fills in the epilog first (the op list needs the ops imported)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.epilog = _epilog()
+        parser.print_help()
+        parser.exit()
+
+
+def add_autotune_parser(sub: Any) -> None:
+    """Add the ``autotune`` sub-command to the ``flashinfer`` parser's sub-parsers."""
+    p = sub.add_parser(
+        "autotune",
+        add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="tune an op for some shapes and write the results to a cache file",
+        description=(
+            "Tune OP's backend='auto' choice for each shape: time every (backend, tactic)\n"
+            "that automatic selection offers on this machine, keep the fastest, write the\n"
+            "picks to the JSON cache file (merged with what it already holds; keys already\n"
+            "in it are not timed again unless --force) and print them, with every pair\n"
+            "that failed and why, and the tuner's per-op counts.  Each result is stamped\n"
+            "with this machine's environment (versions, GPU); entries from other machines\n"
+            "stay in the file, unused here.  Use the file with\n"
+            "flashinfer.autotune(cache=PATH) or flashinfer.autotuner.load_configs(PATH)."
+        ),
+    )
+    p.add_argument("-h", "--help", action=_HelpAction, help="show this help message and exit")
+    p.add_argument("--op", required=True, help="op to tune (see the tunable ops below)")
+    p.add_argument(
+        "--shapes",
+        required=True,
+        help="comma-separated shapes, e.g. 64x64x64,128x64x32 for mm (MxNxK)",
+    )
+    p.add_argument("--cache", required=True, help="JSON file to write (created or merged)")
+    p.add_argument(
+        "--dtype", default="float32", choices=DTYPES, help="input dtype (default float32)"
+    )
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device (default cpu)")
+    p.add_argument("--force", action="store_true", help="re-tune shapes already in the cache file")
+    p.set_defaults(func=_cmd_autotune)

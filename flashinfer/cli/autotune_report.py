@@ -1,0 +1,192 @@
+"""What ``flashinfer autotune`` shows: the progress line on stderr, and the summary table
+with every failed (backend, tactic) pair listed under it on stdout."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from flashinfer.cli.common import _table
+
+#: Progress lines are at most this long: they fit an 80-column terminal, and a line of
+#: exactly 80 characters makes some terminals wrap the cursor when redrawn in place.
+PROGRESS_WIDTH = 79
+#: The reason of a failed pair is cut to this many characters (Triton's can be long).
+REASON_WIDTH = 100
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` on one line (control characters become spaces), cut to ``width`` (>= 3)
+    characters; ``...`` marks a cut."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class _Bar(tqdm):
+    """tqdm with a ``{label}`` field in its format (the pair being timed)."""
+
+    monitor_interval = 0  # no monitor thread: the command redraws the bar itself
+
+    def __init__(self, *args: Any, label: str = "", **kwargs: Any) -> None:
+        self.label = label  # read by the first draw, at the end of tqdm's __init__
+        super().__init__(*args, **kwargs)
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        return {**super().format_dict, "label": self.label}
+
+
+class _Progress:
+    """The progress bar on stderr, drawn by ``tqdm``: one bar per shape, counting the
+    (backend, tactic) pairs of its key, redrawn in place (on a terminal one line per shape
+    remains; a log gets the redraws as ``\\r``-separated segments); every line at most
+    :data:`PROGRESS_WIDTH` characters."""
+
+    def __init__(self, stream: TextIO, total_shapes: int, width: int = 12) -> None:
+        self.stream = stream
+        self.total_shapes = total_shapes
+        self.width = width
+        self.shape_index = 0
+        self.shape_label = ""
+        self._bar: _Bar | None = None
+
+    def start_shape(self, index: int, label: str) -> None:
+        self.end_line()
+        self.shape_index = index
+        self.shape_label = label
+
+    def _fields(self, done: int, total: int, label: str) -> tuple[str, str]:
+        """The text before the bar and the label after it, cut so that the line fits."""
+        counts = len(f" [{'#' * self.width}] {done}/{total} ")
+        head = f"[{self.shape_index + 1}/{self.total_shapes}] "
+        # The shape keeps what the counts and at least 16 characters of the label leave.
+        room = max(PROGRESS_WIDTH - len(head) - counts - 16, 8)
+        desc = _fit(head + _fit(self.shape_label, room), max(PROGRESS_WIDTH - counts - 3, 3))
+        return desc, _fit(label, max(PROGRESS_WIDTH - len(desc) - counts, 3))
+
+    def end_line(self) -> None:
+        """Leave the current bar as drawn and end its line (before other output)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        desc, label = self._fields(done, total, label)
+        if self._bar is None or self._bar.total != total:
+            self.end_line()
+            self._bar = _Bar(
+                total=total,
+                initial=done,
+                desc=desc,
+                label=label,
+                file=self.stream,
+                ncols=PROGRESS_WIDTH,
+                bar_format=f"{{desc}} [{{bar:{self.width}}}] {{n_fmt}}/{{total_fmt}} {{label}}",
+                ascii=".#",
+                mininterval=0,
+            )
+        else:
+            self._bar.n, self._bar.label = done, label
+            self._bar.set_description_str(desc, refresh=False)
+            self._bar.refresh()
+        if done == total:
+            self.end_line()
+
+
+def _median_cell(median_s: float, iqr_s: float | None) -> str:
+    """``median+-IQR`` in ms, one word (the spread is known only for a key timed now)."""
+    spread = "" if iqr_s is None else f"+-{iqr_s * 1e3:.4f}"
+    return f"{median_s * 1e3:.4f}{spread}"
+
+
+@dataclass
+class _ShapeResult:
+    """What tuning one shape did: the tuner's record, and the call's error if it raised."""
+
+    shape: str
+    record: Any  # TuningRecord | None (None: the call never reached the tuner)
+    error: str | None = None
+
+    @property
+    def choice(self) -> Any:
+        return None if self.record is None else self.record.choice
+
+    @property
+    def tuned_now(self) -> bool:
+        return self.record is not None and self.record.timed and self.choice is not None
+
+    def row(self) -> tuple[str, ...]:
+        rec = self.record
+        failed = f"{len(rec.failures)}/{rec.tried}" if rec is not None and rec.timed else "-"
+        if self.choice is None:
+            return (self.shape, "-", "-", "-", failed, "nothing could be timed")
+        source = "tuned" if rec.timed else "reused (key already tuned)"
+        tactic = json.dumps(self.choice.tactic, sort_keys=True)
+        return (
+            self.shape,
+            self.choice.backend,
+            tactic,
+            _median_cell(self.choice.median_s, rec.iqr_s if rec.timed else None),
+            failed,
+            source,
+        )
+
+    def failure_lines(self) -> list[str]:
+        """One line per failed pair: the whole tactic (it tells the pairs apart) and the
+        reason, cut to :data:`REASON_WIDTH`."""
+        lines = []
+        for failure in () if self.record is None else self.record.failures:
+            tactic = json.dumps(failure.tactic, sort_keys=True, separators=(",", ":"))
+            reason = _fit(failure.reason, REASON_WIDTH)
+            lines.append(f"  {self.shape} {failure.backend} {tactic}: {reason}")
+        if self.error is not None:
+            lines.append(f"  {self.shape} (the call itself): {_fit(self.error, REASON_WIDTH)}")
+        return lines
+
+
+def _print_summary(results: Sequence[_ShapeResult], out: TextIO) -> None:
+    header = ("SHAPE", "BACKEND", "TACTIC", "MEDIAN+-IQR MS", "FAILED", "SOURCE")
+    print(_table([header, *(r.row() for r in results)]), file=out)
+    tried = sum(r.record.tried for r in results if r.record is not None and r.record.timed)
+    failed = [line for r in results for line in r.failure_lines()]
+    failures = sum(len(r.record.failures) for r in results if r.record is not None)
+    if failed:
+        print(file=out)
+        print(f"{failures} of {tried} (backend, tactic) pairs failed:", file=out)
+        for line in failed:
+            print(line, file=out)
+
+
+def _print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
+    """The tuner's per-op counts (``AutoTuner.get().stats()``: ``api_key -> OpStats``)."""
+    if not stats:
+        return
+    header = (
+        "OP",
+        "KEYS TUNED",
+        "LOADED",
+        "CALLS TUNED",
+        "CALLS DEFAULT",
+        "FAILED",
+        "LAST FAILURE",
+    )
+    rows = [
+        (
+            api_key,
+            str(s.keys_tuned),
+            str(s.results_loaded),
+            str(s.calls_tuned),
+            str(s.calls_default),
+            str(s.tactics_failed),
+            "-" if s.last_failure is None else _fit(s.last_failure, REASON_WIDTH),
+        )
+        for api_key, s in stats.items()
+    ]
+    print(file=out)
+    print("autotuner stats (AutoTuner.get().stats()):", file=out)
+    print(_table([header, *rows]), file=out)

@@ -1,0 +1,191 @@
+"""The tuning run of ``flashinfer autotune``: the targets (how the command builds the inputs
+of each tunable op) and, once the arguments are checked, the run itself: load the cache
+file, tune each shape, save what was tuned (also on Ctrl-C), print the summary and choose
+the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
+
+from flashinfer.cli.autotune_report import _print_stats, _print_summary, _Progress, _ShapeResult
+from flashinfer.cli.common import PROG
+
+_T = TypeVar("_T")
+
+# --------------------------------------------------------------------------------------
+# Targets: how the command builds the inputs of each tunable op
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _TuneTarget:
+    """How the CLI builds the inputs of one tunable op from a shape ``AxBxC``."""
+
+    op_name: str
+    shape_help: str
+    ndims: tuple[int, ...]  # accepted numbers of dimensions
+    call: Callable[[Any, tuple[int, ...], Any, Any], Any]  # (op, dims, dtype, device)
+    example: str  # shapes that tune in seconds on a CPU
+
+
+def _call_mm(op: Any, dims: tuple[int, ...], dtype: Any, device: Any) -> Any:
+    import torch
+
+    m, n, k = dims
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    b = torch.randn(k, n, dtype=dtype, device=device)
+    return op(a, b)
+
+
+def _call_rmsnorm(op: Any, dims: tuple[int, ...], dtype: Any, device: Any) -> Any:
+    import torch
+
+    x = torch.randn(*dims, dtype=dtype, device=device)
+    w = torch.randn(dims[-1], dtype=dtype, device=device)
+    return op(x, w)
+
+
+_TARGETS = {
+    "mm": _TuneTarget("mm", "MxNxK (a is MxK, b is KxN)", (3,), _call_mm, "64x64x64,128x64x32"),
+    "rmsnorm": _TuneTarget(
+        "rmsnorm",
+        "TOKENSxHIDDEN (or any AxBx...xHIDDEN)",
+        (1, 2, 3, 4),
+        _call_rmsnorm,
+        "64x256,128x512",
+    ),
+}
+
+
+def _tunable() -> dict[str, tuple[Any, _TuneTarget]]:
+    """``api_name -> (op, target)`` of every op registered with the autotuner that the
+    command can build inputs for."""
+    from flashinfer.api_modules import load_api_modules
+    from flashinfer.autotuner import AutoTuner
+
+    load_api_modules()
+    return {
+        op.api_name: (op, _TARGETS[op.api_name])
+        for op, _ in AutoTuner.get().registered().values()
+        if getattr(op, "api_name", None) in _TARGETS
+    }
+
+
+# --------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------
+
+
+def _tune_shape(
+    target: _TuneTarget, op: Any, dims: tuple[int, ...], args: argparse.Namespace, progress: Any
+) -> _ShapeResult:
+    import torch
+
+    from flashinfer.autotuner import AutoTuner, autotune
+    from flashinfer.autotuner._time_candidates import one_line_reason
+
+    tuner = AutoTuner.get()
+    before = tuner.last_tuning()
+    error = None
+    with autotune(progress=progress):
+        try:
+            target.call(op, dims, getattr(torch, args.dtype), args.device)
+        except Exception as exc:  # all pairs failed and so did the default, say
+            error = one_line_reason(exc)
+    record = tuner.last_tuning()
+    return _ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
+
+
+def _reporting_cache_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
+    """``call()``, with the cache-file warnings it raises printed to ``err`` as the command's
+    own warning lines (other warnings are passed on)."""
+    from flashinfer.autotuner import AutotuneCacheWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    for w in caught:
+        if issubclass(w.category, AutotuneCacheWarning):
+            print(f"{PROG} autotune: warning: {w.message}", file=err)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result
+
+
+def _save(cache: str, results: Sequence[_ShapeResult], err: TextIO) -> int | None:
+    """Save when a shape was tuned now (a run that only reused keys never writes nor locks
+    the file); returns the entry count written, or None."""
+    from flashinfer.autotuner import AutoTuner
+
+    if not any(r.tuned_now for r in results):
+        return None
+    return _reporting_cache_warnings(err, lambda: AutoTuner.get().save_configs(cache))
+
+
+def _run(
+    op: Any,
+    target: _TuneTarget,
+    shapes: list[tuple[int, ...]],
+    cache: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Tune ``op`` for ``shapes`` and save to ``cache``; returns the exit status."""
+    import torch
+
+    from flashinfer.autotuner import AutoTuner
+
+    if not args.force and os.path.exists(cache):
+        _reporting_cache_warnings(err, lambda: AutoTuner.get().load_configs(cache))
+    progress = _Progress(err, len(shapes))
+    results: list[_ShapeResult] = []
+    try:
+        with torch.inference_mode():
+            for i, dims in enumerate(shapes):
+                progress.start_shape(i, f"{target.op_name} {'x'.join(map(str, dims))}")
+                results.append(_tune_shape(target, op, dims, args, progress))
+    except KeyboardInterrupt:
+        progress.end_line()
+        return _interrupted(cache, results, len(shapes), out, err)
+
+    _print_summary(results, out)
+    _print_stats(AutoTuner.get().stats(), out)
+    written = _save(cache, results, err)
+    if written is None:
+        print(f"nothing new was tuned: {cache} left unchanged", file=out)
+    else:
+        print(f"wrote {written} entries to {cache}", file=out)
+    empty = [r.shape for r in results if r.choice is None]
+    if empty:
+        print(
+            f"{PROG} autotune: error: nothing could be timed for {len(empty)} of "
+            f"{len(results)} shapes ({', '.join(empty)}); see the failures listed above",
+            file=err,
+        )
+        return 1
+    return 0
+
+
+def _interrupted(
+    cache: str, results: Sequence[_ShapeResult], total: int, out: TextIO, err: TextIO
+) -> int:
+    """Ctrl-C: keep what was tuned, say so, exit 130."""
+    if results:
+        _print_summary(results, out)
+    written = _save(cache, results, err)
+    kept = sum(r.tuned_now for r in results)
+    if written is None:
+        saved = f"nothing new was tuned; {cache} left unchanged"
+    else:
+        saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {cache}"
+    print(
+        f"{PROG} autotune: interrupted after {len(results)} of {total} shapes; {saved}",
+        file=err,
+    )
+    return 130

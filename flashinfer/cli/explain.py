@@ -1,0 +1,105 @@
+"""``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and why.
+
+For each shape it builds inputs the way ``flashinfer autotune`` does (same shape syntax),
+then prints ``op.explain(...)``: per backend whether it can run and what left it out
+(capability, support check, the experimental gate, a restriction, the heuristic), the
+candidates, the choice and where it comes from.  Nothing but the checks runs: no kernel.
+``FLASHINFER_BACKENDS`` and ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` apply as they
+would to the program; ``--cache`` loads an autotuner file first, to show what a process
+that loaded it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any, TextIO
+
+from flashinfer.cli.common import DTYPES, PROG, UsageError
+
+__all__ = ["add_explain_parser"]
+
+
+def _resolve(name: str) -> tuple[Any, Any]:
+    """The op named ``name`` and how to build its inputs from a shape."""
+    from flashinfer.cli.autotune_run import _TARGETS
+    from flashinfer.dispatch.backend_names import flashinfer_apis
+
+    apis = flashinfer_apis()
+    known = ", ".join(sorted(apis)) or "none"
+    if name not in apis:
+        raise UsageError(f"unknown op {name!r}; ops with backends: {known}")
+    target = _TARGETS.get(name)
+    if target is None:
+        raise UsageError(f"{name}: this command cannot build its inputs from a shape yet")
+    return apis[name], target
+
+
+def _load_cache(path: str, err: TextIO) -> None:
+    import warnings
+
+    from flashinfer.autotuner import load_configs
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            load_configs(path)
+        except OSError as exc:
+            raise UsageError(f"--cache {path}: {exc.strerror or exc}") from None
+    for w in caught:
+        print(f"{PROG} explain: warning: {w.message}", file=err)
+
+
+def _as_dict(explanation: Any) -> dict[str, Any]:
+    doc = dataclasses.asdict(explanation)
+    doc["tactic"] = repr(explanation.tactic) if explanation.tactic is not None else None
+    return doc
+
+
+def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import torch
+
+    from flashinfer.cli.autotune import _parse_shapes
+
+    op, target = _resolve(args.op)
+    shapes = _parse_shapes(args.shapes, target)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
+    if args.cache is not None:
+        _load_cache(args.cache, err)
+    dtype = getattr(torch, args.dtype)
+    found = [target.call(op.explain, dims, dtype, args.device) for dims in shapes]
+    if args.json:
+        print(json.dumps([_as_dict(e) for e in found], indent=2), file=out)
+    else:
+        print("\n\n".join(str(e) for e in found), file=out)
+    return 0
+
+
+def add_explain_parser(sub: Any) -> None:
+    """Add the ``explain`` sub-command to the ``flashinfer`` parser's sub-parsers."""
+    p = sub.add_parser(
+        "explain",
+        help="what backend='auto' would pick for an op and some shapes, and why",
+        description=(
+            "For each shape, build inputs as `flashinfer autotune` does and print what a "
+            "backend='auto' call would do: each backend's verdict (can it run; if it is not "
+            "a candidate, what left it out), the candidates, the choice and where it comes "
+            "from (heuristic, restriction, autotuner).  Runs the checks only, no kernel."
+        ),
+        epilog=f"example: {PROG} explain mm --shapes 16x2048x32 --dtype bfloat16",
+    )
+    p.add_argument("op", help="the API, e.g. mm or rmsnorm")
+    p.add_argument(
+        "--shapes",
+        required=True,
+        help="comma-separated shapes as for autotune, e.g. 16x2048x32 for mm (MxNxK)",
+    )
+    p.add_argument(
+        "--dtype", default="float32", choices=DTYPES, help="input dtype (default float32)"
+    )
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device (default cpu)")
+    p.add_argument("--cache", help="load this autotuner file first (see flashinfer autotune)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=_cmd_explain)

@@ -1,0 +1,158 @@
+"""Names of APIs and backends as users write them: checked and turned into restrictions.
+
+``use_backends(mm=["triton", "torch"])``, ``use_backends({op: [...]})`` and
+``FLASHINFER_BACKENDS="mm=triton,torch;rmsnorm=torch"`` all name APIs and, for each, an
+ordered list of its backends.  This module checks those names (a ``ValueError`` naming the
+unknown name and the valid ones) and turns them into ``{api_key: (backend, ...)}``.  It
+holds no state but the list of ``flashinfer``'s own APIs, found once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flashinfer.api_modules import API_MODULES, load_api_modules
+from flashinfer.dispatch.registry import registered_ops
+
+__all__ = [
+    "ENV_FORMAT",
+    "Restriction",
+    "flashinfer_apis",
+    "op_of",
+    "parse_env_value",
+    "restriction_of",
+]
+
+Restriction = dict[str, tuple[str, ...]]
+"""``api_key -> backends``, in the order automatic selection tries them."""
+
+ENV_FORMAT = (
+    "API=BACKEND[,BACKEND...] for each API, joined by ';', e.g. 'mm=triton,torch;rmsnorm=torch'"
+)
+
+_apis: dict[str, Any] | None = None
+_apis_lock = threading.Lock()
+
+
+def flashinfer_apis() -> dict[str, Any]:
+    """``flashinfer``'s public APIs that have backends, by plain name (``"mm"``): the names
+    ``use_backends`` keywords and ``FLASHINFER_BACKENDS`` may use.  Imports the API modules
+    (:data:`flashinfer.api_modules.API_MODULES`) the first time; a module missing from the
+    build is skipped.
+    """
+    global _apis
+    if _apis is not None:
+        return _apis
+    load_api_modules()
+    found = {
+        fn.dispatcher.api_name: fn
+        for fn in registered_ops()
+        if fn.__module__ in API_MODULES and fn.dispatcher.backend_checks
+    }
+    with _apis_lock:
+        if _apis is None:
+            _apis = dict(sorted(found.items()))
+    return _apis
+
+
+def _valid_api_names() -> str:
+    return ", ".join(repr(n) for n in flashinfer_apis()) or "none"
+
+
+def op_of(key: Any, where: str) -> Any:
+    """The dispatcher (``BackendRequirementOp``) that ``key`` names: an API's plain name
+    (``"mm"``), the function ``backend_requirement`` returned, or the dispatcher itself.
+    ``ValueError`` for an unknown name or an API without backend choices, ``TypeError`` for
+    anything else."""
+    if isinstance(key, str):
+        api = flashinfer_apis().get(key)
+        if api is None:
+            raise ValueError(
+                f"{where}: unknown API {key!r}; APIs with backends: {_valid_api_names()} "
+                "(an API outside flashinfer is named by its op object: "
+                "use_backends({op: [...]}))"
+            )
+        return api.dispatcher
+    op = getattr(key, "dispatcher", None)
+    if op is None and hasattr(key, "route_auto") and hasattr(key, "backend_checks"):
+        op = key  # the dispatcher object itself
+    if op is None:
+        raise TypeError(
+            f"{where}: {key!r} is not an API decorated with backend_requirement; name one "
+            f"by its plain name ({_valid_api_names()}) or pass the decorated function"
+        )
+    if not op.backend_checks:
+        raise ValueError(f"{where}: {op.api_key} has no backend choices to restrict")
+    return op
+
+
+def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
+    """``backends`` checked against ``op``'s table: a non-empty list of distinct backend
+    names (a single ``str`` is a list of one), kept in the order given."""
+    names = [backends] if isinstance(backends, str) else backends
+    if not isinstance(names, Iterable) or isinstance(names, Mapping):
+        raise TypeError(
+            f"{where}: the backends of {op.api_name} must be a list of backend names, got "
+            f"{type(backends).__name__} {backends!r}"
+        )
+    names = list(names)
+    valid = ", ".join(repr(b) for b in op.backend_checks)
+    if not names:
+        raise ValueError(
+            f"{where}: an empty list of backends for {op.api_name} would let no backend run; "
+            f"list at least one of {valid}, or leave {op.api_name} out"
+        )
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(
+                f"{where}: backend names of {op.api_name} must be str, got "
+                f"{type(name).__name__} {name!r}; its backends: {valid}"
+            )
+        if name not in op.backend_checks:
+            raise ValueError(
+                f"{where}: {op.api_name} has no backend {name!r}; its backends: {valid}"
+            )
+        if names.count(name) > 1:
+            raise ValueError(f"{where}: backend {name!r} is listed twice for {op.api_name}")
+    return tuple(names)
+
+
+def _add_entry(found: Restriction, key: Any, backends: Any, where: str) -> None:
+    """One API's entry (``key`` as :func:`op_of` takes it), checked, added to ``found``; an
+    API named twice is a ``ValueError``."""
+    op = op_of(key, where)
+    if op.api_key in found:
+        raise ValueError(f"{where}: {op.api_name} is named twice")
+    found[op.api_key] = _backend_list(op, backends, where)
+
+
+def restriction_of(
+    by_op: Mapping[Any, Any] | None, by_name: Mapping[str, Any], where: str
+) -> Restriction:
+    """``{api_key: backends}`` for a ``use_backends`` call: a mapping keyed by op objects (or
+    plain names) and the keywords.  An API named twice is a ``ValueError``."""
+    found: Restriction = {}
+    for key, backends in [*(by_op or {}).items(), *by_name.items()]:
+        _add_entry(found, key, backends, where)
+    return found
+
+
+def parse_env_value(raw: str, variable: str) -> Restriction:
+    """``FLASHINFER_BACKENDS``'s value as ``{api_key: backends}``.  Strict: every part must
+    be ``API=BACKEND[,BACKEND...]`` naming a ``flashinfer`` API with backends and backends
+    it has (spaces around names are allowed); anything else is a ``ValueError`` naming the
+    bad part."""
+    found: Restriction = {}
+    for part in raw.split(";"):
+        api_name, sep, listed = part.partition("=")
+        api_name = api_name.strip()
+        names = [b.strip() for b in listed.split(",")]
+        if not sep or not api_name or not all(names):
+            raise ValueError(f"the part {part!r} is not API=BACKEND[,BACKEND...]")
+        try:
+            _add_entry(found, api_name, names, variable)
+        except TypeError as exc:  # not reachable for str names; kept as a ValueError
+            raise ValueError(str(exc)) from None
+    return found

@@ -1,0 +1,220 @@
+"""One log line per automatic choice: which backend ``backend="auto"`` used, and how.
+
+The ``flashinfer.dispatch`` logger (a child of ``flashinfer``) gets one INFO line per
+(op, backend, how it was chosen), e.g.::
+
+    flashinfer.mm: using backend 'torch' (auto; candidates ['torch', 'triton'];
+    experimental left out: ['splitk'])
+
+How: ``auto`` (the heuristic's first candidate), ``restricted`` (the first backend listed by
+``use_backends`` or ``FLASHINFER_BACKENDS`` that can run the call), ``tuned`` (the
+autotuner's choice: tuned in this process or loaded from a file).  Explicitly named backends
+are not logged: the caller chose them.  The library adds no handler; configure logging as
+usual, or set ``FLASHINFER_DISPATCH_LOG=1`` (read at import) to also print the lines to
+stderr.
+
+Cost: a hot path tests :data:`LOG_SWITCH` ``.armed`` and, when set, compares the backend with
+the op's last logged one (:class:`OpLog`): an attribute test while logging is off or the
+line was logged.  ``armed`` is cleared when ``isEnabledFor(INFO)`` says no, and set again
+whenever a level changes anywhere: logging clears every logger's cache of those answers on
+``setLevel`` and ``logging.disable``, and this logger's cache is a dict that arms the
+switch when cleared (only a direct assignment to ``logger.disabled`` goes unseen until the
+next level change).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Sequence
+
+from flashinfer.dispatch.restrictions import restriction_source
+from flashinfer.dispatch.tuner_view import tuner_view
+from flashinfer.gating.gate import warn_unrecognised_once
+
+__all__ = [
+    "DISPATCH_LOG_ENV",
+    "LOGGER",
+    "LOG_SWITCH",
+    "OpLog",
+    "forget_logged_choices",
+    "note_auto",
+    "note_choice",
+    "note_restricted",
+    "note_tuner_choice",
+]
+
+DISPATCH_LOG_ENV = "FLASHINFER_DISPATCH_LOG"
+LOGGER = logging.getLogger("flashinfer.dispatch")
+
+
+class _Switch:
+    __slots__ = ("armed", "generation")
+
+    def __init__(self) -> None:
+        self.armed = True  # not known yet: the first choice asks the logger
+        self.generation = 0  # level changes seen
+
+
+LOG_SWITCH = _Switch()
+
+
+class _LevelWatch(dict):  # type: ignore[type-arg]
+    """The logger's cache of ``isEnabledFor`` answers, which logging clears (under its
+    lock) whenever a level changes: clearing it arms :data:`LOG_SWITCH`."""
+
+    def clear(self) -> None:
+        super().clear()
+        LOG_SWITCH.generation += 1
+        LOG_SWITCH.armed = True
+
+
+def _watch_levels() -> bool:
+    cache = getattr(LOGGER, "_cache", None)
+    if type(cache) is not dict:  # not CPython's logging: never disarm (always ask)
+        return False
+    LOGGER._cache = _LevelWatch(cache)  # type: ignore[attr-defined]
+    return True
+
+
+_watching = _watch_levels()
+_raw_switch = os.environ.get(DISPATCH_LOG_ENV, "")
+_to_stderr = _raw_switch == "1"
+if _raw_switch not in ("", "0", "1"):
+    warn_unrecognised_once(DISPATCH_LOG_ENV, _raw_switch, "treated as 0 (off)", "'1', '0' or unset")
+
+
+_SLOTS = ("auto", "restricted", "tuned", "tuner_auto", "tuner_restricted")
+
+
+class OpLog:
+    """One op's log state: its name in the lines and, per place that logs (the dispatcher's
+    ``auto`` and ``restricted`` paths, the tuner's ``tuned``, ``tuner_auto`` and
+    ``tuner_restricted``), the backend it last logged or passed on: the hot paths compare
+    with it before anything else."""
+
+    __slots__ = ("api_key", "name", *_SLOTS, "__weakref__")
+
+    def __init__(self, api_key: str, module: str, api_name: str) -> None:
+        self.api_key = api_key
+        inside = module == "flashinfer" or module.startswith("flashinfer.")
+        self.name = f"flashinfer.{api_name}" if inside else api_key
+        self.auto: str | None = None
+        self.restricted: str | None = None
+        self.tuned: str | None = None
+        self.tuner_auto: str | None = None
+        self.tuner_restricted: str | None = None
+        _op_logs.add(self)
+
+
+_lock = threading.Lock()
+_logged: set[tuple[str, str, str]] = set()
+_op_logs: weakref.WeakSet[OpLog] = weakref.WeakSet()
+
+
+def _enabled() -> bool:
+    """Whether a line would be shown; disarms :data:`LOG_SWITCH` when not (unless a level
+    changed meanwhile: then the next choice asks again)."""
+    if _to_stderr:
+        return True
+    generation = LOG_SWITCH.generation
+    if LOGGER.isEnabledFor(logging.INFO):
+        return True
+    if _watching:
+        LOG_SWITCH.armed = False
+        if LOG_SWITCH.generation != generation:
+            LOG_SWITCH.armed = True
+    return False
+
+
+def note_choice(
+    log: OpLog,
+    slot: str,
+    backend: str,
+    how: str,
+    candidates: Sequence[str],
+    dropped: Sequence[str] = (),
+    detail: str | None = None,
+) -> None:
+    """Log that ``backend`` was chosen ``how`` (``"auto"``, ``"restricted"`` or
+    ``"tuned"``), once per (op, backend, how); ``detail`` replaces ``how`` in the line.
+    ``slot``: the place that logs, which remembers ``backend`` (see :class:`OpLog`)."""
+    if not _enabled():
+        return
+    key = (log.api_key, backend, how)
+    with _lock:
+        first = key not in _logged
+        _logged.add(key)
+    setattr(log, slot, backend)
+    if not first:
+        return
+    line = f"{log.name}: using backend {backend!r} ({detail or how}; candidates {list(candidates)}"
+    if dropped:
+        line += f"; experimental left out: {list(dropped)}"
+    line += ")"
+    LOGGER.info(line)
+    if _to_stderr:
+        print(f"[flashinfer.dispatch] {line}", file=sys.stderr, flush=True)
+
+
+def _tuner_decides(api_key: str) -> bool:
+    """Whether the autotuner runs this op's ``"auto"`` calls from its body (registered
+    without ``direct=True``): then the tuner logs what it runs.  Asked through the view the
+    autotuner installs when imported; the dispatcher never imports it."""
+    view = tuner_view()
+    return view is not None and view.registered(api_key)
+
+
+def note_auto(log: OpLog, candidates: Sequence[str], dropped: Sequence[str]) -> None:
+    """The dispatcher's line for an unrestricted ``"auto"`` call that runs the API body."""
+    if _tuner_decides(log.api_key):
+        log.auto = candidates[0]  # the tuner's line says what runs
+        return
+    note_choice(log, "auto", candidates[0], "auto", candidates, dropped)
+
+
+def note_restricted(log: OpLog, candidates: Sequence[str]) -> None:
+    """The dispatcher's line for a restricted ``"auto"`` call that runs the API body."""
+    if _tuner_decides(log.api_key):
+        log.restricted = candidates[0]
+        return
+    source = restriction_source(log.api_key) or "use_backends"
+    note_choice(
+        log, "restricted", candidates[0], "restricted", candidates, (), f"restricted by {source}"
+    )
+
+
+def note_tuner_choice(
+    log: OpLog,
+    backend: str,
+    candidates: Sequence[str],
+    dropped: Sequence[str],
+    restricted: bool,
+    tuned: str | None,
+) -> None:
+    """The line of a backend the autotuner runs for an ``"auto"`` call: its tuned choice
+    (``tuned`` says where it comes from: "tuned in this process", "loaded from a file"),
+    or the first candidate (``restricted``: a restriction ordered the candidates)."""
+    if tuned is not None:
+        where = restriction_source(log.api_key) if restricted else None
+        detail = f"{tuned}; restricted by {where}" if where else tuned
+        note_choice(log, "tuned", backend, "tuned", candidates, dropped, detail)
+    elif restricted:
+        source = restriction_source(log.api_key) or "use_backends"
+        detail = f"restricted by {source}"
+        note_choice(log, "tuner_restricted", backend, "restricted", candidates, (), detail)
+    else:
+        note_choice(log, "tuner_auto", backend, "auto", candidates, dropped)
+
+
+def forget_logged_choices() -> None:
+    """Let every choice be logged again (for tests)."""
+    with _lock:
+        _logged.clear()
+    for log in list(_op_logs):
+        for slot in _SLOTS:
+            setattr(log, slot, None)
+    LOG_SWITCH.armed = True

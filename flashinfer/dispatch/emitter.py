@@ -1,0 +1,377 @@
+"""The source of the generated fast path: one function per API, the happy path only.
+
+Everything that depends only on the API's signature and backend table is decided here, at
+decoration: the wrapper's own parameter list does the argument binding (the way
+``dataclasses`` generates ``__init__``), each checker is called directly with its spec
+spelled out, and a capability test known when generating is left out.  Every call that does
+not fit goes to the reference path (``op._fail``), which raises the explaining error; the
+two paths are tested to agree.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from flashinfer.dispatch.call_specs import filter_heuristic
+from flashinfer.dispatch.capability import _CUDA, capability_reason, capability_rule
+from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
+from flashinfer.dispatch.codegen import compile_function, render_call
+from flashinfer.dispatch.reference import ReferenceDispatcher
+from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
+from flashinfer.gating.gate import experimental_auto_backends_allowed, gate_fast_read
+from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
+
+__all__ = ["emit_fast_path"]
+
+# Frames of generated code belong to the dispatcher's public module, as they always have.
+_GENERATED_MODULE = "flashinfer.backend_dispatch"
+# Clears this thread's recorded drops, reading the thread-local only once any thread has
+# recorded some (ops with experimental backends only).
+_CLEAR_DROPPED = ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
+
+
+def emit_fast_path(op: ReferenceDispatcher) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The fast path of ``op`` and the namespace it runs in (whose ``_route`` the op sets
+    later, see ``route_auto``)."""
+    ns = _namespace(op)
+    return _emit(op, ns), ns
+
+
+def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
+    """The globals of the generated code: what it calls, under names no parameter shadows.
+
+    Checker ``i`` (in declaration order) is ``_chk<i>``, the capabilities it declares
+    ``_ccs<i>``, and an experimental backend's once-flag ``_once<i>``.
+    """
+    ns: dict[str, Any] = {
+        "_func": op.__wrapped__,
+        "_common": op.common_check,
+        "_heuristic": op.heuristic_func,
+        "_filter": filter_heuristic,
+        "_prefer": op.prefer_first,
+        "_CUDA": _CUDA,
+        "_state": op._state,
+        "_live": op._live,
+        "_fail": op._fail,
+        "_gate": experimental_auto_backends_allowed,
+        "_warn": warn_experimental_backend_once,
+        "_api": op.api_key,
+        "_ORDER": tuple(op.backend_checks),
+        "_route": None,
+        # Builtins the code names, under names no API parameter can shadow.
+        "_ValueError": ValueError,
+        "_BaseException": BaseException,
+        "_cc_reason": capability_reason,  # an API without backends: its common check's rule
+        # Restrictions (use_backends, FLASHINFER_BACKENDS) and the once-per-choice log line.
+        "_RS": RESTRICTIONS,
+        "_rfind": restriction_for,
+        "_warnl": warn_listed_experimental,
+        "_XS": op.experimental_backends,
+        "_clog": LOG_SWITCH,
+        "_lg": op.choice_log,
+        "_notea": note_auto,
+        "_noter": note_restricted,
+    }
+    for i, (name, chk) in enumerate(op.backend_checks.items()):
+        ns[f"_chk{i}"] = chk
+        ccs = capability_rule(chk)[1]
+        if ccs is not None:
+            ns[f"_ccs{i}"] = ccs
+        if name in op.experimental_backends:
+            ns[f"_once{i}"] = backend_warning_flag(op.api_key, name)
+    return ns
+
+
+def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
+    """Source of the fast path: the happy path only, every failure goes to ``_fail``."""
+    sig, specs = op._sig, op._specs
+    call_func = render_call("_func", specs["__func__"])
+    scan = _scan_line(op)
+    fail = _fail_call(op, check_common=True)
+    params = sig.def_params(ns, "skip_check=False")
+    if not op.backend_checks:
+        # skip_check=True bypasses the dispatcher entirely.
+        lines = ["    if skip_check:", f"        return {call_func}", f"    {scan}"]
+        if op.common_check is None:  # upstream: a usage error, raised on the call
+            lines.append(f"    {fail}")
+            return _compile(op, params, lines, ns)
+        lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
+        lines += [f"    {c}" for c in _common_lines(op, fail)]
+        lines.append(f"    return {call_func}")
+        return _compile(op, params, lines, ns)
+
+    # skip_check=True: an explicit backend runs with no check at all; "auto" still has
+    # to choose, which a second generated function does (the selection without the
+    # common check), so that this one stays as short as it was.
+    skip_lines = [f"    {scan}", *_auto_lines(op, ns, check_common=False)]
+    ns["_skip_auto"] = _compile(
+        op, sig.def_params(ns), skip_lines, ns, "skip_check auto dispatcher"
+    )
+    lines = [
+        "    if skip_check:",
+        "        if backend != 'auto':",
+        f"            return {call_func}",
+        f"        return {render_call('_skip_auto', specs['__func__'])}",
+        f"    {scan}",
+    ]
+    # Only ops with experimental backends ever record dropped ones; each checked call
+    # clears this thread's record first (an explicit branch) or rewrites it (auto).
+    clear: list[str] = []
+    if op.experimental_backends:
+        clear = _CLEAR_DROPPED
+    # The common check runs after the backend is known to exist (inside each branch),
+    # as in the reference: an unknown backend is reported whatever the check would do.
+    common = _common_lines(op, fail)
+    # An explicit backend: one branch each, its checker called with its own spec.  They
+    # sit under one "not auto" test, so that an "auto" call pays a single comparison.
+    # A checker's ValueError goes to _fail, which names the op and backend with it.
+    lines.append("    if backend != 'auto':")
+    for i, (name, chk) in enumerate(op.backend_checks.items()):
+        branch = [
+            f"{'if' if i == 0 else 'elif'} backend == {name!r}:",
+            *(f"    {c}" for c in clear + common),
+            f"    if not {_capability_guard(i, chk)}:",
+            f"        {fail}",
+            "    try:",
+            f"        _v = {render_call(f'_chk{i}', specs[name])}",
+            "    except _ValueError:",
+            "        _v = False",
+            "    if not _v:",
+            f"        {fail}",
+        ]
+        if name in op.experimental_backends:
+            branch += [f"    if not _once{i}.warned:", f"        _warn(_api, {name!r})"]
+        branch.append(f"    return {call_func}")
+        lines += [f"        {c}" for c in branch]
+    lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
+    lines += _auto_lines(op, ns, check_common=True)
+    return _compile(op, params, lines, ns)
+
+
+def _scan_line(op: ReferenceDispatcher) -> str:
+    """The statement finding the call's capability: the first CUDA tensor among the
+    scanned arguments (see ``DispatchPlan``)."""
+    scanned = [f"*{n}" if spread else n for n, spread in op._scanned]
+    return f"_cc = None if _CUDA.absent else _CUDA.find({', '.join(scanned)})"
+
+
+def _bound_literal(op: ReferenceDispatcher) -> str:
+    """A dict literal of the call's arguments by parameter name, as the reference path
+    binds them."""
+    return "{" + ", ".join(f"{n!r}: {n}" for n in op._sig.names) + "}"
+
+
+def _fail_call(op: ReferenceDispatcher, *, check_common: bool) -> str:
+    """The expression handing a call that does not fit to the reference path."""
+    bound = _bound_literal(op)
+    return f"_fail(_cc, {bound})" if check_common else f"_fail(_cc, {bound}, False)"
+
+
+def _common_lines(op: ReferenceDispatcher, fail: str) -> list[str]:
+    if op.common_check is None:
+        return []
+    return [f"if not {render_call('_common', op._specs['__common__'])}:", f"    {fail}"]
+
+
+def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bool) -> list[str]:
+    """The ``backend="auto"`` part of a generated function (at function-body indent):
+    select, record, then hand on to the router or call the body.
+
+    A restriction (``use_backends``, ``FLASHINFER_BACKENDS``) costs one attribute test while
+    none exists in the process (``_RS.on``); otherwise ``_rfind`` says whether this op is
+    restricted here, and a restricted call takes :func:`_restricted_block` instead."""
+    fail = _fail_call(op, check_common=check_common)
+    body = _common_lines(op, fail) if check_common else []
+    body += ["_rx = _rfind(_api) if _RS.on else None", "if _rx is None:"]
+    body += [f"    {c}" for c in _selection(op, ns)]
+    lines: list[str] = []
+    if op.experimental_backends:
+        lines += [
+            "    _xok = _drop = ()",
+            "    try:",
+            *(f"        {c}" for c in body),
+            "    except _BaseException:",
+            "        if _live.dropped:",
+            "            _state.r.dropped = _drop",
+            "        raise",
+        ]
+    else:
+        lines += [f"    {c}" for c in body]
+    lines += _restricted_block(op, fail, check_common=check_common)
+    # _fail re-runs the selection, which records this call's drops itself.
+    lines += ["    if not _ok:", f"        {fail}"]
+    if op.experimental_backends:
+        lines += [
+            "    _r = _state.r",
+            "    _r.suitable = _ok",
+            "    _r.dropped = _drop",
+            "    if _xok and _ok[0] in _xok:",
+            "        _warn(_api, _ok[0], automatic=True)",
+        ]
+    else:
+        lines.append("    _state.r.suitable = _ok")
+    drop = "_drop" if op.experimental_backends else "()"
+    return lines + [
+        f"    {c}" for c in _hand_on(op, check_common, "auto", f"_notea(_lg, _ok, {drop})")
+    ]
+
+
+def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
+    """Unrestricted selection into ``_ok``: the checks, the gate, the heuristic.
+
+    Every checker in declaration order.  Viable stable backends go to _ok, experimental ones
+    to _xok: with the gate off (the default) they are this call's drops as they stand; with
+    it on they are merged back in declaration order.  The thread's record is written at the
+    end; whatever raises before that leaves this call's drops in it (none before the gate
+    is read), as the reference does.  The checks are generated twice: without CUDA tensors
+    (_cc None, every call of a CPU-only process) each capability test is known when
+    generating, so that block has none; the other tests the capability per checker.
+    """
+    body = ["_ok = []", "if _cc is None:"]
+    body += [f"    {c}" for c in _auto_checks(op, cc_none=True) or ["pass"]]
+    body += ["else:"]
+    body += [f"    {c}" for c in _auto_checks(op, cc_none=False) or ["pass"]]
+    if op.experimental_backends:
+        gate = "_gate()"
+        unset = "False"
+        fast = gate_fast_read()
+        if fast is not None:  # read the variable inline; anything else goes to _gate
+            ns["_os"], ns["_environ"], genv, gkey = fast
+            ns["_gread"] = functools.partial(genv.get, gkey)  # C-level: no frame
+            # Unset (the default) first, in the fewest steps; "1" next; the rest
+            # (odd values warn, a replaced os.environ) through the full reader.
+            unset = "(_g := _gread()) is None and _os.environ is _environ"
+            gate = "(_g == b'1' and _os.environ is _environ) or _gate()"
+        order = list(op.backend_checks)
+        last_stable = max((order.index(b) for b in op.stable_backends), default=-1)
+        if all(order.index(b) > last_stable for b in op.experimental_backends):
+            merge = "_ok += _xok"  # experimental ones are declared last
+        else:
+            merge = "_ok = [_b for _b in _ORDER if _b in _xok or _b in _ok]"
+        drop = ["        _drop = _xok", "        _live.dropped = True"]
+        body += [
+            "if _xok:",
+            f"    if {unset}:",
+            *drop,
+            f"    elif {gate}:",
+            f"        {merge}",
+            "    else:",
+            *drop,
+        ]
+    if op.heuristic_func is not None:
+        # The heuristic gets a copy: were it given _ok itself, it could add a backend
+        # (an unknown one, or one the gate dropped) by editing the list in place.  Any
+        # other answer (reordered, shortened, with duplicates) goes through _filter.
+        heur = render_call("_heuristic", op._specs["__func__"], lead="_ok.copy()")
+        body += [
+            "if _ok:",
+            f"    _h = {heur}",
+            "    if _h != _ok:",
+            "        _ok = _filter(_h, _ok)",
+        ]
+    if op._preferences:
+        # Declared preferences of experimental backends: only while the gate let viable
+        # experimental ones in (_xok, none dropped), so stable selection pays two tests.
+        body += ["if _xok and not _drop:", f"    _ok = _prefer(_ok, {_bound_literal(op)})"]
+    return body
+
+
+def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool) -> list[str]:
+    """A restricted call (``_rx``, the listed backends): those that can run it, in the
+    listed order; no gate (listing an experimental backend opts in to it: it warns once, as
+    naming it does) and no heuristic (the list is the order).  Recorded with no drops, then
+    handed on as an unrestricted call is.  As in the reference, this thread's drops are
+    cleared first."""
+    block: list[str] = []
+    if op.experimental_backends:
+        block += _CLEAR_DROPPED
+    block += ["_ok = []", "for _b in _rx:"]
+    for i, (name, chk) in enumerate(op.backend_checks.items()):
+        test = _guarded_check(op, i, name, _capability_guard(i, chk), "_ok.append(_b)")
+        block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
+        block += [f"        {c}" for c in test]
+    block += ["if not _ok:", f"    {fail}", "_state.r.suitable = _ok"]
+    if op.experimental_backends:
+        block += ["if not _XS.isdisjoint(_ok):", "    _warnl(_api, _ok, _XS)"]
+    block += _hand_on(op, check_common, "restricted", "_noter(_lg, _ok)")
+    return ["    if _rx is not None:", *(f"        {c}" for c in block)]
+
+
+def _hand_on(op: ReferenceDispatcher, check_common: bool, how: str, note: str) -> list[str]:
+    """After selecting: an op whose auto calls are routed (route_auto) hands the candidates
+    and its arguments straight to the router (the autotuner, which logs what it runs);
+    otherwise the choice's log line (an attribute test once logged, or while logging is
+    off: see choice_log) and the body.  A skip_check=True call keeps calling the body
+    (route_auto's contract)."""
+    lines: list[str] = []
+    routable = op.routed_inputs()
+    if routable is not None and check_common:
+        items = ", ".join(routable) + ("," if len(routable) == 1 else "")
+        lines += ["if _route is not None:", f"    return _route(_ok, ({items}))"]
+    lines += [f"if _clog.armed and _ok[0] is not _lg.{how}:", f"    {note}"]
+    lines.append(f"return {render_call('_func', op._specs['__func__'])}")
+    return lines
+
+
+def _auto_checks(op: ReferenceDispatcher, *, cc_none: bool) -> list[str]:
+    """The auto path's checker calls, in declaration order: viable stable backends are
+    appended to _ok, experimental ones to _xok; each under its capability guard, known
+    here to be ``_cc is None`` (``cc_none``) or not."""
+    lines: list[str] = []
+    for i, (name, chk) in enumerate(op.backend_checks.items()):
+        guard = _capability_guard(i, chk, cc_none=cc_none)
+        if guard == "False":
+            continue
+        keep = (
+            f"_xok += ({name!r},)"
+            if name in op.experimental_backends
+            else (f"_ok.append({name!r})")
+        )
+        lines += _guarded_check(op, i, name, guard, keep)
+    return lines
+
+
+def _guarded_check(op: ReferenceDispatcher, i: int, name: str, guard: str, keep: str) -> list[str]:
+    """Checker ``i`` (backend ``name``) called under its capability ``guard``: ``keep``
+    runs when it accepts; a ``ValueError`` from it is a refusal, as False is."""
+    block = [
+        "try:",
+        f"    if {render_call(f'_chk{i}', op._specs[name])}:",
+        f"        {keep}",
+        "except _ValueError:",
+        "    pass",
+    ]
+    if guard == "True":
+        return block
+    return [f"if {guard}:", *(f"    {c}" for c in block)]
+
+
+def _capability_guard(i: int, chk: Any, *, cc_none: bool | None = None) -> str:
+    """Expression: the capability ``_cc`` lets checker ``i``'s backend run (see
+    :func:`capability_rule`).  ``cc_none``: whether ``_cc is None`` is known where the
+    expression goes, which may reduce it to ``"True"`` or ``"False"``."""
+    without_cuda, ccs = capability_rule(chk)
+    if cc_none is not None:
+        if cc_none:
+            return "True" if without_cuda else "False"
+        return "False" if ccs is None else f"_cc in _ccs{i}"
+    if ccs is None:
+        return "_cc is None"
+    if without_cuda:
+        return f"(_cc is None or _cc in _ccs{i})"
+    return f"_cc in _ccs{i}"
+
+
+def _compile(
+    op: ReferenceDispatcher,
+    params: str,
+    body: list[str],
+    ns: dict[str, Any],
+    role: str = "dispatcher",
+) -> Callable[..., Any]:
+    """Compile one generated function of ``op``.  Its code keeps the role's name (what
+    tracebacks show) when the op dresses the fast path as the API."""
+    ns["__name__"] = _GENERATED_MODULE
+    return compile_function(params, body, ns, role=role, api=op.api_key)

@@ -1,0 +1,283 @@
+"""``op.explain(*args, **kwargs)``: what a ``backend="auto"`` call would do, and why.
+
+For each backend: whether it can run the call (its capability rule and support check) and,
+if it is not a candidate, what left it out (the experimental gate, a restriction, the
+heuristic); then the candidates, the choice and where the choice comes from.  Nothing is
+run but the checks, the heuristic and a look-up of the autotuner's results: never the API
+body, never a kernel, and no warning or per-thread record is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flashinfer.dispatch.call_specs import filter_heuristic, invoke
+from flashinfer.dispatch.capability import capability_reason
+from flashinfer.dispatch.reference import ReferenceDispatcher
+from flashinfer.dispatch.restrictions import restriction_source
+from flashinfer.dispatch.tuner_view import tuner_view
+from flashinfer.gating.gate import (
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    experimental_auto_backends_allowed,
+)
+
+__all__ = ["BackendVerdict", "Explanation", "explain_call"]
+
+HEURISTIC = "heuristic"
+DECLARATION_ORDER = "declaration order"
+RESTRICTED = "restricted"
+
+
+@dataclass(frozen=True)
+class BackendVerdict:
+    """One backend's part in an explained call."""
+
+    backend: str
+    experimental: bool
+    #: Its capability rule and support check accept the call.
+    can_run: bool
+    #: Why it cannot run (its capability rule's or its checker's reason), or None.
+    why_not: str | None
+    #: Its place among the candidates (0: first), or None when it is not one.
+    rank: int | None
+    #: What kept it from the candidates: ``"common check"`` (the call fails before any
+    #: backend is looked at), ``"capability"``, ``"checker"``, ``"gate"``,
+    #: ``"restriction"`` or ``"heuristic"``; None for a candidate.
+    stage: str | None
+    #: The same in words, or None for a candidate.
+    reason: str | None
+
+    @property
+    def candidate(self) -> bool:
+        return self.rank is not None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What ``op(*args, **kwargs, backend="auto")`` would do (``op.explain``).
+
+    ``str()`` is a readable table; the attributes are for programs.
+    """
+
+    api: str  #: the API as users call it, e.g. ``"flashinfer.mm"``
+    call: str  #: the arguments, summarised (dtype and shape of tensors)
+    capability: int | None  #: the call's compute capability (None: no CUDA tensor)
+    verdicts: tuple[BackendVerdict, ...]  #: one per backend, in declaration order
+    candidates: tuple[str, ...]  #: what automatic selection would consider, best first
+    chosen: str | None  #: the backend that would run (None: the call would raise)
+    #: where the choice comes from: "heuristic", "declaration order" (no heuristic),
+    #: "restricted", "tuned in this process", "loaded from a file"; None without a choice
+    source: str | None
+    restriction: str | None  #: "use_backends" or "FLASHINFER_BACKENDS" when restricted
+    gate_on: bool  #: FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS lets "auto" use them
+    error: str | None = None  #: why the call would raise instead of running
+    tactic: Any = None  #: the tuned tactic, when the autotuner's choice runs
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def verdict(self, backend: str) -> BackendVerdict:
+        """The verdict of ``backend`` (``KeyError`` for a backend the op does not have)."""
+        for v in self.verdicts:
+            if v.backend == backend:
+                return v
+        raise KeyError(backend)
+
+    def __str__(self) -> str:
+        cc = self.capability
+        where = "no CUDA tensor" if cc is None else f"compute capability {cc}"
+        lines = [f"{self.api}({self.call}), backend='auto'; {where}"]
+        rows = [("backend", "kind", "can run", "verdict", "why")]
+        for v in self.verdicts:
+            verdict = f"candidate {v.rank + 1}" if v.rank is not None else f"left out ({v.stage})"
+            rows.append(
+                (
+                    v.backend,
+                    "experimental" if v.experimental else "stable",
+                    "yes" if v.can_run else "no",
+                    verdict,
+                    v.reason or "",
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for r in rows:
+            cells = [c.ljust(w) for c, w in zip(r[:4], widths, strict=True)]
+            lines.append(("  " + "  ".join([*cells, r[4]])).rstrip())
+        lines.append(f"candidates: {list(self.candidates)}")
+        if self.chosen is not None:
+            tactic = "" if self.tactic is None else f", tactic {self.tactic!r}"
+            source = self.source
+            if source == RESTRICTED and self.restriction:
+                source = f"restricted by {self.restriction}"
+            lines.append(f"choice: {self.chosen!r} ({source}{tactic})")
+        elif self.error is not None:
+            lines.append(f"choice: none; the call raises: {self.error}")
+        else:
+            lines.append("choice: none to make")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _summary(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        name = str(dtype).replace("torch.", "")
+        device = getattr(value, "device", None)
+        return f"{name}{list(shape)}" + (f" on {device}" if device is not None else "")
+    text = repr(value)
+    return text if len(text) <= 30 else text[:27] + "..."
+
+
+def _call_text(bound: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_summary(v)}" for k, v in bound.items() if k != "backend")
+
+
+def _refusals(
+    op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any]
+) -> dict[str, tuple[str, str] | None]:
+    """backend -> (stage, why) when it cannot run the call, None when it can.  A checker
+    that crashes is reported, not raised."""
+    found: dict[str, tuple[str, str] | None] = {}
+    for name, checker in op.backend_checks.items():
+        reason = capability_reason(checker, cc)
+        if reason is not None:
+            found[name] = ("capability", reason)
+            continue
+        try:
+            reason = op.backend_refusal(name, cc, bound)
+        except Exception as exc:  # noqa: BLE001 - a call would raise it; explain reports it
+            reason = f"support check raised {type(exc).__name__}: {exc}"
+        found[name] = None if reason is None else ("checker", reason)
+    return found
+
+
+def _common_error(op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any]) -> str | None:
+    if op.common_check is None:
+        return None
+    if not op.backend_checks:
+        reason = capability_reason(op.common_check, cc)
+        if reason is not None:
+            return f"the API does not support compute capability {cc}: {reason}"
+    try:
+        if op._check(op.common_check, "__common__", bound):
+            return None
+        return "its common check returned False for these inputs"
+    except ValueError as exc:
+        return f"its common check rejected the inputs: {exc}"
+
+
+def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, Any, str] | None:
+    """The autotuner's result for this call as (backend, tactic, source), if the program
+    imported the autotuner and the op's ``"auto"`` calls are routed to it.  The dispatcher
+    never imports the autotuner: without it nothing was tuned or loaded."""
+    view = tuner_view()
+    if view is None or not view.registered(op.api_key):
+        return None
+    names = op.routed_inputs()
+    if op.auto_route is None or names is None:
+        notes.append(
+            "the API body calls the autotuner, which may run a tuned backend instead of the "
+            "first candidate (not shown: register the op with direct=True to see it)"
+        )
+        return None
+    if view.tuning_now():
+        notes.append("inside autotune(): the call would time the candidates if not tuned yet")
+    return view.tuned_choice(op.api_key, tuple(bound[n] for n in names))
+
+
+def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Explanation:
+    """:meth:`BackendRequirementOp.explain`'s work (see the module doc)."""
+    notes: list[str] = []
+    kwargs = dict(kwargs)
+    kwargs.pop("skip_check", None)
+    bound = dict(op._sig.bind(*args, **kwargs).arguments)  # TypeError as for a call
+    if op.backend_checks and bound.get("backend", "auto") != "auto":
+        notes.append(f"backend={bound['backend']!r} was given; explained as backend='auto'")
+    if "backend" in bound:
+        bound["backend"] = "auto"
+    cc = op._call_capability(bound)
+    gate_on = experimental_auto_backends_allowed()
+    listed = op._restriction()
+    error = _common_error(op, cc, bound)
+    if error is not None:
+        not_checked = ("common check", "not checked: the common check rejects the call")
+        refusals: dict[str, tuple[str, str] | None] = dict.fromkeys(op.backend_checks, not_checked)
+    else:
+        refusals = _refusals(op, cc, bound)
+    viable = [b for b, r in refusals.items() if r is None]
+    left: dict[str, tuple[str, str]] = {b: r for b, r in refusals.items() if r is not None}
+    source: str | None = None
+    if listed is not None:
+        who = restriction_source(op.api_key) or "use_backends"
+        for b in op.backend_checks:
+            if b not in listed:
+                left[b] = ("restriction", f"not listed by {who} ({list(listed)})")
+        candidates = [b for b in listed if b in viable]
+        source = RESTRICTED
+    else:
+        if not gate_on:
+            for b in viable:
+                if b in op.experimental_backends:
+                    gate = f"experimental: {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1"
+                    left[b] = ("gate", gate)
+        candidates = [b for b in viable if b not in left]
+        source = DECLARATION_ORDER
+        if candidates and op.heuristic_func is not None:
+            spec = op._specs["__func__"]
+            ordered = filter_heuristic(
+                invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
+            )
+            for b in candidates:
+                if b not in ordered:
+                    left[b] = ("heuristic", "left out by the heuristic for these inputs")
+            candidates, source = ordered, HEURISTIC
+        preferred = op.prefer_first(candidates, bound)
+        if preferred is not candidates:
+            notes.append(
+                f"{preferred[0]!r} comes first: its declaration prefers these inputs "
+                "(Backend.prefer)"
+            )
+            candidates = preferred
+    chosen = candidates[0] if candidates else None
+    tactic = None
+    if chosen is not None:
+        tuned = _tuned(op, bound, notes)
+        if tuned is not None and tuned[0] in candidates:
+            chosen, tactic, source = tuned
+        elif tuned is not None:
+            notes.append(
+                f"the autotuner's choice {tuned[0]!r} is not a candidate of this call; the "
+                "first candidate runs with its default tactic"
+            )
+    elif error is None and op.backend_checks:
+        error = "no backend is a candidate for these inputs (see the table)"
+    elif error is None:
+        notes.append("the API has no backends to choose from: its body runs")
+    rank = {b: i for i, b in enumerate(candidates)}
+    verdicts = tuple(
+        BackendVerdict(
+            backend=b,
+            experimental=b in op.experimental_backends,
+            can_run=refusals[b] is None,
+            why_not=None if refusals[b] is None else refusals[b][1],  # type: ignore[index]
+            rank=rank.get(b),
+            stage=None if b in rank else left[b][0],
+            reason=None if b in rank else left[b][1],
+        )
+        for b in op.backend_checks
+    )
+    return Explanation(
+        api=op.choice_log.name,
+        call=_call_text(bound),
+        capability=cc,
+        verdicts=verdicts,
+        candidates=tuple(candidates),
+        chosen=chosen,
+        source=source if chosen is not None else None,
+        restriction=restriction_source(op.api_key) if listed is not None else None,
+        gate_on=gate_on,
+        error=error if chosen is None else None,
+        tactic=tactic,
+        notes=tuple(notes),
+    )

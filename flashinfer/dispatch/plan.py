@@ -1,0 +1,228 @@
+"""What is decided once, at decoration: the facts about an API and the checks on them.
+
+:class:`DispatchPlan` holds the API, its backend table split into stable and experimental
+backends (with the declared implementations, ``implementations``), its parameter list
+(without the dispatcher's ``skip_check``), the call spec of every checker, and the ordering
+of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
+backends); building it raises at decoration (import) time for a table that cannot be
+dispatched.  The reference path and the emitter read the plan; neither changes it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from flashinfer.dispatch.call_specs import checker_spec, invoke
+from flashinfer.dispatch.codegen import CallSpec, ParameterList
+from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
+from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
+
+__all__ = ["DispatchPlan"]
+
+
+def _check_declared_skip_check(func: Callable[..., Any]) -> None:
+    """An API may declare the dispatcher's ``skip_check`` itself, so that type checkers
+    see it, but only as the dispatcher takes it: keyword-only, defaulting to False."""
+    param = inspect.signature(func).parameters.get("skip_check")
+    if param is None:
+        return
+    if param.kind != param.KEYWORD_ONLY or param.default is not False:
+        default = "no default" if param.default is param.empty else f"default {param.default!r}"
+        raise TypeError(
+            f"backend_requirement: {func.__qualname__} declares skip_check as "
+            f"{param.kind.description} with {default}; the dispatcher takes "
+            "it keyword-only with default False: declare it as `*, skip_check: bool = False` "
+            "or leave it out (the dispatcher adds it either way)"
+        )
+
+
+class DispatchPlan:
+    """The decoration-time analysis of an API wrapped by ``backend_requirement``."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
+        common_check: Callable[..., Any] | None,
+        heuristic_func: Callable[..., Any] | None,
+    ) -> None:
+        self.__wrapped__ = func
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(self, attr, getattr(func, attr, None))
+        self.api_name = func.__name__
+        # Warnings are keyed by the qualified name: two modules may both define "mm".
+        self.api_key = qualified_name(func)
+        self.backend_checks, declared = read_table(backend_checks, self.api_key)
+        # The declarations (none in upstream's form) and what the body runs for each.
+        self.backends: Mapping[str, Backend] = types.MappingProxyType(declared)
+        self.implementations = ImplementationTable({n: d.run for n, d in declared.items()})
+        self.common_check = common_check
+        self.heuristic_func = heuristic_func
+        self.experimental_backends = frozenset(
+            name
+            for name, chk in self.backend_checks.items()
+            if getattr(chk, "is_experimental_backend", False)
+        )
+        self.stable_backends = tuple(
+            b for b in self.backend_checks if b not in self.experimental_backends
+        )
+        _check_declared_skip_check(func)
+        # A declared skip_check is the dispatcher's: never passed on (the body sees its
+        # default), so the API's parameters are the rest.
+        self._sig = ParameterList(func, omit=("skip_check",))
+        self._check_experimental_placement()
+        self._specs = self._build_specs()
+        # The declared preferences of experimental backends, and how to call each.
+        self._preferences = {
+            name: (d.prefer, self._preference_spec(name, d.prefer))
+            for name, d in declared.items()
+            if d.prefer is not None
+        }
+        # The arguments searched for a CUDA tensor, in order: every parameter but
+        # ``backend``, each as (name, spread) where ``*args`` is spread out.
+        self._scanned = [
+            (n, how == "star")
+            for how, n in self._specs["__func__"]
+            if how in ("pos", "kw", "star") and n != "backend"
+        ]
+
+    # ---- decoration-time checks --------------------------------------------------------
+
+    def _check_experimental_placement(self) -> None:
+        """A backend whose checker or declared implementation is experimental code (defined
+        under, or importing from, ``flashinfer.experimental``) must be marked; only an
+        experimental backend may declare a preference."""
+        for backend, checker in self.backend_checks.items():
+            if getattr(checker, "is_experimental_backend", False):
+                continue
+            declared = self.backends.get(backend)
+            parts = [("checker", checker)]
+            if declared is not None:
+                parts.append(("implementation", declared.run))
+            for role, fn in parts:
+                found = _experimental_code(fn)
+                if found is not None:
+                    raise ValueError(
+                        f"API {self.api_name!r}: the {role} of backend {backend!r} {found}, "
+                        "but the backend's checker is not marked @experimental_backend. "
+                        "Backends under flashinfer.experimental must be marked (and their "
+                        "checkers live in flashinfer/experimental/<feature>/support.py), so "
+                        "that backend='auto' skips them unless "
+                        f"{ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1."
+                    )
+            if declared is not None and declared.prefer is not None:  # after: a missing mark
+                raise ValueError(  # is the likelier mistake, and this message would hide it
+                    f"API {self.api_name!r}: backend {backend!r} is stable (its checker is not "
+                    "marked @experimental_backend) but declares prefer=. The order of stable "
+                    "backends is the API's heuristic's job: rank it there (heuristic_func) "
+                    "and drop prefer=, or mark the checker if the backend is experimental."
+                )
+        if self.backend_checks and "backend" not in self._sig.names:
+            raise TypeError(
+                f"backend_requirement: {self.api_name} has backend checks but no 'backend' "
+                "parameter to select them with"
+            )
+
+    def _preference_spec(self, name: str, prefer: Callable[..., Any]) -> CallSpec:
+        role = f"the preference of backend {name!r}"
+        return checker_spec(self._sig, prefer, role, self.api_name)
+
+    def prefer_first(self, candidates: list[str], bound: Mapping[str, Any]) -> list[str]:
+        """``candidates`` (the heuristic's order) with the experimental backends whose
+        declared preference (``Backend.prefer``) says so for the call's arguments ``bound``
+        moved to the front, in their order; ``candidates`` itself when none does.
+
+        Every selection path (generated, reference, ``explain``) applies it after the
+        heuristic; the generated one only while the gate lets experimental backends in,
+        since without them no preference can apply.
+        """
+        first = [
+            b
+            for b in candidates
+            if b in self._preferences
+            and invoke(self._preferences[b][0], self._preferences[b][1], bound)
+        ]
+        if not first:
+            return candidates
+        return first + [b for b in candidates if b not in first]
+
+    def _build_specs(self) -> dict[str, CallSpec]:
+        sig, api = self._sig, self.api_name
+        specs = {"__func__": sig.call_spec()}
+        if self.common_check is not None:
+            specs["__common__"] = checker_spec(sig, self.common_check, "common_check", api)
+        for name, chk in self.backend_checks.items():
+            specs[name] = checker_spec(sig, chk, f"the checker of backend {name!r}", api)
+        return specs
+
+    def routed_inputs(self) -> list[str] | None:
+        """The parameters whose arguments a routed auto call passes on (see
+        :meth:`route_auto`): every parameter but ``backend``, in declaration order; None
+        when the API cannot be routed (no backends, or ``*args``/``**kwargs``)."""
+        if not self.backend_checks or self._sig.has_var:
+            return None
+        return [n for n in self._sig.names if n != "backend"]
+
+
+def _experimental_code(fn: Any) -> str | None:
+    """How ``fn`` (a function, or a callable object: its class's methods) is experimental
+    code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
+    importing from one (an import inside a function body counts)."""
+    owner = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
+    if not (inspect.isroutine(owner) or inspect.isclass(owner)):
+        owner = type(owner)  # a callable object: its class's code
+    module = getattr(owner, "__module__", "") or ""
+    if in_experimental_package(module):
+        return f"is defined in module {module!r} under {EXPERIMENTAL_PACKAGE}"
+    for code in _code_objects(owner):
+        for imported in _imports(code, module):
+            if in_experimental_package(imported):
+                return f"imports {imported!r} (in {code.co_name})"
+    return None
+
+
+def _code_objects(owner: Any) -> Iterator[types.CodeType]:
+    """The code of a function, or of every function a class defines (``object``'s aside),
+    with the code nested in it."""
+    if inspect.isclass(owner):
+        functions = [
+            inspect.unwrap(v)
+            for klass in owner.__mro__[:-1]
+            for v in vars(klass).values()
+            if inspect.isfunction(v)
+        ]
+    else:
+        functions = [owner]
+    stack = [
+        f.__code__ for f in functions if isinstance(getattr(f, "__code__", None), types.CodeType)
+    ]
+    while stack:
+        code = stack.pop()
+        yield code
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _imports(code: types.CodeType, module: str) -> Iterator[str]:
+    """The absolute names of the modules ``code`` imports (relative ones resolved against
+    ``module``'s package)."""
+    import dis  # only when an API with declared backends is decorated
+    import importlib.util
+
+    package = getattr(sys.modules.get(module), "__package__", None) or module.rpartition(".")[0]
+    instructions = list(dis.get_instructions(code))
+    for i, ins in enumerate(instructions):
+        if ins.opname != "IMPORT_NAME":
+            continue
+        level = instructions[i - 2].argval if i >= 2 else 0
+        name = str(ins.argval)
+        if isinstance(level, int) and level > 0:
+            try:
+                name = importlib.util.resolve_name("." * level + name, package)
+            except ImportError:
+                continue
+        yield name

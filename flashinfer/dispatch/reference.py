@@ -1,0 +1,304 @@
+"""The reference path: the readable selection logic, and every error message of a call.
+
+Slow by design (``inspect.Signature.bind`` per call, upstream's way) and kept for three
+uses: the generated fast path hands every call that does not fit to :meth:`_fail`, which
+re-runs the selection here to raise the explaining error; ``op.call_reference`` is the
+reference the fast path is tested against; and it is the "before" row of
+``benchmarks/bench_dispatch.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flashinfer.dispatch.call_specs import filter_heuristic, invoke
+from flashinfer.dispatch.capability import _CUDA, capability_reason
+from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
+from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
+from flashinfer.dispatch.plan import DispatchPlan
+from flashinfer.dispatch.restrictions import (
+    BACKENDS_ENV,
+    RESTRICTIONS,
+    restriction_for,
+    restriction_source,
+    warn_listed_experimental,
+)
+from flashinfer.dispatch.thread_state import CallState, LiveFlags
+from flashinfer.gating.gate import (
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    experimental_auto_backends_allowed,
+)
+from flashinfer.gating.warn_once import warn_experimental_backend_once
+
+__all__ = ["ReferenceDispatcher"]
+
+
+class ReferenceDispatcher(DispatchPlan):
+    """A plan and its reference selection.  The op sets the state both paths share."""
+
+    _state: CallState  # this thread's record of its last "auto" call
+    _live: LiveFlags  # whether any thread has recorded dropped backends yet
+    _ns: dict[str, Any]  # the generated code's namespace; its "_route" is the router
+    choice_log: OpLog  # what this op's "auto" calls have logged (choice_log)
+
+    def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
+        """Called by the generated path when something does not fit: raise the error."""
+        self._select(cc, bound, check_common)
+        raise RuntimeError(
+            f"{self.api_name}: a support checker gave a different answer when re-run for "
+            "the error message; checkers must be deterministic functions of the inputs"
+        )
+
+    def _check(self, fn: Any, spec_key: str, bound: Mapping[str, Any]) -> Any:
+        return invoke(fn, self._specs[spec_key], bound)
+
+    def _available(self) -> str:
+        return f"Available backends: {', '.join(repr(b) for b in self.backend_checks)}, or 'auto'."
+
+    def _backend_name(self, bound: Mapping[str, Any]) -> str:
+        """The call's ``backend`` argument, refused with a TypeError unless it is a str."""
+        backend = bound.get("backend", "auto") if self.backend_checks else "auto"
+        if not isinstance(backend, str):
+            raise TypeError(
+                f"{self.api_name}: backend must be one backend name (a str), got "
+                f"{type(backend).__name__} {backend!r}. {self._available()}"
+            )
+        return backend
+
+    def _select(
+        self, cc: int | None, bound: dict[str, Any], check_common: bool = True
+    ) -> list[str]:
+        """Readable selection logic: returns the candidates or raises the explaining error.
+
+        ``check_common=False`` (a ``skip_check=True`` call) leaves the common check out.
+        """
+        api = self.api_name
+        self._state.clear_dropped()
+        backend = self._backend_name(bound)
+        if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
+            raise BackendSupportedError(
+                f"{api} does not support backend {backend!r}. {self._available()}"
+            )
+        if not self.backend_checks and self.common_check is None:
+            raise ValueError(
+                "Invalid @backend_requirement decorator usage: no backend choices and no "
+                f"common_check for {api}"
+            )
+        if self.common_check is not None and check_common:
+            self._run_common_check(cc, bound, backend)
+        if not self.backend_checks:
+            return []
+        if backend != "auto":
+            return self._select_explicit(cc, bound, backend)
+        return self._select_auto(cc, bound)
+
+    def _run_common_check(self, cc: int | None, bound: dict[str, Any], backend: str) -> None:
+        """The common check; a ValueError it raises (malformed inputs) propagates."""
+        api = self.api_name
+        if not self.backend_checks:  # upstream: it carries the capability rule then
+            reason = capability_reason(self.common_check, cc)
+            if reason is not None:
+                raise BackendSupportedError(
+                    f"{api} does not support compute capability {cc}: {reason}"
+                )
+        if self._check(self.common_check, "__common__", bound):
+            return
+        refused = "its common check returned False for these inputs"
+        if not self.backend_checks:
+            raise UnsupportedInputsError(f"Problem size is not supported for {api}: {refused}")
+        if backend == "auto":  # an automatic-selection failure, as upstream
+            raise BackendSupportedError(f"No suitable auto backends found for {api}: {refused}")
+        raise UnsupportedInputsError(
+            f"Problem size is not supported for {api} with backend {backend!r}: {refused}"
+        )
+
+    def _select_explicit(self, cc: int | None, bound: dict[str, Any], backend: str) -> list[str]:
+        api = self.api_name
+        checker = self.backend_checks[backend]
+        reason = capability_reason(checker, cc)
+        if reason is not None:
+            raise BackendSupportedError(
+                f"{api} does not support backend {backend!r} with capability {cc}: {reason}"
+            )
+        try:
+            fits = self._check(checker, backend, bound)
+        except ValueError as exc:
+            raise UnsupportedInputsError(
+                f"{api} cannot run these inputs with backend {backend!r}: {exc}"
+            ) from exc
+        if not fits:
+            raise UnsupportedInputsError(
+                f"Problem size is not supported for {api} with backend {backend!r}: "
+                "its support check returned False for these inputs"
+            )
+        if backend in self.experimental_backends:
+            warn_experimental_backend_once(self.api_key, backend)
+        return [backend]
+
+    def _restriction(self) -> tuple[str, ...] | None:
+        """The backends a restriction lists for this op in this context, or None (read as
+        the generated path reads it)."""
+        return restriction_for(self.api_key) if RESTRICTIONS.on else None
+
+    def _select_auto(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
+        listed = self._restriction()
+        if listed is not None:
+            return self._select_restricted(cc, bound, listed)
+        api = self.api_name
+        reasons: dict[str, str] = {}
+        viable: list[str] = []
+        for name in self.backend_checks:
+            reason = self.backend_refusal(name, cc, bound)
+            if reason is None:
+                viable.append(name)
+            else:
+                reasons[name] = reason
+        dropped = [b for b in viable if b in self.experimental_backends]
+        if dropped and not experimental_auto_backends_allowed():
+            self._live.dropped = True
+            self._state.r.dropped = tuple(dropped)
+            viable = [b for b in viable if b not in self.experimental_backends]
+            for b in dropped:
+                reasons[b] = (
+                    "experimental: excluded from automatic selection "
+                    f"({ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1)"
+                )
+        else:
+            dropped = []
+        if viable and self.heuristic_func is not None:
+            ordered = invoke(self.heuristic_func, self._specs["__func__"], bound, list(viable))
+            ordered = filter_heuristic(ordered, viable)
+            for b in viable:
+                if b not in ordered:
+                    reasons[b] = "left out by the heuristic for these inputs"
+            viable = ordered
+        viable = self.prefer_first(viable, bound)  # declared preferences (gate on only)
+        if not viable:
+            detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
+            if dropped:
+                names = ", ".join(repr(b) for b in dropped)
+                raise BackendSupportedError(
+                    f"No suitable auto backends found for {api}: only experimental backends "
+                    f"({names}) support these inputs. Pass backend={dropped[0]!r} to opt in for "
+                    f"this call, or set {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1 to let "
+                    f"automatic selection use them.\n{detail}"
+                )
+            raise BackendSupportedError(
+                f"No suitable auto backends found for {api}; every candidate was "
+                f"rejected:\n{detail}"
+            )
+        self._state.r.suitable = viable
+        if viable[0] in self.experimental_backends:
+            warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
+        return viable
+
+    def _select_restricted(
+        self, cc: int | None, bound: dict[str, Any], listed: tuple[str, ...]
+    ) -> list[str]:
+        """Automatic selection under a restriction: the listed backends that can run the
+        call, in the listed order.  No gate (listing an experimental backend opts in to it,
+        and it warns once as naming it does), no heuristic (the list is the order)."""
+        reasons: dict[str, str] = {}
+        viable: list[str] = []
+        for name in listed:
+            reason = self.backend_refusal(name, cc, bound)
+            if reason is None:
+                viable.append(name)
+            else:
+                reasons[name] = reason
+        if not viable:
+            raise BackendSupportedError(self._restricted_message(listed, reasons))
+        self._state.r.suitable = viable
+        warn_listed_experimental(self.api_key, viable, self.experimental_backends)
+        return viable
+
+    def _restricted_message(self, listed: tuple[str, ...], reasons: Mapping[str, str]) -> str:
+        api = self.api_name
+        source = restriction_source(self.api_key)
+        if source == BACKENDS_ENV:
+            who = f"{BACKENDS_ENV} (which a flashinfer.use_backends block overrides)"
+        else:
+            who = "flashinfer.use_backends"
+        detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
+        return (
+            f"No suitable auto backends found for {api}: {who} restricts automatic selection "
+            f"to {list(listed)}, and none of them can run these inputs:\n{detail}\nList "
+            f"another backend for {api}, leave {api} out of the restriction, or pass "
+            "backend=... explicitly."
+        )
+
+    def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
+        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None.
+
+        Its capability rule first, then its checker, called by its call spec as both paths
+        call it (a ``ValueError``'s message is the reason): what ``"auto"`` lists for a
+        rejected backend.  Never warns, never runs the common check or the API.
+        """
+        checker = self.backend_checks[backend]
+        reason = capability_reason(checker, cc)
+        if reason is not None:
+            return reason
+        try:
+            if not self._check(checker, backend, bound):
+                return "support check returned False for these inputs"
+        except ValueError as exc:
+            return f"support check rejected the inputs: {exc}"
+        return None
+
+    def backend_support_reason(self, backend: str, /, *args: Any, **kwargs: Any) -> str | None:
+        """Why ``backend`` would refuse the call ``op(*args, **kwargs, backend=backend)``, or
+        None if it would accept it (see :meth:`backend_refusal`; the capability is the
+        call's, found as a call finds it).  ``backend`` replaces any in the arguments.
+        ``TypeError`` for arguments the API cannot bind.
+        """
+        if backend not in self.backend_checks:
+            return f"unknown backend {backend!r}. {self._available()}"
+        bound = dict(self._sig.bind(*args, **kwargs).arguments)
+        bound["backend"] = backend
+        return self.backend_refusal(backend, self._call_capability(bound), bound)
+
+    def _call_capability(self, bound: Mapping[str, Any]) -> int | None:
+        """The capability of a call's first CUDA tensor, scanned as the generated path
+        scans the arguments (None: no CUDA tensor)."""
+        values: list[Any] = []
+        for n, spread in self._scanned:
+            if spread:
+                values.extend(bound[n])
+            else:
+                values.append(bound[n])
+        return _CUDA.find(*values)  # the seam tests replace, as on the generated path
+
+    def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
+        """The same call through ``inspect.Signature.bind`` and the readable selection logic.
+
+        Slow (upstream's design); kept as the reference the generated path is tested
+        against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
+        """
+        bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
+        bound = dict(bound_args.arguments)
+        # skip_check=True skips every check of an explicit backend; "auto" still has to
+        # choose, so it runs the selection without the common check, then calls the body.
+        auto = bool(self.backend_checks) and bound["backend"] == "auto"
+        if not skip_check or auto:
+            cc = self._call_capability(bound)
+            candidates = self._select(cc, bound, check_common=not skip_check)
+            route = self._ns["_route"]
+            if route is not None and auto and not skip_check:
+                names = self.routed_inputs() or []
+                return route(candidates, tuple(bound[n] for n in names))
+            if auto:
+                self._log_choice(candidates)
+        return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
+
+    def _log_choice(self, candidates: list[str]) -> None:
+        """The log line of an ``"auto"`` call that runs the body, as the generated path
+        writes it (see ``choice_log``)."""
+        if not LOG_SWITCH.armed:
+            return
+        log = self.choice_log
+        if self._restriction() is not None:
+            if candidates[0] is not log.restricted:
+                note_restricted(log, candidates)
+        elif candidates[0] is not log.auto:
+            note_auto(log, candidates, self._state.r.dropped)

@@ -1,0 +1,287 @@
+"""``@flashinfer_experimental_api``: mark a function, method or class as experimental.
+
+The marked API always runs and warns once: functions (``async def``, generators and async
+generators included) are wrapped by generated code of the same kind, classes by a
+``__new__`` wrapper.  Re-exported by ``flashinfer.api_logging`` (upstream's import path).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from flashinfer.dispatch.codegen import ParameterList, compile_function, render_call
+from flashinfer.gating.records import ExperimentalInfo, make_experimental_info, record_api
+from flashinfer.gating.warn_once import issue_experimental_warning, new_once_flag
+
+__all__ = ["experimental_api", "flashinfer_experimental_api"]
+
+# What the experimental marker accepts and gives back unchanged in type: a function (its
+# parameters, return type and overloads stay visible to a type checker), a class (still
+# that class), or a staticmethod / classmethod object.
+_Marked = TypeVar(
+    "_Marked", bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]"
+)
+# The marker's metadata for a marked object (its ``__qualname__`` is the default feature name).
+_MakeInfo = Callable[[Any], ExperimentalInfo]
+
+_BANNER = (
+    "**Experimental API** (feature ``{feature}``): this API is experimental; it may change "
+    "or be removed without deprecation. Calling it is the opt-in; the first call warns with "
+    "ExperimentalWarning."
+)
+
+
+def _with_banner(doc: str | None, feature: str) -> str:
+    banner = _BANNER.format(feature=feature)
+    if not doc:
+        return banner
+    return f"{banner}\n\n{inspect.cleandoc(doc)}"
+
+
+def _api_message(feature: str, name: str) -> str:
+    # Starts with "Experimental", like the backend warnings: a -W message filter can match both.
+    label = repr(name) if feature == name else f"{name!r} (feature {feature!r})"
+    return f"Experimental API {label} may change or disappear without deprecation."
+
+
+def _mark(obj: Any, info: ExperimentalInfo) -> None:
+    try:
+        obj.is_experimental = True
+        obj.experimental_feature = info.feature
+        obj.experimental_info = info
+    except (AttributeError, TypeError):  # builtins and slot wrappers take no attributes
+        pass
+
+
+# The generated wrapper is of the same kind as the function it wraps, so that
+# inspect.iscoroutinefunction / isgeneratorfunction / isasyncgenfunction still answer True
+# (asyncio, pytest fixtures and frameworks branch on them).  Such a wrapper warns when its
+# body first runs: at the first await, next() or async iteration.
+_FORWARD_ASYNC_GENERATOR = [
+    # ``yield from`` for an async generator: values, asend(), athrow() and aclose() pass on.
+    "_it = {call}",
+    "try:",
+    "    _v = await _it.__anext__()",
+    "except StopAsyncIteration:",
+    "    return",
+    "while True:",
+    "    try:",
+    "        _s = yield _v",
+    "    except GeneratorExit:",
+    "        await _it.aclose()",
+    "        raise",
+    "    except BaseException as _e:",
+    "        _step = _it.athrow(_e)",
+    "    else:",
+    "        _step = _it.__anext__() if _s is None else _it.asend(_s)",
+    "    try:",
+    "        _v = await _step",
+    "    except StopAsyncIteration:",
+    "        return",
+]
+_FORWARD = {
+    "function": ("def", ["return {call}"]),
+    "coroutine": ("async def", ["return await {call}"]),
+    "generator": ("def", ["return (yield from {call})"]),
+    "async generator": ("async def", _FORWARD_ASYNC_GENERATOR),
+}
+
+
+def _function_kind(func: Callable[..., Any]) -> str:
+    if inspect.isasyncgenfunction(func):
+        return "async generator"
+    if inspect.iscoroutinefunction(func):
+        return "coroutine"
+    if inspect.isgeneratorfunction(func):
+        return "generator"
+    return "function"
+
+
+def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
+    name = func.__qualname__
+    info = make_info(func)
+    flag = new_once_flag()
+    message = _api_message(info.feature, name)
+
+    def first_call() -> None:
+        issue_experimental_warning(flag, message)
+
+    ns: dict[str, Any] = {"_func": func, "_flag": flag, "_first": first_call}
+    try:
+        # Same parameter list as ``func``: no *args/**kwargs repacking on the hot path, and
+        # a wrong call fails when made, as it would unwrapped (even for a coroutine).
+        params = ParameterList(func)
+        declared, call = params.def_params(ns), render_call("_func", params.call_spec())
+    except (TypeError, ValueError):  # no introspectable signature, or reserved names
+        declared, call = "*args, **kwargs", "_func(*args, **kwargs)"
+    keyword, body = _FORWARD[_function_kind(func)]
+    wrapper = compile_function(
+        declared,
+        [
+            "    if not _flag.warned and _flag.claim():",
+            "        _first()",
+            *(f"    {line}".format(call=call) for line in body),
+        ],
+        ns,
+        role="experimental API wrapper",
+        api=f"{func.__module__}.{name}",
+        keyword=keyword,
+    )
+    # Dressed as the API (name, qualname, module, __wrapped__); its code keeps the name
+    # of its role, which tracebacks show.
+    functools.update_wrapper(wrapper, func)
+    wrapper.__doc__ = _with_banner(func.__doc__, info.feature)
+    _mark(func, info)
+    _mark(wrapper, info)
+    record_api(wrapper)
+    return wrapper
+
+
+# On the marker's __new__ wrappers: whether the class defined the __new__ it wraps.
+_OWN_NEW = "_flashinfer_wraps_own_new"
+
+
+def _overrides_new(klass: type, marked: type) -> bool:
+    """Whether ``klass`` or a class between it and ``marked`` defines a ``__new__`` of its
+    own (a marker's wrapper counts only if it wraps such a one)."""
+    for base in klass.__mro__:
+        if base is marked:
+            return False
+        new = base.__dict__.get("__new__")
+        if new is not None and getattr(getattr(new, "__func__", new), _OWN_NEW, True):
+            return True
+    return False
+
+
+def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
+    """Warn at the first instantiation of ``cls`` or of a subclass, by wrapping ``__new__``.
+
+    ``__new__`` rather than ``__init__``: it runs first for every class, whichever of the
+    two it defines.  When ``__new__`` is ``object.__new__`` the wrapper must not pass the
+    arguments on (object.__new__ refuses them once ``__new__`` is overridden); it applies
+    object.__new__'s own rule for them instead, as if the wrapper were not there.
+    """
+    info = make_info(cls)
+    flag = new_once_flag()
+    message = _api_message(info.feature, cls.__qualname__)
+    original_new: Any = cls.__new__
+    own_new = "__new__" in cls.__dict__
+    try:
+        signature: inspect.Signature | None = inspect.signature(cls)
+    except (TypeError, ValueError):
+        signature = None
+
+    object_new, object_init = object.__new__, object.__init__
+    passes_on = original_new is not object_new  # the class's own __new__, or a marked base's
+
+    def __new__(klass: type, /, *args: Any, **kwargs: Any) -> Any:
+        if not flag.warned and flag.claim():
+            issue_experimental_warning(flag, message)
+        if passes_on:
+            return original_new(klass, *args, **kwargs)
+        if args or kwargs:  # object.__new__'s rule, for the class being made
+            if klass is not cls and _overrides_new(klass, cls):
+                raise TypeError(
+                    "object.__new__() takes exactly one argument (the type to instantiate)"
+                )
+            if klass.__init__ is object_init:  # type: ignore[misc]
+                raise TypeError(f"{klass.__name__}() takes no arguments")
+        return object_new(klass)
+
+    if own_new:
+        functools.update_wrapper(__new__, original_new)
+    setattr(__new__, _OWN_NEW, own_new)
+    __new__.__qualname__ = f"{cls.__qualname__}.__new__"
+    __new__.__module__ = cls.__module__
+    if signature is not None:
+        # inspect.signature(cls) now reads __new__: tell it the class's own parameters
+        # (after a first one it drops, as it drops ``cls``).
+        first = inspect.Parameter("__cls", inspect.Parameter.POSITIONAL_ONLY)
+        params = [first, *signature.parameters.values()]
+        __new__.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    cls.__new__ = staticmethod(__new__)  # type: ignore[method-assign]
+    cls.__doc__ = _with_banner(cls.__doc__, info.feature)
+    _mark(cls, info)
+    record_api(cls)
+    return cls
+
+
+def _experimental(obj: Any, make_info: _MakeInfo) -> Any:
+    """Wrap ``obj`` according to its kind.  Each wrapper records the API in the inventory:
+    experimental APIs are listed too (apart from stable ones), and the record is updated
+    when @flashinfer_api was applied first."""
+    if isinstance(obj, (staticmethod, classmethod)):
+        return type(obj)(_wrap_function(obj.__func__, make_info))
+    if not callable(obj):
+        raise TypeError(
+            f"@flashinfer_experimental_api decorates functions, methods and classes, "
+            f"not {type(obj).__name__}"
+        )
+    if isinstance(obj, type):
+        return _wrap_class(obj, make_info)
+    return _wrap_function(obj, make_info)
+
+
+@overload
+def flashinfer_experimental_api(func: _Marked, /) -> _Marked: ...
+
+
+@overload
+def flashinfer_experimental_api(
+    *,
+    feature: str | None = None,
+    owner: str | None = None,
+    tracking_issue: str | int | None = None,
+    graduate_by: str | _dt.date | None = None,
+) -> Callable[[_Marked], _Marked]: ...
+
+
+def flashinfer_experimental_api(
+    func: Any = None,
+    /,
+    *,
+    feature: str | None = None,
+    owner: str | None = None,
+    tracking_issue: str | int | None = None,
+    graduate_by: str | _dt.date | None = None,
+) -> Any:
+    """Mark a public function, method or class as an experimental API.
+
+    Use bare (``@flashinfer_experimental_api``) or with arguments
+    (``@flashinfer_experimental_api(feature="fused_norm", owner="@alice",
+    tracking_issue=123, graduate_by="2027-05-31")``).  ``feature=`` names the feature in
+    listings (default: the API's qualified name); ``owner`` is a person's ``@handle``,
+    ``tracking_issue`` an issue number or URL, ``graduate_by`` a ``YYYY-MM-DD`` date.
+    Malformed metadata never raises: it is recorded, warned about once
+    (``ExperimentalMetadataWarning``) and fails the lifecycle check in CI.
+
+    The marked API always runs: calling it is the opt-in.  Its first call in the process
+    emits one :class:`ExperimentalWarning`, pointing at the caller's line; later calls are
+    silent, also under many threads.  If a warning filter turns that warning into an error,
+    every call raises it, not only the first.  Classes warn at the first instantiation of
+    the class or of a subclass (the marker wraps ``__new__``); ``async def`` functions,
+    generators and async generators stay what they are (``inspect.iscoroutinefunction`` and
+    its siblings still answer True) and warn when their body first runs.
+
+    The marker sets ``is_experimental = True``, ``experimental_feature`` and
+    ``experimental_info`` on the wrapper and on the original, prepends a banner to the
+    docstring and keeps the signature, name, module and ``__wrapped__``.  For a type
+    checker the marked object keeps its exact type: a function its parameters, return type
+    and overloads, a class stays the class.  It never reads the gate variable.
+    """
+
+    def make_info(obj: Any) -> ExperimentalInfo:  # checked when applied, per object
+        return make_experimental_info(
+            feature or obj.__qualname__, owner, tracking_issue, graduate_by, marked=obj
+        )
+
+    if func is None:
+        return lambda obj: _experimental(obj, make_info)
+    return _experimental(func, make_info)
+
+
+experimental_api = flashinfer_experimental_api

@@ -1,0 +1,119 @@
+"""The gate: whether ``backend="auto"`` may pick experimental backends.
+
+Reads ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` at every call (cheaply: see
+:func:`gate_fast_read`), and warns once per distinct unrecognised value of one of
+flashinfer's environment variables (:func:`warn_unrecognised_once`).  Public names are
+re-exported by ``flashinfer.api_logging``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from typing import Any
+
+from flashinfer.gating.stacklevel import user_stacklevel
+
+__all__ = [
+    "ACCEPTED_GATE_VALUES",
+    "GATE_OFF_VALUES",
+    "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
+    "experimental_auto_backends_allowed",
+    "forget_unrecognised_values",
+    "gate_fast_read",
+    "require_experimental_auto_backends",
+    "warn_unrecognised_once",
+]
+
+ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+GATE_OFF_VALUES = ("", "0")
+"""Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
+ACCEPTED_GATE_VALUES = "'1' (on), '0' or empty/unset (off)"
+
+# os.environ.get re-encodes the key on every call, which costs many times the dict lookup it
+# ends in (benchmarks/bench_costs.py prints both); on POSIX the underlying bytes dict is kept
+# in sync by os.environ itself, so reading it directly is exact and cheap.
+_ENV_KEY_BYTES = os.fsencode(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
+_environ_object = os.environ
+_environ_bytes: dict[bytes, bytes] | None = (
+    getattr(os.environ, "_data", None) if os.name == "posix" else None
+)
+_warned_env_values: set[tuple[str, str]] = set()  # (variable, value) pairs warned about
+_lock = threading.Lock()
+
+
+def gate_fast_read() -> tuple[Any, Any, dict[bytes, bytes], bytes] | None:
+    """``(os module, os.environ, its bytes dict, key)`` for generated code to read the
+    gate variable inline (POSIX only; None elsewhere).  The reader must check that
+    ``os.environ`` is still that object (replaced, e.g. by a mock, it reads through
+    :func:`experimental_auto_backends_allowed`), and leave any value but ``b"1"``,
+    ``b"0"`` or empty to that function, which warns."""
+    if _environ_bytes is None:
+        return None
+    return os, _environ_object, _environ_bytes, _ENV_KEY_BYTES
+
+
+def _gate_raw_value() -> str | None:
+    if _environ_bytes is not None and os.environ is _environ_object:
+        raw = _environ_bytes.get(_ENV_KEY_BYTES)
+        return None if raw is None else os.fsdecode(raw)
+    return os.environ.get(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
+
+
+def experimental_auto_backends_allowed() -> bool:
+    """Whether automatic selection may pick experimental backends.
+
+    ``True`` only when ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` is exactly ``"1"``.
+    Unset, empty or ``"0"`` is off.  Any other value is off and warns once per distinct
+    value.  Read at every call, so changing the variable at run time takes effect.
+    """
+    raw = _gate_raw_value()
+    if raw == "1":
+        return True
+    if raw is None or raw in GATE_OFF_VALUES:
+        return False
+    warn_unrecognised_once(
+        ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, "treating it as off", ACCEPTED_GATE_VALUES
+    )
+    return False
+
+
+def warn_unrecognised_once(variable: str, raw: str, effect: str, accepted: str) -> None:
+    """One RuntimeWarning per (variable, value): the value, what is done instead, the fix."""
+    if (variable, raw) in _warned_env_values:
+        return
+    with _lock:
+        first = (variable, raw) not in _warned_env_values
+        _warned_env_values.add((variable, raw))
+    if first:
+        warnings.warn(
+            f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def forget_unrecognised_values() -> None:
+    """Let each unrecognised value warn again (part of ``reset_experimental_warnings``)."""
+    with _lock:
+        _warned_env_values.clear()
+
+
+def require_experimental_auto_backends(feature: str) -> None:
+    """Raise ``RuntimeError`` unless the gate allows automatic experimental selection.
+
+    For APIs that route ``backend="auto"`` by hand rather than through
+    ``backend_requirement``.
+    """
+    if not experimental_auto_backends_allowed():
+        raise RuntimeError(
+            f"Automatic selection of the experimental feature {feature!r} is disabled. "
+            f"Set {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1 to allow it, or select the "
+            "experimental backend explicitly by name."
+        )
+
+
+# A bad gate value warns when flashinfer is imported (one read, no cost per call), not only
+# on the first call whose selection it changes; a value set later warns at that call.
+experimental_auto_backends_allowed()

@@ -1,0 +1,66 @@
+"""``@flashinfer_api``: mark a stable public API, record it, and optionally log its calls.
+
+Re-exported by ``flashinfer.api_logging`` (upstream's import path).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from flashinfer.gating.records import qualified_name, record_api
+
+__all__ = ["flashinfer_api"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_logger = logging.getLogger("flashinfer.api")
+
+
+def _log_level() -> int:
+    try:
+        return int(os.environ.get("FLASHINFER_LOGLEVEL", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def _describe(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"Tensor(shape={tuple(shape)}, dtype={dtype}, device={value.device})"
+    return repr(value)
+
+
+def _logged(func: F, level: int) -> F:
+    name = qualified_name(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if level >= 3:
+            parts = [_describe(a) for a in args] + [
+                f"{k}={_describe(v)}" for k, v in kwargs.items()
+            ]
+            _logger.info("%s(%s)", name, ", ".join(parts))
+        else:
+            _logger.info("%s called", name)
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def flashinfer_api(func: F) -> F:
+    """Mark a stable public API and record it in the API inventory.
+
+    With ``FLASHINFER_LOGLEVEL`` unset or ``0`` at decoration time the function is returned
+    unchanged, so the marker costs nothing per call.  ``1`` logs each call's name and ``3``
+    also its arguments (shapes and dtypes of tensors) to the ``flashinfer.api`` logger.
+    Composes with :func:`flashinfer_experimental_api` in either order.
+    """
+    level = _log_level()
+    result = _logged(func, level) if level > 0 else func
+    record_api(result)
+    return result

@@ -1,0 +1,313 @@
+"""Matrix multiply: :func:`mm`, a stable API with ``"torch"`` and ``"triton"`` backends and the
+experimental ``"splitk"`` backend (``flashinfer/experimental/splitk_gemm``).
+
+This module is the API: the shared validation, the support checkers of the stable backends,
+the backend table (one :class:`~flashinfer.backend_dispatch.Backend` declaration per backend:
+checker and runner together), the heuristic, :func:`mm` itself, and its declared test cases.
+A backend's ``run`` is an autotuner runner (``runner(inputs, tactic=None)`` for ``inputs =
+(a, b, out, out_dtype)``, with ``tactic_space()`` and ``tactics(inputs)``; the stable ones are
+in ``mm_runners.py``); :data:`MM_RUNNERS` is ``mm.implementations``.  ``backend="auto"``
+goes through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees the dispatcher's
+candidates for the call (so the experimental gate applies to tuning too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from flashinfer.api_logging import flashinfer_api
+from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
+from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
+
+# The only module-level import from flashinfer.experimental: the light declarations.
+from flashinfer.experimental.splitk_gemm.support import SPLITK
+from flashinfer.experimental.splitk_gemm.support import SplitKRunner as SplitKRunner
+from flashinfer.gemm.runners import MM_TRITON_TACTICS, OVERLAP, _result_dtype
+
+# The runners' names keep their old import path, flashinfer.gemm (tests reach the tactic
+# filter as gemm._triton_tactics).
+from flashinfer.gemm.runners import TorchRunner as TorchRunner
+from flashinfer.gemm.runners import TritonRunner as TritonRunner
+from flashinfer.gemm.runners import _triton_tactics as _triton_tactics
+from flashinfer.kernels import bf16_reason, offsets_reason, triton_device_reason
+
+try:
+    from flashinfer.autotuner import AutoTuner
+except ModuleNotFoundError as _exc:  # built without the autotuner: see mm's body
+    if _exc.name != "flashinfer.autotuner":
+        raise
+    AutoTuner = None  # type: ignore[assignment,misc]
+
+__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm"]
+
+SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
+
+# --------------------------------------------------------------------------------------
+# Shared validation
+# --------------------------------------------------------------------------------------
+
+
+def _common_check(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Reject malformed calls with a ``ValueError`` that says what is wrong and what to do."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"mm: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(
+                f"mm: {name} must be a 2-D matrix, got a {t.dim()}-D tensor of shape "
+                f"{tuple(t.shape)}; for batches use torch.bmm or reshape to 2-D"
+            )
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(
+                f"mm: {name} has dtype {dtype_name(t.dtype)}; supported are float32, "
+                "float16 and bfloat16"
+            )
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"mm: inner dimensions differ: a is {tuple(a.shape)} (K={a.shape[1]}) and b is "
+            f"{tuple(b.shape)} (K={b.shape[0]}); a must be (M, K) and b (K, N)"
+        )
+    if a.dtype != b.dtype:
+        raise ValueError(
+            f"mm: a is {dtype_name(a.dtype)} but b is {dtype_name(b.dtype)}; cast one so "
+            "both have the same dtype (use out_dtype= to choose the result's dtype)"
+        )
+    if a.device != b.device:
+        raise ValueError(f"mm: a is on {a.device} but b is on {b.device}; use one device")
+    if out_dtype is not None and out_dtype not in SUPPORTED_DTYPES:
+        raise ValueError(
+            f"mm: out_dtype={out_dtype!r} is not supported; use torch.float32, torch.float16, "
+            "torch.bfloat16 or None (the inputs' dtype)"
+        )
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"mm: out must be a torch.Tensor or None, got {type(out).__name__}")
+        shape = (a.shape[0], b.shape[1])
+        if tuple(out.shape) != shape:
+            raise ValueError(
+                f"mm: out has shape {tuple(out.shape)} but the result is {shape} (M, N); "
+                f"allocate out with torch.empty({shape[0]}, {shape[1]}, ...)"
+            )
+        want = _result_dtype(a, out_dtype)
+        if out.dtype != want:
+            raise ValueError(
+                f"mm: out has dtype {dtype_name(out.dtype)} but the result is "
+                f"{dtype_name(want)} (out_dtype, or the inputs' dtype when out_dtype is None); "
+                f"pass out_dtype=torch.{dtype_name(out.dtype)} or an out of that dtype"
+            )
+        if out.device != a.device:
+            raise ValueError(f"mm: out is on {out.device} but the inputs are on {a.device}")
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# What each stable backend supports (their runners are in mm_runners.py)
+# --------------------------------------------------------------------------------------
+
+
+@backend_family(TORCH)
+def _check_torch(a: torch.Tensor) -> bool:
+    """The reference accepts every input the shared validation accepts."""
+    return True
+
+
+@backend_family(TRITON)
+def _check_triton(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Triton's real limits: device, bf16 capability, empty outputs, 32-bit offsets."""
+    reason = triton_device_reason(a)
+    if reason is not None:
+        raise ValueError(reason)
+    reason = bf16_reason(a.dtype, find_compute_capability(a))
+    if reason is not None:
+        raise ValueError(reason)
+    if a.shape[0] == 0 or b.shape[1] == 0:
+        raise ValueError("the output is empty (M or N is 0); there is no kernel to launch")
+    reason = offsets_reason(a=a, b=b, out=out)
+    if reason is not None:
+        raise ValueError(reason)
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# Heuristic and the API
+# --------------------------------------------------------------------------------------
+
+
+# The heuristic's ranks of the stable backends, on CPU and CUDA alike.  Experimental backends
+# are not ranked here: they come last, unless their declaration's ``prefer`` puts them first
+# (the dispatcher applies it after this heuristic).
+_RANKS = {"torch": 0, "triton": 1}
+
+
+def _heuristic(
+    suitable: list[str],
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    backend: str = "auto",
+) -> list[str]:
+    """Fastest first among the stable backends: torch first (CPU: native BLAS, while
+    Triton runs only through its interpreter; CUDA: cuBLAS), then the plain Triton kernel;
+    the autotuner measures instead of guessing.  Backends it does not rank (experimental
+    ones) follow in table order."""
+    return sorted(suitable, key=lambda name: _RANKS.get(name, len(_RANKS)))
+
+
+@flashinfer_api
+@backend_requirement(
+    [
+        Backend("torch", check=_check_torch, run=TorchRunner()),
+        Backend("triton", check=_check_triton, run=TritonRunner()),
+        SPLITK,
+    ],
+    common_check=_common_check,
+    heuristic_func=_heuristic,
+)
+def mm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    backend: str = "auto",
+    skip_check: bool = False,
+) -> torch.Tensor:
+    """Matrix multiply ``a @ b`` of two 2-D matrices with fp32 accumulation.
+
+    Args:
+        a: ``(M, K)`` matrix; float32, float16 or bfloat16.
+        b: ``(K, N)`` matrix of the same dtype and device.
+        out: optional ``(M, N)`` output of the result dtype, on the inputs' device.  It
+            must not overlap ``a``, ``b`` or itself (e.g. a zero-stride ``expand()`` view);
+            disjoint views of one buffer are fine.  ``a`` and ``b`` may alias each other.
+        out_dtype: dtype of the result (float32, float16 or bfloat16); ``None`` means the
+            inputs' dtype.
+        backend: ``"auto"`` (default), ``"torch"`` (reference; CPU and CUDA), ``"triton"``
+            (tiled Triton GEMM; CUDA, CPU only under ``TRITON_INTERPRET=1``) or
+            ``"splitk"`` (experimental split-K Triton GEMM for ``M <= 64``, ``K >= 1024``;
+            naming it opts in and warns once).  ``"auto"`` picks among the backends that
+            support the inputs, leaving experimental ones out unless
+            ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``; inside
+            ``flashinfer.autotune()`` it times them and remembers the fastest.
+        skip_check: ``True`` skips validating the inputs: a named backend runs unchecked;
+            ``"auto"`` still chooses by the backends' support checks (see
+            :func:`flashinfer.backend_requirement`).
+
+    Returns:
+        The ``(M, N)`` product (``out`` when given).
+
+    Raises:
+        ValueError: malformed inputs (ranks, shapes, dtypes, devices, ``out``), raised
+            before any kernel runs; or an explicitly named backend cannot run the inputs.
+            ``out`` overlapping as above is refused by every backend before its kernel
+            runs, also with ``skip_check=True`` and inside ``flashinfer.autotune()``.
+        BackendSupportedError: unknown backend, or no backend can run the inputs with
+            ``backend="auto"`` (the message lists each backend and why).
+    """
+    inputs = (a, b, out, out_dtype)
+    if backend == "auto":
+        if AutoTuner is None:
+            # AUTOTUNER FALLBACK: without flashinfer.autotuner, run the heuristic's first
+            # candidate with its default tactic.
+            return mm.implementations[mm.suitable_auto_backends[0]](inputs)
+        return AutoTuner.get().run(mm, mm.implementations, inputs)
+    return mm.implementations[backend](inputs)
+
+
+MM_RUNNERS: dict[str, Any] = mm.implementations
+"""One autotuner runner per backend of :func:`mm`: ``mm.implementations``, the runs of its
+declared backends (a value may be replaced, e.g. by a test's spy; backends are added in the
+table)."""
+
+if AutoTuner is not None:
+    # direct: the dispatcher hands auto calls straight to the tuner with inputs
+    # (a, b, out, out_dtype), the tuple the body builds above.
+    AutoTuner.register(mm, MM_RUNNERS, direct=True)
+
+
+# --------------------------------------------------------------------------------------
+# Declared test cases (run against every backend by tests/test_conformance.py and
+# tests/experimental/test_conformance_experimental.py)
+# --------------------------------------------------------------------------------------
+
+
+def _reference(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    return (a.double() @ b.double()).to(_result_dtype(a, out_dtype))
+
+
+def _case_inputs(
+    m: int,
+    n: int,
+    k: int,
+    dtype: torch.dtype,
+    *,
+    out_dtype: torch.dtype | None = None,
+    with_out: bool = False,
+    b_transposed: bool = False,
+) -> Any:
+    def make(gen: torch.Generator) -> dict[str, Any]:
+        a = torch.randn(m, k, generator=gen).to(dtype)
+        if b_transposed:  # a (K, N) view of an (N, K) matrix: column-major b
+            b = torch.randn(n, k, generator=gen).to(dtype).t()
+        else:
+            b = torch.randn(k, n, generator=gen).to(dtype)
+        inputs: dict[str, Any] = {"a": a, "b": b, "out_dtype": out_dtype}
+        if with_out:
+            inputs["out"] = torch.full((m, n), float("nan"), dtype=_result_dtype(a, out_dtype))
+        return inputs
+
+    return make
+
+
+def _declare_cases() -> None:
+    from flashinfer.testing import Case, declare_cases, rel_frobenius
+
+    specs: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("f32_64x64x64", (64, 64, 64, torch.float32), {}),
+        ("f16_33x40x70_ragged", (33, 40, 70, torch.float16), {}),
+        ("bf16_17x24x96", (17, 24, 96, torch.bfloat16), {}),
+        ("f16_16x32x48_out_f32", (16, 32, 48, torch.float16), {"out_dtype": torch.float32}),
+        ("f32_20x36x40_out", (20, 36, 40, torch.float32), {"with_out": True}),
+        ("f32_24x40x56_b_colmajor", (24, 40, 56, torch.float32), {"b_transposed": True}),
+        ("bf16_4x32x1024_small_m", (4, 32, 1024, torch.bfloat16), {}),
+        (
+            "f16_8x48x1536_small_m_out_f32",
+            (8, 48, 1536, torch.float16),
+            {"out_dtype": torch.float32},
+        ),
+    ]
+    declare_cases(
+        mm,
+        [
+            Case(name, _case_inputs(*dims, **kw), _reference, rel_frobenius(), seed=100 + i)
+            for i, (name, dims, kw) in enumerate(specs)
+        ],
+        overlap=OVERLAP,
+    )
+
+
+_declare_cases()

@@ -1,0 +1,177 @@
+"""The runners of :func:`flashinfer.mm`'s stable backends, the Triton backend's tactics
+(:data:`MM_TRITON_TACTICS`), and :func:`run_tiled`, which every tiled Triton runner shares.
+
+A runner is the ``run`` of an mm backend's declaration (``flashinfer.gemm.MM_RUNNERS`` is
+``mm.implementations``): what the autotuner times and what every call finally runs,
+``runner(inputs, tactic)`` for ``inputs = (a, b, out, out_dtype)``, with ``tactic_space()``
+(every tactic of the backend) and ``tactics(inputs)`` (those worth timing, default first).
+Each runner checks :data:`OVERLAP` before its kernel, so no path to a kernel skips it.
+Kernels are imported on first use.  The experimental split-K runner is declared with its
+feature (``flashinfer/experimental/splitk_gemm/support.py``) and uses :func:`run_tiled`
+from here: a public module, which imports neither :mod:`flashinfer.gemm` nor any
+experimental code, so that a feature's runner can share it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from flashinfer.dispatch.overlap import OverlapRule
+from flashinfer.kernels import next_positive_power_of_2
+
+__all__ = ["MM_TRITON_TACTICS", "OVERLAP", "TorchRunner", "TritonRunner", "run_tiled"]
+
+MM_TRITON_TACTICS: list[dict[str, int]] = [
+    {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
+    for bm, bn, bk, w, s in (
+        (128, 256, 64, 8, 3),
+        (128, 128, 64, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 64, 32, 4, 4),
+        (64, 128, 32, 4, 4),
+        (64, 64, 64, 4, 3),
+        (64, 64, 32, 4, 4),
+        (32, 64, 64, 4, 4),
+        (16, 64, 64, 4, 4),
+        (16, 32, 64, 2, 3),
+        (16, 16, 32, 2, 2),
+    )
+]
+"""Every tactic of the Triton backend: tile shape, warps and pipeline stages."""
+
+
+def _result_dtype(a: torch.Tensor, out_dtype: torch.dtype | None) -> torch.dtype:
+    return a.dtype if out_dtype is None else out_dtype
+
+
+OVERLAP = OverlapRule("mm", ("out",), ("a", "b"))
+"""What :func:`mm` writes and reads: ``out`` may not overlap ``a``, ``b`` or itself (no
+backend computes in place).  Every runner checks it before its kernel, so every path to a
+kernel goes through it: explicit, ``"auto"``, routed and tuning calls, ``skip_check=True``,
+and direct use of :data:`MM_RUNNERS`."""
+
+
+# --------------------------------------------------------------------------------------
+# Backend "torch": the reference
+# --------------------------------------------------------------------------------------
+
+
+class TorchRunner:
+    """``torch.mm``; 16-bit inputs with a float32 result are multiplied in float32, so the
+    products are accumulated in fp32 whatever torch's reduced-precision settings are.
+    Nothing to tune."""
+
+    def tactic_space(self) -> Sequence[Any]:
+        """``[None]``: no tactics."""
+        return [None]
+
+    def tactics(self, inputs: tuple) -> Sequence[Any]:
+        """``[None]``: no tactics."""
+        return [None]
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
+        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)``."""
+        a, b, out, out_dtype = inputs
+        if out is not None:
+            OVERLAP.check(out, a, b)
+        dtype = _result_dtype(a, out_dtype)
+        if dtype == torch.float32 and a.dtype != torch.float32:
+            a, b = a.float(), b.float()
+        if out is not None and out.dtype == a.dtype:
+            return torch.mm(a, b, out=out)
+        result = torch.mm(a, b)
+        if out is not None:
+            return out.copy_(result)
+        return result.to(dtype)
+
+
+# --------------------------------------------------------------------------------------
+# Backend "triton"
+# --------------------------------------------------------------------------------------
+
+
+def _smem_limit(device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None  # interpreter: no shared memory
+    return _cuda_smem(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_smem(index: int) -> int:
+    props = torch.cuda.get_device_properties(index)
+    return int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+
+
+@functools.lru_cache(maxsize=4096)
+def _triton_tactics(pm: int, pn: int, pk: int, elem: int, smem: int | None) -> tuple[int, ...]:
+    """Indices into MM_TRITON_TACTICS valid for these (power-of-two) sizes, default first."""
+    fits = []
+    for i, t in enumerate(MM_TRITON_TACTICS):
+        if t["BLOCK_M"] > max(16, pm) or t["BLOCK_N"] > max(16, pn) or t["BLOCK_K"] > max(32, pk):
+            continue
+        stages = t["num_stages"]
+        if smem is not None and (t["BLOCK_M"] + t["BLOCK_N"]) * t["BLOCK_K"] * elem * stages > smem:
+            continue
+        fits.append(i)
+    if not fits:
+        fits = [len(MM_TRITON_TACTICS) - 1]
+    # Default: the largest tile that fits (fewest programs, most reuse).
+    fits.sort(key=lambda i: -(MM_TRITON_TACTICS[i]["BLOCK_M"] * MM_TRITON_TACTICS[i]["BLOCK_N"]))
+    return tuple(fits)
+
+
+def run_tiled(
+    runner: Any,
+    inputs: tuple,
+    tactic: Any,
+    space: Sequence[Any],
+    backend: str,
+    launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
+) -> torch.Tensor:
+    """Run a tiled Triton GEMM of mm (the ``triton`` and ``splitk`` runners): refuse an ``out``
+    that overlaps ``a`` or ``b`` (:data:`OVERLAP`); ``tactic`` defaults to ``runner``'s first
+    for these inputs and must otherwise be in ``space`` (the tactics of ``backend``);
+    ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
+    a, b, out, out_dtype = inputs
+    if out is not None:
+        OVERLAP.check(out, a, b)
+    if tactic is None:
+        tactic = runner.tactics(inputs)[0]
+    elif tactic not in space:
+        raise ValueError(f"mm: {tactic!r} is not a tactic of backend {backend!r}")
+    if out is None:
+        out = torch.empty(
+            (a.shape[0], b.shape[1]), dtype=_result_dtype(a, out_dtype), device=a.device
+        )
+    launch(a, b, out, tactic)
+    return out
+
+
+class TritonRunner:
+    """The tiled Triton GEMM; tactics are :data:`MM_TRITON_TACTICS` entries."""
+
+    def tactic_space(self) -> Sequence[Any]:
+        """Every tactic (tile shape, warps, stages) the backend may use."""
+        return MM_TRITON_TACTICS
+
+    def tactics(self, inputs: tuple) -> Sequence[Any]:
+        """Tactics that fit these sizes (and, on CUDA, the device's shared memory)."""
+        a, b = inputs[0], inputs[1]
+        idx = _triton_tactics(
+            next_positive_power_of_2(a.shape[0]),
+            next_positive_power_of_2(b.shape[1]),
+            next_positive_power_of_2(a.shape[1]),
+            a.element_size(),
+            _smem_limit(a.device),
+        )
+        return [MM_TRITON_TACTICS[i] for i in idx]
+
+    def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
+        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
+        from flashinfer.kernels.mm_triton import matmul  # first use imports Triton
+
+        return run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)

@@ -1,0 +1,203 @@
+"""Declared test cases: an op's tests as values, run against every backend it has.
+
+A :class:`Case` is a value known at collection time: a name, a seeded inputs factory, a
+reference and a comparator.  Ops declare theirs next to their definition::
+
+    declare_cases(rmsnorm, [Case("f16_2x3x100", inputs=..., reference=..., compare=allclose())])
+
+and one conformance test runs every declared case against every backend the op registers
+(read from ``op.backend_checks`` at collection time, so a backend added later is covered
+with no new test code)::
+
+    @pytest.mark.parametrize("item", conformance_items(experimental=False), ids=str)
+    def test_conformance(item):
+        reason = item.run("cpu")          # None when it ran and matched
+        if reason is not None:
+            pytest.skip(reason)            # the backend's own checker said why not
+
+Comparators: :func:`allclose` (elementwise, tolerances per dtype) and
+:func:`rel_frobenius` (``||actual - expected||_F / ||expected||_F`` bounded per dtype), which
+is what a matmul wants: accumulation order moves single elements far more than the whole.
+
+Overlap attacks: an op declares its :class:`~flashinfer.dispatch.overlap.OverlapRule` with its cases
+(``declare_cases(op, cases, overlap=rule)``), and :func:`overlap_items` turns every
+(op, backend, case) triple into attacks on every written argument: a zero-stride view of
+it, views of it and of each other argument shifted against each other in one buffer, the
+identical tensor passed twice, and read-only arguments aliasing each other.  Each attack
+must raise ``ValueError`` before anything is written, or, where the rule allows the
+aliasing, match the reference.
+
+Helpers for the tests themselves: :func:`conformance_devices` and :func:`run_or_skip` (the
+body of each lane's conformance test), and :func:`assert_runs_in_fresh_interpreter` (for
+"imported only on first use" checks, which need a process that has imported nothing yet).
+
+This module is the import path for all of it, and its own job is the registry: which ops
+declared which cases, and the test items collected from them (:func:`conformance_items`,
+:func:`overlap_items`).  The pieces live in ``_testing_cases.py`` (:class:`Case`, the
+comparators), ``_testing_conformance.py`` (running one case on one backend) and
+``_testing_overlap.py`` (the attacks).
+
+At import this module loads torch only; no pytest, no Triton, no ``flashinfer.experimental``
+(the pytest helpers import pytest when called).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from flashinfer.api_modules import load_all_apis
+from flashinfer.dispatch.overlap import OverlapRule
+from flashinfer.testing.cases import (
+    ALLCLOSE_TOLERANCES,
+    FROBENIUS_BOUNDS,
+    Case,
+    _op_key,
+    allclose,
+    rel_frobenius,
+)
+from flashinfer.testing.cases import Comparator as Comparator
+from flashinfer.testing.cases import Inputs as Inputs
+from flashinfer.testing.conformance import (
+    ConformanceItem,
+    call_arguments,
+    conformance_devices,
+    run_or_skip,
+    support_reason,
+)
+from flashinfer.testing.overlap import (
+    Attack,
+    OverlapItem,
+    _attack_tensors,
+    _build_attack,
+    _declare_overlap_rule,
+    overlap_attacks,
+    overlap_rule_for,
+    run_overlap_items_on,
+)
+
+__all__ = [
+    "ALLCLOSE_TOLERANCES",
+    "Attack",
+    "Case",
+    "ConformanceItem",
+    "FROBENIUS_BOUNDS",
+    "OverlapItem",
+    "allclose",
+    "assert_runs_in_fresh_interpreter",
+    "call_arguments",
+    "cases_for",
+    "conformance_devices",
+    "conformance_items",
+    "declare_cases",
+    "declared_ops",
+    "overlap_attacks",
+    "overlap_items",
+    "overlap_rule_for",
+    "rel_frobenius",
+    "run_or_skip",
+    "run_overlap_items_on",
+    "support_reason",
+]
+
+# --------------------------------------------------------------------------------------
+# The registry of declared cases, and the test items collected from it
+# --------------------------------------------------------------------------------------
+
+_declared: dict[str, tuple[Any, list[Case]]] = {}
+
+
+def declare_cases(op: Any, cases: Iterable[Case], *, overlap: OverlapRule | None = None) -> None:
+    """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function),
+    and ``overlap``, the rule the op checks for the tensors it writes (see
+    :func:`overlap_items`).
+
+    Call at import of the op's module.  Names must be unique per op; declaring again
+    replaces the op's cases and rule (module reloads stay idempotent).
+    """
+    cases = list(cases)
+    names = [c.name for c in cases]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"declare_cases({_op_key(op)}): duplicate case names {dupes}")
+    _declared[_op_key(op)] = (op, cases)
+    _declare_overlap_rule(op, overlap)
+
+
+def cases_for(op: Any) -> list[Case]:
+    """The cases declared for ``op`` (empty if none)."""
+    entry = _declared.get(_op_key(op))
+    return list(entry[1]) if entry else []
+
+
+def declared_ops() -> list[Any]:
+    """Every op with declared cases, after importing all API modules, sorted by name."""
+    load_all_apis()
+    return [_declared[k][0] for k in sorted(_declared)]
+
+
+def conformance_items(*, experimental: bool | None = None) -> list[ConformanceItem]:
+    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``.
+
+    ``experimental=False`` keeps stable backends of stable APIs, ``True`` keeps experimental
+    backends and experimental APIs, ``None`` keeps everything.
+    """
+    items = []
+    for op in declared_ops():
+        checks = getattr(op, "backend_checks", None)
+        backends: list[str | None] = list(checks) if checks else [None]
+        for backend in backends:
+            for case in cases_for(op):
+                item = ConformanceItem(op, backend, case)
+                if experimental is None or item.experimental == experimental:
+                    items.append(item)
+    return items
+
+
+def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
+    """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops that
+    declared an overlap rule, ``backend="auto"`` included; each refused attack also with
+    ``skip_check=True`` on ops that have it.  Attacks that cannot be built for a case's
+    shapes and dtypes (``"same"`` on tensors of different shapes, say) are left out here, at
+    collection, rather than skipped.  ``experimental`` filters as in
+    :func:`conformance_items`."""
+    items = []
+    for op in declared_ops():
+        rule = overlap_rule_for(op)
+        if rule is None:
+            continue
+        checks = getattr(op, "backend_checks", None)
+        backends: list[str | None] = [*checks, "auto"] if checks else [None]
+        for case in cases_for(op):
+            tensors = _attack_tensors(rule, case, case.make_inputs("cpu"))
+            attacks = [
+                a for a in overlap_attacks(rule) if not isinstance(_build_attack(a, tensors), str)
+            ]
+            for backend, attack in itertools.product(backends, attacks):
+                for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
+                    item = OverlapItem(op, backend, case, attack, skip)
+                    if experimental is None or item.experimental == experimental:
+                        items.append(item)
+    return items
+
+
+# --------------------------------------------------------------------------------------
+# Helpers for tests
+# --------------------------------------------------------------------------------------
+
+
+def assert_runs_in_fresh_interpreter(code: str) -> None:
+    """Run ``code`` in a new Python process (``TRITON_INTERPRET=1``, so Triton kernels run on
+    CPU tensors) and raise ``AssertionError`` with its stderr unless it exits 0.
+
+    For import checks: the test process has long since imported everything.
+    """
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise AssertionError(f"exit status {proc.returncode}:\n{proc.stderr}")

@@ -1,0 +1,266 @@
+"""Overlap attacks: the ways an op's tensor arguments can be made to overlap in memory,
+tried against every written argument of a declared case.
+
+An op declares its :class:`~flashinfer.dispatch.overlap.OverlapRule` with its cases
+(``declare_cases(op, cases, overlap=rule)``; :func:`overlap_rule_for` reads it back).
+:func:`overlap_attacks` lists every :class:`Attack` on a rule: a zero-stride view of a
+written argument, views of it and of each other argument shifted against each other in one
+buffer, the identical tensor passed twice, and read-only arguments aliasing each other.  An
+:class:`OverlapItem` runs one attack on one (op, backend, case): the op must raise
+``ValueError`` before anything is written, or, where the rule allows the aliasing, match the
+reference.  Re-exported by :mod:`flashinfer.testing`, the import path to use.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from flashinfer.dispatch.overlap import OverlapRule
+from flashinfer.testing.cases import Case, Inputs, _expected, _op_key
+from flashinfer.testing.conformance import (
+    _api_name,
+    _call_quietly,
+    _is_experimental,
+    _run_and_compare,
+    support_reason,
+)
+
+_overlap_rules: dict[str, OverlapRule] = {}
+
+
+def _declare_overlap_rule(op: Any, rule: OverlapRule | None) -> None:
+    """Record ``rule`` as ``op``'s (``None`` forgets it): see ``declare_cases``."""
+    if rule is None:
+        _overlap_rules.pop(_op_key(op), None)
+    else:
+        _overlap_rules[_op_key(op)] = rule
+
+
+def overlap_rule_for(op: Any) -> OverlapRule | None:
+    """The overlap rule declared with ``op``'s cases (``None`` if none was)."""
+    return _overlap_rules.get(_op_key(op))
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One way of making an op's tensor arguments overlap in memory.
+
+    Kinds:
+        ``"self"``: ``target`` (a written argument) becomes a zero-stride ``expand()`` view.
+        ``"shifted"``: ``target`` (written) and ``other`` live in one buffer, the second one
+            row (of the first) after the first's start, so they overlap partially;
+            ``target_first`` says which comes first.
+        ``"same"``: the ``other`` tensor is passed as ``target`` as well (when their
+            shapes and dtypes match).
+        ``"read_alias"``: two read-only arguments; the smaller is a view into the larger,
+            one row in (e.g. ``weight`` is a row of ``input``).
+    """
+
+    kind: str
+    target: str
+    other: str | None = None
+    target_first: bool = True
+
+    def __str__(self) -> str:
+        if self.kind == "self":
+            return f"{self.target}-self"
+        if self.kind == "shifted":
+            pair = [self.target, self.other]
+            first, second = pair if self.target_first else pair[::-1]
+            return f"{second}-shifted-into-{first}"
+        return f"{self.target}-{self.kind}-{self.other}"
+
+    def allowed(self, rule: OverlapRule) -> bool:
+        """Whether ``rule`` lets this aliasing through (the result must then be right)."""
+        if self.kind == "read_alias":
+            return True
+        return self.kind == "same" and (self.target, self.other) in rule.in_place
+
+
+def overlap_attacks(rule: OverlapRule) -> list[Attack]:
+    """Every attack on ``rule``'s arguments: each written one against itself, against every
+    later written one and every read one (shifted both ways, and the same tensor), and each
+    pair of read-only arguments aliasing each other."""
+    attacks = [Attack("self", w) for w in rule.written]
+    for i, target in enumerate(rule.written):
+        for other in rule.written[i + 1 :] + rule.read:
+            attacks += [
+                Attack("shifted", target, other, True),
+                Attack("shifted", target, other, False),
+                Attack("same", target, other),
+            ]
+    attacks += [Attack("read_alias", a, b) for a, b in itertools.combinations(rule.read, 2)]
+    return attacks
+
+
+Built = tuple[dict[str, torch.Tensor], list[torch.Tensor]]
+
+
+def _build_attack(attack: Attack, tensors: Mapping[str, torch.Tensor]) -> Built | str:
+    """``(replacement arguments, buffers to watch)`` for ``attack``, or why it does not
+    apply to these tensors."""
+    target = tensors[attack.target]
+    if attack.kind == "self":
+        dims = [d for d, n in enumerate(target.shape) if n > 1]
+        if not dims:
+            return f"{attack.target} has no dimension of 2 or more elements to expand"
+        base = target.narrow(dims[0], 0, 1).clone(memory_format=torch.contiguous_format)
+        return {attack.target: base.expand(target.shape)}, [base]
+    assert attack.other is not None
+    other = tensors[attack.other]
+    if attack.kind == "shifted":
+        pair = [(attack.target, target), (attack.other, other)]
+        return _build_shifted(*(pair if attack.target_first else pair[::-1]))
+    if attack.kind == "same":
+        if target.shape != other.shape or target.dtype != other.dtype:
+            return f"{attack.target} and {attack.other} differ in shape or dtype"
+        return {attack.target: other, attack.other: other}, [other]
+    if target.dtype != other.dtype:
+        return f"{attack.target} and {attack.other} differ in dtype"
+    (host_name, host), (guest_name, guest) = sorted(
+        ((attack.target, target), (attack.other, other)), key=lambda kv: -kv[1].numel()
+    )
+    host = host.clone(memory_format=torch.contiguous_format)
+    row = host.shape[-1] if host.dim() else 0
+    start = min(row, host.numel() - guest.numel())
+    return {
+        host_name: host,
+        guest_name: host.view(-1)[start : start + guest.numel()].view(guest.shape),
+    }, [host]
+
+
+def _build_shifted(
+    first: tuple[str, torch.Tensor], second: tuple[str, torch.Tensor]
+) -> Built | str:
+    """``first`` at the start of a buffer, ``second`` one row of ``first`` later (half of
+    ``first`` when it is 1-D), both contiguous."""
+    (first_name, t1), (second_name, t2) = first, second
+    rows = t1.shape[0] if t1.dim() >= 2 else 2
+    size = t2.element_size()
+    shift = -(-max(t1.nbytes // rows, 1) // size) * size  # rounded up to t2's alignment
+    if not 0 < shift < t1.nbytes:
+        return f"{first_name} is too small to shift {second_name} into it"
+    buf = torch.zeros(shift + t1.nbytes + t2.nbytes, dtype=torch.uint8, device=t1.device)
+    v1 = buf[: t1.nbytes].view(t1.dtype).view(t1.shape)
+    v2 = buf[shift : shift + t2.nbytes].view(t2.dtype).view(t2.shape)
+    v2.copy_(t2)
+    v1.copy_(t1)  # the values do not matter: the op must refuse before reading them
+    return {first_name: v1, second_name: v2}, [buf]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+
+
+@dataclass(frozen=True)
+class OverlapItem:
+    """One attack on one (op, backend, case): ``backend`` is ``None`` for an API without
+    backends, and ``"auto"`` is attacked like the named backends; ``skip_check`` passes
+    ``skip_check=True`` (the overlap rule holds there too)."""
+
+    op: Any
+    backend: str | None
+    case: Case
+    attack: Attack
+    skip_check: bool = False
+
+    @property
+    def experimental(self) -> bool:
+        """Whether the op is an experimental API or the backend an experimental backend."""
+        return _is_experimental(self.op, self.backend)
+
+    def __str__(self) -> str:
+        skip = "-skip_check" if self.skip_check else ""
+        return f"{_api_name(self.op)}-{self.backend or 'api'}-{self.case.name}-{self.attack}{skip}"
+
+    def run(self, device: torch.device | str = "cpu") -> str | None:
+        """Run the attack on ``device``: ``None`` if the op behaved, the reason if the
+        attack does not apply (the backend does not support the case, or the tensors do not
+        allow it).  Raises ``AssertionError`` if a refused aliasing got through, the
+        ``ValueError`` does not name the arguments, anything was written before it, or an
+        allowed aliasing gave a result that differs from the reference."""
+        rule = overlap_rule_for(self.op)
+        assert rule is not None, f"{self}: no overlap rule declared"
+        inputs = self.case.make_inputs(device)
+        if self.backend != "auto":
+            reason = support_reason(self.op, self.backend, inputs)
+            if reason is not None:
+                return reason
+        built = _build_attack(self.attack, _attack_tensors(rule, self.case, inputs))
+        if isinstance(built, str):
+            return built
+        replaced, watched = built
+        args = {**inputs, **replaced}
+        before = [_bits(t).clone() for t in watched]
+        if self.attack.allowed(rule):
+            _run_and_compare(self.op, self.case, args, self._options())
+            if self.attack.kind == "read_alias" and not self._unchanged(watched, before):
+                raise AssertionError(f"{self}: arguments that are only read were written")
+            return None
+        self._expect_refusal(rule, args, watched, before)
+        return None
+
+    def _options(self) -> dict[str, Any]:
+        """The call's ``backend`` and ``skip_check`` arguments (those that apply)."""
+        options: dict[str, Any] = {}
+        if self.backend is not None:
+            options["backend"] = self.backend
+        if self.skip_check:
+            options["skip_check"] = True
+        return options
+
+    def _expect_refusal(
+        self, rule: OverlapRule, args: Inputs, watched: list[torch.Tensor], before: list
+    ) -> None:
+        target, other = self.attack.target, self.attack.other
+        if other is None:
+            phrases = [f"{rule.api}: {target} overlaps itself"]
+        else:
+            phrases = [
+                f"{rule.api}: {target} overlaps {other} ",
+                f"{rule.api}: {target} and {other} overlap",
+            ]
+        try:
+            _call_quietly(self.op, args, self._options())
+        except ValueError as exc:
+            if not any(p in str(exc) for p in phrases):
+                raise AssertionError(
+                    f"{self}: the ValueError does not name the overlap ({phrases}): {exc}"
+                ) from exc
+            if not self._unchanged(watched, before):
+                raise AssertionError(f"{self}: memory was written before the ValueError") from exc
+            return
+        raise AssertionError(f"{self}: no ValueError; the op ran on overlapping arguments")
+
+    @staticmethod
+    def _unchanged(watched: list[torch.Tensor], before: list[torch.Tensor]) -> bool:
+        return all(torch.equal(_bits(t), b) for t, b in zip(watched, before, strict=True))
+
+
+def _attack_tensors(rule: OverlapRule, case: Case, inputs: Inputs) -> dict[str, torch.Tensor]:
+    """The tensors of ``inputs`` (``case``'s) that ``rule`` names, an omitted written one
+    (``out``) made as zeros shaped like the result: what the attacks are built from."""
+    tensors = {n: inputs.get(n) for n in rule.written + rule.read}
+    if any(tensors[n] is None for n in rule.written):
+        result = _expected(case, inputs)
+        for n in rule.written:
+            if tensors[n] is None:
+                tensors[n] = torch.zeros_like(result)
+    return tensors  # type: ignore[return-value]
+
+
+def run_overlap_items_on(items: list[OverlapItem], device: str) -> list[str]:
+    """Run every item on ``device`` (a GPU test runs them all in one test, not one skipped
+    test per item on CPU machines); return the failures, one line each."""
+    failures = []
+    for item in items:
+        try:
+            item.run(device)
+        except AssertionError as exc:
+            failures.append(f"{item}: {exc}")
+    return failures

@@ -1,0 +1,181 @@
+"""The house's rules, as functions of the package's source (tests/test_layout.py runs them on
+the real package and on fixtures that break each one).
+
+- **A small root.** The package root holds the public surface: the facades (upstream import
+  paths that only re-export), the version, the one list of ops, and the op modules that list
+  names.  Anything else belongs in the folder of its job (``gating/``, ``dispatch/``,
+  ``autotuner/``, ``cli/``, ``testing/``, ``kernels/``, an op's folder).
+- **Facades only re-export.** A facade's body is imports, ``__all__`` and aliases.
+- **Machinery never imports a facade.** Only the op modules (the package's own users of its
+  public surface) and experimental features, written the way a kernel author writes them,
+  import through the facades; everything else imports the module that defines a name.
+- **One list of ops.** A module that defines a public API (a function marked
+  ``@flashinfer_api``, ``@flashinfer_experimental_api`` or ``@backend_requirement``) is in
+  :data:`flashinfer.api_modules.API_MODULES`, or listings, conformance and ``flashinfer
+  backends`` silently leave it out.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+
+FACADES = frozenset(
+    {
+        "flashinfer.api_logging",
+        "flashinfer.backend_dispatch",
+        "flashinfer.backend_families",
+        "flashinfer.lifecycle",
+        "flashinfer.utils",
+    }
+)
+"""Upstream and documented import paths whose code lives elsewhere: re-exports only."""
+
+ROOT_MODULES = frozenset(
+    {
+        "flashinfer",  # the public names
+        "flashinfer.__main__",  # python -m flashinfer
+        "flashinfer._version",  # the version, which pyproject.toml reads
+        "flashinfer.api_modules",  # the one list of ops
+        *FACADES,
+    }
+)
+"""What the root holds besides the op modules; at most about a dozen modules in all."""
+
+ROOT_LIMIT = 12
+
+FACADE_DEFINITIONS: Mapping[str, frozenset[str]] = {
+    # A type checker names a type by the module that defines it: users read
+    # ``flashinfer.backend_dispatch.BackendOp[...]`` in their errors, the path they import.
+    # The decorator that returns it, and the type variables of both, stay beside it.
+    "flashinfer.backend_dispatch": frozenset(
+        {"BackendOp", "backend_requirement", "P", "R", "R_co"}
+    ),
+}
+"""The definitions a facade may hold, with the reason."""
+
+API_MARKERS = frozenset(
+    {"flashinfer_api", "flashinfer_experimental_api", "experimental_api", "backend_requirement"}
+)
+
+
+def top_level_modules(modules: Iterable[str]) -> list[str]:
+    """The modules that sit directly in the package root (``flashinfer.x`` but not the
+    ``__init__`` of a folder ``flashinfer/x/``)."""
+    return sorted(m for m in modules if m.count(".") <= 1)
+
+
+def root_problems(
+    root_modules: Iterable[str], packages: Iterable[str], api_modules: Iterable[str]
+) -> list[str]:
+    """A root module that is neither part of the public surface nor a listed op module;
+    and a root past :data:`ROOT_LIMIT`."""
+    ops = set(api_modules)
+    packages = set(packages)
+    problems = [
+        f"{m}: a new module in the package root; put it in the folder of its job "
+        "(gating/, dispatch/, autotuner/, cli/, testing/, kernels/, or its op's folder), "
+        "or, if it defines an op, list it in flashinfer/api_modules.py"
+        for m in root_modules
+        if m not in ROOT_MODULES and m not in ops and m not in packages
+    ]
+    modules = [m for m in root_modules if m not in packages]
+    if len(modules) > ROOT_LIMIT:
+        problems.append(
+            f"{len(modules)} modules sit in the package root (at most {ROOT_LIMIT}): "
+            "move what is not public surface into a folder"
+        )
+    return problems
+
+
+def facade_import_problems(graph: Mapping[str, set[str]], api_modules: Iterable[str]) -> list[str]:
+    """Machinery that imports a facade (or the package root), from the import graph."""
+    clients = set(api_modules) | FACADES | {"flashinfer"}
+    problems = []
+    for module, imported in sorted(graph.items()):
+        if module in clients or module.startswith("flashinfer.experimental"):
+            continue
+        for facade in sorted(imported & (FACADES | {"flashinfer"})):
+            problems.append(
+                f"{module} imports the facade {facade}: import the module that defines the "
+                "name (the facade's own import line says which)"
+            )
+    return problems
+
+
+def _is_reexport(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True  # the docstring
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(node, ast.AnnAssign) and node.value is None:
+        return True  # a name declared for type checkers
+    if isinstance(node, ast.Assign):
+        names = [ast.unparse(t) for t in node.targets]
+        if names == ["__all__"]:
+            return True
+        return isinstance(node.value, ast.Name | ast.Attribute)  # an alias
+    if isinstance(node, ast.If) and ast.unparse(node.test) in {
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    }:
+        return all(isinstance(n, ast.Import | ast.ImportFrom) for n in node.body + node.orelse)
+    return False
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [ast.unparse(t) for t in node.targets]
+    if isinstance(node, ast.AnnAssign):
+        return [ast.unparse(node.target)]
+    return [f"line {node.lineno}: {ast.unparse(node).splitlines()[0]}"]
+
+
+def facade_definition_problems(sources: Mapping[str, str]) -> list[str]:
+    """Code in a facade (anything but imports, ``__all__`` and aliases), outside the
+    definitions :data:`FACADE_DEFINITIONS` allows."""
+    problems = []
+    for module in sorted(FACADES & set(sources)):
+        allowed = FACADE_DEFINITIONS.get(module, frozenset())
+        for node in ast.parse(sources[module]).body:
+            if _is_reexport(node):
+                continue
+            for name in _defined_names(node):
+                if name not in allowed:
+                    problems.append(
+                        f"{module} defines {name}: a facade only re-exports; move the code "
+                        "to the module of its job and import it here"
+                    )
+    return problems
+
+
+def _marker_name(decorator: ast.expr) -> str:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return ast.unparse(target).rsplit(".", 1)[-1]
+
+
+def defines_an_api(source: str) -> bool:
+    """Whether a module marks a top-level function as a public API."""
+    return any(
+        _marker_name(d) in API_MARKERS
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for d in node.decorator_list
+    )
+
+
+def unlisted_api_modules(sources: Mapping[str, str], api_modules: Iterable[str]) -> list[str]:
+    """Modules that define a public API but are missing from the one list of ops.
+    Experimental features are reached through their stable op or their API module."""
+    listed = set(api_modules)
+    return [
+        f"{module} defines a public API but is not in flashinfer/api_modules.py's OPS: "
+        "add its line there (conformance, listings and `flashinfer backends` read that list)"
+        for module, source in sorted(sources.items())
+        if module not in listed
+        and not module.startswith("flashinfer.experimental")
+        and module not in FACADES
+        and defines_an_api(source)
+    ]

@@ -1,0 +1,207 @@
+"""The house's rules hold for the package, and each rule catches what it is for.
+
+Each rule (tests/layout_rules.py) runs on the real package, where it must find nothing, and
+on a fixture that breaks it, where it must say what is wrong and what to do: a new module in
+the root, a facade import from the machinery, a definition in a facade, and an op module left
+out of the one list.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+from import_graph import PACKAGE_DIR, import_graph, imported_modules, package_modules
+from layout_rules import (
+    FACADES,
+    ROOT_LIMIT,
+    ROOT_MODULES,
+    defines_an_api,
+    facade_definition_problems,
+    facade_import_problems,
+    root_problems,
+    top_level_modules,
+    unlisted_api_modules,
+)
+
+import flashinfer
+from flashinfer.api_modules import API_MODULES, OPS
+
+
+def _sources() -> dict[str, str]:
+    return {name: path.read_text() for name, path in package_modules().items()}
+
+
+def _packages() -> set[str]:
+    return {name for name, path in package_modules().items() if path.name == "__init__.py"}
+
+
+# -- the real package ------------------------------------------------------------------------
+
+
+def test_the_root_holds_the_public_surface_and_the_listed_ops():
+    modules = package_modules()
+    problems = root_problems(top_level_modules(modules), _packages(), API_MODULES)
+    assert not problems, "\n".join(problems)
+    assert len(ROOT_MODULES) <= ROOT_LIMIT
+
+
+def test_the_machinery_never_imports_a_facade():
+    problems = facade_import_problems(import_graph(), API_MODULES)
+    assert not problems, "\n".join(problems)
+
+
+def test_facades_only_reexport():
+    problems = facade_definition_problems(_sources())
+    assert not problems, "\n".join(problems)
+
+
+def test_every_module_that_defines_an_api_is_in_the_one_list():
+    problems = unlisted_api_modules(_sources(), API_MODULES)
+    assert not problems, "\n".join(problems)
+    # ...and the list names only modules that do define one (a stale line fails too).
+    sources = _sources()
+    assert all(defines_an_api(sources[m]) for m in API_MODULES), API_MODULES
+
+
+def test_the_lazy_names_come_from_the_one_list():
+    for name, module in OPS.items():
+        assert flashinfer._LAZY[name] == module
+        assert name in flashinfer.__all__
+
+
+def test_the_type_checkers_names_match_the_one_list():
+    """Static tools cannot run code: ``__init__.py`` imports each op under
+    ``TYPE_CHECKING`` by hand, and this test holds that block to :data:`OPS`."""
+    tree = ast.parse((PACKAGE_DIR / "__init__.py").read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    typed = {
+        alias.asname: f"flashinfer.{node.module}" if node.level else node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    ops = {name: module for name, module in typed.items() if name in OPS or module in API_MODULES}
+    assert ops == OPS, (
+        "flashinfer/__init__.py's TYPE_CHECKING block must import each op of "
+        "flashinfer/api_modules.py's OPS, `from <module> import <op> as <op>`"
+    )
+
+
+def test_every_tunable_op_has_a_cli_target():
+    """``flashinfer autotune`` builds inputs per op: an op registered with the autotuner
+    without a target would be missing from the command, silently."""
+    from flashinfer.autotuner import AutoTuner
+    from flashinfer.cli.autotune_run import _TARGETS
+
+    flashinfer.load_all_apis()
+    tunable = {
+        op.api_name
+        for op, _ in AutoTuner.get().registered().values()
+        if op.api_key.rpartition(".")[0] in API_MODULES
+    }
+    assert tunable, "no op of the one list is registered with the autotuner"
+    assert tunable <= set(_TARGETS), (
+        f"add a target to flashinfer/cli/autotune_run.py's _TARGETS for {tunable - set(_TARGETS)}"
+    )
+    assert set(_TARGETS) <= set(OPS), "a CLI target names an op that is not in OPS"
+
+
+# -- fixtures: each rule catches what it is for ---------------------------------------------
+
+
+def test_a_new_root_module_is_caught():
+    root = [*ROOT_MODULES, *API_MODULES, "flashinfer.gemm", "flashinfer.helpers"]
+    problems = root_problems(root, {"flashinfer", "flashinfer.gemm"}, API_MODULES)
+    assert len(problems) == 1
+    assert problems[0].startswith("flashinfer.helpers: a new module in the package root")
+    assert "flashinfer/api_modules.py" in problems[0]
+
+
+def test_a_crowded_root_is_caught():
+    ops = [f"flashinfer.op{i}" for i in range(ROOT_LIMIT)]
+    problems = root_problems([*ROOT_MODULES, *ops], {"flashinfer"}, ops)
+    assert any(f"at most {ROOT_LIMIT}" in p for p in problems)
+
+
+def test_a_facade_import_from_the_machinery_is_caught(tmp_path):
+    """Read from source as the real graph is: a dispatcher module importing the upstream
+    path, at function level."""
+    module = tmp_path / "flashinfer" / "dispatch" / "newjob.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        '"""A new job."""\n\ndef f():\n    from flashinfer.api_logging import flashinfer_api\n'
+    )
+    modules = {**package_modules(), "flashinfer.dispatch.newjob": module}
+    imported = imported_modules(module, modules, "flashinfer.dispatch.newjob")
+    graph = {**import_graph(), "flashinfer.dispatch.newjob": imported}
+    problems = facade_import_problems(graph, API_MODULES)
+    assert problems == [
+        "flashinfer.dispatch.newjob imports the facade flashinfer.api_logging: import the "
+        "module that defines the name (the facade's own import line says which)"
+    ]
+    # An op module and an experimental feature may: they use the public surface.
+    graph = {**import_graph(), "flashinfer.experimental.feat.support": {"flashinfer.api_logging"}}
+    assert not facade_import_problems(graph, API_MODULES)
+
+
+@pytest.mark.parametrize(
+    "code, what",
+    [
+        ("def helper():\n    return 1\n", "helper"),
+        ("class Thing:\n    pass\n", "Thing"),
+        ("LIMIT = 3\n", "LIMIT"),
+        ("print('hi')\n", "line 3: print('hi')"),
+    ],
+)
+def test_a_definition_in_a_facade_is_caught(code, what):
+    facade = "flashinfer.api_logging"
+    source = '"""Facade."""\n\n' + code
+    problems = facade_definition_problems({facade: source})
+    assert problems == [
+        f"{facade} defines {what}: a facade only re-exports; move the code to the module "
+        "of its job and import it here"
+    ]
+
+
+def test_what_a_facade_may_hold():
+    source = (
+        '"""Facade."""\n'
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV\n"
+        '__all__ = ["ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV"]\n'
+        "_OLD_NAME = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV\n"
+        "_typed: set[str]\n"
+        "if TYPE_CHECKING:\n"
+        "    from flashinfer.gating.gate import gate_fast_read\n"
+    )
+    assert facade_definition_problems({"flashinfer.utils": source}) == []
+    assert set(FACADES) >= {"flashinfer.utils", "flashinfer.api_logging"}
+
+
+def test_an_op_module_missing_from_the_list_is_caught():
+    source = (
+        '"""A new op."""\n'
+        "from flashinfer.api_logging import flashinfer_api\n"
+        "from flashinfer.backend_dispatch import backend_requirement\n\n"
+        "@flashinfer_api\n"
+        "@backend_requirement([])\n"
+        "def silu_and_mul(x, backend='auto'):\n"
+        "    return x\n"
+    )
+    sources = {**_sources(), "flashinfer.activation": source}
+    problems = unlisted_api_modules(sources, API_MODULES)
+    assert problems == [
+        "flashinfer.activation defines a public API but is not in flashinfer/api_modules.py's "
+        "OPS: add its line there (conformance, listings and `flashinfer backends` read that list)"
+    ]
+    assert not unlisted_api_modules(sources, (*API_MODULES, "flashinfer.activation"))
+    # An experimental API marked with the alias counts as well.
+    marked = '"""x"""\n@experimental_api(owner="@a")\ndef f():\n    pass\n'
+    assert defines_an_api(marked)
+    assert not defines_an_api('"""x"""\n# @flashinfer_api in a comment\ndef f():\n    pass\n')
