@@ -32,6 +32,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from flashinfer.gating.exposed import exposed_in
+
 __all__ = [
     "Declared",
     "EnumValue",
@@ -50,14 +52,12 @@ _DEFAULT_TYPES = (bool, int, str)
 _DECLARABLE_TYPES = (bool, int, str, float)
 
 
+@exposed_in("flashinfer.autotuner.keys")
 class EnumValue(NamedTuple):
     """An enum member as a tuning key holds it: its class's qualified name and its name."""
 
     enum: str
     name: str
-
-
-EnumValue.__module__ = "flashinfer.autotuner.keys"  # its public home
 
 
 _DECLARED: dict[str, Declared] = {}

@@ -15,9 +15,12 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from flashinfer.gating.exposed import exposed_in
+
 __all__ = ["CallCounter", "OpStats", "StatsBook", "describe_tactic"]
 
 
+@exposed_in("flashinfer.autotuner.tuner")
 class OpStats(NamedTuple):
     """What the autotuner did for one op (:meth:`AutoTuner.stats`), since the process
     started (or :meth:`AutoTuner.clear`)."""
@@ -36,7 +39,6 @@ class OpStats(NamedTuple):
     last_failure: str | None = None
 
 
-OpStats.__module__ = "flashinfer.autotuner.tuner"  # its public home, like Choice's
 _NOTHING = OpStats()
 
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from flashinfer.autotuner._stats import StatsBook
 from flashinfer.autotuner.keys import Key
 from flashinfer.dispatch.thread_state import PerThreadList
+from flashinfer.gating.exposed import exposed_in
 
 __all__ = [
     "Choice",
@@ -31,6 +32,12 @@ ProgressCallback = Callable[[int, int, str], None]
 with ``done == total`` at the end of a tuning."""
 
 
+# Pickles and reprs name the public home of these classes, which re-exports them, so that
+# moving them between private modules never breaks a pickle.
+_TUNER = exposed_in("flashinfer.autotuner.tuner")
+
+
+@_TUNER
 @runtime_checkable
 class TunableRunner(Protocol):
     """One backend of a tunable op, as the autotuner sees it.
@@ -52,6 +59,7 @@ class TunableRunner(Protocol):
     def __call__(self, inputs: tuple, tactic: Any = None) -> Any: ...
 
 
+@_TUNER
 class TunableOp(Protocol):
     """What the tuner reads of an op: the function ``backend_requirement`` returns."""
 
@@ -65,6 +73,7 @@ class TunableOp(Protocol):
     def suitable_auto_backends(self) -> PerThreadList: ...
 
 
+@_TUNER
 class Choice(NamedTuple):
     """A tuned result: the backend and tactic to run and the median time they took."""
 
@@ -73,6 +82,7 @@ class Choice(NamedTuple):
     median_s: float
 
 
+@_TUNER
 class TacticFailure(NamedTuple):
     """A (backend, tactic) that could not be timed, and why (one line)."""
 
@@ -81,6 +91,7 @@ class TacticFailure(NamedTuple):
     reason: str
 
 
+@_TUNER
 class TuningRecord(NamedTuple):
     """What the last tuning-mode call of this thread did (see :meth:`AutoTuner.last_tuning`)."""
 
@@ -132,10 +143,3 @@ def check_median(median_s: Any) -> None:
             f"Choice.median_s must be a finite number of seconds >= 0, not {median_s!r}: "
             "a time that is not finite is a broken measurement, and JSON cannot hold it"
         )
-
-
-# Pickles and reprs name the public home of these classes, which re-exports them, so that
-# moving them between private modules never breaks a pickle.
-for _cls in (TunableRunner, TunableOp, Choice, TacticFailure, TuningRecord):
-    _cls.__module__ = "flashinfer.autotuner.tuner"
-del _cls

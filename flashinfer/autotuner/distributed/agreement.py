@@ -17,6 +17,7 @@ from flashinfer.autotuner._stats import describe_tactic
 from flashinfer.autotuner._time_candidates import Pair, one_line_reason
 from flashinfer.autotuner._types import Choice, TunableRunner
 from flashinfer.autotuner.keys import Key
+from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 
+@exposed_in("flashinfer.autotuner.distributed")
 class AutotuneConsistencyError(RuntimeError):
     """The ranks of an autotune process group cannot tune a key together.
 
@@ -50,9 +52,6 @@ class AutotuneConsistencyError(RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.args[0], self.differences))
-
-
-AutotuneConsistencyError.__module__ = "flashinfer.autotuner.distributed"  # its public home
 
 
 class Manifest(NamedTuple):
