@@ -25,9 +25,13 @@ from flashinfer.dispatch.restrictions import (
     warn_listed_experimental,
 )
 from flashinfer.dispatch.thread_state import CallState, LiveFlags
-from flashinfer.gating.gate import (
-    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
-    experimental_auto_backends_allowed,
+from flashinfer.gating.gate import experimental_auto_backends_allowed
+from flashinfer.gating.messages import (
+    auto_refused_by_common_check,
+    every_candidate_rejected,
+    gate_exclusion_reason,
+    only_experimental_fit,
+    restriction_cannot_run,
 )
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
@@ -108,7 +112,7 @@ class ReferenceDispatcher(DispatchPlan):
         if not self.backend_checks:
             raise UnsupportedInputsError(f"Problem size is not supported for {api}: {refused}")
         if backend == "auto":  # an automatic-selection failure, as upstream
-            raise BackendSupportedError(f"No suitable auto backends found for {api}: {refused}")
+            raise BackendSupportedError(auto_refused_by_common_check(api, refused))
         raise UnsupportedInputsError(
             f"Problem size is not supported for {api} with backend {backend!r}: {refused}"
         )
@@ -160,10 +164,7 @@ class ReferenceDispatcher(DispatchPlan):
             self._state.r.dropped = tuple(dropped)
             viable = [b for b in viable if b not in self.experimental_backends]
             for b in dropped:
-                reasons[b] = (
-                    "experimental: excluded from automatic selection "
-                    f"({ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1)"
-                )
+                reasons[b] = gate_exclusion_reason()
         else:
             dropped = []
         if viable and self.heuristic_func is not None:
@@ -175,19 +176,9 @@ class ReferenceDispatcher(DispatchPlan):
             viable = ordered
         viable = self.prefer_first(viable, bound)  # declared preferences (gate on only)
         if not viable:
-            detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
             if dropped:
-                names = ", ".join(repr(b) for b in dropped)
-                raise BackendSupportedError(
-                    f"No suitable auto backends found for {api}: only experimental backends "
-                    f"({names}) support these inputs. Pass backend={dropped[0]!r} to opt in for "
-                    f"this call, or set {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1 to let "
-                    f"automatic selection use them.\n{detail}"
-                )
-            raise BackendSupportedError(
-                f"No suitable auto backends found for {api}; every candidate was "
-                f"rejected:\n{detail}"
-            )
+                raise BackendSupportedError(only_experimental_fit(api, dropped, reasons))
+            raise BackendSupportedError(every_candidate_rejected(api, reasons))
         self._state.r.suitable = viable
         if viable[0] in self.experimental_backends:
             warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
@@ -208,25 +199,14 @@ class ReferenceDispatcher(DispatchPlan):
             else:
                 reasons[name] = reason
         if not viable:
-            raise BackendSupportedError(self._restricted_message(listed, reasons))
+            source = restriction_source(self.api_key)
+            variable = source if source == BACKENDS_ENV else None
+            raise BackendSupportedError(
+                restriction_cannot_run(self.api_name, listed, reasons, variable)
+            )
         self._state.r.suitable = viable
         warn_listed_experimental(self.api_key, viable, self.experimental_backends)
         return viable
-
-    def _restricted_message(self, listed: tuple[str, ...], reasons: Mapping[str, str]) -> str:
-        api = self.api_name
-        source = restriction_source(self.api_key)
-        if source == BACKENDS_ENV:
-            who = f"{BACKENDS_ENV} (which a flashinfer.use_backends block overrides)"
-        else:
-            who = "flashinfer.use_backends"
-        detail = "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
-        return (
-            f"No suitable auto backends found for {api}: {who} restricts automatic selection "
-            f"to {list(listed)}, and none of them can run these inputs:\n{detail}\nList "
-            f"another backend for {api}, leave {api} out of the restriction, or pass "
-            "backend=... explicitly."
-        )
 
     def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
         """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None.

@@ -24,6 +24,7 @@ from typing import Any
 
 from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
 from flashinfer.gating.gate import warn_unrecognised_once
+from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
 
 __all__ = [
@@ -201,10 +202,5 @@ def warn_listed_experimental(api_key: str, candidates: Sequence[str], experiment
 
 
 def _listed_message(api_key: str, backend: str) -> str:
-    where = restriction_source(api_key) or USE_BACKENDS
-    api = api_key.rsplit(".", 1)[-1]
-    return (
-        f"Experimental backend {backend!r} was opted in for {api!r} by naming it in "
-        f"{where}: automatic selection may pick it there. Experimental backends may "
-        "change or be removed without deprecation."
-    )
+    """The warning's text, with who lists the backend (asked only when it warns)."""
+    return listed_in_restriction(api_key, backend, restriction_source(api_key) or USE_BACKENDS)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from flashinfer.dispatch.codegen import ParameterList, compile_function, render_call
+from flashinfer.gating.messages import experimental_api_banner, experimental_api_used
 from flashinfer.gating.records import ExperimentalInfo, make_experimental_info, record_api
 from flashinfer.gating.warn_once import issue_experimental_warning, new_once_flag
 
@@ -28,24 +29,12 @@ _Marked = TypeVar(
 # The marker's metadata for a marked object (its ``__qualname__`` is the default feature name).
 _MakeInfo = Callable[[Any], ExperimentalInfo]
 
-_BANNER = (
-    "**Experimental API** (feature ``{feature}``): this API is experimental; it may change "
-    "or be removed without deprecation. Calling it is the opt-in; the first call warns with "
-    "ExperimentalWarning."
-)
-
 
 def _with_banner(doc: str | None, feature: str) -> str:
-    banner = _BANNER.format(feature=feature)
+    banner = experimental_api_banner(feature)
     if not doc:
         return banner
     return f"{banner}\n\n{inspect.cleandoc(doc)}"
-
-
-def _api_message(feature: str, name: str) -> str:
-    # Starts with "Experimental", like the backend warnings: a -W message filter can match both.
-    label = repr(name) if feature == name else f"{name!r} (feature {feature!r})"
-    return f"Experimental API {label} may change or disappear without deprecation."
 
 
 def _mark(obj: Any, info: ExperimentalInfo) -> None:
@@ -105,7 +94,7 @@ def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
     name = func.__qualname__
     info = make_info(func)
     flag = new_once_flag()
-    message = _api_message(info.feature, name)
+    message = experimental_api_used(info.feature, name)
 
     def first_call() -> None:
         issue_experimental_warning(flag, message)
@@ -167,7 +156,7 @@ def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
     """
     info = make_info(cls)
     flag = new_once_flag()
-    message = _api_message(info.feature, cls.__qualname__)
+    message = experimental_api_used(info.feature, cls.__qualname__)
     original_new: Any = cls.__new__
     own_new = "__new__" in cls.__dict__
     try:

@@ -3,7 +3,8 @@
 Reads ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` at every call (cheaply: see
 :func:`gate_fast_read`), and warns once per distinct unrecognised value of one of
 flashinfer's environment variables (:func:`warn_unrecognised_once`).  Public names are
-re-exported by ``flashinfer.api_logging``.
+re-exported by ``flashinfer.api_logging``; the variable's name and the words of what the
+gate says are ``messages``' (shown here under the names the package has always used).
 """
 
 from __future__ import annotations
@@ -11,8 +12,16 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
+from flashinfer.gating.messages import (
+    ACCEPTED_GATE_VALUES,
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    auto_feature_disabled,
+    unrecognised_gate_value,
+    unrecognised_value,
+)
 from flashinfer.gating.stacklevel import user_stacklevel
 
 __all__ = [
@@ -26,10 +35,8 @@ __all__ = [
     "warn_unrecognised_once",
 ]
 
-ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 GATE_OFF_VALUES = ("", "0")
 """Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
-ACCEPTED_GATE_VALUES = "'1' (on), '0' or empty/unset (off)"
 
 # os.environ.get re-encodes the key on every call, which costs many times the dict lookup it
 # ends in (benchmarks/bench_costs.py prints both); on POSIX the underlying bytes dict is kept
@@ -73,25 +80,26 @@ def experimental_auto_backends_allowed() -> bool:
         return True
     if raw is None or raw in GATE_OFF_VALUES:
         return False
-    warn_unrecognised_once(
-        ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, "treating it as off", ACCEPTED_GATE_VALUES
-    )
+    _warn_unrecognised_once(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, unrecognised_gate_value, raw)
     return False
 
 
 def warn_unrecognised_once(variable: str, raw: str, effect: str, accepted: str) -> None:
     """One RuntimeWarning per (variable, value): the value, what is done instead, the fix."""
+    _warn_unrecognised_once(variable, raw, unrecognised_value, variable, raw, effect, accepted)
+
+
+def _warn_unrecognised_once(
+    variable: str, raw: str, message: Callable[..., str], *args: str
+) -> None:
+    """Warn ``message(*args)`` unless ``(variable, raw)`` has warned already."""
     if (variable, raw) in _warned_env_values:
         return
     with _lock:
         first = (variable, raw) not in _warned_env_values
         _warned_env_values.add((variable, raw))
     if first:
-        warnings.warn(
-            f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}.",
-            RuntimeWarning,
-            stacklevel=user_stacklevel(),
-        )
+        warnings.warn(message(*args), RuntimeWarning, stacklevel=user_stacklevel())
 
 
 def forget_unrecognised_values() -> None:
@@ -107,11 +115,7 @@ def require_experimental_auto_backends(feature: str) -> None:
     ``backend_requirement``.
     """
     if not experimental_auto_backends_allowed():
-        raise RuntimeError(
-            f"Automatic selection of the experimental feature {feature!r} is disabled. "
-            f"Set {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1 to allow it, or select the "
-            "experimental backend explicitly by name."
-        )
+        raise RuntimeError(auto_feature_disabled(feature))
 
 
 # A bad gate value warns when flashinfer is imported (one read, no cost per call), not only

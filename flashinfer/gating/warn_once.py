@@ -15,11 +15,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
-from flashinfer.gating.gate import (
-    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
-    forget_unrecognised_values,
-    warn_unrecognised_once,
-)
+from flashinfer.gating.gate import forget_unrecognised_values, warn_unrecognised_once
+from flashinfer.gating.messages import automatic_selection, explicit_selection
 from flashinfer.gating.stacklevel import user_stacklevel
 
 __all__ = [
@@ -147,11 +144,6 @@ def backend_warning_flag(api: str, backend: str) -> OnceFlag:
     return flag
 
 
-def _plain_name(api: str) -> str:
-    """``"flashinfer.gemm.mm"`` -> ``"mm"``: the name users call (the last part of a key)."""
-    return api.rsplit(".", 1)[-1]
-
-
 def warn_backend_once(api: str, backend: str, message: Callable[..., str], *args: Any) -> None:
     """Issue the ExperimentalWarning of an (API, backend) pair, once per process whichever
     way the backend was opted in to, and record the pair (upstream's record).  The text is
@@ -167,25 +159,13 @@ def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = 
     """Warn once per process for each (API, backend) pair that an experimental backend runs.
 
     ``api`` is the API's qualified name (``"flashinfer.gemm.mm"``) or its plain name; the
-    message quotes the plain one: ``Experimental backend 'splitk' was selected for 'mm' ...``.
+    message names the plain one (``'mm'``).
     ``automatic=True`` words the warning for a backend picked by ``backend="auto"`` or the
-    autotuner; otherwise it says the backend was selected explicitly by name.
+    autotuner (``messages.automatic_selection``); otherwise it says the backend was selected
+    explicitly by name (``messages.explicit_selection``).
     """
-    warn_backend_once(api, backend, _selected_message, api, backend, automatic)
-
-
-def _selected_message(api: str, backend: str, automatic: bool) -> str:
-    if automatic:
-        how = (
-            f"was picked automatically for {_plain_name(api)!r} ({api}(backend='auto')) "
-            f"because {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV}=1"
-        )
-    else:
-        how = f"was selected for {_plain_name(api)!r} explicitly ({api}(backend={backend!r}))"
-    return (
-        f"Experimental backend {backend!r} {how}. Experimental backends may change or be "
-        "removed without deprecation."
-    )
+    message = automatic_selection if automatic else explicit_selection
+    warn_backend_once(api, backend, message, api, backend)
 
 
 def reset_experimental_warnings() -> None:

@@ -1,0 +1,167 @@
+"""What flashinfer tells users about the experimental opt-in and the gate: one builder each.
+
+Every warning and error that states the opt-in's facts (an experimental backend named,
+picked by ``backend="auto"`` or listed in a restriction; the gate leaving one out; only
+experimental backends fitting; a restriction none of whose backends can run; an
+experimental API called; a variable set to a value flashinfer does not know) is built
+here, and every path that raises it (the generated dispatchers through the warn-once and
+reference paths, the reference path itself, the autotuner) calls the builder.  Rewording a
+message is an edit of this module only: tests build the text they expect from these
+builders too (``tests/test_messages.py`` pins what each must say).
+
+The gate variable's name is defined here, since the messages state it; ``gate`` reads it.
+This module imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "ACCEPTED_GATE_VALUES",
+    "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
+    "auto_feature_disabled",
+    "auto_refused_by_common_check",
+    "automatic_selection",
+    "every_candidate_rejected",
+    "experimental_api_banner",
+    "experimental_api_used",
+    "explicit_selection",
+    "gate_exclusion_reason",
+    "listed_in_restriction",
+    "only_experimental_fit",
+    "plain_name",
+    "restriction_cannot_run",
+    "unrecognised_gate_value",
+    "unrecognised_value",
+]
+
+ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+ACCEPTED_GATE_VALUES = "'1' (on), '0' or empty/unset (off)"
+
+_GATE = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+_MAY_CHANGE = "Experimental backends may change or be removed without deprecation."
+_NO_AUTO = "No suitable auto backends found for"
+
+
+def plain_name(api: str) -> str:
+    """``"flashinfer.gemm.mm"`` -> ``"mm"``: the name users call (the last part of a key)."""
+    return api.rsplit(".", 1)[-1]
+
+
+def _reasons(reasons: Mapping[str, str]) -> str:
+    """One line per refused backend: ``  - name: why``."""
+    return "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
+
+
+# ---- warnings: an experimental backend runs (once per API and backend) ------------------
+
+
+def explicit_selection(api: str, backend: str) -> str:
+    """The warning of an experimental backend named in the call (``backend="splitk"``).
+    ``api`` is the API's qualified name (quoted in the call shown) or its plain name."""
+    how = f"was selected for {plain_name(api)!r} explicitly ({api}(backend={backend!r}))"
+    return f"Experimental backend {backend!r} {how}. {_MAY_CHANGE}"
+
+
+def automatic_selection(api: str, backend: str) -> str:
+    """The warning of an experimental backend picked by ``backend="auto"`` or the
+    autotuner, which only the gate variable set to 1 allows."""
+    how = (
+        f"was picked automatically for {plain_name(api)!r} ({api}(backend='auto')) "
+        f"because {_GATE}=1"
+    )
+    return f"Experimental backend {backend!r} {how}. {_MAY_CHANGE}"
+
+
+def listed_in_restriction(api: str, backend: str, where: str) -> str:
+    """The warning of an experimental backend listed in a restriction: ``where`` is
+    ``"use_backends"`` or the variable (``FLASHINFER_BACKENDS``) that names it."""
+    return (
+        f"Experimental backend {backend!r} was opted in for {plain_name(api)!r} by naming it "
+        f"in {where}: automatic selection may pick it there. {_MAY_CHANGE}"
+    )
+
+
+def experimental_api_used(feature: str, name: str) -> str:
+    """The warning of an experimental API's first call (``name``: its qualified name)."""
+    # Starts with "Experimental", like the backend warnings: a -W message filter can match both.
+    label = repr(name) if feature == name else f"{name!r} (feature {feature!r})"
+    return f"Experimental API {label} may change or disappear without deprecation."
+
+
+def experimental_api_banner(feature: str) -> str:
+    """The first paragraph of an experimental API's docstring."""
+    return (
+        f"**Experimental API** (feature ``{feature}``): this API is experimental; it may "
+        "change or be removed without deprecation. Calling it is the opt-in; the first call "
+        "warns with ExperimentalWarning."
+    )
+
+
+# ---- the gate's verdicts and the errors of automatic selection ---------------------------
+
+
+def gate_exclusion_reason() -> str:
+    """Why ``backend="auto"`` left out an experimental backend that fits (gate off)."""
+    return f"experimental: excluded from automatic selection ({_GATE} is not 1)"
+
+
+def only_experimental_fit(api: str, dropped: Sequence[str], reasons: Mapping[str, str]) -> str:
+    """The error of ``backend="auto"`` when only experimental backends (``dropped``, which
+    the gate left out) fit: how to opt in, then each backend's reason."""
+    names = ", ".join(repr(b) for b in dropped)
+    return (
+        f"{_NO_AUTO} {api}: only experimental backends ({names}) support these inputs. "
+        f"Pass backend={dropped[0]!r} to opt in for this call, or set {_GATE}=1 to let "
+        f"automatic selection use them.\n{_reasons(reasons)}"
+    )
+
+
+def every_candidate_rejected(api: str, reasons: Mapping[str, str]) -> str:
+    """The error of ``backend="auto"`` when no backend fits, with each one's reason."""
+    return f"{_NO_AUTO} {api}; every candidate was rejected:\n{_reasons(reasons)}"
+
+
+def auto_refused_by_common_check(api: str, refused: str) -> str:
+    """The error of ``backend="auto"`` when the API's common check refuses the inputs."""
+    return f"{_NO_AUTO} {api}: {refused}"
+
+
+def restriction_cannot_run(
+    api: str, listed: Iterable[str], reasons: Mapping[str, str], variable: str | None
+) -> str:
+    """The error of ``backend="auto"`` under a restriction none of whose backends can run
+    the call.  ``variable``: the variable that restricts it, None for a ``use_backends``
+    block."""
+    if variable is not None:
+        who = f"{variable} (which a flashinfer.use_backends block overrides)"
+    else:
+        who = "flashinfer.use_backends"
+    return (
+        f"{_NO_AUTO} {api}: {who} restricts automatic selection to {list(listed)}, and none "
+        f"of them can run these inputs:\n{_reasons(reasons)}\nList another backend for "
+        f"{api}, leave {api} out of the restriction, or pass backend=... explicitly."
+    )
+
+
+def auto_feature_disabled(feature: str) -> str:
+    """The error of an API routing ``"auto"`` by hand to an experimental feature, gate off."""
+    return (
+        f"Automatic selection of the experimental feature {feature!r} is disabled. "
+        f"Set {_GATE}=1 to allow it, or select the experimental backend explicitly by name."
+    )
+
+
+# ---- a variable set to a value flashinfer does not know ----------------------------------
+
+
+def unrecognised_value(variable: str, raw: str, effect: str, accepted: str) -> str:
+    """The warning of ``variable=raw``, a value it does not know: what is done instead
+    (``effect``) and the ``accepted`` values."""
+    return f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}."
+
+
+def unrecognised_gate_value(raw: str) -> str:
+    """The warning of the gate variable set to ``raw`` (not ``1``, ``0`` or empty)."""
+    return unrecognised_value(_GATE, raw, "treating it as off", ACCEPTED_GATE_VALUES)
