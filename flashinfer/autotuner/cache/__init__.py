@@ -1,32 +1,25 @@
 """Persisted autotune results: versioned, human-readable JSON, written atomically, each
 result stamped with the environment that measured it.
 
-File format (``schema_version`` 2)::
+File format (``schema_version`` 2): a header, then one entry per tuned result (one entry
+per line in the file)::
 
     {
       "schema_version": 2,
       "flashinfer_version": "0.1.0",
       "torch_version": "2.13.0+cpu",
       "entries": [
-        {"op": "flashinfer.gemm.mm",
-         "inputs": [{"shape": [128, 4096], "dtype": "float32"},
-                    {"shape": [4096, 4096], "dtype": "float32"}, null, null],
-         "device": "cpu", "compute_capability": null,
-         "backend": "torch", "tactic": null, "median_ms": 12.5, "experimental": false,
-         "fingerprint": {"flashinfer": "0.1.0", "torch": "2.13.0+cpu", "triton": "3.9.0",
-                         "device": "cpu", "compute_capability": null,
-                         "triton_interpret": true}}
+        {"op": "flashinfer.gemm.mm", "inputs": [...], "device": "cpu", ...},
+        ...
       ]
     }
 
-(one entry per line in the file).  ``op``/``inputs``/``device``/``compute_capability`` are
-the tuning key (shapes already bucketed; see :mod:`flashinfer.autotuner.keys` for how each
-input is written, e.g. ``{"value": true}`` for a flag); ``experimental`` is informative only
-(the op's own table decides on load); the header's versions are the last writer's,
-informative only.  ``fingerprint`` is the environment that measured the result (see
-:mod:`flashinfer.autotuner.fingerprint`): the flashinfer, torch and Triton versions, the
-device (GPU name, or ``"cpu"``), the compute capability and whether Triton ran through its
-interpreter.  Never pickle: loading a cache cannot run code.
+The fields are documented once, on the types the writer builds and the reader reads
+through: :class:`CacheDocument` (the header and the list of entries) and
+:class:`CacheEntry` (one entry: the tuning key, the choice, its time, the fingerprint of
+the environment that measured it), each field with what it holds, its JSON type, whether a
+file may leave it out and which schema versions have it.  Never pickle: loading a cache
+cannot run code.
 
 **One file, many environments.** Loading uses an entry only when every field of its
 fingerprint equals this process's (a field written ``"*"``, or left out, matches anything);
@@ -83,10 +76,10 @@ of this raises; a missing file passed to :func:`load_configs` explicitly raises
 ``autotune(cache=path)`` block that tuned nothing new: a tuned file may sit on a read-only
 mount.
 
-This module is the public face of the file; the work is done in ``_cache_format`` (the
-schema, an entry, parsing and writing the text), ``_cache_load`` (reading and validating a
-file), ``_cache_save`` (merging, locking, the atomic write) and ``fingerprint`` (the
-environment of a result).
+This package is the public face of the file; the work is done in its modules ``format``
+(the schema, the entry and document types, parsing and writing the text), ``load``
+(reading and validating a file) and ``save`` (merging, locking, the atomic write), and in
+:mod:`flashinfer.autotuner.fingerprint` (the environment of a result).
 """
 
 from __future__ import annotations
@@ -100,6 +93,12 @@ from flashinfer.autotuner.cache.format import (
     AutotuneCacheError,
     AutotuneCacheWarning,
 )
+
+# The file's schema types, at the path the API reference gives them (docs/api/autotuner.rst).
+# Not in __all__, whose names flashinfer.autotuner re-exports one for one
+# (tests/test_autotuner_layout.py), until that package exports these two as well.
+from flashinfer.autotuner.cache.format import CacheDocument as CacheDocument
+from flashinfer.autotuner.cache.format import CacheEntry as CacheEntry
 from flashinfer.autotuner.cache.load import LoadReport, load_into
 from flashinfer.autotuner.cache.save import check_mergeable, save_into
 from flashinfer.autotuner.tuner import AutoTuner

@@ -1,8 +1,10 @@
-"""The autotune cache file's format: its schema version, what an entry holds, how a
-document is parsed and checked, and how it is written as text.
+"""The autotune cache file's format: its schema version, what an entry holds (the types
+:class:`CacheEntry` and :class:`CacheDocument`, which the writer builds and the reader reads
+through), how a document is parsed and checked, and how it is written as text.
 
-The format itself is described in :mod:`flashinfer.autotuner.cache`, the public home of
-the names defined here.  Never pickle: loading a cache cannot run code.
+The rules around the format (merging, environments, what is skipped) are described in
+:mod:`flashinfer.autotuner.cache`, the public home of the names defined here.  Never pickle:
+loading a cache cannot run code.
 """
 
 from __future__ import annotations
@@ -10,11 +12,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from flashinfer.autotuner._types import Choice, TunedResults, is_number, is_real_time
-from flashinfer.autotuner.fingerprint import FIELDS, WILDCARD, Fingerprint, schema1_fingerprint
-from flashinfer.autotuner.keys import Key, key_to_json
+from flashinfer.autotuner.fingerprint import (
+    FIELDS,
+    WILDCARD,
+    Fingerprint,
+    check_fingerprint,
+    schema1_fingerprint,
+)
+from flashinfer.autotuner.keys import Key, key_from_json, key_to_json
 
 __all__ = [
     "MAX_DEPTH",
@@ -22,6 +31,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "AutotuneCacheError",
     "AutotuneCacheWarning",
+    "CacheDocument",
+    "CacheEntry",
 ]
 
 SCHEMA_VERSION = 2
@@ -52,6 +63,97 @@ class AutotuneCacheError(ValueError):
 
 # The public home of the file's exception types, where users filter or catch them.
 AutotuneCacheWarning.__module__ = AutotuneCacheError.__module__ = "flashinfer.autotuner.cache"
+
+
+class CacheEntry(TypedDict):
+    """One item of a tuning file's ``entries``: one tuned result, i.e. a tuning key, the
+    (backend, tactic) chosen for it and the environment that measured it.  As written (one
+    entry per line)::
+
+        {"op": "flashinfer.gemm.mm",
+         "inputs": [{"shape": [128, 4096], "dtype": "float32"},
+                    {"shape": [4096, 4096], "dtype": "float32"}, null, null],
+         "device": "cpu", "compute_capability": null,
+         "backend": "torch", "tactic": null, "median_ms": 12.5, "experimental": false,
+         "fingerprint": {"flashinfer": "0.1.0", "torch": "2.13.0+cpu", "triton": "3.9.0",
+                         "device": "cpu", "compute_capability": null,
+                         "triton_interpret": true}}
+
+    The type is what a save writes: every field, in this order.  A reader is more lenient
+    where a field says so (a field a file may leave out); an entry whose fields hold
+    anything else is skipped on load, and written back untouched by a save.  At run time
+    an entry is a plain ``dict``, the JSON object itself.
+    """
+
+    #: The op's qualified name, its ``api_key`` (``"flashinfer.gemm.mm"``), the first part
+    #: of the tuning key.  JSON string; required; schemas 1 and 2.
+    op: str
+    #: The op's inputs as the key holds them, one item per input (a tensor's shape, every
+    #: dimension already rounded up to a power of two, and dtype; ``null``; a scalar
+    #: ``{"value": true}``; ``"scalar"`` for a value left out of the key; see
+    #: :mod:`flashinfer.autotuner.keys`).  JSON array; required; schemas 1 and 2.
+    inputs: list[Any]
+    #: The key's device type (``"cuda"``, ``"cpu"``; ``null`` for inputs without a tensor).
+    #: JSON string or null; a file may leave it out (read as null); schemas 1 and 2.
+    device: str | None
+    #: The key's compute capability, ``major * 10 + minor`` (``90``); ``null`` off CUDA.
+    #: JSON integer (not ``true``) or null; a file may leave it out (read as null);
+    #: schemas 1 and 2.
+    compute_capability: int | None
+    #: The chosen backend's name; one the op no longer has is skipped on load.  JSON
+    #: string; required; schemas 1 and 2.
+    backend: str
+    #: The chosen tactic as JSON holds it (a tuple becomes an array; ``null`` is the
+    #: runner's default); on load it must equal one of the backend's ``tactic_space()`` read
+    #: the same way.  Any JSON value; required; schemas 1 and 2.
+    tactic: Any
+    #: The chosen pair's median time in milliseconds (6 significant digits), loaded as the
+    #: choice's ``median_s``.  JSON number, finite and ``>= 0`` (anything else is
+    #: malformed); required; schemas 1 and 2.
+    median_ms: float
+    #: Whether ``backend`` was experimental when the result was saved, informative only and
+    #: never read (the op's own table decides on load).  JSON boolean; a file may leave it
+    #: out; schemas 1 and 2.
+    experimental: bool
+    #: The environment that measured the result, an object of the fields
+    #: ``flashinfer``, ``torch``, ``triton``, ``device``, ``compute_capability`` and
+    #: ``triton_interpret`` (see :mod:`flashinfer.autotuner.fingerprint`); a field written
+    #: ``"*"``, or left out, matches anything.  JSON object; a file may leave it out or
+    #: write ``null`` (matches anything); schema 2 (a schema-1 file's entries read as
+    #: stamped with the versions its header records).
+    fingerprint: Fingerprint
+
+
+class CacheDocument(TypedDict):
+    """A whole tuning file: a header, then the entries::
+
+        {
+          "schema_version": 2,
+          "flashinfer_version": "0.1.0",
+          "torch_version": "2.13.0+cpu",
+          "entries": [
+            ...
+          ]
+        }
+
+    What a save writes, in this order.  A reader needs ``schema_version`` (a file of a
+    version it cannot read is refused whole) and, for a version it reads, ``entries``.
+    """
+
+    #: The file's schema version, :data:`SCHEMA_VERSION` when written; a reader takes
+    #: :data:`READABLE_SCHEMAS`.  JSON integer (not ``true``); required.
+    schema_version: int
+    #: ``flashinfer.__version__`` of the last writer.  JSON string; informative only in
+    #: schema 2; in schema 1, the ``flashinfer`` fingerprint of every entry (where the
+    #: header leaves it out, or holds no string, that field matches anything).
+    flashinfer_version: str
+    #: ``torch.__version__`` of the last writer.  JSON string; as ``flashinfer_version``,
+    #: for the ``torch`` fingerprint field.
+    torch_version: str
+    #: One :class:`CacheEntry` per tuning key and environment, sorted.  A save writes back
+    #: the file's entries it cannot read (another environment's, or malformed ones) as the
+    #: file held them.  JSON array; required.
+    entries: list[CacheEntry]
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -135,12 +237,12 @@ def _normalise(value: Any) -> Any:
 _KEY_FIELDS = ("op", "inputs", "device", "compute_capability")
 
 
-def _key_identity(obj: dict[str, Any]) -> str:
+def _key_identity(obj: Mapping[str, Any]) -> str:
     """Identity of an entry's tuning key."""
     return json.dumps({k: obj.get(k) for k in _KEY_FIELDS}, sort_keys=True)
 
 
-def _canonical(obj: dict[str, Any]) -> str:
+def _canonical(obj: Mapping[str, Any]) -> str:
     """Identity of an entry, for merging files: its key and its fingerprint (a field left
     out is the same as ``"*"``).  Entries of one key measured in different environments
     (an H100 and an H200 node, say) are different entries: a shared file keeps both."""
@@ -167,7 +269,7 @@ def _dump(value: Any) -> str:
     return json.dumps(value, allow_nan=False)  # strict JSON only: never NaN or Infinity
 
 
-def _dumps(doc: dict[str, Any]) -> str:
+def _dumps(doc: CacheDocument) -> str:
     """Pretty JSON with one entry per line: readable and diff-friendly."""
     head = {k: v for k, v in doc.items() if k != "entries"}
     lines = [f"  {_dump(k)}: {_dump(v)}," for k, v in head.items()]
@@ -176,20 +278,41 @@ def _dumps(doc: dict[str, Any]) -> str:
     return "{\n" + "\n".join(lines) + "\n" + entries + "\n}\n"
 
 
-def _entry(
-    key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint
-) -> dict[str, Any]:
-    """The file entry of one result, stamped with the environment that measured it."""
+def _entry(key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint) -> CacheEntry:
+    """The file entry of one result, stamped with the environment that measured it: the
+    writer's one line per field of :class:`CacheEntry`, in its order."""
     registered = tuner.registered().get(key[0])
     experimental = bool(registered and choice.backend in registered[0].experimental_backends)
+    tuning_key = key_to_json(key)
     return {
-        **key_to_json(key),
+        "op": tuning_key["op"],
+        "inputs": tuning_key["inputs"],
+        "device": tuning_key["device"],
+        "compute_capability": tuning_key["compute_capability"],
         "backend": choice.backend,
         "tactic": _normalise(choice.tactic),
         "median_ms": float(f"{choice.median_s * 1e3:.6g}"),
         "experimental": experimental,
         "fingerprint": fingerprint,
     }
+
+
+def _read_entry(raw: Any) -> tuple[Key, CacheEntry]:
+    """One item of a file's ``entries``, checked: its tuning key, and the item itself as a
+    :class:`CacheEntry` whose fields the reader uses hold their declared types (the fields
+    a file may leave out may still be missing: read those with ``.get``).  A malformed item
+    raises ``ValueError``, ``KeyError`` (a required field is missing: the message is its
+    name) or ``TypeError`` saying what is wrong; of several problems, the first in this
+    order: the key's fields, a missing ``backend``, ``tactic`` or ``median_ms``, then the
+    values of ``median_ms``, ``backend`` and ``fingerprint``."""
+    key = key_from_json(raw)  # op, inputs, device, compute_capability; raw is a dict
+    backend, _tactic = raw["backend"], raw["tactic"]
+    _median_seconds(raw["median_ms"])
+    if not isinstance(backend, str):
+        raise ValueError(f"bad backend {_short(repr(backend))}")
+    check_fingerprint(raw.get("fingerprint"))
+    entry: CacheEntry = raw
+    return key, entry
 
 
 def _median_seconds(value: Any) -> float:

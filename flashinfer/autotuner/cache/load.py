@@ -23,18 +23,18 @@ from flashinfer.autotuner.cache.format import (
     _median_seconds,
     _normalise,
     _parse,
+    _read_entry,
     _short,
     _shown_version,
 )
 from flashinfer.autotuner.fingerprint import (
     Fingerprint,
-    check_fingerprint,
     differences,
     process_fingerprint,
     remember_loaded,
     specificity,
 )
-from flashinfer.autotuner.keys import Key, key_from_json
+from flashinfer.autotuner.keys import Key
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
@@ -186,16 +186,14 @@ def _accepted_entries(
     accepted: list[tuple[Key, Choice, Fingerprint]] = []
     for raw in entries:
         try:
-            key = key_from_json(raw)
-            backend = raw["backend"]
-            tactic = raw["tactic"]
-            median_s = _median_seconds(raw["median_ms"])
-            if not isinstance(backend, str):
-                raise ValueError(f"bad backend {_short(repr(backend))}")
-            fingerprint = check_fingerprint(raw.get("fingerprint"))
+            key, entry = _read_entry(raw)
         except (KeyError, ValueError, TypeError) as exc:
             skip(REASON_MALFORMED, str(exc))
             continue
+        # The reader's one line per field of CacheEntry it uses (the key's are in `key`).
+        backend, tactic = entry["backend"], entry["tactic"]
+        median_s = _median_seconds(entry["median_ms"])
+        fingerprint = entry.get("fingerprint") or {}  # left out or null: matches anything
         api_key = key[0]
         differ = differences(fingerprint, process_fingerprint(key))
         if differ:

@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from filelock import FileLock
@@ -25,6 +25,8 @@ from flashinfer.autotuner.cache.format import (
     SCHEMA_VERSION,
     AutotuneCacheError,
     AutotuneCacheWarning,
+    CacheDocument,
+    CacheEntry,
     _cache_path,
     _canonical,
     _dumps,
@@ -53,7 +55,9 @@ DROP_NOT_FINITE = "hold a number JSON cannot represent (NaN or Infinity)"
 class _Existing:
     """What a merging save keeps of the file it replaces."""
 
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    #: as the file holds them (only checked to be strict-JSON objects): written back
+    #: untouched, also those this flashinfer cannot read
+    entries: list[CacheEntry] = field(default_factory=list)
     #: reason -> number of entries dropped for it
     dropped: dict[str, int] = field(default_factory=dict)
     #: why the previous content could not be read (it is then replaced)
@@ -100,7 +104,7 @@ def _read_existing(path: str) -> _Existing:
         elif not _strict_json(raw):
             reason = DROP_NOT_FINITE
         else:
-            kept.entries.append(raw)
+            kept.entries.append(cast(CacheEntry, raw))  # kept whole, readable or not
             continue
         kept.dropped[reason] = kept.dropped.get(reason, 0) + 1
     return kept
@@ -166,9 +170,7 @@ def _warn_replaced(path: str, existing: _Existing, total: int) -> None:
         )
 
 
-def _merge(
-    entries: list[dict[str, Any]], ours: list[tuple[dict[str, Any], bool]]
-) -> dict[str, dict[str, Any]]:
+def _merge(entries: list[CacheEntry], ours: list[tuple[CacheEntry, bool]]) -> dict[str, CacheEntry]:
     """The file's ``entries`` merged with ``ours`` (entry, measured in this process), by
     identity (:func:`_canonical`; of two equal entries of the file, the later wins).
 
@@ -202,7 +204,7 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
     with _file_lock(path):
         existing = _read_existing(path) if merge else _Existing()
         merged = _merge(existing.entries, ours)
-        doc = {
+        doc: CacheDocument = {
             "schema_version": SCHEMA_VERSION,
             "flashinfer_version": flashinfer_version(),
             "torch_version": torch.__version__,
