@@ -4,6 +4,7 @@ the real dispatcher; the last tests tune the real ``flashinfer.mm``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import AutoTuner, autotune, bucket_dim, is_tuning, make_key
+from flashinfer.gating.messages import automatic_selection
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 
@@ -69,7 +71,8 @@ def test_gate_on_experimental_backend_is_timed_picked_and_warns(monkeypatch, reg
     runners = three_backends()
     op = make_op(runners, experimental={"exp"})
     x = torch.zeros(4, 4)
-    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+    picked = re.escape(automatic_selection(op.api_key, "exp"))
+    with pytest.warns(ExperimentalWarning, match=picked) as record:
         with autotune():
             assert op(x) == ("exp", None)
     # The first frame outside flashinfer: the fake op's body when it calls the tuner; this

@@ -12,6 +12,7 @@ agree with the reference path, and stay correct under threads.
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import threading
 import warnings
@@ -26,6 +27,7 @@ from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import AutoTuner, Choice, autotune, make_key
 from flashinfer.autotuner import router as router_module
 from flashinfer.backend_dispatch import backend_requirement, experimental_backend
+from flashinfer.gating.messages import automatic_selection
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 
@@ -475,7 +477,8 @@ def test_tuned_experimental_choice_runs_and_warns_once_with_the_gate_on(monkeypa
     # The router learns the pattern from another (untuned) signature first, so that the
     # tuned experimental one reaches the generated code's memo path on its first call.
     assert op(torch.zeros(64)) == ("a", None)
-    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+    picked = re.escape(automatic_selection(op.api_key, "exp"))
+    with pytest.warns(ExperimentalWarning, match=picked) as record:
         line = sys._getframe().f_lineno + 1
         results = [op(x), op(x), op(x)]
     assert results == [("exp", 4)] * 3
@@ -699,7 +702,8 @@ def test_untuned_key_with_an_experimental_first_candidate_runs_it_and_warns_once
     runners = {"exp": FakeRunner("exp", [None, 4]), "a": FakeRunner("a", [None])}
     op = make_op(runners, experimental={"exp"}, direct=True)
     x = torch.zeros(4)
-    with pytest.warns(ExperimentalWarning, match="picked automatically") as record:
+    picked = re.escape(automatic_selection(op.api_key, "exp"))
+    with pytest.warns(ExperimentalWarning, match=picked) as record:
         results = [op(x), op(x), op(x)]
     assert results == [("exp", None)] * 3
     assert len([w for w in record if issubclass(w.category, ExperimentalWarning)]) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import types
 import warnings
@@ -11,6 +12,12 @@ import torch
 
 import flashinfer.dispatch.capability as dispatch
 from flashinfer.api_logging import ExperimentalWarning
+from flashinfer.gating.messages import (
+    automatic_selection,
+    every_candidate_rejected,
+    explicit_selection,
+    only_experimental_fit,
+)
 from flashinfer.utils import (
     BackendSupportedError,
     backend_requirement,
@@ -94,9 +101,7 @@ def test_auto_with_gate_on_offers_experimental_and_warns_when_picked(monkeypatch
         warnings.simplefilter("always")
         assert op(X) == ("exp", ["exp", "stable"])
         op(X)
-    messages = _exp_warnings(record)
-    assert len(messages) == 1
-    assert "picked automatically" in messages[0] and "'exp'" in messages[0]
+    assert _exp_warnings(record) == [automatic_selection(op.api_key, "exp")]
     assert record[0].filename == __file__
     assert op.dropped_experimental_backends == ()
 
@@ -122,9 +127,7 @@ def test_explicit_experimental_runs_and_warns_once(monkeypatch, gate):
         assert op(X, backend="exp")[0] == "exp"
         assert op(X, backend="exp")[0] == "exp"
         line = __import__("inspect").currentframe().f_lineno - 2
-    messages = _exp_warnings(record)
-    assert len(messages) == 1
-    assert "'exp' was selected for 'op' explicitly" in messages[0]
+    assert _exp_warnings(record) == [explicit_selection(op.api_key, "exp")]
     assert (record[0].filename, record[0].lineno) == (__file__, line)
 
 
@@ -143,7 +146,7 @@ def test_only_experimental_fits_gate_off_names_variable_and_backend():
     with pytest.raises(BackendSupportedError) as info:
         op(X)
     message = str(info.value)
-    assert message.startswith("No suitable auto backends found for op")
+    assert message.startswith(only_experimental_fit("op", ["exp"], {}))  # then each reason
     assert GATE in message and "backend='exp'" in message
     assert op.dropped_experimental_backends == ("exp",)
 
@@ -151,7 +154,7 @@ def test_only_experimental_fits_gate_off_names_variable_and_backend():
 def test_only_experimental_fits_gate_on_runs_it(monkeypatch):
     monkeypatch.setenv(GATE, "1")
     op = make_op(stable_fits=lambda x: False)
-    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+    with pytest.warns(ExperimentalWarning, match=re.escape(automatic_selection(op.api_key, "exp"))):
         assert op(X) == ("exp", ["exp"])
 
 
@@ -166,7 +169,7 @@ def test_nothing_fits_lists_every_candidate_and_reason_without_the_variable():
     with pytest.raises(BackendSupportedError) as info:
         op(X)
     message = str(info.value)
-    assert message.startswith("No suitable auto backends found for op")
+    assert message.startswith(every_candidate_rejected("op", {}))  # then each reason
     assert "stable: support check rejected the inputs: x must be contiguous" in message
     assert "gpu: needs CUDA tensors" in message
     assert "exp: support check returned False" in message

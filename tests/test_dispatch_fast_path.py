@@ -37,6 +37,14 @@ from flashinfer.backend_dispatch import (
     experimental_backend,
     supported_compute_capability,
 )
+from flashinfer.gating.messages import (
+    auto_refused_by_common_check,
+    automatic_selection,
+    every_candidate_rejected,
+    explicit_selection,
+    gate_exclusion_reason,
+    only_experimental_fit,
+)
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 
@@ -579,7 +587,7 @@ def test_explicit_experimental_backend_warns_once_and_runs():
     out = assert_agree(op, rec, X, W, backend="e")
     assert out["result"][1][0] == "e"
     assert [c for c, _ in out["warnings"]] == [flashinfer.ExperimentalWarning]
-    assert "was selected for 'api' explicitly" in out["warnings"][0][1]
+    assert out["warnings"][0][1] == explicit_selection(op.api_key, "e")
 
 
 @pytest.mark.parametrize("gate_value", [None, "0", "", "1"])
@@ -595,7 +603,7 @@ def test_auto_gate_off_and_on(gate_value):
     backend, suitable, dropped, _ = out["result"][1]
     if gate_value == "1":
         assert (backend, suitable, dropped) == ("auto", ["e", "a"], [])
-        assert "picked automatically" in out["warnings"][0][1]
+        assert out["warnings"][0][1] == automatic_selection(op.api_key, "e")
     else:
         assert (backend, suitable, dropped) == ("auto", ["a"], ["e"])
         assert out["dropped_after"] == ["e"]
@@ -612,7 +620,10 @@ def test_auto_only_experimental_fits_gate_off():
     out = assert_agree(op, rec, X, W)
     kind, exc_type, message = out["result"]
     assert (kind, exc_type) == ("error", BackendSupportedError)
-    assert "only experimental backends ('e')" in message
+    refused = "support check returned False for these inputs"
+    assert message == only_experimental_fit(
+        "api", ["e"], {"a": refused, "e": gate_exclusion_reason()}
+    )
     assert out["dropped_after"] == ["e"]
 
 
@@ -726,9 +737,8 @@ def test_common_check_false_auto_is_a_selection_failure(gate_value):
     kind, exc_type, message = out["result"]
     assert (kind, exc_type) == ("error", BackendSupportedError)
     assert not issubclass(exc_type, ValueError)
-    assert message == (
-        "No suitable auto backends found for api: its common check returned False for these inputs"
-    )
+    refused = "its common check returned False for these inputs"
+    assert message == auto_refused_by_common_check("api", refused)
     assert GATE not in message
     assert out["dropped_after"] == []
 
@@ -938,7 +948,7 @@ def test_skip_check_auto_selects_without_the_common_check(signature_key, gate_va
     assert out["calls"] == {"a": 1, "b": 1, "e": 1, "heuristic": 1}  # no "common"
     if gate_value == "1":
         assert (backend, suitable, dropped) == ("auto", ["e", "a"], [])
-        assert "picked automatically" in out["warnings"][0][1]
+        assert out["warnings"][0][1] == automatic_selection(op.api_key, "e")
     else:  # the gate applies: the experimental backend never joins the candidates
         assert (backend, suitable, dropped) == ("auto", ["a"], ["e"])
         assert out["warnings"] == []
@@ -949,7 +959,7 @@ def test_skip_check_auto_with_nothing_suitable_raises_the_selection_error():
     out = assert_agree(op, rec, X, W, skip_check=True)
     kind, exc_type, message = out["result"]
     assert (kind, exc_type) == ("error", BackendSupportedError)
-    assert message.startswith("No suitable auto backends found for api; every candidate")
+    assert message.startswith(every_candidate_rejected("api", {}))  # then each reason
 
 
 def test_skip_check_auto_on_a_routed_op_calls_the_body_with_the_candidates_recorded():

@@ -18,6 +18,7 @@ import torch
 
 import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
+from flashinfer.gating.messages import auto_refused_by_common_check
 from flashinfer.utils import (
     BackendSupportedError,
     UnsupportedInputsError,
@@ -154,7 +155,8 @@ def test_auto_with_common_check_false_is_an_automatic_selection_failure(monkeypa
         with pytest.raises(BackendSupportedError) as info:
             fn(torch.ones(2, 2, 2))
         assert not isinstance(info.value, ValueError)
-        assert str(info.value).startswith("No suitable auto backends found for my_kernel")
+        # the automatic-selection failure's words, then the common check's refusal
+        assert str(info.value).startswith(auto_refused_by_common_check("my_kernel", ""))
         assert GATE not in str(info.value)
         assert op.dropped_experimental_backends == ()
 

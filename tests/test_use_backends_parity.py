@@ -29,6 +29,7 @@ from test_dispatch_fast_path import (
 )
 
 from flashinfer.backend_dispatch import use_backends
+from flashinfer.gating.messages import restriction_cannot_run
 
 
 @settings(
@@ -76,10 +77,11 @@ def test_nothing_listed_can_run_is_the_same_error_in_both_paths() -> None:
         out = assert_agree(op, rec, X, W)
     kind, error, message = out["result"]
     assert kind == "error" and error.__name__ == "BackendSupportedError"
-    assert "use_backends restricts automatic selection to ['b', 'a']" in message
-    assert (
-        "- b: support check returned False" in message and "- a: support check rejected" in message
-    )
+    why = {
+        "b": "support check returned False for these inputs",
+        "a": "support check rejected the inputs: checker says these inputs are not supported",
+    }
+    assert message == restriction_cannot_run("api", ["b", "a"], why, variable=None)
 
 
 def test_a_capability_left_out_listed_backend_agrees() -> None:

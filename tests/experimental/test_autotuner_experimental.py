@@ -4,6 +4,7 @@ gate decides whether split-K is timed, picked and loaded from a persisted cache.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -19,6 +20,7 @@ from flashinfer.autotuner import (
     save_configs,
 )
 from flashinfer.autotuner import _time_candidates as tuner_module
+from flashinfer.gating.messages import automatic_selection
 from flashinfer.gemm import MM_RUNNERS
 
 pytestmark = pytest.mark.experimental
@@ -73,7 +75,8 @@ def test_gate_on_split_k_is_timed_picked_persisted_and_gated_on_load(
 ):
     monkeypatch.setenv(GATE, "1")
     a, b = small_m_large_k()
-    with pytest.warns(ExperimentalWarning, match="'splitk' was picked automatically") as rec:
+    picked = re.escape(automatic_selection(flashinfer.mm.api_key, "splitk"))
+    with pytest.warns(ExperimentalWarning, match=picked) as rec:
         with autotune():
             out = flashinfer.mm(a, b)
     assert rec[0].filename == __file__  # the user's line, not flashinfer's

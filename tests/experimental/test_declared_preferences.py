@@ -11,6 +11,7 @@ it up, for the test only.
 from __future__ import annotations
 
 import datetime
+import re
 import warnings
 
 import pytest
@@ -22,6 +23,7 @@ import flashinfer.norm as norm
 from flashinfer import Backend, ExperimentalWarning, backend_requirement, experimental_backend
 from flashinfer.autotuner import AutoTuner
 from flashinfer.backend_families import TORCH, backend_family
+from flashinfer.gating.messages import automatic_selection
 
 pytestmark = pytest.mark.experimental
 
@@ -83,7 +85,8 @@ def test_rmsnorm_gate_on_auto_picks_the_backend_its_preference_names(
     op, ran = rmsnorm_with_wide
     monkeypatch.setenv(GATE, "1")
     x = torch.randn(3, 128)
-    with pytest.warns(ExperimentalWarning, match="'wide' was picked automatically for 'rmsnorm'"):
+    picked = re.escape(automatic_selection(op.api_key, "wide"))
+    with pytest.warns(ExperimentalWarning, match=picked):
         y = op(x, torch.ones(128))
     assert op.suitable_auto_backends[0] == "wide" and ran == [x.shape]
     torch.testing.assert_close(y, op(x, torch.ones(128), backend="torch"))
@@ -144,7 +147,8 @@ def test_mm_gate_on_auto_picks_the_backend_its_preference_names(monkeypatch, mm_
     op, ran = mm_with_skinny
     monkeypatch.setenv(GATE, "1")
     a, b = torch.randn(4, 32), torch.randn(32, 8)
-    with pytest.warns(ExperimentalWarning, match="'skinny' was picked automatically for 'mm'"):
+    picked = re.escape(automatic_selection(op.api_key, "skinny"))
+    with pytest.warns(ExperimentalWarning, match=picked):
         y = op(a, b)
     assert op.suitable_auto_backends[0] == "skinny" and ran == [a.shape]
     torch.testing.assert_close(y, a @ b)

@@ -3,6 +3,7 @@ flashinfer/fused_norm.py, implementation in flashinfer/experimental/fused_add_rm
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -15,6 +16,7 @@ from flashinfer import ExperimentalWarning, fused_add_rmsnorm, rmsnorm
 from flashinfer.experimental.fused_add_rmsnorm.implementation import (
     kernel_unsupported_reason,
 )
+from flashinfer.gating.messages import experimental_api_banner, experimental_api_used
 from flashinfer.testing import assert_runs_in_fresh_interpreter
 
 pytestmark = pytest.mark.experimental
@@ -219,7 +221,8 @@ def test_bad_eps(quiet):
 def test_warns_once_at_the_callers_line_and_always_runs(monkeypatch):
     monkeypatch.setenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", "0")  # never read
     x, r, w = torch.ones(2, 4), torch.zeros(2, 4), torch.ones(4)
-    with pytest.warns(ExperimentalWarning, match="^Experimental API 'fused_add_rmsnorm'") as rec:
+    said = experimental_api_used("fused_add_rmsnorm", fused_add_rmsnorm.__qualname__)
+    with pytest.warns(ExperimentalWarning, match=f"^{re.escape(said)}$") as rec:
         fused_add_rmsnorm(x, r, w)
     assert len(rec) == 1 and rec[0].filename == __file__
     with warnings.catch_warnings():
@@ -231,7 +234,7 @@ def test_marker_metadata_and_inventory():
     assert fused_add_rmsnorm.is_experimental
     info = fused_add_rmsnorm.experimental_info
     assert info.feature == "fused_add_rmsnorm" and info.owner and info.graduate_by
-    assert "Experimental API" in fused_add_rmsnorm.__doc__
+    assert fused_add_rmsnorm.__doc__.startswith(experimental_api_banner("fused_add_rmsnorm"))
     names = {r.name for r in flashinfer.api_inventory(experimental=True)}
     assert "flashinfer.fused_norm.fused_add_rmsnorm" in names
 

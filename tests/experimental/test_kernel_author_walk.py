@@ -22,12 +22,12 @@ import datetime
 import difflib
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from repo_copy import copy_repository
 
 import flashinfer
 
@@ -182,6 +182,7 @@ CHUNKED = Backend("chunked", check=check_chunked, run=ChunkedRunner())
 
 AUTHOR_TESTS = '''"""The row-wise backend of rmsnorm (flashinfer/experimental/rowwise_norm)."""
 
+import re
 import warnings
 
 import pytest
@@ -189,6 +190,7 @@ import torch
 
 from flashinfer import ExperimentalWarning, rmsnorm
 from flashinfer.experimental.rowwise_norm.support import ROWWISE, check_rowwise
+from flashinfer.gating.messages import automatic_selection, explicit_selection
 
 pytestmark = pytest.mark.experimental
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -221,7 +223,8 @@ def test_agrees_with_the_stable_reference(dtype):
 
 def test_explicit_selection_warns_once():
     x, w = _x(2, 32), torch.ones(32)
-    with pytest.warns(ExperimentalWarning, match="'rowwise' was selected"):
+    explicit = re.escape(explicit_selection(rmsnorm.api_key, "rowwise"))
+    with pytest.warns(ExperimentalWarning, match=explicit):
         rmsnorm(x, w, backend="rowwise")
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExperimentalWarning)
@@ -236,7 +239,8 @@ def test_auto_drops_it_with_the_gate_off():
 
 def test_auto_picks_it_with_the_gate_on_when_its_preference_says_so(monkeypatch):
     monkeypatch.setenv(GATE, "1")
-    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+    picked = re.escape(automatic_selection(rmsnorm.api_key, "rowwise"))
+    with pytest.warns(ExperimentalWarning, match=picked):
         rmsnorm(_x(2, 32), torch.ones(32))  # hidden <= 1024: preferred
     assert rmsnorm.suitable_auto_backends[0] == "rowwise"
     rmsnorm(_x(2, 2048), torch.ones(2048))  # longer rows: the heuristic's order
@@ -270,12 +274,7 @@ def _write(path: Path, text: str) -> None:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the repository with the two backends added, as the docs say to."""
-    root = tmp_path_factory.mktemp("walk")
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for folder in ("flashinfer", "tests", "scripts/pr_checks"):
-        shutil.copytree(ROOT / folder, root / folder, ignore=skip)
-    for name in ("pytest.ini", "pyproject.toml"):
-        shutil.copy(ROOT / name, root / name)
+    root = copy_repository(tmp_path_factory.mktemp("walk"))
     experimental = root / "flashinfer" / "experimental"
     # 1. The feature folders: an empty package, the declaration, the kernel.
     _write(experimental / "rowwise_norm" / "__init__.py", '"""Row-wise RMS norm."""\n')

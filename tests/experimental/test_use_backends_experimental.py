@@ -8,6 +8,7 @@ on.  ``explain`` and the log line say so.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 
 from flashinfer import ExperimentalWarning, mm, use_backends
 from flashinfer.dispatch.choice_log import forget_logged_choices
+from flashinfer.gating.messages import listed_in_restriction
 
 pytestmark = [pytest.mark.experimental]
 
@@ -35,7 +37,8 @@ def test_listing_split_k_opts_in_with_the_gate_off(monkeypatch, caplog):
     with use_backends(mm=["splitk", "torch"]):
         explained = mm.explain(a, b)
         assert (explained.chosen, explained.source) == ("splitk", "restricted")
-        with pytest.warns(ExperimentalWarning, match="'splitk' was opted in for 'mm'") as caught:
+        listed = re.escape(listed_in_restriction(mm.api_key, "splitk", "use_backends"))
+        with pytest.warns(ExperimentalWarning, match=listed) as caught:
             out = mm(a, b)
         assert len([w for w in caught if issubclass(w.category, ExperimentalWarning)]) == 1
         assert list(mm.suitable_auto_backends) == ["splitk", "torch"]
