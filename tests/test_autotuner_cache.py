@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,7 @@ from flashinfer.autotuner import (
     save_configs,
 )
 from flashinfer.autotuner.cache import save as cache_module
+from flashinfer.gating.messages import automatic_selection
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,7 +144,7 @@ def test_experimental_entry_used_with_gate_on(tmp_path, monkeypatch):
         assert load_configs(path).loaded == 1
     from flashinfer.api_logging import ExperimentalWarning
 
-    with pytest.warns(ExperimentalWarning, match="picked automatically"):
+    with pytest.warns(ExperimentalWarning, match=re.escape(automatic_selection(op.api_key, "exp"))):
         assert op(torch.zeros(4)) == ("exp", None)
 
 
