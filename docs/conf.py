@@ -66,3 +66,43 @@ doctest_global_cleanup = """
 os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)
 flashinfer.reset_experimental_warnings()
 """
+
+
+# A facade (``flashinfer.backend_families``, ``flashinfer.lifecycle``, ...) only re-exports:
+# the documentation comment of a constant sits beside its assignment in the module that
+# defines it, which Sphinx does not look in, so it would fall back to the docstring of the
+# value's class.  Read the comment where the facade imports the name from.
+def _defining_module(facade: str, name: str) -> tuple[str, str] | None:
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(facade)
+    if spec is None or spec.origin is None:
+        return None
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return node.module, alias.name
+    return None
+
+
+def _facade_attribute_docs(app, what, name, obj, options, lines):
+    if what not in ("data", "attribute"):
+        return
+    facade, _, attr = name.rpartition(".")
+    found = _defining_module(facade, attr)
+    if found is None:
+        return
+    from sphinx.pycode import ModuleAnalyzer
+
+    module, real = found
+    docs = ModuleAnalyzer.for_module(module).find_attr_docs().get(("", real))
+    if docs:
+        lines[:] = list(docs)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _facade_attribute_docs)
