@@ -86,19 +86,16 @@ from __future__ import annotations
 
 import os
 
+# The file's schema types, at the path the API reference gives them (docs/api/autotuner.rst).
 from flashinfer.autotuner.cache.format import (
     MAX_DEPTH,
     READABLE_SCHEMAS,
     SCHEMA_VERSION,
     AutotuneCacheError,
     AutotuneCacheWarning,
+    CacheDocument,
+    CacheEntry,
 )
-
-# The file's schema types, at the path the API reference gives them (docs/api/autotuner.rst).
-# Not in __all__, whose names flashinfer.autotuner re-exports one for one
-# (tests/test_autotuner_layout.py), until that package exports these two as well.
-from flashinfer.autotuner.cache.format import CacheDocument as CacheDocument
-from flashinfer.autotuner.cache.format import CacheEntry as CacheEntry
 from flashinfer.autotuner.cache.load import LoadReport, load_into
 from flashinfer.autotuner.cache.save import check_mergeable, save_into
 from flashinfer.autotuner.tuner import AutoTuner
@@ -109,6 +106,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "AutotuneCacheError",
     "AutotuneCacheWarning",
+    "CacheDocument",
+    "CacheEntry",
     "LoadReport",
     "check_mergeable",
     "load_configs",

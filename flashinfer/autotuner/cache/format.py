@@ -24,6 +24,7 @@ from flashinfer.autotuner.fingerprint import (
     schema1_fingerprint,
 )
 from flashinfer.autotuner.keys import Key, key_from_json, key_to_json
+from flashinfer.gating.exposed import exposed_in
 
 __all__ = [
     "MAX_DEPTH",
@@ -46,10 +47,12 @@ READABLE_SCHEMAS = (1, SCHEMA_VERSION)
 MAX_DEPTH = 64
 
 
+@exposed_in("flashinfer.autotuner.cache")
 class AutotuneCacheWarning(UserWarning):
     """A persisted autotune file, or some of its entries, could not be used."""
 
 
+@exposed_in("flashinfer.autotuner.cache")
 class AutotuneCacheError(ValueError):
     """Saving would lose results another flashinfer can use (a file of another schema
     version): nothing was written.  ``path`` and ``reason`` (what the file holds) are
@@ -59,10 +62,6 @@ class AutotuneCacheError(ValueError):
         super().__init__(message)
         self.path = path
         self.reason = reason
-
-
-# The public home of the file's exception types, where users filter or catch them.
-AutotuneCacheWarning.__module__ = AutotuneCacheError.__module__ = "flashinfer.autotuner.cache"
 
 
 class CacheEntry(TypedDict):

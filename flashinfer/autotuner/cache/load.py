@@ -35,6 +35,7 @@ from flashinfer.autotuner.fingerprint import (
     specificity,
 )
 from flashinfer.autotuner.keys import Key
+from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
@@ -61,6 +62,7 @@ def _reason_schema(version: Any) -> str:
 
 
 @dataclass
+@exposed_in("flashinfer.autotuner.cache")
 class LoadReport:
     """What :func:`load_configs` did."""
 
@@ -80,9 +82,6 @@ class LoadReport:
         """Entries skipped because another environment measured them (their fingerprint
         does not match this process): kept in the file for the processes they match."""
         return self.skipped.get(REASON_OTHER_ENVIRONMENT, 0)
-
-
-LoadReport.__module__ = "flashinfer.autotuner.cache"  # its public home
 
 
 def _load_op_modules() -> None:
