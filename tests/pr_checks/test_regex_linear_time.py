@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import re
 import signal
 import threading
@@ -37,6 +38,10 @@ from . import REPO, load_script, run_script
 ets = load_script("experimental_test_scope")
 bot = load_script("bot_command")
 inventory = load_script("api_inventory")
+# The scripts' parts in scope/, which loading the scripts imported.
+scope_block = importlib.import_module("scope.block")
+scope_comment = importlib.import_module("scope.comment")
+scope_targets = importlib.import_module("scope.targets")
 
 #: Size of every adversarial input; a quadratic parser needs minutes on it, a cubic one years.
 SIZE = 100_000
@@ -500,14 +505,14 @@ _fence_lines = st.text(alphabet=" \t`~ax-\u00a0\x0b", max_size=24) | st.builds(
 @settings(max_examples=1500, deadline=None)
 @given(_fence_lines)
 def test_property_fence_lines_parse_as_before(line: str) -> None:
-    assert ets._fence_and_info(line) == _old_scope_fence(line)
+    assert scope_block._fence_and_info(line) == _old_scope_fence(line)
     assert ets.fence_run(line) == _old_bot_fence(line)
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.text(max_size=40))
 def test_property_test_names_validate_as_before(part: str) -> None:
-    assert bool(ets._TEST_NAME_RE.fullmatch(part)) == bool(_OLD_TEST_NAME.match(part))
+    assert bool(scope_targets._TEST_NAME_RE.fullmatch(part)) == bool(_OLD_TEST_NAME.match(part))
 
 
 _BODY_LINES = st.sampled_from(
@@ -553,8 +558,8 @@ def test_property_bodies_and_comments_parse_as_before(lines: list[str], newline:
     body = newline.join(lines)
     new_blocks, new_body = ets.find_blocks(body), _outcome(ets.parse_body, body)
     new_decision = bot.decide(body)
-    with mock.patch.object(ets, "_fence_and_info", _old_scope_fence):
+    with mock.patch.object(scope_block, "_fence_and_info", _old_scope_fence):
         assert ets.find_blocks(body) == new_blocks
         assert _outcome(ets.parse_body, body) == new_body
-    with mock.patch.object(bot.scope, "fence_run", _old_bot_fence):
+    with mock.patch.object(scope_comment, "fence_run", _old_bot_fence):
         assert bot.decide(body) == new_decision

@@ -1,0 +1,30 @@
+"""The final verdict of pr-test.yml over its lanes' results (``toJSON(needs)``).
+
+Every lane must succeed; the targeted lane may be skipped only when no test scope was
+published, so a published scope that did not run fails the pull request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def check_results(needs: Mapping[str, Any], scope_job: str = "scope") -> list[str]:
+    """Problems with the lanes' results (``toJSON(needs)``): every lane must succeed; only
+    the targeted lane may be skipped, and only when no scope was published."""
+    problems = []
+    scope_info = needs.get(scope_job)
+    if scope_info is None:
+        return [f"job {scope_job!r} is missing from needs"]
+    scoped = (scope_info.get("outputs") or {}).get("scoped") == "true"
+    for job, info in needs.items():
+        result = info.get("result")
+        if job.startswith("targeted") and result == "skipped" and not scoped:
+            continue
+        if result != "success":
+            extra = " although a test scope was published" if job.startswith("targeted") else ""
+            problems.append(f"job {job!r} result is {result!r}{extra}")
+    if scoped and not any(job.startswith("targeted") for job in needs):
+        problems.append("a test scope was published but no targeted lane is in needs")
+    return problems
