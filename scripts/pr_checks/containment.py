@@ -45,6 +45,7 @@ from pathlib import Path
 PACKAGE = "flashinfer"
 EXPERIMENTAL = "flashinfer.experimental"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+NOT_A_ROOT = "no flashinfer/__init__.py: not a repository root"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,21 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.message}"
+
+
+def not_a_root(package_dir: Path) -> list[Violation]:
+    """The one violation of a ``--root`` whose ``flashinfer/`` is no package; empty if it is."""
+    if (package_dir / "__init__.py").is_file():
+        return []
+    return [Violation(str(package_dir), 0, NOT_A_ROOT)]
+
+
+def parse_file(path: Path, display: str) -> ast.Module | Violation:
+    """``path`` parsed, or the violation that says it cannot be (shown as ``display``)."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        return Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}")
 
 
 def module_name(path: Path, package_dir: Path) -> str:
@@ -151,10 +167,9 @@ def check_file(path: Path, package_dir: Path, display_root: Path) -> list[Violat
     is_package = path.name == "__init__.py"
     is_root_init = is_package and current == PACKAGE
     display = path.relative_to(display_root).as_posix()
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError as exc:
-        return [Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}")]
+    tree = parse_file(path, display)
+    if isinstance(tree, Violation):
+        return [tree]
     found = []
     for node, in_function, type_only in _walk(tree):
         for name in imported_names(node, current, is_package):
@@ -199,13 +214,6 @@ def _module_level_imports(
             yield getattr(node, "lineno", 0), name
 
 
-def _parse(path: Path, display: str) -> ast.Module | Violation:
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError as exc:
-        return Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}")
-
-
 def _code_after_docstring(tree: ast.Module) -> list[ast.stmt]:
     """The module's statements, its docstring left out."""
     body = tree.body
@@ -223,7 +231,7 @@ def check_experimental_file(path: Path, package_dir: Path, display_root: Path) -
     if not (is_root_init or is_feature_init or is_support_file):
         return []  # kernels and other modules of a feature may import what they like
     display = path.relative_to(display_root).as_posix()
-    tree = _parse(path, display)
+    tree = parse_file(path, display)
     if isinstance(tree, Violation):
         return [tree]
     current = module_name(path, package_dir)
@@ -271,8 +279,8 @@ def check_experimental_file(path: Path, package_dir: Path, display_root: Path) -
 def check_tree(root: Path) -> list[Violation]:
     """Every violation under ``root/flashinfer`` (``root`` is a repository root)."""
     package_dir = root / PACKAGE
-    if not (package_dir / "__init__.py").is_file():
-        return [Violation(str(package_dir), 0, "no flashinfer/__init__.py: not a repository root")]
+    if missing := not_a_root(package_dir):
+        return missing
     experimental_dir = package_dir / "experimental"
     violations = []
     for path in sorted(package_dir.rglob("*.py")):

@@ -51,12 +51,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from containment import (  # noqa: E402 - a sibling script, not a package
+    NOT_A_ROOT,
     PACKAGE,
     Violation,
     imported_names,
     is_experimental,
     is_support,
     module_name,
+    not_a_root,
+    parse_file,
     run_check,
 )
 
@@ -173,15 +176,14 @@ def _enclosing_function(tree: ast.AST, line: int) -> str:
 def check_source(root: Path) -> list[Violation]:
     """The source half: every ``.py`` under ``root/flashinfer``."""
     package_dir = root / PACKAGE
-    if not (package_dir / "__init__.py").is_file():
-        return [Violation(str(package_dir), 0, "no flashinfer/__init__.py: not a repository root")]
+    if missing := not_a_root(package_dir):
+        return missing
     found: list[Violation] = []
     for path in sorted(package_dir.rglob("*.py")):
         display = _display(path, root)
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except SyntaxError as exc:
-            found.append(Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}"))
+        tree = parse_file(path, display)
+        if isinstance(tree, Violation):
+            found.append(tree)
             continue
         if _support_parts(path, root):
             found += [Violation(display, line, msg) for line, msg in _order_problems(tree)]
@@ -423,7 +425,7 @@ def support_import_violations(root: Path, timeout: float = 300) -> list[Violatio
 def check(root: Path) -> list[Violation]:
     """Every violation of the tree at ``root`` (its package is imported)."""
     found = check_source(root)
-    if found and found[0].message.startswith("no flashinfer/__init__.py"):
+    if found and found[0].message == NOT_A_ROOT:
         return found
     ops, failed = load_package_ops(root)
     return found + failed + backend_violations(ops, root) + support_import_violations(root)

@@ -40,6 +40,8 @@ from containment import (  # noqa: E402 - a sibling script, not a package
     Violation,
     dynamic_import,
     module_name,
+    not_a_root,
+    parse_file,
     resolve_relative,
     run_check,
 )
@@ -310,18 +312,17 @@ class _FileScan:
 
 def check_file(path: Path, package: Package, display_root: Path) -> list[Violation]:
     display = path.relative_to(display_root).as_posix()
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError as exc:
-        return [Violation(display, exc.lineno or 0, f"cannot parse: {exc.msg}")]
+    tree = parse_file(path, display)
+    if isinstance(tree, Violation):
+        return [tree]
     return _FileScan(package, path, display).scan(tree)
 
 
 def check_tree(root: Path) -> list[Violation]:
     """Every violation under ``root/flashinfer/experimental`` (``root``: a repository root)."""
     package_dir = root / PACKAGE
-    if not (package_dir / "__init__.py").is_file():
-        return [Violation(str(package_dir), 0, "no flashinfer/__init__.py: not a repository root")]
+    if missing := not_a_root(package_dir):
+        return missing
     package = Package(package_dir)
     violations = []
     for path in sorted((package_dir / "experimental").rglob("*.py")):
