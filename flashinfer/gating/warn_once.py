@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
+from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import forget_unrecognised_values, warn_unrecognised_once
 from flashinfer.gating.messages import automatic_selection, explicit_selection
 from flashinfer.gating.stacklevel import user_stacklevel
@@ -40,6 +41,8 @@ _Action = Literal["default", "error", "ignore", "always", "module", "once"]
 _WARNING_ACTIONS: tuple[_Action, ...] = get_args(_Action)
 
 
+# Its public home: filters and pickles name it flashinfer.api_logging.ExperimentalWarning.
+@exposed_in("flashinfer.api_logging")
 class ExperimentalWarning(UserWarning):
     """Emitted once when an experimental API or backend is first used.
 
@@ -53,9 +56,6 @@ class ExperimentalWarning(UserWarning):
     an error, it refuses every use, not only the first.  Its message starts with
     "Experimental".
     """
-
-    # Its public home: filters and pickles name it flashinfer.api_logging.ExperimentalWarning.
-    __module__ = "flashinfer.api_logging"
 
 
 _lock = threading.Lock()
