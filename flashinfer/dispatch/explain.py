@@ -19,9 +19,9 @@ from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.tuner_view import tuner_view
 from flashinfer.gating.gate import (
-    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
 )
+from flashinfer.gating.messages import gate_verdict
 
 __all__ = ["BackendVerdict", "Explanation", "explain_call"]
 
@@ -219,8 +219,7 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
         if not gate_on:
             for b in viable:
                 if b in op.experimental_backends:
-                    gate = f"experimental: {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1"
-                    left[b] = ("gate", gate)
+                    left[b] = ("gate", gate_verdict())
         candidates = [b for b in viable if b not in left]
         source = DECLARATION_ORDER
         if candidates and op.heuristic_func is not None:

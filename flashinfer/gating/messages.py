@@ -107,6 +107,26 @@ def gate_exclusion_reason() -> str:
     return f"experimental: excluded from automatic selection ({_GATE} is not 1)"
 
 
+def gate_verdict() -> str:
+    """``op.explain()``'s short verdict on an experimental backend that fits, gate off."""
+    return f"experimental: {_GATE} is not 1"
+
+
+def cached_experimental_skipped() -> str:
+    """Why entries of a tuning file that name an experimental backend were not loaded
+    (after their count: ``"2 name an experimental backend while ..."``)."""
+    return f"name an experimental backend while {_GATE} is not 1"
+
+
+def gate_differs_between_ranks(shown: str) -> str:
+    """The line of ``AutotuneConsistencyError`` when ranks disagree on the gate; ``shown``
+    lists each rank's value."""
+    return (
+        f"  {_GATE} differs between ranks ({shown}): it decides whether experimental "
+        "backends are candidates, so set it to the same value on every rank"
+    )
+
+
 def only_experimental_fit(api: str, dropped: Sequence[str], reasons: Mapping[str, str]) -> str:
     """The error of ``backend="auto"`` when only experimental backends (``dropped``, which
     the gate left out) fit: how to opt in, then each backend's reason."""

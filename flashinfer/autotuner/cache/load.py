@@ -37,9 +37,9 @@ from flashinfer.autotuner.fingerprint import (
 from flashinfer.autotuner.keys import Key
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
-    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
 )
+from flashinfer.gating.messages import cached_experimental_skipped
 from flashinfer.gating.stacklevel import user_stacklevel
 
 __all__ = ["LoadReport", "load_data", "load_into"]
@@ -51,9 +51,7 @@ REASON_UNKNOWN_OP = "name an op that is unknown or not autotunable"
 REASON_UNKNOWN_BACKEND = "name a backend that no longer exists"
 REASON_UNKNOWN_TACTIC = "name a tactic that no longer exists"
 REASON_OTHER_ENVIRONMENT = "were measured in another environment, kept in the file"
-REASON_EXPERIMENTAL = (
-    f"name an experimental backend while {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} is not 1"
-)
+REASON_EXPERIMENTAL = cached_experimental_skipped()
 
 
 def _reason_schema(version: Any) -> str:

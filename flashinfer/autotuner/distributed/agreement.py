@@ -22,6 +22,7 @@ from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     experimental_auto_backends_allowed,
 )
+from flashinfer.gating.messages import gate_differs_between_ranks
 
 __all__ = [
     "AutotuneConsistencyError",
@@ -192,11 +193,7 @@ def consistency_error(
         shown = "; ".join(f"{_ranks(r)}: {_show(field, v)}" for v, r in _by_value(per_rank))
         lines.append(f"  {COMPARED[field]}: {shown}")
     if "gate" in found:
-        lines.append(
-            f"  {ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV} differs between ranks "
-            f"({_show_gate(manifests)}): it decides whether experimental backends are "
-            "candidates, so set it to the same value on every rank"
-        )
+        lines.append(gate_differs_between_ranks(_show_gate(manifests)))
     lines.append(
         "Every rank raised this error and nothing was timed: make the same tuning-mode calls, "
         "with the same settings and environment, on every rank of the group."
