@@ -79,8 +79,8 @@ REWORDED = '''def automatic_selection(api: str, backend: str) -> str:
     )
 '''
 """The same facts (backend, op, the call, the gate, the caveat) in another sentence."""
-REWORDED_SPLITK = (
-    "Experimental backend 'splitk' now runs 'mm': automatic selection "
+REWORDED_EXAMPLE = (
+    "Experimental backend 'risky' now runs 'mm': automatic selection "
     "(flashinfer.gemm.mm(backend='auto')) chose it, as "
     "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1 allows. Experimental backends may change or "
     "be removed without deprecation."
@@ -572,11 +572,11 @@ def test_rewording_the_automatic_selection_warning_is_one_source_file(repo):
             "import warnings, flashinfer\n"
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always')\n"
-            "    flashinfer.warn_experimental_backend_once('flashinfer.gemm.mm', 'splitk', "
+            "    flashinfer.warn_experimental_backend_once('flashinfer.gemm.mm', 'risky', "
             "automatic=True)\n"
             "print(caught[0].message)\n",
         )
-        assert shown.strip() == REWORDED_SPLITK, shown
+        assert shown.strip() == REWORDED_EXAMPLE, shown
         ids = [i for path in files for i in _tests_naming_the_warning(repo, path)]
         output = _pytest(repo, *ids, "-q")
         assert " passed" in output and " failed" not in output
