@@ -28,7 +28,6 @@ from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsE
 from flashinfer.dispatch.explain import BackendVerdict, Explanation
 from flashinfer.dispatch.markers import experimental_backend, supported_compute_capability
 from flashinfer.dispatch.op import BackendRequirementOp, registered_ops
-from flashinfer.dispatch.overlap import OverlapRule
 from flashinfer.dispatch.restrictions import use_backends
 from flashinfer.dispatch.thread_state import PerThreadList
 
@@ -39,7 +38,6 @@ __all__ = [
     "BackendSupportedError",
     "BackendVerdict",
     "Explanation",
-    "OverlapRule",
     "PerThreadList",
     "UnsupportedInputsError",
     "backend_requirement",

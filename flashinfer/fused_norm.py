@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
+from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_experimental_api
-from flashinfer.backend_dispatch import OverlapRule
 
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
 

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from flashinfer.backend_dispatch import OverlapRule
+from flashinfer.aliasing import OverlapRule
 from flashinfer.backend_families import FLOAT_DTYPES
 from flashinfer.kernels import offsets_reason, rows_view, triton_device_reason
 from flashinfer.norm import rmsnorm
