@@ -108,13 +108,9 @@ from typing import Any
 
 import torch
 
+from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
-from flashinfer.backend_dispatch import (
-    Backend,
-    OverlapRule,
-    backend_requirement,
-    find_compute_capability,
-)
+from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 from flashinfer.kernels import (
     bf16_reason,
