@@ -1,7 +1,12 @@
-"""The dispatcher's internals, one job per module; import from ``flashinfer.backend_dispatch``.
+"""The dispatcher's internals, one job per module; import from ``flashinfer.backend_dispatch``
+(``flashinfer.backend_families`` and ``flashinfer.aliasing`` for the families and the overlap
+rules).
 
 Imports flow one way, each module only from those above it:
 
+- ``codegen``: the one compiler of generated code (the package's only ``exec``).
+- ``overlap``: :class:`OverlapRule`, whether an op's written tensors may overlap.
+- ``families``: what the torch and Triton backend families support, as data.
 - ``errors``: the exceptions a call raises.
 - ``markers``: the marks a backend's support checker carries (capabilities, experimental).
 - ``capability``: the compute capability of a call and what a checker's marks say about it.
@@ -15,7 +20,8 @@ Imports flow one way, each module only from those above it:
 - ``declarations``: :class:`Backend` (a backend's name, checker and implementation as one
   value) and the reading of a backend table, names checked.
 - ``plan``: what is decided once, at decoration: the facts and checks of an API.
-- ``reference``: the readable selection logic, which also writes every error message.
+- ``reference``: the readable selection logic, which raises every error (the texts about
+  the gate are built by ``flashinfer.gating.messages``).
 - ``emitter``: the source of the generated fast path.
 - ``explain``: ``op.explain()``, what an ``"auto"`` call would do and why.
 - ``op``: :class:`BackendRequirementOp` (routing, upstream's query API), recorded in
