@@ -6,16 +6,20 @@ These tests pin what the router must do: run the tuned (backend, tactic) without
 read the arguments of every parameter (keyword-only and defaulted ones included), keep one
 memo entry per exact signature (never shared between input types), drop stale entries when
 the tuned results change, fall back to the first candidate, respect the experimental gate,
-agree with the reference path, and stay correct under threads.
+agree with the reference path, and stay correct under threads.  A repeated untuned signature
+is served by the generated code as a tuned one is (the router's frame and the runner's), with
+the default of each call's own candidates, the same counts and log lines.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import sys
 import threading
 import warnings
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -26,7 +30,8 @@ import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import AutoTuner, Choice, autotune, make_key
 from flashinfer.autotuner import router as router_module
-from flashinfer.backend_dispatch import backend_requirement, experimental_backend
+from flashinfer.backend_dispatch import backend_requirement, experimental_backend, use_backends
+from flashinfer.dispatch.choice_log import forget_logged_choices
 from flashinfer.gating.messages import automatic_selection
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -709,3 +714,249 @@ def test_untuned_key_with_an_experimental_first_candidate_runs_it_and_warns_once
     assert len([w for w in record if issubclass(w.category, ExperimentalWarning)]) == 1
     monkeypatch.delenv(GATE)
     assert op(x) == ("a", None)
+
+
+# --------------------------------------------------------------------------------------
+# 11. Untuned keys: served by the generated code from their second call
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def memo_misses(monkeypatch) -> list[tuple]:
+    """The exact signatures handed to ``Router.memo_miss``, one per call.  Installed on the
+    class before any router of the test is generated (routers bind the method then)."""
+    seen: list[tuple] = []
+    original = router_module.Router.memo_miss
+
+    def spy(self, candidates, inputs, exact):
+        seen.append(exact)
+        return original(self, candidates, inputs, exact)
+
+    monkeypatch.setattr(router_module.Router, "memo_miss", spy)
+    return seen
+
+
+def python_frames(fn, *args) -> list[str]:
+    """The Python functions that ``fn(*args)`` enters, in order (C functions left out)."""
+    names: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            names.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return names
+
+
+def test_a_repeated_untuned_signature_runs_only_the_router_and_the_runner(memo_misses):
+    runners = abc()
+    op = make_op(runners, direct=True)
+    x = torch.zeros(4)
+    assert op(x) == op(x) == ("a", None)  # learns the pattern, then fills the memo
+    assert len(memo_misses) == 1
+    route = op.dispatcher.auto_route
+    # Called as the dispatcher calls it: the router's own frame and the runner's, no other.
+    assert python_frames(route, ["a", "b", "c"], (x,)) == [route.__code__.co_name, "__call__"]
+    for _ in range(3):
+        assert op(x) == ("a", None)
+    assert len(memo_misses) == 1
+    assert runners["a"].calls == [None] * 6
+    # A tuned key costs the same frames: the untuned route is the tuned one's equal.
+    y = torch.zeros(9)
+    choose(op, (y,), "b", 2)
+    assert op(y) == ("b", 2)
+    assert python_frames(route, ["a", "b", "c"], (y,)) == [route.__code__.co_name, "__call__"]
+
+
+def test_the_untuned_default_follows_each_calls_candidates(memo_misses):
+    runners = abc()
+    op = make_op(runners, direct=True)
+    x = torch.zeros(4)
+    assert op(x) == op(x) == ("a", None)
+    served = len(memo_misses)
+    # Same signature, candidates reordered: the entry must not serve 'a' for them.
+    with use_backends({op: ["c", "a"]}):
+        assert [op(x) for _ in range(3)] == [("c", None)] * 3
+    assert len(memo_misses) == served + 1  # the entry now names 'c', and serves it
+    assert [op(x) for _ in range(3)] == [("a", None)] * 3
+    assert len(memo_misses) == served + 2
+    with use_backends({op: ["b"]}):
+        assert op(x) == ("b", None)
+    assert runners["a"].calls == [None] * 5
+    assert runners["c"].calls == [None] * 3 and runners["b"].calls == [None]
+
+
+def test_the_untuned_default_is_the_first_candidate_with_a_runner():
+    """A first candidate without a runner is skipped, on every call (memo_miss serves such
+    calls: the generated test only knows the first candidate)."""
+    runners = {"b": FakeRunner("b"), "c": FakeRunner("c")}
+
+    def api(x, backend="auto"):
+        return ("body", backend)
+
+    op = build_op(api, {"a": FakeRunner("a"), **runners}, direct=None)
+    AutoTuner.register(op, runners, direct=True)  # 'a' has no runner
+    x = torch.zeros(4)
+    assert [op(x) for _ in range(4)] == [("b", None)] * 4
+    with use_backends({op: ["c", "a", "b"]}):
+        assert [op(x) for _ in range(2)] == [("c", None)] * 2
+    assert [op(x) for _ in range(2)] == [("b", None)] * 2
+
+
+def test_an_experimental_untuned_default_goes_the_readable_path_and_warns_once(
+    monkeypatch, memo_misses
+):
+    monkeypatch.delenv(GATE, raising=False)
+    flashinfer.reset_experimental_warnings()
+    readable = []
+    original = router_module.Router.readable
+
+    def counting(self, candidates, inputs):
+        readable.append(list(candidates))
+        return original(self, candidates, inputs)
+
+    monkeypatch.setattr(router_module.Router, "readable", counting)
+    runners = {"exp": FakeRunner("exp", [None, 4]), "a": FakeRunner("a", [None])}
+    op = make_op(runners, experimental={"exp"}, direct=True)
+    x, y = torch.zeros(4), torch.zeros(5)
+    assert [op(x) for _ in range(3)] == [("a", None)] * 3  # gate off: 'a', served
+    assert len(memo_misses) == 1 and len(readable) == 1  # the first call learnt the pattern
+    monkeypatch.setenv(GATE, "1")
+    picked = re.escape(automatic_selection(op.api_key, "exp"))
+    with pytest.warns(ExperimentalWarning, match=picked) as record:
+        results = [op(x), op(x), op(y), op(y)]
+    assert results == [("exp", None)] * 4
+    assert len([w for w in record if issubclass(w.category, ExperimentalWarning)]) == 1
+    assert readable[1:] == [["exp", "a"]] * 4  # every experimental default: readable path
+    monkeypatch.delenv(GATE)
+    before = len(memo_misses)
+    # x kept its stable entry; y's first stable default fills its entry, then is served.
+    assert [op(x), op(x), op(y), op(y), op(y)] == [("a", None)] * 5
+    assert len(memo_misses) == before + 1  # y's first stable call
+    assert len(readable) == 5
+
+
+def test_a_new_result_replaces_a_served_untuned_entry(memo_misses, tmp_path):
+    runners = abc()
+    op = make_op(runners, direct=True)
+    x = torch.zeros(6, 2)
+    assert [op(x) for _ in range(3)] == [("a", None)] * 3
+    assert len(memo_misses) == 1
+    choose(op, (x,), "b", 2)  # a result: the served untuned entry must go
+    assert op(x) == op(x) == ("b", 2)
+    path = tmp_path / "tuned.json"
+    AutoTuner.get().save_configs(path)
+    AutoTuner.get().clear()
+    assert [op(x) for _ in range(3)] == [("a", None)] * 3
+    AutoTuner.get().load_configs(path)  # loading a file is a result too
+    assert op(x) == op(x) == ("b", 2)
+
+
+def test_tuning_replaces_a_served_untuned_entry(memo_misses):
+    runners = {
+        "a": FakeRunner("a", [None], delays={None: 0.002}),
+        "b": FakeRunner("b", [None, 1], delays={None: 0.002}),
+    }
+    op = make_op(runners, direct=True)
+    x = torch.zeros(4)
+    assert [op(x) for _ in range(3)] == [("a", None)] * 3
+    assert len(memo_misses) == 1
+    with autotune():
+        assert op(x) == ("b", 1)
+    assert op(x) == op(x) == ("b", 1)
+
+
+def test_a_choice_made_while_an_untuned_entry_is_computed_leaves_no_stale_entry(monkeypatch):
+    """As for a tuned entry (section 10): a result that arrives after the router read
+    "untuned" discards the dict the untuned entry is written into."""
+    runners = abc()
+    op = make_op(runners, direct=True)
+    x = torch.zeros(4)
+    assert op(torch.zeros(64)) == ("a", None)  # learn the pattern: x reaches memo_miss
+    original = router_module.Router.entry
+    raced = []
+
+    def entry_then_choose(self, inputs):
+        result = original(self, inputs)
+        if not raced:
+            raced.append(result)
+            choose(op, (x,), "c", 2)  # "another thread", after "untuned" was read
+        return result
+
+    monkeypatch.setattr(router_module.Router, "entry", entry_then_choose)
+    assert op(x) == ("a", None)  # this call raced: it runs the default it found
+    assert raced == [router_module._UNTUNED]
+    assert op(x) == op(x) == ("c", 2)
+
+
+def test_untuned_and_tuned_calls_are_counted_as_before(monkeypatch, memo_misses):
+    monkeypatch.setenv(GATE, "1")
+    flashinfer.reset_experimental_warnings()
+    runners = {"exp": FakeRunner("exp"), "a": FakeRunner("a"), "b": FakeRunner("b")}
+    op = make_op(runners, experimental={"exp"}, direct=True)
+    x = torch.zeros(4)
+
+    def counts() -> tuple[int, int]:
+        stats = AutoTuner.get().stats()[op.api_key]
+        return stats.calls_tuned, stats.calls_default
+
+    with use_backends({op: ["a", "b"]}):
+        for _ in range(5):
+            assert op(x) == ("a", None)
+    assert counts() == (0, 5)
+    assert len(memo_misses) == 1  # calls 3 to 5 were served by the generated code
+    with pytest.warns(ExperimentalWarning):
+        assert op(x) == ("exp", None)  # readable path: a default too
+    assert counts() == (0, 6)
+    choose(op, (x,), "b")
+    for _ in range(3):
+        assert op(x) == ("b", None)
+    assert counts() == (3, 6)
+
+
+def test_a_served_untuned_call_logs_its_line_once(caplog, memo_misses):
+    caplog.set_level(logging.INFO, logger="flashinfer.dispatch")
+    forget_logged_choices()
+    try:
+        runners = abc()
+        op = make_op(runners, direct=True)
+        x = torch.zeros(4)
+        for _ in range(4):
+            assert op(x) == ("a", None)
+        with use_backends({op: ["b", "a"]}):
+            for _ in range(3):
+                assert op(x) == ("b", None)
+        assert op(x) == op(x) == ("a", None)
+    finally:
+        forget_logged_choices()
+    lines = [r.getMessage() for r in caplog.records if r.name == "flashinfer.dispatch"]
+    assert lines == [
+        f"{op.api_key}: using backend 'a' (auto; candidates ['a', 'b', 'c'])",
+        f"{op.api_key}: using backend 'b' (restricted by use_backends; candidates ['b', 'a'])",
+    ]
+    assert len(memo_misses) == 3  # the first call of each default; the rest served
+
+
+def test_the_memo_stops_growing_at_its_cap(monkeypatch, memo_misses):
+    tuner = AutoTuner.get()
+    monkeypatch.setattr(tuner, "memo_cap", 2)
+    runners = abc()
+    op = make_op(runners, direct=True)
+    xs = [torch.zeros(n) for n in (64, 2, 3, 4)]  # the first one learns the pattern
+    for x in xs:
+        for _ in range(3):
+            assert op(x) == ("a", None)
+    assert len(tuner.route_memo) == 2
+    # 64 and 2 rows are in the memo: served from their second call (64 rows: its first
+    # call learnt the pattern); past the cap, every call of 3 and 4 rows is looked up.
+    assert sorted(Counter(memo_misses).values()) == [1, 1, 3, 3]
+    with use_backends({op: ["c"]}):  # an entry in the memo follows its default...
+        assert op(xs[1]) == op(xs[1]) == ("c", None)
+        assert op(xs[2]) == ("c", None)  # ...and one past the cap is still not added
+    assert len(tuner.route_memo) == 2
+    assert len(memo_misses) == 8 + 1 + 1
+    assert op(xs[1]) == ("a", None)

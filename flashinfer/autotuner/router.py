@@ -1,17 +1,28 @@
 """The router of a directly registered op (``AutoTuner.register(op, runners, direct=True)``).
 
 The dispatcher hands each checked ``backend="auto"`` call of such an op to a router, with
-the call's candidates and its arguments (every parameter but ``backend``, in order).  On a
-tuned key, outside ``autotune()``, the router's work is the whole cost the autotuner adds
-to a call, so it is generated per op, the way the dispatcher is: one unrolled read of the
-exact signature per input-type pattern seen so far (see
-:func:`~flashinfer.autotuner.keys.pattern_reads`), one dict lookup, one count of the call
-(``AutoTuner.stats()``: a C call, no lock) and a call of the runner's bound method with its
-tuned tactic.  An untuned key (the common case of a program
-that never tunes) runs the first candidate's default from the memo as well, without a second
-read of the signature.  Anything else (tuning, a choice that is not a candidate of this
-call, an experimental backend that must warn) goes to :meth:`AutoTuner.run_candidates`, the
-readable path.
+the call's candidates and its arguments (every parameter but ``backend``, in order).  Outside
+``autotune()``, the router's work is the whole cost the autotuner adds to a call, so it is
+generated per op, the way the dispatcher is: one unrolled read of the exact signature per
+input-type pattern seen so far (see :func:`~flashinfer.autotuner.keys.pattern_reads`), one
+dict lookup in the memo (exact signature -> :data:`RouteEntry`), one count of the call
+(``AutoTuner.stats()``: a C call, no lock) and a call of the runner's bound method.
+
+The memo serves two kinds of signature from the generated code:
+
+* a tuned key: its stable choice runs, with its tactic, whenever its backend is one of this
+  call's candidates;
+* an untuned key (the common case of a program that never tunes): the entry names the
+  stable default the signature last ran (:meth:`RoutedTuner.default_backend`, the first
+  candidate with a runner), and serves a call only when that backend is the call's first
+  candidate, i.e. when it is this call's default too (the same signature can come with
+  other candidates: a ``use_backends`` restriction, the experimental gate).
+
+:meth:`Router.memo_miss` fills the memo and serves the rest: a signature not seen yet, a
+default that is not this call's first candidate (the entry then follows this call's
+default), a first candidate without a runner.  Anything else (tuning, a tuned choice that is
+not a candidate of this call, an experimental backend, which must warn) goes to
+:meth:`AutoTuner.run_candidates`, the readable path.
 
 A call whose input types match no known pattern adds its pattern (up to
 :data:`MAX_PATTERNS`), regenerates the router and installs the new one on the dispatcher.
@@ -34,17 +45,20 @@ __all__ = ["MAX_PATTERNS", "RoutedTuner", "Router", "RouteEntry"]
 
 MAX_PATTERNS = 8
 
-RouteEntry = tuple[Any, Any, Any]
-"""What the router's memo holds per exact signature: ``(backend, bound runner call,
-tactic)`` of a tuned, stable choice; :data:`_UNTUNED` (no choice, or one without a runner:
-the first candidate runs with its default tactic); or :data:`_SLOW` (an experimental
-choice, left to the readable path, which warns)."""
+RouteEntry = tuple[Any, Any, Any, Any]
+"""What the router's memo holds per exact signature, ``(tuned backend, bound runner call,
+tactic, default backend)``: ``(backend, call, tactic, None)`` for a tuned, stable choice;
+``(None, call, None, backend)`` for an untuned key whose default (the first candidate with
+a runner, with its default tactic) was last the stable ``backend``; :data:`_UNTUNED` for an
+untuned key that has had only experimental defaults; :data:`_SLOW` for an experimental choice,
+left to the readable path, which warns.  The generated code serves the first kind when
+the backend is a candidate, the second when it is the first candidate."""
 
-# Neither is ever a candidate (``None in candidates`` is false): the generated lookup hands
-# both to memo_miss, which tells them apart by identity (hence the distinct contents: equal
-# tuple constants may be one object).
-_SLOW: RouteEntry = (None, "readable path", None)
-_UNTUNED: RouteEntry = (None, "first candidate", None)
+# Neither is ever served by the generated code (None is never a candidate): memo_miss tells
+# them apart by identity (hence the distinct contents: equal tuple constants may be one
+# object).
+_SLOW: RouteEntry = (None, "readable path", None, None)
+_UNTUNED: RouteEntry = (None, "first candidate", None, None)
 
 
 class RoutedTuner(Protocol):
@@ -107,10 +121,12 @@ class Router:
             "_memo_miss": self.memo_miss,
             "_SLOW": _SLOW,
             "_hit": self.tuned_calls.hit,
+            "_dhit": self.default_calls.hit,
             # The once-per-choice log line: an attribute test while logging is off.
             "_clog": LOG_SWITCH,
             "_lg": self.op.dispatcher.choice_log,
             "_note": self.note_tuned,
+            "_dnote": self.note_default,
         }
         names = self.names
         # Underscored names throughout: the inputs are named after the API's parameters.
@@ -130,6 +146,8 @@ class Router:
             lines.append("    return _miss(_candidates, _inputs)")
             return self._compile(lines, ns)
         lines += ["    else:", "        return _miss(_candidates, _inputs)"]
+        # The tuned test first: it adds nothing to a tuned call.  The untuned one costs an
+        # untuned call a scan of the candidates for None (never one) and one comparison.
         lines += [
             "    _e = _tuner.route_memo.get(_x, _SLOW)",
             "    if _e[0] in _candidates:",
@@ -137,6 +155,11 @@ class Router:
             "        if _clog.armed and _e[0] is not _lg.tuned:",
             "            _note(_e[0], _candidates, _inputs)",
             "        return _e[1](_inputs, _e[2])",
+            "    if _e[3] == _candidates[0]:",
+            "        _dhit()",
+            "        if _clog.armed:",
+            "            _dnote(_e[3], _candidates, _inputs)",
+            "        return _e[1](_inputs, None)",
             "    return _memo_miss(_candidates, _inputs, _x)",
         ]
         return self._compile(lines, ns)
@@ -160,34 +183,54 @@ class Router:
         return self.readable(candidates, inputs)
 
     def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
-        """Not served by the generated lookup: an untuned key, a signature not in the memo
-        yet (filled here), or anything for the readable path."""
+        """Not served by the generated lookup: a signature not in the memo yet (filled
+        here), an untuned key whose entry is not this call's default (updated here), or
+        anything for the readable path."""
         memo = self.tuner.route_memo  # read before the choice: see entry()
         entry = memo.get(exact)
+        new = entry is None
+        room = not new or len(memo) < self.tuner.memo_cap  # the cap stops new signatures only
         if entry is None:
             entry = self.entry(inputs)
-            if len(memo) < self.tuner.memo_cap:
-                memo[exact] = entry
             if entry[0] in candidates:
+                if room:
+                    memo[exact] = entry
                 self.tuned_calls.hit()
                 if LOG_SWITCH.armed:
                     self.note_tuned(entry[0], candidates, inputs)
                 return entry[1](inputs, entry[2])
-        if entry is _UNTUNED:  # what run_candidates does for it, without reading the key
+        if entry is _UNTUNED or entry[3] is not None:
+            # What run_candidates does for an untuned key, without reading the key again.
             backend = self.tuner.default_backend(self.op, self.runners, candidates)
-            if backend not in self.op.experimental_backends:
+            stable = backend not in self.op.experimental_backends
+            if stable and entry[3] != backend:
+                # The entry follows this call's stable default.  Written into the dict read
+                # above, which a new result discards (see entry()) with the verdict
+                # "untuned" the entry stands on.
+                if room:
+                    memo[exact] = (None, self.runners[backend].__call__, None, backend)
+            elif new and room:
+                memo[exact] = entry  # _UNTUNED: an experimental default, not served here
+            if stable:
                 self.default_calls.hit()
                 if LOG_SWITCH.armed:
-                    note_run(self.tuner, self.op, backend, False, candidates, inputs)
+                    self.note_default(backend, candidates, inputs)
                 return self.runners[backend](inputs, None)
+        elif new and room:
+            memo[exact] = entry
         return self.readable(candidates, inputs)
 
     def note_tuned(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
         """The log line of a tuned choice this router runs (see ``_choice_note``)."""
         note_run(self.tuner, self.op, backend, True, candidates, inputs)
 
+    def note_default(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
+        """The log line of a default (first candidate, default tactic) this router runs."""
+        note_run(self.tuner, self.op, backend, False, candidates, inputs)
+
     def entry(self, inputs: tuple) -> RouteEntry:
-        """The memo entry of a signature.  Computed from the tuned choice after the memo dict
+        """The memo entry of a signature's tuned choice (:data:`_UNTUNED` if none; memo_miss
+        makes it this call's default).  Computed from the tuned choice after the memo dict
         was read: an entry computed before a new result is then written into the dict that
         the new result discards, never into its replacement."""
         choice = self.tuner.choice(make_key(self.op.api_key, inputs))
@@ -195,4 +238,4 @@ class Router:
             return _UNTUNED
         if choice.backend in self.op.experimental_backends:
             return _SLOW  # the readable path warns once
-        return (choice.backend, self.runners[choice.backend].__call__, choice.tactic)
+        return (choice.backend, self.runners[choice.backend].__call__, choice.tactic, None)

@@ -74,7 +74,7 @@ from flashinfer.autotuner.cache.format import _cache_path
 from flashinfer.autotuner.cache.load import LoadReport, load_into
 from flashinfer.autotuner.cache.save import save_into
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
-from flashinfer.autotuner.router import Router
+from flashinfer.autotuner.router import RouteEntry, Router
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 __all__ = [
@@ -114,7 +114,7 @@ class AutoTuner:
         #: The same for routed ops (``register(direct=True)``): exact signature ->
         #: ready-to-call entry, read and filled by the op's router (:mod:`.router`), which
         #: reads this attribute anew on each call.  Replaced together with ``_fast``.
-        self.route_memo: dict[tuple, tuple[Any, Any, Any]] = {}
+        self.route_memo: dict[tuple, RouteEntry] = {}
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
