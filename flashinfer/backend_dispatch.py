@@ -30,6 +30,13 @@ from flashinfer.dispatch.markers import experimental_backend, supported_compute_
 from flashinfer.dispatch.op import BackendRequirementOp, registered_ops
 from flashinfer.dispatch.restrictions import use_backends
 from flashinfer.dispatch.thread_state import PerThreadList
+from flashinfer.dispatch.verdicts import (
+    VerdictCache,
+    VerdictCacheInfo,
+    forget_verdicts,
+    reads_environment,
+    reads_tensor_data,
+)
 
 __all__ = [
     "Backend",
@@ -40,9 +47,14 @@ __all__ = [
     "Explanation",
     "PerThreadList",
     "UnsupportedInputsError",
+    "VerdictCache",
+    "VerdictCacheInfo",
     "backend_requirement",
     "experimental_backend",
     "find_compute_capability",
+    "forget_verdicts",
+    "reads_environment",
+    "reads_tensor_data",
     "registered_ops",
     "supported_compute_capability",
     "use_backends",
@@ -75,6 +87,7 @@ class BackendOp(Protocol[P, R_co]):
     implementations: ImplementationTable
     suitable_auto_backends: PerThreadList
     dropped_experimental_backends: PerThreadList
+    verdict_cache: VerdictCache
     dispatcher: BackendRequirementOp
     __generated_source__: str
 

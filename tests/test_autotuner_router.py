@@ -30,7 +30,12 @@ import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import AutoTuner, Choice, autotune, make_key
 from flashinfer.autotuner import router as router_module
-from flashinfer.backend_dispatch import backend_requirement, experimental_backend, use_backends
+from flashinfer.backend_dispatch import (
+    backend_requirement,
+    experimental_backend,
+    reads_tensor_data,
+    use_backends,
+)
 from flashinfer.dispatch.choice_log import forget_logged_choices
 from flashinfer.gating.messages import automatic_selection
 
@@ -437,6 +442,7 @@ def test_choice_dropped_by_the_heuristic_falls_back():
     def api(x, backend="auto"):
         return ("body", backend)
 
+    @reads_tensor_data  # it reads `drop`, which the test changes: never cached
     def heuristic(candidates, x, backend="auto"):
         return [b for b in reversed(candidates) if b not in drop]
 

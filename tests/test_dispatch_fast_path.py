@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 import flashinfer
 import flashinfer.dispatch.capability as bd
+import flashinfer.gating.gate as gate_module
 from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.backend_dispatch import (
     BackendSupportedError,
@@ -37,6 +38,7 @@ from flashinfer.backend_dispatch import (
     experimental_backend,
     supported_compute_capability,
 )
+from flashinfer.dispatch.signature import cacheable_pattern
 from flashinfer.gating.messages import (
     auto_refused_by_common_check,
     automatic_selection,
@@ -275,8 +277,39 @@ def outcome(op: Any, fn: Callable[..., Any], args: tuple, kwargs: dict, rec: Rec
     }
 
 
+def _cacheable(op: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether the verdict of this successful call is cached (see flashinfer.dispatch.verdicts)."""
+    plan = op.dispatcher
+    if not plan.verdicts_cacheable or os.environ is not gate_module._environ_object:
+        return False
+    skip_check = kwargs.get("skip_check", False)
+    kwargs = {k: v for k, v in kwargs.items() if k != "skip_check"}
+    bound = plan._sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    backend = bound.arguments.get("backend", "auto")
+    if skip_check and backend != "auto":
+        return True  # nothing to cache: an explicit skip_check call runs no check
+    values = [bound.arguments[n] for n in plan._sig.names]
+    return cacheable_pattern(values) is not None and backend not in plan.uncached_backends
+
+
 def both(op: Any, rec: Recorder, *args: Any, **kwargs: Any) -> tuple[dict, dict]:
+    """The call through the generated path and through the reference.  The generated path
+    is called from an empty verdict cache (it runs every check), then twice more (the first
+    call of a new argument-type pattern is not cached, the next one stores its verdict), and
+    the last call, served from the cache when the call is cacheable, must be the same in
+    everything but the checks it ran."""
+    op.dispatcher.verdict_cache.clear()
     fast = outcome(op, op, args, kwargs, rec)
+    outcome(op, op, args, kwargs, rec)
+    cached = outcome(op, op, args, kwargs, rec)
+    cached_calls = cached.pop("calls")
+    checked = {k: v for k, v in fast.items() if k != "calls"}
+    assert cached == checked, f"\ncached:  {cached}\nchecked: {checked}"
+    if fast["result"][0] == "error":  # failures are never cached: the checks run again
+        assert len(op.dispatcher.verdict_cache) == 0
+    elif _cacheable(op, args, kwargs):  # served from the cache: no check ran
+        assert cached_calls == {}, cached_calls
     ref = outcome(op, op.call_reference, args, kwargs, rec)
     return fast, ref
 

@@ -73,10 +73,22 @@ def _dispatched_op() -> Any:
 
 
 def through_dispatcher() -> Raised:
+    """A call whose verdict is cached: the public function calls the body itself."""
     op = _dispatched_op()
+    _catch(lambda: op(1, backend="a"))  # learns the argument types
+    _catch(lambda: op(1, backend="a"))  # caches the verdict
     error = _catch(lambda: op(1, backend="a"))
     filename = f"{GENERATED}dispatcher for {op.api_key}"
     return Raised(error, 0, filename, f"{op.__name__}_dispatcher", "return _func(x, backend)")
+
+
+def through_checking_dispatcher() -> Raised:
+    """The first call of a signature: the public function hands it to the checking path."""
+    op = _dispatched_op()
+    error = _catch(lambda: op(1, backend="a"))
+    filename = f"{GENERATED}checking dispatcher for {op.api_key}"
+    function = f"{op.__name__}_checking_dispatcher"
+    return Raised(error, 1, filename, function, "return _func(x, backend)")
 
 
 def through_skip_check_auto() -> Raised:
@@ -106,7 +118,8 @@ def through_router() -> Raised:
         op = make_op({"a": FakeRunner("a", fail=[None])}, direct=True)
         error = _catch(lambda: op(torch.zeros(2)))
     filename = f"{GENERATED}autotuner router for {op.api_key}"
-    return Raised(error, 1, filename, f"{op.__name__}_autotuner_router", "_miss(")
+    # public function -> checking path (the first call of a signature) -> router
+    return Raised(error, 2, filename, f"{op.__name__}_autotuner_router", "_miss(")
 
 
 class _LazyShape(torch.Tensor):
@@ -133,6 +146,7 @@ def through_key_reader() -> Raised:
 
 KINDS = {
     "dispatcher": through_dispatcher,
+    "checking dispatcher": through_checking_dispatcher,
     "skip_check auto dispatcher": through_skip_check_auto,
     "experimental API wrapper": through_experimental_wrapper,
     "autotuner router": through_router,

@@ -20,6 +20,7 @@ from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricte
 from flashinfer.dispatch.codegen import compile_function, render_call
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
+from flashinfer.dispatch.verdicts import PASS
 from flashinfer.gating.gate import experimental_auto_backends_allowed, gate_fast_read
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 
@@ -73,6 +74,9 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_lg": op.choice_log,
         "_notea": note_auto,
         "_noter": note_restricted,
+        # The verdict cache (see front): a checked call given a _key stores what it decided.
+        "_put": op.verdict_cache.put,
+        "_PASS": PASS,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = chk
@@ -90,7 +94,8 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     call_func = render_call("_func", specs["__func__"])
     scan = _scan_line(op)
     fail = _fail_call(op, check_common=True)
-    params = sig.def_params(ns, "skip_check=False")
+    cached = op.verdicts_cacheable
+    params = sig.def_params(ns, "skip_check=False, _key=None" if cached else "skip_check=False")
     if not op.backend_checks:
         # skip_check=True bypasses the dispatcher entirely.
         lines = ["    if skip_check:", f"        return {call_func}", f"    {scan}"]
@@ -107,7 +112,11 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     # common check), so that this one stays as short as it was.
     skip_lines = [f"    {scan}", *_auto_lines(op, ns, check_common=False)]
     ns["_skip_auto"] = _compile(
-        op, sig.def_params(ns), skip_lines, ns, "skip_check auto dispatcher"
+        op,
+        sig.def_params(ns, "_key=None" if cached else None),
+        skip_lines,
+        ns,
+        "skip_check auto dispatcher",
     )
     lines = [
         "    if skip_check:",
@@ -141,13 +150,23 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
             "    if not _v:",
             f"        {fail}",
         ]
+        if cached and name not in op.uncached_backends:
+            verdict = f"_once{i}" if name in op.experimental_backends else "_PASS"
+            branch += ["    if _key is not None:", f"        _put(_key, {verdict})"]
         if name in op.experimental_backends:
             branch += [f"    if not _once{i}.warned:", f"        _warn(_api, {name!r})"]
         branch.append(f"    return {call_func}")
         lines += [f"        {c}" for c in branch]
     lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
     lines += _auto_lines(op, ns, check_common=True)
-    return _compile(op, params, lines, ns)
+    # With a verdict cache, the public function is the front (see front) and this one the
+    # checking path it calls on a miss.
+    return _compile(op, params, lines, ns, "checking dispatcher" if cached else "dispatcher")
+
+
+def _auto_cached(op: ReferenceDispatcher) -> bool:
+    """Whether the op's ``"auto"`` verdicts are cached (see ``verdicts``)."""
+    return op.verdicts_cacheable and "auto" not in op.uncached_backends
 
 
 def _scan_line(op: ReferenceDispatcher) -> str:
@@ -202,6 +221,10 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     lines += _restricted_block(op, fail, check_common=check_common)
     # _fail re-runs the selection, which records this call's drops itself.
     lines += ["    if not _ok:", f"        {fail}"]
+    if _auto_cached(op):  # (candidates, drops, whether the choice warns as experimental)
+        first_warns = "bool(_xok) and _ok[0] in _xok" if op.experimental_backends else "False"
+        drops = "_drop" if op.experimental_backends else "()"
+        lines += ["    if _key is not None:", f"        _put(_key, (_ok, {drops}, {first_warns}))"]
     if op.experimental_backends:
         lines += [
             "    _r = _state.r",
@@ -292,7 +315,11 @@ def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool)
         test = _guarded_check(op, i, name, _capability_guard(i, chk), "_ok.append(_b)")
         block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
         block += [f"        {c}" for c in test]
-    block += ["if not _ok:", f"    {fail}", "_state.r.suitable = _ok"]
+    block += ["if not _ok:", f"    {fail}"]
+    if _auto_cached(op):
+        lists_x = "not _XS.isdisjoint(_ok)" if op.experimental_backends else "False"
+        block += ["if _key is not None:", f"    _put(_key, (_ok, (), {lists_x}))"]
+    block.append("_state.r.suitable = _ok")
     if op.experimental_backends:
         block += ["if not _XS.isdisjoint(_ok):", "    _warnl(_api, _ok, _XS)"]
     block += _hand_on(op, check_common, "restricted", "_noter(_lg, _ok)")

@@ -18,6 +18,7 @@ from flashinfer.dispatch.capability import capability_reason
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.tuner_view import tuner_view
+from flashinfer.dispatch.verdicts import VerdictCacheInfo
 from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
 )
@@ -75,6 +76,9 @@ class Explanation:
     error: str | None = None  #: why the call would raise instead of running
     tactic: Any = None  #: the tuned tactic, when the autotuner's choice runs
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the op's verdict cache (call signatures whose checks are not run again); None when
+    #: the op's verdicts are never cached
+    cache: VerdictCacheInfo | None = None
 
     def verdict(self, backend: str) -> BackendVerdict:
         """The verdict of ``backend`` (``KeyError`` for a backend the op does not have)."""
@@ -115,6 +119,12 @@ class Explanation:
         else:
             lines.append("choice: none to make")
         lines += [f"note: {n}" for n in self.notes]
+        if self.cache is not None:
+            c = self.cache
+            lines.append(
+                f"verdict cache: {c.size} of {c.cap} call signatures (stored {c.stored}, "
+                f"evicted {c.evicted})"
+            )
         return "\n".join(lines)
 
 
@@ -279,4 +289,5 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
         error=error if chosen is None else None,
         tactic=tactic,
         notes=tuple(notes),
+        cache=op.verdict_cache.info() if op.verdicts_cacheable else None,
     )

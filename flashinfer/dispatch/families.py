@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 import torch
 
 from flashinfer.dispatch.markers import supported_compute_capability
+from flashinfer.dispatch.verdicts import reads_environment
+from flashinfer.kernels.availability import TRITON_INTERPRET_ENV
 
 __all__ = [
     "FAMILIES",
@@ -135,6 +137,8 @@ def backend_family(
 
     def mark(checker: C) -> C:
         checker = declare_capabilities(checker)
+        if family.needs_triton:  # where Triton runs depends on the interpreter setting
+            checker = reads_environment(TRITON_INTERPRET_ENV)(checker)
         checker.backend_family = family  # type: ignore[attr-defined]
         return checker
 

@@ -17,9 +17,11 @@ from flashinfer.dispatch.choice_log import OpLog
 from flashinfer.dispatch.declarations import Backend
 from flashinfer.dispatch.emitter import emit_fast_path
 from flashinfer.dispatch.explain import Explanation, explain_call
+from flashinfer.dispatch.front import Front
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.registry import register_op, registered_ops
 from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
+from flashinfer.dispatch.verdicts import VerdictCache
 
 __all__ = ["BackendRequirementOp", "registered_ops"]
 
@@ -41,7 +43,14 @@ class BackendRequirementOp(ReferenceDispatcher):
         self.dropped_experimental_backends = PerThreadList(self._state, "dropped")
         #: What this op's "auto" calls have logged (the once-per-choice log line).
         self.choice_log = OpLog(self.api_key, self.__module__ or "", self.api_name)
+        #: What this op's checks decided, per call signature (see ``verdicts``).
+        self.verdict_cache = VerdictCache()
         generated, self._ns = emit_fast_path(self)
+        self._front: Front | None = None
+        if self.verdicts_cacheable:  # the public function reads the signature first
+            self._ns["_checked"] = generated
+            self._front = Front(self, self._ns)
+            generated = self._front.build()
         self.function = self._public_function(generated)
         register_op(self.api_key, self.function)
 
@@ -74,6 +83,7 @@ class BackendRequirementOp(ReferenceDispatcher):
             "backend_runnable_reason",
             "explain",
             "call_reference",
+            "verdict_cache",
         ):
             setattr(fn, name, getattr(self, name))
         return fn

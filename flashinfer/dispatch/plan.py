@@ -19,6 +19,7 @@ from typing import Any
 from flashinfer.dispatch.call_specs import checker_spec, invoke
 from flashinfer.dispatch.codegen import CallSpec, ParameterList
 from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
+from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
@@ -90,6 +91,28 @@ class DispatchPlan:
             for how, n in self._specs["__func__"]
             if how in ("pos", "kw", "star") and n != "backend"
         ]
+        self._plan_verdicts()
+
+    def _plan_verdicts(self) -> None:
+        """Which verdicts the cache may keep (see ``verdicts``): none for an API without
+        backends or with ``*args``/``**kwargs`` (the signature cannot be read from named
+        parameters), or whose common check or heuristic reads tensor data; otherwise all but
+        those of the backends whose checker reads data (and ``"auto"``, which runs every
+        checker and preference, if any does).  ``environment``: the variables the checks
+        declare they read (:func:`~flashinfer.dispatch.verdicts.reads_environment`)."""
+        checks = [self.common_check, self.heuristic_func, *self.backend_checks.values()]
+        checks += [prefer for prefer, _ in self._preferences.values()]
+        self.environment = declared_environment(c for c in checks if c is not None)
+        uncached = {b for b, c in self.backend_checks.items() if reads_tensor_data_marked(c)}
+        if uncached or any(reads_tensor_data_marked(p) for p, _ in self._preferences.values()):
+            uncached.add("auto")
+        self.uncached_backends = frozenset(uncached)
+        self.verdicts_cacheable = (
+            bool(self.backend_checks)
+            and not self._sig.has_var
+            and not reads_tensor_data_marked(self.common_check)
+            and not reads_tensor_data_marked(self.heuristic_func)
+        )
 
     # ---- decoration-time checks --------------------------------------------------------
 

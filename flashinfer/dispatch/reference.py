@@ -25,6 +25,7 @@ from flashinfer.dispatch.restrictions import (
     warn_listed_experimental,
 )
 from flashinfer.dispatch.thread_state import CallState, LiveFlags
+from flashinfer.dispatch.verdicts import VerdictCache
 from flashinfer.gating.gate import experimental_auto_backends_allowed
 from flashinfer.gating.messages import (
     auto_refused_by_common_check,
@@ -45,6 +46,7 @@ class ReferenceDispatcher(DispatchPlan):
     _live: LiveFlags  # whether any thread has recorded dropped backends yet
     _ns: dict[str, Any]  # the generated code's namespace; its "_route" is the router
     choice_log: OpLog  # what this op's "auto" calls have logged (choice_log)
+    verdict_cache: VerdictCache  # what its checks decided, per call signature (verdicts)
 
     def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
         """Called by the generated path when something does not fit: raise the error."""

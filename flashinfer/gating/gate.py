@@ -9,6 +9,7 @@ gate says are ``messages``' (shown here under the names the package has always u
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -30,6 +31,7 @@ __all__ = [
     "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
     "experimental_auto_backends_allowed",
     "forget_unrecognised_values",
+    "environment_reader",
     "gate_fast_read",
     "require_experimental_auto_backends",
     "warn_unrecognised_once",
@@ -59,6 +61,20 @@ def gate_fast_read() -> tuple[Any, Any, dict[bytes, bytes], bytes] | None:
     if _environ_bytes is None:
         return None
     return os, _environ_object, _environ_bytes, _ENV_KEY_BYTES
+
+
+def environment_reader(name: str) -> tuple[Callable[[], Any], tuple[Any, Any] | None]:
+    """A reader of the raw value of variable ``name`` for generated code, and ``(os module,
+    os.environ)`` when the reader holds ``os.environ``'s data directly (POSIX: a C-level
+    lookup in its bytes dict, no Python frame), in which case the caller must check that
+    ``os.environ`` is still that object; elsewhere a reader through ``os.environ.get``."""
+    if _environ_bytes is not None:
+        return functools.partial(_environ_bytes.get, os.fsencode(name)), (os, _environ_object)
+
+    def read() -> str | None:
+        return os.environ.get(name)
+
+    return read, None
 
 
 def _gate_raw_value() -> str | None:

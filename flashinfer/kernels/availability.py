@@ -14,9 +14,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["TritonUnavailable", "interpreter_enabled", "reset_probe", "triton_unavailable"]
+__all__ = [
+    "TRITON_INTERPRET_ENV",
+    "TritonUnavailable",
+    "interpreter_enabled",
+    "on_reset",
+    "reset_probe",
+    "triton_unavailable",
+]
 
 # What Triton's interpreter imports beyond Triton (triton/runtime/interpreter.py); neither
 # torch's CPU build nor triton declares it, so a fresh environment can lack it.
@@ -37,14 +45,30 @@ class TritonUnavailable:
 _probed: dict[tuple[str, bool], TritonUnavailable | None] = {}
 
 
+TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
+"""The variable that runs Triton kernels through the interpreter (read by Triton itself)."""
+
+
 def interpreter_enabled() -> bool:
     """Whether ``TRITON_INTERPRET=1`` (Triton kernels then run on CPU tensors, slowly)."""
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
+    return os.environ.get(TRITON_INTERPRET_ENV, "") == "1"
+
+
+_reset_listeners: list[Callable[[], None]] = []
+
+
+def on_reset(listener: Callable[[], None]) -> None:
+    """Call ``listener`` after every :func:`reset_probe` (the dispatcher forgets the
+    verdicts it cached from the probe's answers)."""
+    _reset_listeners.append(listener)
 
 
 def reset_probe() -> None:
-    """Forget the probe's answers (tests; after installing a missing package)."""
+    """Forget the probe's answers (tests; after installing a missing package), and every
+    verdict the dispatcher cached from them."""
     _probed.clear()
+    for listener in _reset_listeners:
+        listener()
 
 
 def _find_problem(module: str) -> str | None:

@@ -1,0 +1,209 @@
+"""The public dispatcher of an op whose verdicts are cached: read the signature, look it up.
+
+What ``backend_requirement`` returns, generated per op like the checking path (``emitter``)
+it stands in front of.  A call reads its signature (``signature``: unrolled for each
+argument-type pattern learnt so far), looks the verdict up in the op's cache (``verdicts``)
+and, on a hit, does what the checking path does after its checks: the per-thread records,
+the warn-once test, the choice log, then the router or the body.  A miss calls the checking
+path with the signature, which stores the verdict when the checks pass; a call that cannot
+be cached (a new pattern, an uncacheable argument, a backend whose checker reads data) calls
+it without one.
+
+A hit allocates no tensor, never synchronises a device and calls nothing of ``warnings``
+(only a once-flag test), so a cached decision can sit inside a captured region.
+
+A call of a pattern not seen yet learns it (up to ``MAX_PATTERNS``): the function is
+regenerated and its code replaced in place (``__code__``), since users hold the function
+itself (``flashinfer.rmsnorm``); the call in flight finishes on the old code.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from flashinfer.dispatch.codegen import compile_function, render_call
+from flashinfer.dispatch.reference import ReferenceDispatcher
+from flashinfer.dispatch.signature import MAX_PATTERNS, cacheable_pattern, pattern_source
+from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, environment_reader
+
+__all__ = ["Front"]
+
+_GENERATED_MODULE = "flashinfer.backend_dispatch"
+
+
+class Front:
+    """Builds the public dispatcher of ``op`` and relearns it as patterns appear."""
+
+    def __init__(self, op: ReferenceDispatcher, ns: dict[str, Any]) -> None:
+        self.op, self.ns = op, ns
+        self.names = list(op._sig.names)
+        self.patterns: list[tuple[type, ...]] = []
+        self._lock = threading.Lock()
+        self.function: Any = None
+        self._namespace()
+
+    def _namespace(self) -> None:
+        ns, op = self.ns, self.op
+        ns["_memo"] = op.verdict_cache.memo
+        ns["_learn"] = self.learn
+        ns["_Exception"] = Exception
+        ns["_NOCACHE"] = op.uncached_backends
+        # Environment the verdicts depend on: the gate (ops with experimental backends) and
+        # what the checks declare.  Each is read raw, at C level where the platform allows.
+        env = list(op.environment)
+        if op.experimental_backends:
+            gate = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+            env = [gate, *(e for e in env if e != gate)]
+        self.env = env
+        self.environ_checked = False
+        for i, name in enumerate(env):
+            read, environ = environment_reader(name)
+            ns[f"_env{i}"] = read
+            if environ is not None:  # the reader holds os.environ's data: check it is current
+                ns["_os"], ns["_environ"] = environ
+                self.environ_checked = True
+
+    def build(self) -> Callable[..., Any]:
+        """The public function (no pattern learnt yet)."""
+        self.function = self._generate()
+        return self.function
+
+    def learn(self, values: tuple) -> None:
+        """A call whose types match no learnt pattern: learn its pattern, if cacheable and
+        there is room, and regenerate.  That call itself goes uncached."""
+        pattern = cacheable_pattern(values)
+        if pattern is None:
+            return
+        with self._lock:
+            if pattern in self.patterns or len(self.patterns) >= MAX_PATTERNS:
+                return
+            self.patterns.append(pattern)
+            new: Any = self._generate()
+            fn = self.function
+            fn.__code__ = new.__code__
+            fn.__generated_source__ = new.__generated_source__
+
+    # ---- the generated source --------------------------------------------------------------
+
+    def _generate(self) -> Callable[..., Any]:
+        op, ns = self.op, self.ns
+        sig, specs = op._sig, op._specs
+        call = render_call("_func", specs["__func__"])
+        keyed = render_call("_checked", specs["__func__"])[:-1] + ", _key=_k)"
+        keyed_skip = render_call("_skip_auto", specs["__func__"])[:-1] + ", _key=_k)"
+        scanned = ", ".join(f"*{n}" if spread else n for n, spread in op._scanned)
+        lines = [
+            "    if skip_check:",
+            "        if backend != 'auto':",
+            f"            return {call}",
+            f"    _cc = None if _CUDA.absent else _CUDA.find({scanned})",
+        ]
+        gated = bool(op.experimental_backends)
+        # Restriction and gate matter to "auto" calls only.
+        lines += [
+            "    if backend == 'auto':",
+            "        _rx = _rfind(_api) if _RS.on else None",
+        ]
+        if gated:
+            lines += ["        _g = _env0()", "    else:", "        _rx = _g = None"]
+        else:
+            lines += ["    else:", "        _rx = None"]
+        env = [f"_env{i}()" for i in range(1 if gated else 0, len(self.env))]
+        lines.append("    try:")
+        branch = "if"
+        if self.environ_checked:  # os.environ replaced (a mock): the readers would not see it
+            lines += ["        if _os.environ is not _environ:", "            _k = None"]
+            branch = "elif"
+        for i, pattern in enumerate(self.patterns):
+            test, items = pattern_source(pattern, self.names, ns, f"p{i}_")
+            tail = ["_cc", "_rx", *(["_g"] if gated else []), *env, "skip_check"]
+            lines += [
+                f"        {branch} {test}:",
+                f"            _k = ({', '.join([str(i), *items, *tail])},)",
+            ]
+            branch = "elif"
+        learn = f"_learn(({', '.join(self.names)},))"
+        if branch == "if":
+            lines += [f"        _k = {learn}"]
+        else:
+            lines += ["        else:", f"            _k = {learn}"]
+        lines += ["    except _Exception:", "        _k = None"]
+        if op.uncached_backends:
+            lines += ["    if _k is not None and backend in _NOCACHE:", "        _k = None"]
+        lines += [
+            "    if _k is None:",
+            "        if skip_check:",
+            f"            return {render_call('_skip_auto', specs['__func__'])}",
+            f"        return {render_call('_checked', specs['__func__'])}",
+            "    _v = _memo.get(_k)",
+            "    if _v is None:",
+            "        if skip_check:",
+            f"            return {keyed_skip}",
+            f"        return {keyed}",
+        ]
+        lines += self._explicit_hit(call)
+        lines += self._auto_hit(call)
+        ns["__name__"] = _GENERATED_MODULE
+        params = sig.def_params(ns, "skip_check=False")
+        return compile_function(params, lines, ns, role="dispatcher", api=op.api_key)
+
+    def _explicit_hit(self, call: str) -> list[str]:
+        """A named backend whose checks passed for this signature: the verdict is PASS, or
+        the once-flag of an experimental backend."""
+        op = self.op
+        lines = ["    if backend != 'auto':"]
+        if op.experimental_backends:
+            lines += [
+                "        if _live.dropped and (_r := _state.r).dropped:",
+                "            _r.dropped = ()",
+                "        if _v is not _PASS and not _v.warned:",
+                "            _warn(_api, backend)",
+            ]
+        return lines + [f"        return {call}"]
+
+    def _auto_hit(self, call: str) -> list[str]:
+        """``"auto"``: the verdict is (candidates, drops, whether it warns), recorded and
+        handed on as the checking path does (``emitter._hand_on``)."""
+        op = self.op
+        routable = op.routed_inputs()
+        route: list[str] = []
+        if routable is not None:
+            items = ", ".join(routable) + ("," if len(routable) == 1 else "")
+            route = [
+                "    if _route is not None and not skip_check:",
+                f"        return _route(_ok, ({items}))",
+            ]
+        lines = ["    _ok, _drop, _wx = _v", "    if _rx is None:"]
+        if op.experimental_backends:
+            lines += [
+                "        _r = _state.r",
+                "        _r.suitable = _ok",
+                "        _r.dropped = _drop",
+                "        if _wx:",
+                "            _warn(_api, _ok[0], automatic=True)",
+            ]
+        else:
+            lines.append("        _state.r.suitable = _ok")
+        lines += [f"    {c}" for c in route]
+        lines += [
+            "        if _clog.armed and _ok[0] is not _lg.auto:",
+            "            _notea(_lg, _ok, _drop)",
+            f"        return {call}",
+        ]
+        if op.experimental_backends:
+            lines += [
+                "    if _live.dropped and (_r := _state.r).dropped:",
+                "        _r.dropped = ()",
+            ]
+        lines.append("    _state.r.suitable = _ok")
+        if op.experimental_backends:
+            lines += ["    if _wx:", "        _warnl(_api, _ok, _XS)"]
+        lines += route
+        lines += [
+            "    if _clog.armed and _ok[0] is not _lg.restricted:",
+            "        _noter(_lg, _ok)",
+            f"    return {call}",
+        ]
+        return lines

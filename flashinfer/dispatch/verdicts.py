@@ -1,0 +1,183 @@
+"""The verdict cache: what a call signature's checks decided, kept and reused.
+
+A checked call runs the common check, the support checkers, the gate and the heuristic.  For
+a call whose signature was seen before, the generated dispatcher (see ``front``) looks up
+what they decided (the *verdict*) instead of running them again.  This is sound because the
+checks are confined to what the signature holds:
+
+- each tensor argument's exact type (``torch.Tensor`` or ``torch.nn.Parameter``), shape,
+  strides, dtype and device; every other argument's type and value (``None``, ``bool``,
+  ``int``, ``float``, ``complex``, ``str``, ``bytes``, a ``torch.dtype``, ``torch.device``,
+  ``torch.layout``, ``torch.memory_format`` or an enum member: immutable values, compared as
+  Python compares them);
+- the call's compute capability, and whether the call is ``skip_check=True``;
+- for ``backend="auto"``: the ``use_backends``/``FLASHINFER_BACKENDS`` restriction in force
+  and the raw value of ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` (ops with experimental
+  backends);
+- the raw value of every environment variable a check declares it reads
+  (:func:`reads_environment`; the Triton family's checkers declare ``TRITON_INTERPRET``).
+
+A check that reads anything else (tensor *values*, a data pointer's alignment, global state)
+is marked :func:`reads_tensor_data`: the verdicts that depend on it are never cached, and it
+runs on every call.  Calls with arguments of other types (tensor subclasses, lists, objects)
+are not cached either.  Failures are never cached: a signature that fails runs the checks
+again on every call, so its error always reflects the state of that call.
+
+The autotuner's table is not part of a verdict: the router reads it after the verdict (its
+memo is replaced whenever a result changes).  State the key cannot see, such as Triton's
+availability probe, clears every cache when it changes (:func:`forget_verdicts`, called by
+``flashinfer.kernels.reset_probe``).
+
+Each op's cache holds at most :data:`VERDICT_CACHE_CAP` signatures; when full, the oldest is
+forgotten (first in, first out): a forgotten signature is checked again on its next call.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, TypeVar
+
+from flashinfer.kernels.availability import on_reset
+
+__all__ = [
+    "PASS",
+    "VERDICT_CACHE_CAP",
+    "VerdictCache",
+    "VerdictCacheInfo",
+    "declared_environment",
+    "forget_verdicts",
+    "reads_environment",
+    "reads_tensor_data",
+    "reads_tensor_data_marked",
+]
+
+C = TypeVar("C", bound=Callable[..., Any])
+
+VERDICT_CACHE_CAP = 4096
+"""Most signatures one op's cache holds: far above the few dozen a serving loop sees."""
+
+
+class _Pass:
+    """The verdict of an explicit stable backend whose checks passed."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PASS"
+
+
+PASS = _Pass()
+
+
+class VerdictCacheInfo(NamedTuple):
+    """What one op's verdict cache holds (``op.verdict_cache.info()``)."""
+
+    size: int  # signatures cached now
+    cap: int  # most it holds
+    stored: int  # verdicts stored since the cache was made
+    evicted: int  # stored verdicts forgotten to stay under the cap
+    cleared: int  # times every verdict was forgotten (forget_verdicts, clear)
+
+
+class VerdictCache:
+    """One op's verdicts, by call signature.  Read by generated code (``memo.get``); written
+    only on a miss, under a lock."""
+
+    __slots__ = ("memo", "cap", "stored", "evicted", "cleared", "_lock", "__weakref__")
+
+    def __init__(self, cap: int = VERDICT_CACHE_CAP) -> None:
+        self.memo: dict[tuple, Any] = {}
+        self.cap = cap
+        self.stored = self.evicted = self.cleared = 0
+        self._lock = threading.Lock()
+        _caches.add(self)
+
+    def put(self, key: tuple, verdict: Any) -> None:
+        """Keep ``verdict`` for ``key``, forgetting the oldest signatures past the cap."""
+        with self._lock:
+            memo = self.memo
+            if key in memo:
+                return
+            while memo and len(memo) >= self.cap:
+                del memo[next(iter(memo))]
+                self.evicted += 1
+            if self.cap > 0:
+                memo[key] = verdict
+                self.stored += 1
+
+    def clear(self) -> None:
+        """Forget every verdict (each signature is checked again on its next call)."""
+        with self._lock:
+            self.memo.clear()
+            self.cleared += 1
+
+    def info(self) -> VerdictCacheInfo:
+        return VerdictCacheInfo(len(self.memo), self.cap, self.stored, self.evicted, self.cleared)
+
+    def __len__(self) -> int:
+        return len(self.memo)
+
+    def __repr__(self) -> str:
+        return f"<VerdictCache {len(self.memo)} of {self.cap} signatures>"
+
+
+_caches: weakref.WeakSet[VerdictCache] = weakref.WeakSet()
+
+
+def forget_verdicts() -> None:
+    """Clear every op's verdict cache: for a change of state the signature does not hold
+    (e.g. a package installed after Triton's probe said it was missing)."""
+    for cache in list(_caches):
+        cache.clear()
+
+
+on_reset(forget_verdicts)
+
+
+# ---- what a check declares it reads ---------------------------------------------------
+
+
+def reads_environment(*names: str) -> Callable[[C], C]:
+    """Declare the environment variables a check reads (a support checker, common check,
+    heuristic or preference): their raw values become part of every cached verdict's
+    signature, so changing one at run time takes effect on the next call.  Returns the
+    check itself; stacks (the names add up).  ``TypeError`` for a name that is not a
+    non-empty ``str``."""
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"reads_environment: variable names must be non-empty strings, got {name!r}"
+            )
+
+    def mark(check: C) -> C:
+        before = getattr(check, "_reads_environment", ())
+        check._reads_environment = tuple(dict.fromkeys((*before, *names)))  # type: ignore[attr-defined]
+        return check
+
+    return mark
+
+
+def reads_tensor_data(check: C, /) -> C:
+    """Mark a check (support checker, common check, heuristic or preference) that reads
+    more than the call's signature: tensor values, a data pointer, global state.  A verdict
+    that depends on it is never cached: an explicit call of its backend, and every
+    ``"auto"`` call of its op (a common check or heuristic: every call of the op), run the
+    checks each time.  Returns the check itself."""
+    check._reads_tensor_data = True  # type: ignore[attr-defined]
+    return check
+
+
+def reads_tensor_data_marked(check: Any) -> bool:
+    """Whether ``check`` is marked :func:`reads_tensor_data`."""
+    return getattr(check, "_reads_tensor_data", False) is True
+
+
+def declared_environment(checks: Iterable[Any]) -> tuple[str, ...]:
+    """The environment variables ``checks`` declare they read, each once, in order."""
+    names: dict[str, None] = {}
+    for check in checks:
+        for name in getattr(check, "_reads_environment", ()):
+            names[name] = None
+    return tuple(names)
