@@ -153,6 +153,13 @@ def backend_requirement(
     the API body with ``suitable_auto_backends`` set (never a router, see
     :meth:`BackendRequirementOp.route_auto`).
 
+    What the checks decide for a call signature is cached (``api.verdict_cache``): a
+    repeated signature costs a lookup, not the checks again.  Checks must therefore decide
+    from the signature alone: tensor metadata (shape, strides, dtype, device), the other
+    arguments' values, the capability, and the environment variables they declare with
+    :func:`reads_environment`.  A check that reads tensor values or other state is marked
+    :func:`reads_tensor_data` and runs on every call.  Failures are never cached.
+
     Raises (at decoration, that is at the API module's import):
         ValueError: a backend named ``"auto"`` or with a name that is not an ASCII
             identifier (or starts with an underscore); two declarations of one name (a
