@@ -289,6 +289,9 @@ def _cacheable(op: Any, args: tuple, kwargs: dict) -> bool:
     backend = bound.arguments.get("backend", "auto")
     if skip_check and backend != "auto":
         return True  # nothing to cache: an explicit skip_check call runs no check
+    unrecognised_gate = os.environ.get(GATE) not in (None, "", "0", "1")
+    if plan.experimental_backends and backend == "auto" and unrecognised_gate:
+        return False  # an unrecognised gate value is read (and warned about) every call
     values = [bound.arguments[n] for n in plan._sig.names]
     return cacheable_pattern(values) is not None and backend not in plan.uncached_backends
 

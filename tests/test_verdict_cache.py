@@ -32,7 +32,7 @@ from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.backend_dispatch import Backend, backend_requirement
 from flashinfer.dispatch.signature import MAX_PATTERNS
 from flashinfer.dispatch.verdicts import PASS, reads_tensor_data
-from flashinfer.gating.gate import experimental_auto_backends_allowed, forget_unrecognised_values
+from flashinfer.gating.gate import forget_unrecognised_values
 from flashinfer.kernels import INT32_MAX, reset_probe
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -251,6 +251,7 @@ def outcome(op: Any, fn: Any, args: tuple, kwargs: dict) -> dict:
     state.r.dropped = ("stale",) if op.experimental_backends else ()
     op.dispatcher._live.dropped = bool(op.experimental_backends)
     flashinfer.reset_experimental_warnings()
+    forget_unrecognised_values()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -306,12 +307,6 @@ def test_cached_and_uncached_decisions_agree(data: st.DataObject) -> None:
                             warnings.simplefilter("ignore")
                             with contextlib.suppress(Exception):
                                 op(*args, **{k: v for k, v in kwargs.items() if k != "backend"})
-                    # An unrecognised gate value warns once per process, on the first call
-                    # that reads it (a miss); consumed here, so both paths start alike.
-                    forget_unrecognised_values()
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        experimental_auto_backends_allowed()
                     reference = outcome(op, op.call_reference, args, kwargs)
                     for _ in range(3):  # learns the types, stores the verdict, hits it
                         cached = outcome(op, op, args, kwargs)
@@ -459,6 +454,16 @@ def test_the_gate_and_the_restriction_are_followed_by_cached_auto_calls() -> Non
             assert list(MM.suitable_auto_backends) == ["triton"]
         _prime(MM, a, b)
         assert MM.dropped_experimental_backends == [MM_EXPERIMENTAL]
+
+
+def test_an_unrecognised_gate_value_is_read_and_warned_about_as_without_a_cache() -> None:
+    a, b = torch.zeros(8, 1024), torch.zeros(1024, 16)
+    with environment(**{INTERPRET: "1", GATE: "yes"}):
+        for _ in range(3):
+            forget_unrecognised_values()  # the warning is once per value: reset, it warns again
+            with pytest.warns(RuntimeWarning, match="not a recognised value"):
+                assert MM(a, b)[1] == "torch"
+        assert not any(k[-3] == b"yes" for k in MM.verdict_cache.memo)
 
 
 def test_argument_types_learnt_in_place_up_to_the_cap() -> None:

@@ -26,7 +26,11 @@ from typing import Any
 from flashinfer.dispatch.codegen import compile_function, render_call
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import MAX_PATTERNS, cacheable_pattern, pattern_source
-from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, environment_reader
+from flashinfer.gating.gate import (
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    GATE_OFF_VALUES,
+    environment_reader,
+)
 
 __all__ = ["Front"]
 
@@ -50,6 +54,9 @@ class Front:
         ns["_learn"] = self.learn
         ns["_Exception"] = Exception
         ns["_NOCACHE"] = op.uncached_backends
+        # The raw gate values that do not warn (bytes from os.environ's data, str elsewhere).
+        quiet = (*GATE_OFF_VALUES, "1")
+        ns["_GATE_VALUES"] = frozenset({None, *quiet, *(v.encode() for v in quiet)})
         # Environment the verdicts depend on: the gate (ops with experimental backends) and
         # what the checks declare.  Each is read raw, at C level where the platform allows.
         env = list(op.environment)
@@ -130,6 +137,8 @@ class Front:
         else:
             lines += ["        else:", f"            _k = {learn}"]
         lines += ["    except _Exception:", "        _k = None"]
+        if gated:  # an unrecognised gate value warns once, on the call that reads it:
+            lines += ["    if _g not in _GATE_VALUES:", "        _k = None"]  # never cached
         if op.uncached_backends:
             lines += ["    if _k is not None and backend in _NOCACHE:", "        _k = None"]
         lines += [
