@@ -13,6 +13,9 @@ One row per op x path x shape, float32 on CPU, one thread (``torch.set_num_threa
   only where its support checker accepts the inputs (on CPU: ``TRITON_INTERPRET=1``,
   ``M <= 64``, ``K >= 1024``); otherwise the row is skipped with the checker's reason;
 * ``skip_check``: ``backend="torch", skip_check=True``;
+* ``wrapper floor``: no flashinfer code at all: a Python function taking the call's
+  arguments that does one dict lookup and calls the implementation.  The least any dispatcher
+  written in Python adds, on this machine, between real kernel calls: the targets' scale;
 * ``use_backends``: ``"auto"`` inside ``flashinfer.use_backends(<op>=["torch"])``;
 * ``tuned``: the key tuned once inside ``flashinfer.autotuner.autotune()``, then plain
   ``"auto"`` calls (only for an op registered with the autotuner).  The tuning runs inside
@@ -89,6 +92,7 @@ PATHS = (
     "explicit stable",
     "explicit experimental",
     "skip_check",
+    "wrapper floor",
     "use_backends",
     "tuned",
 )
@@ -305,6 +309,17 @@ def prepare(
     if path in ("explicit stable", "skip_check"):
         call = op.call(args, STABLE, skip_check=path == "skip_check")
         return {"backend": STABLE}, Timed(call, op.direct(STABLE, args), number)
+    if path == "wrapper floor":
+        # No dispatcher: a Python function with the API's arguments that does one dict
+        # lookup and calls the implementation: what any Python-level dispatch costs at least.
+        direct, memo = op.direct(STABLE, args), {"auto": STABLE}
+        x, y = args
+
+        def floor(a: Any, b: Any, backend: str = "auto") -> Any:
+            memo.get(backend)
+            return direct()
+
+        return {"backend": STABLE}, Timed(lambda: floor(x, y), direct, number)
     if path in ("auto", "use_backends"):
         within: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
         if path == "use_backends":

@@ -14,7 +14,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "bench_call_overhead.py"
-PATHS = ("auto", "explicit stable", "explicit experimental", "skip_check", "use_backends", "tuned")
+PATHS = (
+    "auto",
+    "explicit stable",
+    "explicit experimental",
+    "skip_check",
+    "wrapper floor",
+    "use_backends",
+    "tuned",
+)
 WITH_TARGET = {"auto", "explicit stable", "explicit experimental", "tuned"}
 
 
