@@ -68,6 +68,9 @@ class RoutedTuner(Protocol):
     #: changes, so it is read anew on every call, and filled by the router up to
     #: ``memo_cap`` entries.
     route_memo: dict[tuple, RouteEntry]
+    #: replaced right after ``route_memo``: an entry kept with a dispatcher's verdict (the
+    #: router's slot) stands while the epoch it was read in is current.
+    route_epoch: object
     memo_cap: int
 
     def choice(self, key: Key) -> Choice | None: ...
@@ -134,6 +137,17 @@ class Router:
             "    if _tuning():",
             "        return _readable(_candidates, _inputs)",
         ]
+        # A call whose verdict the dispatcher cached brings that verdict's slot: the entry
+        # looked up for its signature, with the tuner's epoch it was read in.  While that
+        # epoch is current (a new result replaces memo and epoch), the entry stands.
+        served = self._serve_lines()
+        lines += [
+            "    if _rs is not None:",
+            "        _p = _rs[0]",
+            "        if _p[0] is _tuner.route_epoch:",
+            "            _e = _p[1]",
+            *(f"        {c}" for c in served),
+        ]
         if names:
             lines.append(f"    {', '.join(names)}, = _inputs")
         for i, pattern in enumerate(self.patterns):
@@ -148,8 +162,22 @@ class Router:
         lines += ["    else:", "        return _miss(_candidates, _inputs)"]
         # The tuned test first: it adds nothing to a tuned call.  The untuned one costs an
         # untuned call a scan of the candidates for None (never one) and one comparison.
+        # The epoch is read before the memo, which is replaced before the epoch: an entry
+        # is never kept under an epoch newer than its memo.
         lines += [
+            "    _ep = _tuner.route_epoch",
             "    _e = _tuner.route_memo.get(_x, _SLOW)",
+            "    if _rs is not None and _e is not _SLOW:",
+            "        _rs[0] = (_ep, _e)",
+            *served,
+            "    return _memo_miss(_candidates, _inputs, _x)",
+        ]
+        return self._compile(lines, ns)
+
+    @staticmethod
+    def _serve_lines() -> list[str]:
+        """Serve the call from memo entry ``_e``, if it fits (at function-body indent)."""
+        return [
             "    if _e[0] in _candidates:",
             "        _hit()",
             "        if _clog.armed and _e[0] is not _lg.tuned:",
@@ -160,13 +188,13 @@ class Router:
             "        if _clog.armed:",
             "            _dnote(_e[3], _candidates, _inputs)",
             "        return _e[1](_inputs, None)",
-            "    return _memo_miss(_candidates, _inputs, _x)",
         ]
-        return self._compile(lines, ns)
 
     def _compile(self, body: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
-        params = "_candidates, _inputs"
-        return compile_function(params, body, ns, role="autotuner router", api=self.op.api_key)
+        params = "_candidates, _inputs, _rs=None"
+        fn = compile_function(params, body, ns, role="autotuner router", api=self.op.api_key)
+        fn.takes_route_slot = True  # type: ignore[attr-defined]
+        return fn
 
     # ---- the paths the generated code hands over to --------------------------------------
 

@@ -115,6 +115,10 @@ class AutoTuner:
         #: ready-to-call entry, read and filled by the op's router (:mod:`.router`), which
         #: reads this attribute anew on each call.  Replaced together with ``_fast``.
         self.route_memo: dict[tuple, RouteEntry] = {}
+        #: Replaced right after ``route_memo``: what a dispatcher's verdict keeps with the
+        #: entry its router looked up (an entry stands while the epoch is current), so that
+        #: no verdict holds a discarded memo alive.
+        self.route_epoch = object()
         #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
@@ -284,6 +288,7 @@ class AutoTuner:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
         with a change writes into the discarded dicts, so no entry is ever stale."""
         self._fast, self.route_memo = {}, {}
+        self.route_epoch = object()  # after the memo: see the router's slot
 
     # ---- inspecting and editing the results -------------------------------------------
 

@@ -77,6 +77,9 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         # The verdict cache (see front): a checked call given a _key stores what it decided.
         "_put": op.verdict_cache.put,
         "_PASS": PASS,
+        # An auto verdict's slot for the router's entry (see route_auto): none yet.
+        "_NO_ROUTE": (None, None),
+        "_rslot": False,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = chk
@@ -224,7 +227,10 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     if _auto_cached(op):  # (candidates, drops, whether the choice warns as experimental)
         first_warns = "bool(_xok) and _ok[0] in _xok" if op.experimental_backends else "False"
         drops = "_drop" if op.experimental_backends else "()"
-        lines += ["    if _key is not None:", f"        _put(_key, (_ok, {drops}, {first_warns}))"]
+        lines += [
+            "    if _key is not None:",
+            f"        _put(_key, (_ok, {drops}, {first_warns}, [_NO_ROUTE]))",
+        ]
     if op.experimental_backends:
         lines += [
             "    _r = _state.r",
@@ -318,7 +324,7 @@ def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool)
     block += ["if not _ok:", f"    {fail}"]
     if _auto_cached(op):
         lists_x = "not _XS.isdisjoint(_ok)" if op.experimental_backends else "False"
-        block += ["if _key is not None:", f"    _put(_key, (_ok, (), {lists_x}))"]
+        block += ["if _key is not None:", f"    _put(_key, (_ok, (), {lists_x}, [_NO_ROUTE]))"]
     block.append("_state.r.suitable = _ok")
     if op.experimental_backends:
         block += ["if not _XS.isdisjoint(_ok):", "    _warnl(_api, _ok, _XS)"]

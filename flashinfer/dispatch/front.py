@@ -182,9 +182,11 @@ class Front:
             items = ", ".join(routable) + ("," if len(routable) == 1 else "")
             route = [
                 "    if _route is not None and not skip_check:",
+                "        if _rslot:",
+                f"            return _route(_ok, ({items}), _rs)",
                 f"        return _route(_ok, ({items}))",
             ]
-        lines = ["    _ok, _drop, _wx = _v", "    if _rx is None:"]
+        lines = ["    _ok, _drop, _wx, _rs = _v", "    if _rx is None:"]
         if op.experimental_backends:
             lines += [
                 "        _r = _state.r",

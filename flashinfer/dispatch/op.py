@@ -109,6 +109,12 @@ class BackendRequirementOp(ReferenceDispatcher):
         still runs for explicit backends and ``skip_check=True``.  The autotuner uses this
         (``AutoTuner.register(op, runners, direct=True)``) to save the body's call and the
         per-thread lookup of the candidates on every tuned call.
+
+        A router with a true ``takes_route_slot`` attribute is called as
+        ``router(candidates, inputs, slot)`` on a call whose verdict came from the cache:
+        ``slot`` is a one-item list kept with that verdict (``[(None, None)]`` at first),
+        where the router may keep what it looked up for the signature, so that the next
+        call of it need not look again; other calls pass no slot.
         """
         if router is not None and self.routed_inputs() is None:
             raise TypeError(
@@ -116,6 +122,9 @@ class BackendRequirementOp(ReferenceDispatcher):
                 "backends and named parameters (no *args or **kwargs)"
             )
         self._ns["_route"] = router
+        # A router that declares it takes a third argument gets the verdict's route slot
+        # (a one-item list it may fill with what it looked up for the call's signature).
+        self._ns["_rslot"] = bool(getattr(router, "takes_route_slot", False))
 
     def __repr__(self) -> str:
         return f"<backend_requirement dispatcher of {self.api_key}>"
