@@ -35,11 +35,12 @@ class InterfaceOnlyTuner:
     """Exactly :class:`~flashinfer.autotuner.router.RoutedTuner`, delegating to the real
     tuner: any other attribute the router reads raises ``AttributeError``."""
 
-    __slots__ = ("_real", "route_memo", "memo_cap", "calls")
+    __slots__ = ("_real", "route_memo", "route_epoch", "memo_cap", "calls")
 
     def __init__(self, real: Any) -> None:
         self._real = real
         self.route_memo: dict = {}
+        self.route_epoch = object()
         self.memo_cap = 4
         self.calls: list[str] = []
 
