@@ -31,7 +31,7 @@ import flashinfer
 from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.backend_dispatch import Backend, backend_requirement
 from flashinfer.dispatch.signature import MAX_PATTERNS
-from flashinfer.dispatch.verdicts import PASS, reads_tensor_data
+from flashinfer.dispatch.verdicts import PASS, reads_environment, reads_tensor_data
 from flashinfer.gating.gate import forget_unrecognised_values
 from flashinfer.kernels import INT32_MAX, reset_probe
 
@@ -429,6 +429,35 @@ def test_failures_are_never_cached_and_a_later_state_change_takes_effect() -> No
         assert _prime(MM, a, b, backend="triton") == ("body", "triton")
     with environment(**{INTERPRET: None}), pytest.raises(ValueError, match="TRITON_INTERPRET"):
         MM(a, b, backend="triton")  # the variable is part of the signature
+
+
+@pytest.mark.parametrize("declared_by", ["common_check", "checker"])
+def test_an_explicit_call_follows_the_environment_its_checks_declare(declared_by: str) -> None:
+    """An explicit call follows what the common check and its backend's checker declare;
+    a call of the other backend is decided alike whatever the variable says."""
+    var = "FLASHINFER_TEST_VERDICT_ENV"
+
+    @reads_environment(var)
+    def from_env(x: torch.Tensor, n: int = 0, backend: str = "auto") -> bool:
+        if os.environ.get(var) != "1":
+            raise ValueError(f"needs {var}=1")
+        return True
+
+    def anything(x: torch.Tensor) -> bool:
+        return True
+
+    if declared_by == "common_check":
+        fn = _op({"a": anything, "b": anything}, common_check=from_env)
+    else:
+        fn = _op({"a": from_env, "b": anything})
+    x = torch.ones(2)
+    with environment(**{var: "1"}):
+        assert _prime(fn, x, backend="a") == "a"
+    with environment(**{var: None}), pytest.raises(ValueError, match=f"needs {var}=1"):
+        fn(x, backend="a")
+    if declared_by == "checker":
+        with environment(**{var: None}):
+            assert _prime(fn, x, backend="b") == "b"
 
 
 def test_reset_probe_forgets_every_verdict() -> None:
