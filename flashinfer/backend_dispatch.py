@@ -153,8 +153,9 @@ def backend_requirement(
     the API body with ``suitable_auto_backends`` set (never a router, see
     :meth:`BackendRequirementOp.route_auto`).
 
-    What the checks decide for a call signature is cached (``api.verdict_cache``): a
-    repeated signature costs a lookup, not the checks again.  Checks must therefore decide
+    What the checks decide for an ``"auto"`` call's signature is cached
+    (``api.verdict_cache``): a repeated signature costs a lookup, not the checks again (a
+    named backend runs its two checks on every call).  Checks must therefore decide
     from the signature alone: tensor metadata (shape, strides, dtype, device), the other
     arguments' values, the capability, and the environment variables they declare with
     :func:`reads_environment`.  A check that reads tensor values or other state is marked

@@ -287,13 +287,13 @@ def _cacheable(op: Any, args: tuple, kwargs: dict) -> bool:
     bound = plan._sig.bind(*args, **kwargs)
     bound.apply_defaults()
     backend = bound.arguments.get("backend", "auto")
-    if skip_check and backend != "auto":
-        return True  # nothing to cache: an explicit skip_check call runs no check
+    if backend != "auto":  # a named backend: never cached, its checks run every call
+        return skip_check  # (with skip_check=True there is no check to run)
     unrecognised_gate = os.environ.get(GATE) not in (None, "", "0", "1")
-    if plan.experimental_backends and backend == "auto" and unrecognised_gate:
+    if plan.experimental_backends and unrecognised_gate:
         return False  # an unrecognised gate value is read (and warned about) every call
     values = [bound.arguments[n] for n in plan._sig.names]
-    return cacheable_pattern(values) is not None and backend not in plan.uncached_backends
+    return cacheable_pattern(values) is not None
 
 
 def both(op: Any, rec: Recorder, *args: Any, **kwargs: Any) -> tuple[dict, dict]:

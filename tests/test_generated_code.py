@@ -73,19 +73,18 @@ def _dispatched_op() -> Any:
 
 
 def through_dispatcher() -> Raised:
-    """A call whose verdict is cached: the public function calls the body itself."""
+    """A named backend: the public function runs its checks and calls the body itself."""
     op = _dispatched_op()
-    _catch(lambda: op(1, backend="a"))  # learns the argument types
-    _catch(lambda: op(1, backend="a"))  # caches the verdict
     error = _catch(lambda: op(1, backend="a"))
     filename = f"{GENERATED}dispatcher for {op.api_key}"
     return Raised(error, 0, filename, f"{op.__name__}_dispatcher", "return _func(x, backend)")
 
 
 def through_checking_dispatcher() -> Raised:
-    """The first call of a signature: the public function hands it to the checking path."""
+    """The first "auto" call of a signature: the public function hands it to the checking
+    path."""
     op = _dispatched_op()
-    error = _catch(lambda: op(1, backend="a"))
+    error = _catch(lambda: op(1))
     filename = f"{GENERATED}checking dispatcher for {op.api_key}"
     function = f"{op.__name__}_checking_dispatcher"
     return Raised(error, 1, filename, function, "return _func(x, backend)")

@@ -20,11 +20,10 @@ from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricte
 from flashinfer.dispatch.codegen import compile_function, render_call
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
-from flashinfer.dispatch.verdicts import PASS
 from flashinfer.gating.gate import experimental_auto_backends_allowed, gate_fast_read
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 
-__all__ = ["emit_fast_path"]
+__all__ = ["emit_fast_path", "explicit_lines"]
 
 # Frames of generated code belong to the dispatcher's public module, as they always have.
 _GENERATED_MODULE = "flashinfer.backend_dispatch"
@@ -76,7 +75,6 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_noter": note_restricted,
         # The verdict cache (see front): a checked call given a _key stores what it decided.
         "_put": op.verdict_cache.put,
-        "_PASS": PASS,
         # An auto verdict's slot for the router's entry (see route_auto): none yet.
         "_NO_ROUTE": (None, None),
         "_rslot": False,
@@ -128,6 +126,20 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         f"        return {render_call('_skip_auto', specs['__func__'])}",
         f"    {scan}",
     ]
+    lines += explicit_lines(op)
+    lines += _auto_lines(op, ns, check_common=True)
+    # With a verdict cache, the public function is the front (see front) and this one the
+    # checking path it calls on a miss.
+    return _compile(op, params, lines, ns, "checking dispatcher" if cached else "dispatcher")
+
+
+def explicit_lines(op: ReferenceDispatcher) -> list[str]:
+    """The explicit-backend part of a generated function (at function-body indent): one
+    branch per backend, each running the common check, the capability test and its checker,
+    then the body.  Never cached (see ``verdicts``): the shipped ops' explicit checks cost
+    about what reading the call's signature would."""
+    fail = _fail_call(op, check_common=True)
+    call_func = render_call("_func", op._specs["__func__"])
     # Only ops with experimental backends ever record dropped ones; each checked call
     # clears this thread's record first (an explicit branch) or rewrites it (auto).
     clear: list[str] = []
@@ -139,7 +151,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     # An explicit backend: one branch each, its checker called with its own spec.  They
     # sit under one "not auto" test, so that an "auto" call pays a single comparison.
     # A checker's ValueError goes to _fail, which names the op and backend with it.
-    lines.append("    if backend != 'auto':")
+    lines = ["    if backend != 'auto':"]
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         branch = [
             f"{'if' if i == 0 else 'elif'} backend == {name!r}:",
@@ -147,29 +159,23 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
             f"    if not {_capability_guard(i, chk)}:",
             f"        {fail}",
             "    try:",
-            f"        _v = {render_call(f'_chk{i}', specs[name])}",
+            f"        _v = {render_call(f'_chk{i}', op._specs[name])}",
             "    except _ValueError:",
             "        _v = False",
             "    if not _v:",
             f"        {fail}",
         ]
-        if cached and name not in op.uncached_backends:
-            verdict = f"_once{i}" if name in op.experimental_backends else "_PASS"
-            branch += ["    if _key is not None:", f"        _put(_key, {verdict})"]
         if name in op.experimental_backends:
             branch += [f"    if not _once{i}.warned:", f"        _warn(_api, {name!r})"]
         branch.append(f"    return {call_func}")
         lines += [f"        {c}" for c in branch]
     lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
-    lines += _auto_lines(op, ns, check_common=True)
-    # With a verdict cache, the public function is the front (see front) and this one the
-    # checking path it calls on a miss.
-    return _compile(op, params, lines, ns, "checking dispatcher" if cached else "dispatcher")
+    return lines
 
 
 def _auto_cached(op: ReferenceDispatcher) -> bool:
     """Whether the op's ``"auto"`` verdicts are cached (see ``verdicts``)."""
-    return op.verdicts_cacheable and "auto" not in op.uncached_backends
+    return op.verdicts_cacheable
 
 
 def _scan_line(op: ReferenceDispatcher) -> str:

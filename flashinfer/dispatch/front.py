@@ -1,13 +1,15 @@
 """The public dispatcher of an op whose verdicts are cached: read the signature, look it up.
 
 What ``backend_requirement`` returns, generated per op like the checking path (``emitter``)
-it stands in front of.  A call reads its signature (``signature``: unrolled for each
-argument-type pattern learnt so far), looks the verdict up in the op's cache (``verdicts``)
-and, on a hit, does what the checking path does after its checks: the per-thread records,
-the warn-once test, the choice log, then the router or the body.  A miss calls the checking
-path with the signature, which stores the verdict when the checks pass; a call that cannot
-be cached (a new pattern, an uncacheable argument, a backend whose checker reads data) calls
-it without one.
+it stands in front of.  A named backend runs its checks here, as the checking path would
+(``emitter.explicit_lines``): they cost about what reading the signature does.  A
+``backend="auto"`` call reads its signature (``signature``: unrolled for each argument-type
+pattern learnt so far), looks the verdict up in the op's cache (``verdicts``) and, on a hit,
+does what the checking path does after its selection: the per-thread records, the warn-once
+test, the choice log, then the router (with the verdict's slot, see ``route_auto``) or the
+body.  A miss calls the checking path with the signature, which stores the verdict when the
+selection succeeds; a call that cannot be cached (a new pattern, an uncacheable argument, an
+unrecognised gate value) calls it without one.
 
 A hit allocates no tensor, never synchronises a device and calls nothing of ``warnings``
 (only a once-flag test), so a cached decision can sit inside a captured region.
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flashinfer.dispatch.codegen import compile_function, render_call
+from flashinfer.dispatch.emitter import explicit_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import MAX_PATTERNS, cacheable_pattern, pattern_source
 from flashinfer.gating.gate import (
@@ -53,7 +56,6 @@ class Front:
         ns["_memo"] = op.verdict_cache.memo
         ns["_learn"] = self.learn
         ns["_Exception"] = Exception
-        ns["_NOCACHE"] = op.uncached_backends
         # The raw gate values that do not warn (bytes from os.environ's data, str elsewhere).
         quiet = (*GATE_OFF_VALUES, "1")
         ns["_GATE_VALUES"] = frozenset({None, *quiet, *(v.encode() for v in quiet)})
@@ -107,16 +109,12 @@ class Front:
             f"            return {call}",
             f"    _cc = None if _CUDA.absent else _CUDA.find({scanned})",
         ]
+        # A named backend runs its checks, as it did before the cache (see emitter).
+        lines += explicit_lines(op)
         gated = bool(op.experimental_backends)
-        # Restriction and gate matter to "auto" calls only.
-        lines += [
-            "    if backend == 'auto':",
-            "        _rx = _rfind(_api) if _RS.on else None",
-        ]
+        lines.append("    _rx = _rfind(_api) if _RS.on else None")
         if gated:
-            lines += ["        _g = _env0()", "    else:", "        _rx = _g = None"]
-        else:
-            lines += ["    else:", "        _rx = None"]
+            lines.append("    _g = _env0()")
         env = [f"_env{i}()" for i in range(1 if gated else 0, len(self.env))]
         lines.append("    try:")
         branch = "if"
@@ -139,8 +137,6 @@ class Front:
         lines += ["    except _Exception:", "        _k = None"]
         if gated:  # an unrecognised gate value warns once, on the call that reads it:
             lines += ["    if _g not in _GATE_VALUES:", "        _k = None"]  # never cached
-        if op.uncached_backends:
-            lines += ["    if _k is not None and backend in _NOCACHE:", "        _k = None"]
         lines += [
             "    if _k is None:",
             "        if skip_check:",
@@ -152,25 +148,10 @@ class Front:
             f"            return {keyed_skip}",
             f"        return {keyed}",
         ]
-        lines += self._explicit_hit(call)
         lines += self._auto_hit(call)
         ns["__name__"] = _GENERATED_MODULE
         params = sig.def_params(ns, "skip_check=False")
         return compile_function(params, lines, ns, role="dispatcher", api=op.api_key)
-
-    def _explicit_hit(self, call: str) -> list[str]:
-        """A named backend whose checks passed for this signature: the verdict is PASS, or
-        the once-flag of an experimental backend."""
-        op = self.op
-        lines = ["    if backend != 'auto':"]
-        if op.experimental_backends:
-            lines += [
-                "        if _live.dropped and (_r := _state.r).dropped:",
-                "            _r.dropped = ()",
-                "        if _v is not _PASS and not _v.warned:",
-                "            _warn(_api, backend)",
-            ]
-        return lines + [f"        return {call}"]
 
     def _auto_hit(self, call: str) -> list[str]:
         """``"auto"``: the verdict is (candidates, drops, whether it warns), recorded and

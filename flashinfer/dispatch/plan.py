@@ -94,24 +94,20 @@ class DispatchPlan:
         self._plan_verdicts()
 
     def _plan_verdicts(self) -> None:
-        """Which verdicts the cache may keep (see ``verdicts``): none for an API without
-        backends or with ``*args``/``**kwargs`` (the signature cannot be read from named
-        parameters), or whose common check or heuristic reads tensor data; otherwise all but
-        those of the backends whose checker reads data (and ``"auto"``, which runs every
-        checker and preference, if any does).  ``environment``: the variables the checks
-        declare they read (:func:`~flashinfer.dispatch.verdicts.reads_environment`)."""
+        """Whether ``"auto"`` verdicts may be cached (see ``verdicts``): not for an API
+        without backends or with ``*args``/``**kwargs`` (the signature cannot be read from
+        named parameters), nor when any check ``"auto"`` runs (common check, heuristic,
+        support checkers, preferences) reads tensor data.  ``environment``: the variables
+        the checks declare they read
+        (:func:`~flashinfer.dispatch.verdicts.reads_environment`)."""
         checks = [self.common_check, self.heuristic_func, *self.backend_checks.values()]
         checks += [prefer for prefer, _ in self._preferences.values()]
-        self.environment = declared_environment(c for c in checks if c is not None)
-        uncached = {b for b, c in self.backend_checks.items() if reads_tensor_data_marked(c)}
-        if uncached or any(reads_tensor_data_marked(p) for p, _ in self._preferences.values()):
-            uncached.add("auto")
-        self.uncached_backends = frozenset(uncached)
+        present = [c for c in checks if c is not None]
+        self.environment = declared_environment(present)
         self.verdicts_cacheable = (
             bool(self.backend_checks)
             and not self._sig.has_var
-            and not reads_tensor_data_marked(self.common_check)
-            and not reads_tensor_data_marked(self.heuristic_func)
+            and not any(reads_tensor_data_marked(c) for c in present)
         )
 
     # ---- decoration-time checks --------------------------------------------------------

@@ -1,9 +1,12 @@
 """The verdict cache: what a call signature's checks decided, kept and reused.
 
-A checked call runs the common check, the support checkers, the gate and the heuristic.  For
-a call whose signature was seen before, the generated dispatcher (see ``front``) looks up
-what they decided (the *verdict*) instead of running them again.  This is sound because the
-checks are confined to what the signature holds:
+A checked ``backend="auto"`` call runs the common check, every support checker, the gate,
+the heuristic and the preferences.  For a call whose signature was seen before, the
+generated dispatcher (see ``front``) looks up what they decided (the *verdict*: the
+candidates, the experimental backends the gate dropped) instead of running them again.  A
+call that names its backend runs its two checks (common check and checker) every time:
+measured on the shipped ops, reading the signature costs as much as they do.  The cache is
+sound because the checks are confined to what the signature holds:
 
 - each tensor argument's exact type (``torch.Tensor`` or ``torch.nn.Parameter``), shape,
   strides, dtype and device; every other argument's type and value (``None``, ``bool``,
@@ -11,15 +14,15 @@ checks are confined to what the signature holds:
   ``torch.layout``, ``torch.memory_format`` or an enum member: immutable values, compared as
   Python compares them);
 - the call's compute capability, and whether the call is ``skip_check=True``;
-- for ``backend="auto"``: the ``use_backends``/``FLASHINFER_BACKENDS`` restriction in force
-  and the raw value of ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` (ops with experimental
-  backends);
+- the ``use_backends``/``FLASHINFER_BACKENDS`` restriction in force and the raw value of
+  ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` (ops with experimental backends; a value
+  that is not recognised is never cached, so it warns as it always has);
 - the raw value of every environment variable a check declares it reads
   (:func:`reads_environment`; the Triton family's checkers declare ``TRITON_INTERPRET``).
 
 A check that reads anything else (tensor *values*, a data pointer's alignment, global state)
-is marked :func:`reads_tensor_data`: the verdicts that depend on it are never cached, and it
-runs on every call.  Calls with arguments of other types (tensor subclasses, lists, objects)
+is marked :func:`reads_tensor_data`: its op's verdicts are never cached, and it runs on every
+call.  Calls with arguments of other types (tensor subclasses, lists, objects)
 are not cached either.  Failures are never cached: a signature that fails runs the checks
 again on every call, so its error always reflects the state of that call.
 
@@ -42,7 +45,6 @@ from typing import Any, NamedTuple, TypeVar
 from flashinfer.kernels.availability import on_reset
 
 __all__ = [
-    "PASS",
     "VERDICT_CACHE_CAP",
     "VerdictCache",
     "VerdictCacheInfo",
@@ -57,18 +59,6 @@ C = TypeVar("C", bound=Callable[..., Any])
 
 VERDICT_CACHE_CAP = 4096
 """Most signatures one op's cache holds: far above the few dozen a serving loop sees."""
-
-
-class _Pass:
-    """The verdict of an explicit stable backend whose checks passed."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "PASS"
-
-
-PASS = _Pass()
 
 
 class VerdictCacheInfo(NamedTuple):
@@ -161,10 +151,9 @@ def reads_environment(*names: str) -> Callable[[C], C]:
 
 def reads_tensor_data(check: C, /) -> C:
     """Mark a check (support checker, common check, heuristic or preference) that reads
-    more than the call's signature: tensor values, a data pointer, global state.  A verdict
-    that depends on it is never cached: an explicit call of its backend, and every
-    ``"auto"`` call of its op (a common check or heuristic: every call of the op), run the
-    checks each time.  Returns the check itself."""
+    more than the call's signature: tensor values, a data pointer, global state.  Its op's
+    ``"auto"`` verdicts are never cached: every call runs the checks.  Returns the check
+    itself."""
     check._reads_tensor_data = True  # type: ignore[attr-defined]
     return check
 
