@@ -10,7 +10,6 @@ two paths are tested to agree.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,11 @@ from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricte
 from flashinfer.dispatch.codegen import compile_function, render_call
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
-from flashinfer.gating.gate import experimental_auto_backends_allowed, gate_fast_read
+from flashinfer.gating.gate import (
+    ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
+    environment_reader,
+    experimental_auto_backends_allowed,
+)
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 
 __all__ = ["emit_fast_path", "explicit_lines"]
@@ -173,11 +176,6 @@ def explicit_lines(op: ReferenceDispatcher) -> list[str]:
     return lines
 
 
-def _auto_cached(op: ReferenceDispatcher) -> bool:
-    """Whether the op's ``"auto"`` verdicts are cached (see ``verdicts``)."""
-    return op.verdicts_cacheable
-
-
 def _scan_line(op: ReferenceDispatcher) -> str:
     """The statement finding the call's capability: the first CUDA tensor among the
     scanned arguments (see ``DispatchPlan``)."""
@@ -230,7 +228,7 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     lines += _restricted_block(op, fail, check_common=check_common)
     # _fail re-runs the selection, which records this call's drops itself.
     lines += ["    if not _ok:", f"        {fail}"]
-    if _auto_cached(op):  # (candidates, drops, whether the choice warns as experimental)
+    if op.verdicts_cacheable:  # (candidates, drops, whether the choice warns as experimental)
         first_warns = "bool(_xok) and _ok[0] in _xok" if op.experimental_backends else "False"
         drops = "_drop" if op.experimental_backends else "()"
         lines += [
@@ -271,10 +269,10 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
     if op.experimental_backends:
         gate = "_gate()"
         unset = "False"
-        fast = gate_fast_read()
-        if fast is not None:  # read the variable inline; anything else goes to _gate
-            ns["_os"], ns["_environ"], genv, gkey = fast
-            ns["_gread"] = functools.partial(genv.get, gkey)  # C-level: no frame
+        gread, environ = environment_reader(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
+        if environ is not None:  # read the variable inline; anything else goes to _gate
+            ns["_os"], ns["_environ"] = environ
+            ns["_gread"] = gread  # C-level: no frame
             # Unset (the default) first, in the fewest steps; "1" next; the rest
             # (odd values warn, a replaced os.environ) through the full reader.
             unset = "(_g := _gread()) is None and _os.environ is _environ"
@@ -328,7 +326,7 @@ def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool)
         block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
         block += [f"        {c}" for c in test]
     block += ["if not _ok:", f"    {fail}"]
-    if _auto_cached(op):
+    if op.verdicts_cacheable:
         lists_x = "not _XS.isdisjoint(_ok)" if op.experimental_backends else "False"
         block += ["if _key is not None:", f"    _put(_key, (_ok, (), {lists_x}, [_NO_ROUTE]))"]
     block.append("_state.r.suitable = _ok")

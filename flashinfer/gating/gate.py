@@ -1,7 +1,7 @@
 """The gate: whether ``backend="auto"`` may pick experimental backends.
 
 Reads ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` at every call (cheaply: see
-:func:`gate_fast_read`), and warns once per distinct unrecognised value of one of
+:func:`environment_reader`), and warns once per distinct unrecognised value of one of
 flashinfer's environment variables (:func:`warn_unrecognised_once`).  Public names are
 re-exported by ``flashinfer.api_logging``; the variable's name and the words of what the
 gate says are ``messages``' (shown here under the names the package has always used).
@@ -53,11 +53,12 @@ _lock = threading.Lock()
 
 
 def gate_fast_read() -> tuple[Any, Any, dict[bytes, bytes], bytes] | None:
-    """``(os module, os.environ, its bytes dict, key)`` for generated code to read the
-    gate variable inline (POSIX only; None elsewhere).  The reader must check that
-    ``os.environ`` is still that object (replaced, e.g. by a mock, it reads through
-    :func:`experimental_auto_backends_allowed`), and leave any value but ``b"1"``,
-    ``b"0"`` or empty to that function, which warns."""
+    """``(os module, os.environ, its bytes dict, key)`` for code that reads the gate
+    variable inline (POSIX only; None elsewhere).  Kept for its import path
+    (``flashinfer.api_logging``); the generated code uses :func:`environment_reader`.
+    The reader must check that ``os.environ`` is still that object (replaced, e.g. by a
+    mock, it reads through :func:`experimental_auto_backends_allowed`), and leave any value
+    but ``b"1"``, ``b"0"`` or empty to that function, which warns."""
     if _environ_bytes is None:
         return None
     return os, _environ_object, _environ_bytes, _ENV_KEY_BYTES
