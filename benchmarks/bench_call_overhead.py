@@ -16,6 +16,12 @@ One row per op x path x shape, float32 on CPU, one thread (``torch.set_num_threa
 * ``wrapper floor``: no flashinfer code at all: a Python function taking the call's
   arguments that does one dict lookup and calls the implementation.  The least any dispatcher
   written in Python adds, on this machine, between real kernel calls: the targets' scale;
+* ``metadata floor``: the wrapper floor plus reading each tensor's shape, dtype and device and
+  looking that tuple up in a dict: the least a Python dispatcher that checks its inputs, or
+  caches what it found about them, adds (the bar under the explicit target);
+* ``signature floor``: the same with each tensor's strides too: what the verdict cache's key
+  reads (``flashinfer.dispatch.signature``), the least a metadata-keyed cache of ``"auto"``
+  verdicts adds in Python (the bar under the auto and tuned targets);
 * ``use_backends``: ``"auto"`` inside ``flashinfer.use_backends(<op>=["torch"])``;
 * ``tuned``: the key tuned once inside ``flashinfer.autotuner.autotune()``, then plain
   ``"auto"`` calls (only for an op registered with the autotuner).  The tuning runs inside
@@ -93,6 +99,8 @@ PATHS = (
     "explicit experimental",
     "skip_check",
     "wrapper floor",
+    "metadata floor",
+    "signature floor",
     "use_backends",
     "tuned",
 )
@@ -320,6 +328,24 @@ def prepare(
             return direct()
 
         return {"backend": STABLE}, Timed(lambda: floor(x, y), direct, number)
+    if path in ("metadata floor", "signature floor"):
+        # No dispatcher either, but the wrapper reads each tensor's metadata: shape, dtype
+        # and device (the least any check of the inputs reads), plus the strides for the
+        # signature a verdict cache keys on; then one dict lookup of that tuple.
+        direct, seen = op.direct(STABLE, args), {}
+        x, y = args
+
+        def metadata(a: Any, b: Any, backend: str = "auto") -> Any:
+            seen.setdefault((a.shape, a.dtype, a.device, b.shape, b.dtype, b.device), STABLE)
+            return direct()
+
+        def signature(a: Any, b: Any, backend: str = "auto") -> Any:
+            k = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
+            seen.setdefault(k, STABLE)
+            return direct()
+
+        keyed = signature if path == "signature floor" else metadata
+        return {"backend": STABLE}, Timed(lambda: keyed(x, y), direct, number)
     if path in ("auto", "use_backends"):
         within: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
         if path == "use_backends":
