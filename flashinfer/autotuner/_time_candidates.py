@@ -37,6 +37,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from flashinfer.autotuner._settings import check_switch_margin
 from flashinfer.autotuner._state import progress_callback
 from flashinfer.autotuner._stats import describe_tactic
 from flashinfer.autotuner._types import (
@@ -99,7 +100,7 @@ class TimingSettings(Protocol):
 
     warmup: int
     repeat: int
-    budget_s: float
+    budget_s: float | None
     switch_margin: float
 
 
@@ -191,7 +192,10 @@ def _spread(iqr_s: float | None) -> str:
 def pick(medians: Sequence[tuple[int, float]], margin: float) -> tuple[int, int]:
     """``(picked, fastest)``: indices of the earliest pair whose median is within
     ``margin`` of the fastest, and of the fastest (earliest of equals).  ``medians`` is
-    ``(index, median)`` in plan order, not empty."""
+    ``(index, median)`` in plan order, not empty.  ``margin`` is a finite number >= 0
+    (else ``ValueError``/``TypeError`` naming ``AutoTuner.switch_margin``): with a negative
+    or NaN one no pair would qualify."""
+    margin = check_switch_margin(margin)
     fastest = min(medians, key=lambda item: item[1])
     bound = fastest[1] * (1.0 + margin)
     picked = next(i for i, median in medians if median <= bound)

@@ -64,18 +64,25 @@ def measure(
     interquartile range of the timed calls as ``.iqr_s`` (see :class:`Median`).
 
     ``repeat`` timed calls are made, fewer when the warm-up shows that they would take more
-    than ``budget_s`` (at least one).  Exceptions from ``fn`` propagate.
+    than ``budget_s`` (at least one).  Exceptions from ``fn`` propagate.  ``ValueError``
+    before any call for ``repeat < 1`` (no timed call has no median) or ``warmup < 0``.
     """
+    if repeat < 1 or warmup < 0:
+        raise ValueError(
+            f"measure(): repeat must be at least 1 and warmup at least 0, got repeat={repeat!r}, "
+            f"warmup={warmup!r} (see AutoTuner.repeat and AutoTuner.warmup)"
+        )
     cuda = _uses_cuda(inputs)
     start = time.perf_counter()
-    for _ in range(max(warmup, 0)):
+    for _ in range(warmup):
         fn()
     if cuda:
         torch.cuda.synchronize()
     if warmup > 0 and budget_s is not None:
         per_call = (time.perf_counter() - start) / warmup
-        if per_call > 0:
-            repeat = max(1, min(repeat, int(budget_s / per_call)))
+        fits = budget_s / per_call if per_call > 0 else repeat
+        if fits < repeat:  # False for an infinite (or NaN) budget: no int() of it
+            repeat = max(1, int(fits))
     times: list[float] = []
     if cuda:
         events = [

@@ -45,6 +45,15 @@ from typing import Any
 
 from flashinfer.autotuner import distributed as _group
 from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
+from flashinfer.autotuner._settings import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_REPEAT,
+    DEFAULT_WARMUP,
+    check_budget_s,
+    check_repeat,
+    check_switch_margin,
+    check_warmup,
+)
 from flashinfer.autotuner._skip_ops import resolve_skip_ops
 from flashinfer.autotuner._state import (
     BlockTokens,
@@ -124,16 +133,60 @@ class AutoTuner:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tune_lock = threading.RLock()
-        #: Untimed calls before timing, and timed calls (the median is kept).
-        self.warmup = 1
-        self.repeat = 5
-        #: Seconds of timed calls per (backend, tactic) at most (``repeat`` shrinks to fit).
-        self.budget_s = 1.0
-        #: The default (first candidate, default tactic) is kept unless another pair is
-        #: faster by more than this fraction; near-ties go to the earlier pair.
-        self.switch_margin = DEFAULT_SWITCH_MARGIN
+        # The timing settings: properties that check each value (see _settings).
+        self._warmup = DEFAULT_WARMUP
+        self._repeat = DEFAULT_REPEAT
+        self._budget_s: float | None = DEFAULT_BUDGET_S
+        self._switch_margin = DEFAULT_SWITCH_MARGIN
         #: What was tuned, loaded and served, per op (:meth:`stats`).
         self.stats_book = StatsBook()
+
+    # ---- the timing settings (each checked at the assignment) -------------------------
+
+    @property
+    def warmup(self) -> int:
+        """Untimed calls of each (backend, tactic) before it is timed (default 1; 0: none).
+        An int >= 0: anything else raises ``TypeError``/``ValueError`` at the assignment."""
+        return self._warmup
+
+    @warmup.setter
+    def warmup(self, value: int) -> None:
+        self._warmup = check_warmup(value)
+
+    @property
+    def repeat(self) -> int:
+        """Timed calls of each (backend, tactic); their median is compared (default 5,
+        fewer when ``budget_s`` runs out, never fewer than one).  An int >= 1: anything else
+        raises ``TypeError``/``ValueError`` at the assignment."""
+        return self._repeat
+
+    @repeat.setter
+    def repeat(self, value: int) -> None:
+        self._repeat = check_repeat(value)
+
+    @property
+    def budget_s(self) -> float | None:
+        """Seconds of timed calls per (backend, tactic) at most: ``repeat`` shrinks to fit,
+        as the warm-up calls show (default 1.0; None: no budget).  A finite number > 0 or
+        None: anything else raises ``TypeError``/``ValueError`` at the assignment."""
+        return self._budget_s
+
+    @budget_s.setter
+    def budget_s(self, value: float | None) -> None:
+        self._budget_s = check_budget_s(value)
+
+    @property
+    def switch_margin(self) -> float:
+        """The default (first candidate, default tactic) is kept unless another (backend,
+        tactic) is faster by more than this fraction; a near-tie goes to the earlier pair
+        (default 0.03, i.e. 3 %; 0.0 always takes the fastest median).  A finite number
+        >= 0: anything else (negative, NaN, infinite, a string, None, a bool) raises
+        ``ValueError``/``TypeError`` at the assignment, naming the setting."""
+        return self._switch_margin
+
+    @switch_margin.setter
+    def switch_margin(self, value: float) -> None:
+        self._switch_margin = check_switch_margin(value)
 
     # ---- the singleton and registration -----------------------------------------------
 
