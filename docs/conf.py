@@ -12,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # document the checkout, also without `pip install -e .`
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # directives that render pages from the code
 
 # Examples run on CPU tensors; Triton kernels (if an example reaches one) run interpreted.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -31,11 +32,12 @@ extensions = [
     "sphinx.ext.doctest",
     "sphinx.ext.napoleon",  # the operators' docstrings use Google style (Args:, Returns:)
     "myst_parser",
+    "flashinfer_reference",  # docs/_ext: the settings and CLI pages, rendered from the code
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "requirements.txt"]
+exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "requirements.txt"]
 
 # No network: intersphinx is deliberately not enabled.
 

@@ -1,0 +1,133 @@
+"""Sphinx directives that render reference pages from the code, so that they cannot drift.
+
+``.. flashinfer-environment::`` renders :data:`flashinfer.settings.ENVIRONMENT` (every
+environment variable the package reads); ``.. flashinfer-cli::`` renders the ``flashinfer``
+command's parser (``flashinfer.cli.build_parser``): every sub-command, argument and option.
+The text comes from :func:`environment_rst` and :func:`cli_rst`, which the tests also call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+from sphinx.util.nodes import nested_parse_with_titles
+
+
+def _literal(text: str) -> str:
+    return f"``{text}``"
+
+
+_QUOTED = re.compile(r"(?<![A-Za-z])'([^'\s]+)'")
+_OPTION = re.compile(r"(?<![\w`-])(--[a-z][a-z-]*)")
+_BACKTICKED = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+
+
+def _text(plain: str) -> str:
+    """Plain text (the table's, argparse's) as reST: quoted values and options as literals
+    (else reST's smart quotes would turn ``--force`` into a dash)."""
+    plain = _BACKTICKED.sub(r"``\1``", plain)
+    return _OPTION.sub(r"``\1``", _QUOTED.sub(r"``\1``", plain))
+
+
+def environment_rst() -> list[str]:
+    """One section per variable: its summary, then a field list of the table's columns."""
+    from flashinfer.settings import ENVIRONMENT
+
+    lines: list[str] = []
+    for row in ENVIRONMENT:
+        lines += [row.name, "-" * len(row.name), "", _text(row.summary), ""]
+        fields = [
+            ("Values", _text(row.values)),
+            ("Default", _text(row.default)),
+            ("Read", _text(row.read_when)),
+            ("A bad value", _text(row.bad_value)),
+            ("Read by", ", ".join(_literal(m) for m in row.read_by)),
+        ]
+        if row.topic:
+            fields.append(("More", f":doc:`{row.topic}`"))
+        lines += [f":{name}: {text}" for name, text in fields]
+        lines.append("")
+    return lines
+
+
+def _option_line(action: argparse.Action) -> str:
+    if action.option_strings:
+        names = ", ".join(action.option_strings)
+        if action.nargs == 0:
+            return _literal(names)
+        metavar = action.metavar or action.dest.upper()
+        return _literal(f"{names} {metavar}")
+    return _literal(action.metavar or action.dest)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> list[str]:
+    lines: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) or action.dest == "help":
+            continue
+        text = (action.help or "").replace("%(prog)s", parser.prog).strip()
+        if text and text[-1] not in ".:;!?":
+            text += "."
+        if action.choices:
+            text += " Choices: " + ", ".join(_literal(str(c)) for c in action.choices) + "."
+        shown = action.default not in (None, False, argparse.SUPPRESS)
+        if shown and action.option_strings and "default" not in text.lower():
+            text += f" Default: {_literal(str(action.default))}."
+        lines += [f"* {_option_line(action)}: {_text(text.strip())}"]
+    return lines
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def cli_rst() -> list[str]:
+    """The command's usage and options, then one section per sub-command."""
+    from flashinfer.cli import build_parser
+
+    parser = build_parser()
+    lines = ["Usage::", "", "    " + parser.format_usage().strip(), ""]
+    lines += _arguments(parser) + [""]
+    for name, sub in _subcommands(parser).items():
+        title = f"flashinfer {name}"
+        lines += [title, "-" * len(title), "", _text((sub.description or "").strip()), ""]
+        lines += ["Usage::", ""]
+        lines += ["    " + line for line in sub.format_usage().strip().splitlines()]
+        lines += [""] + _arguments(sub) + [""]
+        if sub.epilog:
+            lines += ["::", ""] + ["    " + line for line in sub.epilog.splitlines()] + [""]
+    return lines
+
+
+class _Rendered(Directive):
+    has_content = False
+    render: Any = None
+
+    def run(self) -> list[Any]:
+        text = StringList(type(self).render(), source="flashinfer_reference")
+        container = nodes.section()
+        container.document = self.state.document
+        nested_parse_with_titles(self.state, text, container)
+        return list(container.children)
+
+
+class EnvironmentDirective(_Rendered):
+    render = staticmethod(environment_rst)
+
+
+class CliDirective(_Rendered):
+    render = staticmethod(cli_rst)
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("flashinfer-environment", EnvironmentDirective)
+    app.add_directive("flashinfer-cli", CliDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

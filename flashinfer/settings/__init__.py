@@ -1,0 +1,13 @@
+"""Every setting the package reads from its environment, in one table.
+
+``environment``: one :class:`~flashinfer.settings.environment.EnvironmentVariable` per variable
+(name, values, default, when it is read, what a bad value does, the modules that read it).
+``docs/configuration.rst`` is rendered from it, and a test fails when the package reads a
+``FLASHINFER_*`` or ``TRITON_*`` variable that the table does not list.
+"""
+
+from __future__ import annotations
+
+from flashinfer.settings.environment import ENVIRONMENT, EnvironmentVariable, environment_variable
+
+__all__ = ["ENVIRONMENT", "EnvironmentVariable", "environment_variable"]

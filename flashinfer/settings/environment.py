@@ -1,0 +1,145 @@
+"""The table of environment variables the package reads (``docs/configuration.rst``).
+
+The modules that read a variable keep their own constant for its name; this table is where a
+user finds them all.  ``tests/test_settings_table.py`` keeps the two in step: every
+``FLASHINFER_*``/``TRITON_*`` name in the package's source is a row here, and each row's
+``read_by`` modules do name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ENVIRONMENT", "EnvironmentVariable", "environment_variable"]
+
+
+@dataclass(frozen=True)
+class EnvironmentVariable:
+    """One environment variable: what a user sets, and what the package does with it."""
+
+    name: str
+    summary: str
+    """What it is for, in one sentence."""
+    values: str
+    """The values it accepts and what each means."""
+    default: str
+    """What holds when it is unset."""
+    read_when: str
+    """When the package reads it, so when a change takes effect."""
+    bad_value: str
+    """What a value outside :attr:`values` does."""
+    read_by: tuple[str, ...]
+    """The modules that read it (dotted names), the one that names it first."""
+    topic: str = ""
+    """The documentation page that says more (a Sphinx document name), if any."""
+
+
+ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
+    EnvironmentVariable(
+        name="FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS",
+        summary="Lets backend='auto' and the autotuner choose experimental backends.",
+        values="'1': on.  '0', empty or unset: off.",
+        default="off: automatic selection uses stable backends only",
+        read_when="at every backend='auto' call of an API that has experimental backends, "
+        "and by the autotuner when it lists candidates; a change takes effect on the next call",
+        bad_value="warns once per distinct value (RuntimeWarning naming the variable and the "
+        "accepted values) and counts as off",
+        read_by=(
+            "flashinfer.gating.messages",
+            "flashinfer.gating.gate",
+            "flashinfer.autotuner.distributed.agreement",
+            "flashinfer.cli.common",
+        ),
+        topic="experimental",
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_BACKENDS",
+        summary="Restricts backend='auto' to listed backends, per API, for the whole process.",
+        values="API=BACKEND[,BACKEND...] for each API, joined by ';' (e.g. "
+        "'mm=triton,torch;rmsnorm=torch'); the order is the priority",
+        default="no restriction",
+        read_when="once per process, at the first automatic selection; a use_backends "
+        "block overrides it for the APIs the block names",
+        bad_value="a value that does not parse, or names an unknown API or backend, warns once "
+        "and is ignored as a whole (nothing is restricted)",
+        read_by=("flashinfer.dispatch.restrictions",),
+        topic="backend_control",
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_EXPERIMENTAL_WARNINGS",
+        summary="The warning filter action for ExperimentalWarning, from the command line.",
+        values="'default', 'error', 'ignore', 'always', 'module' or 'once' (Python's filter "
+        "actions); empty or unset: Python's own filters decide",
+        default="unset: each experimental API and backend warns once per process",
+        read_when="each time an ExperimentalWarning is issued",
+        bad_value="warns once (RuntimeWarning naming the variable and the accepted values) and "
+        "is ignored",
+        read_by=("flashinfer.gating.warn_once",),
+        topic="experimental",
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_LOGLEVEL",
+        summary="Logs calls of the stable APIs to the 'flashinfer.api' logger.",
+        values="an integer: 0 off; 1 to 2 each call's name; 3 or more also its arguments "
+        "(tensors as shape, dtype and device)",
+        default="0: the APIs are not wrapped, so logging costs nothing per call",
+        read_when="when each API is defined, i.e. when its module is first imported; set it "
+        "before the first use of flashinfer's operators",
+        bad_value="a value that is not an integer counts as 0, silently",
+        read_by=("flashinfer.gating.stable_marker",),
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_DISPATCH_LOG",
+        summary="Also prints the backend choice log ('flashinfer.dispatch' logger) to stderr.",
+        values="'1': print each change of an API's chosen backend to stderr.  '0', empty or "
+        "unset: only the logger",
+        default="off",
+        read_when="once, when flashinfer's dispatcher is imported",
+        bad_value="warns once (RuntimeWarning) and counts as '0'",
+        read_by=("flashinfer.dispatch.choice_log",),
+        topic="backend_control",
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_AUTOTUNER_LOG",
+        summary="Also prints the autotuner's log (every timing, failure and pick) to stderr.",
+        values="'1': print to stderr as well as to the 'flashinfer.autotuner' logger",
+        default="off: the 'flashinfer.autotuner' logger only (DEBUG level)",
+        read_when="at each line the autotuner logs",
+        bad_value="any value other than '1' counts as off, silently",
+        read_by=("flashinfer.autotuner._time_candidates",),
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_CLI_TRACEBACK",
+        summary="Adds the Python traceback to the flashinfer command's one-line runtime errors.",
+        values="'1': print the traceback after the error line",
+        default="off: one line on stderr",
+        read_when="when a sub-command fails at run time (exit status 1)",
+        bad_value="any value other than '1' counts as off, silently",
+        read_by=("flashinfer.cli",),
+    ),
+    EnvironmentVariable(
+        name="TRITON_INTERPRET",
+        summary="Triton's own switch: run Triton kernels through its interpreter, on CPU "
+        "tensors (slowly).",
+        values="'1' (Triton also takes 'true', 'on', 'yes'): interpret",
+        default="off: Triton kernels need a CUDA device",
+        read_when="by Triton when it is imported (set it before the first import of triton); "
+        "by flashinfer's Triton support checks at each check, and by 'flashinfer backends'",
+        bad_value="any other value: Triton compiles for the GPU; on a CPU-only machine the "
+        "Triton backends report that they cannot run",
+        read_by=(
+            "flashinfer.kernels.availability",
+            "flashinfer.cli.backends",
+        ),
+        topic="installation",
+    ),
+)
+
+
+def environment_variable(name: str) -> EnvironmentVariable:
+    """The row of ``name``; ``KeyError`` naming the listed variables when there is none."""
+    for row in ENVIRONMENT:
+        if row.name == name:
+            return row
+    listed = ", ".join(row.name for row in ENVIRONMENT)
+    raise KeyError(f"{name!r} is not a variable flashinfer reads; it reads: {listed}")
