@@ -111,7 +111,7 @@ def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
     wrapper = compile_function(
         declared,
         [
-            "    if not _flag.warned and _flag.claim():",
+            "    if not _flag.warned:",
             "        _first()",
             *(f"    {line}".format(call=call) for line in body),
         ],
@@ -168,7 +168,7 @@ def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
     passes_on = original_new is not object_new  # the class's own __new__, or a marked base's
 
     def __new__(klass: type, /, *args: Any, **kwargs: Any) -> Any:
-        if not flag.warned and flag.claim():
+        if not flag.warned:
             issue_experimental_warning(flag, message)
         if passes_on:
             return original_new(klass, *args, **kwargs)
@@ -250,11 +250,13 @@ def flashinfer_experimental_api(
 
     The marked API always runs: calling it is the opt-in.  Its first call in the process
     emits one :class:`ExperimentalWarning`, pointing at the caller's line; later calls are
-    silent, also under many threads.  If a warning filter turns that warning into an error,
-    every call raises it, not only the first.  Classes warn at the first instantiation of
-    the class or of a subclass (the marker wraps ``__new__``); ``async def`` functions,
-    generators and async generators stay what they are (``inspect.iscoroutinefunction`` and
-    its siblings still answer True) and warn when their body first runs.
+    silent, also under many threads (a call arriving while the first one warns waits for
+    it, so none runs before the warning was issued).  If a warning filter turns that
+    warning into an error, every call raises it, not only the first.  Classes warn at the
+    first instantiation of the class or of a subclass (the marker wraps ``__new__``);
+    ``async def`` functions, generators and async generators stay what they are
+    (``inspect.iscoroutinefunction`` and its siblings still answer True) and warn when
+    their body first runs.
 
     The marker sets ``is_experimental = True``, ``experimental_feature`` and
     ``experimental_info`` on the wrapper and on the original, prepends a banner to the
