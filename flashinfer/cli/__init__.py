@@ -12,9 +12,11 @@ Sub-commands::
                                         what backend='auto' would pick for each shape, and why
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),
-``2`` a usage error (unknown command, op or dtype, malformed shape, CUDA asked for on a
-machine without it, an unusable ``--cache``), ``130`` interrupted (``autotune`` saves the
-shapes already tuned first).  Errors are one line on stderr, starting ``flashinfer: error:`` (or
+``2`` a usage error (unknown command, op or dtype, malformed shape, a shape no tensor can
+have, CUDA asked for on a machine without it, an unusable ``--cache``), ``130`` interrupted
+(``autotune`` saves the shapes already tuned first), ``141`` the output was closed early
+(``flashinfer backends --json | head``): as for a Unix tool killed by ``SIGPIPE``, nothing is
+written to stderr.  Errors are one line on stderr, starting ``flashinfer: error:`` (or
 ``flashinfer <command>: error:``); ``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a
 runtime failure.
 
@@ -33,14 +35,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from flashinfer.cli.autotune import add_autotune_parser
 from flashinfer.cli.backends import _cmd_backends
 from flashinfer.cli.common import PROG, UsageError, _gate_line, _gate_state
 from flashinfer.cli.explain import add_explain_parser
 
-__all__ = ["UsageError", "build_parser", "main"]
+__all__ = ["EXIT_CLOSED_PIPE", "UsageError", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="flashinfer: inspect backends, tune kernels, list experimental features, "
         "explain backend choices.",
+        epilog="exit status: 0 success, 1 runtime failure, 2 usage error, 130 interrupted, "
+        "141 output closed early (e.g. by `| head`; the command finishes its work first)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -124,8 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``flashinfer`` command with ``argv`` (default ``sys.argv[1:]``); return the
-    exit code: 0 success, 1 runtime failure, 2 usage error."""
-    out, err = sys.stdout, sys.stderr
+    exit code: 0 success, 1 runtime failure, 2 usage error, 130 interrupted, 141 the output
+    was closed early (:data:`EXIT_CLOSED_PIPE`)."""
+    out, err = _Output(sys.stdout), _Output(sys.stderr)
+    code = _run(argv, cast(TextIO, out), cast(TextIO, err))
+    # Output to a pipe is buffered: a reader that left early may show only now.
+    out.flush()
+    err.flush()
+    if code == 0 and (out.reader_left or err.reader_left):
+        return EXIT_CLOSED_PIPE
+    return code
+
+
+def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -153,6 +168,75 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc(file=err)
         return 1
+
+
+# --------------------------------------------------------------------------------------
+# Output closed early (``flashinfer backends --json | head``)
+# --------------------------------------------------------------------------------------
+
+EXIT_CLOSED_PIPE = 128 + 13
+"""Exit status of a command that succeeded but whose reader closed its output early: 141,
+what a shell reports for a program killed by ``SIGPIPE`` (``yes | head``), so that ``set -o
+pipefail`` scripts see what they see of any Unix tool.  Nothing is written to stderr."""
+
+
+def _closed_pipe(stream: Any) -> bool:
+    """Whether ``stream`` writes to a pipe whose reader has gone (``poll`` reports an error
+    or a hang-up on it); ``True`` where that cannot be asked (no ``poll``), ``False`` for a
+    stream without a file descriptor."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(fd, 0)  # errors and hang-ups are reported whatever the mask
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
+class _Output:
+    """The command's stdout or stderr: once the reader of the pipe behind it has gone, what
+    is written is dropped instead of raising ``BrokenPipeError``, so the command finishes
+    its work (``autotune`` still saves what it tuned) and ends quietly; ``main`` then
+    returns :data:`EXIT_CLOSED_PIPE`.  A ``BrokenPipeError`` of any other pipe is raised."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.reader_left = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_left:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError as exc:
+                self._reader_gone(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_left:
+            try:
+                self._stream.flush()
+            except BrokenPipeError as exc:
+                self._reader_gone(exc)
+
+    def _reader_gone(self, exc: BrokenPipeError) -> None:
+        if not _closed_pipe(self._stream):
+            raise exc  # not a reader that left: a failure of its own
+        self.reader_left = True
+        # What the stream still buffers goes to the null device at exit, quietly (instead
+        # of Python's "Exception ignored ... BrokenPipeError").
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 if __name__ == "__main__":  # pragma: no cover
