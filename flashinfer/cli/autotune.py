@@ -18,8 +18,10 @@ What it promises (``flashinfer autotune --help`` says the same):
 * progress (a ``tqdm`` bar on stderr) fits in 80 columns;
 * entries of the file measured on other machines or software (their fingerprint differs)
   are counted in a warning, not used, and written back untouched;
-* a bad ``--cache`` (empty, a directory, an unwritable directory, a file of a newer schema
-  version) is a usage error before anything is timed.
+* a bad ``--cache`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
+  device; in a missing or unwritable directory; a file of a newer schema version) is a
+  usage error before anything is timed, worded as the API words it where the API refuses
+  it too; a symbolic link's target is written and the link kept.
 """
 
 from __future__ import annotations
@@ -100,18 +102,22 @@ def _parse_shapes(text: str, target: _TuneTarget) -> list[tuple[int, ...]]:
 
 def _check_cache_path(path: str) -> str:
     """``--cache`` must name a file the command can write, and whose results it can merge:
-    found out before anything is timed, not after."""
+    found out before anything is timed, not after.  A path the API refuses (it names a
+    directory, a FIFO, a socket or a device, or lies in a missing directory) is refused
+    with the API's own message."""
     from flashinfer.autotuner import AutotuneCacheError, check_mergeable
+    from flashinfer.autotuner.cache.format import _cache_path
+    from flashinfer.autotuner.cache.paths import resolved
 
     if not path:
         raise UsageError("--cache: the path is empty; name a file, e.g. --cache tuned.json")
     if "\0" in path:
         raise UsageError("--cache: the path contains a NUL character")
-    if os.path.isdir(path) or path.endswith((os.sep, "/")):
-        raise UsageError(f"--cache {path}: names a directory; name a file in it, e.g. tuned.json")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UsageError(f"--cache {path}: directory {directory} does not exist")
+    try:
+        _cache_path(path)
+    except AutotuneCacheError as exc:
+        raise UsageError(f"--cache: {exc}") from None
+    directory = os.path.dirname(resolved(path))
     if not os.access(directory, os.W_OK | os.X_OK):
         raise UsageError(
             f"--cache {path}: directory {directory} is not writable (the file is replaced "

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from flashinfer.autotuner._types import Choice, TunedResults, is_number, is_real_time
+from flashinfer.autotuner.cache.paths import PathProblem, not_regular, path_problem
 from flashinfer.autotuner.fingerprint import (
     FIELDS,
     WILDCARD,
@@ -54,9 +56,12 @@ class AutotuneCacheWarning(UserWarning):
 
 @exposed_in("flashinfer.autotuner.cache")
 class AutotuneCacheError(ValueError):
-    """Saving would lose results another flashinfer can use (a file of another schema
-    version): nothing was written.  ``path`` and ``reason`` (what the file holds) are
-    attributes, for callers that word their own message."""
+    """A tuning file cannot be used as asked, found before any work: saving would lose
+    results another flashinfer can use (a file of another schema version), or the path
+    cannot be a tuning file (it names a directory, a FIFO, a socket or a device, or lies in
+    a directory that does not exist).  Nothing was read or written.  ``path`` and
+    ``reason`` (what the file holds, or what the path names) are attributes, for callers
+    that word their own message."""
 
     def __init__(self, message: str, *, path: str = "", reason: str = "") -> None:
         super().__init__(message)
@@ -209,15 +214,38 @@ def _shown_version(version: Any) -> str:
     return _short(repr(version), 24)
 
 
-def _cache_path(path: str | os.PathLike[str]) -> str:
-    """``path`` as a string; ``ValueError`` for an empty one (it would name the working
-    directory, and its lock ``.lock`` there)."""
+def _cache_path(path: str | os.PathLike[str], *, writing: bool = True) -> str:
+    """``path`` as a string, checked before any work: ``ValueError`` for an empty one (it
+    would name the working directory, and its lock ``.lock`` there), and
+    :class:`AutotuneCacheError` for one that cannot be a tuning file (one message, from
+    :func:`.paths.path_problem`): it exists and is not a regular file, or (``writing``: it
+    will be saved to, as by ``autotune(cache=path)``) its directory does not exist.  Opens
+    nothing, creates nothing."""
     text = os.fspath(path)
     if not isinstance(text, str):
         raise TypeError(f"autotune cache path must be a str or os.PathLike[str], not {path!r}")
     if not text:
         raise ValueError("autotune cache path is empty; name a file, e.g. 'tuned.json'")
+    problem = path_problem(text, writing=writing)
+    if problem is not None:
+        raise _path_error(problem)
     return text
+
+
+def _path_error(problem: PathProblem) -> AutotuneCacheError:
+    return AutotuneCacheError(problem.message, path=problem.path, reason=problem.reason)
+
+
+def _read_bytes(path: str) -> bytes:
+    """The bytes of the tuning file ``path`` (``FileNotFoundError`` if there is none).  Opened
+    without blocking and checked once open, so a path that became a FIFO or a device after
+    :func:`_cache_path` looked is refused (:class:`AutotuneCacheError`), never read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with open(fd, "rb", closefd=True) as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise _path_error(not_regular(path, mode))
+        return f.read()
 
 
 def _strict_json(value: Any) -> bool:

@@ -3,7 +3,8 @@ registered ops, their runners and tactic spaces, and the experimental gate.
 
 What is skipped, and why, is described in :mod:`flashinfer.autotuner.cache` (the public
 home of :func:`~flashinfer.autotuner.load_configs` and :class:`LoadReport`).  Reads only:
-never writes, locks nor creates a file.
+never writes, locks nor creates a file, and never opens a path that is not a regular file
+(a FIFO would block the read: :mod:`.paths`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from flashinfer.autotuner.cache.format import (
     _median_seconds,
     _normalise,
     _parse,
+    _read_bytes,
     _read_entry,
     _short,
     _shown_version,
@@ -92,10 +94,8 @@ def _load_op_modules() -> None:
 
 def load_into(tuner: TunedResults, path: str | os.PathLike[str]) -> LoadReport:
     """:meth:`AutoTuner.load_configs` (see :func:`load_configs`)."""
-    path = _cache_path(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    return load_data(tuner, path, data)
+    path = _cache_path(path, writing=False)
+    return load_data(tuner, path, _read_bytes(path))
 
 
 def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:

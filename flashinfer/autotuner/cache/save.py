@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import stat
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,9 +34,11 @@ from flashinfer.autotuner.cache.format import (
     _entry,
     _key_identity,
     _parse,
+    _read_bytes,
     _shown_version,
     _strict_json,
 )
+from flashinfer.autotuner.cache.paths import create_temporary, remove_stale_temporaries, resolved
 from flashinfer.autotuner.fingerprint import (
     flashinfer_version,
     loaded_fingerprint,
@@ -81,13 +83,12 @@ def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
     )
 
 
-def _read_existing(path: str) -> _Existing:
+def _read_existing(path: str, shown: str | None = None) -> _Existing:
     """The entries of the file at ``path`` a merge keeps; raises :class:`AutotuneCacheError`
-    for a file of another schema version, and ``OSError`` for one that exists but cannot
-    be read (never overwritten blind)."""
+    for a file of another schema version (naming it ``shown``, the path the caller gave),
+    and ``OSError`` for one that exists but cannot be read (never overwritten blind)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_bytes(path)
     except FileNotFoundError:
         return _Existing()
     if not data.strip():  # an empty file (touch, mktemp) holds nothing to keep
@@ -96,7 +97,7 @@ def _read_existing(path: str) -> _Existing:
     if doc is None:
         return _Existing(unreadable=error)
     if doc["schema_version"] not in READABLE_SCHEMAS:
-        raise _refusal(path, doc)
+        raise _refusal(path if shown is None else shown, doc)
     kept = _Existing()
     for raw in _entries(doc):  # a schema-1 file's stamped with its header's versions
         if not isinstance(raw, dict):
@@ -112,9 +113,11 @@ def _read_existing(path: str) -> _Existing:
 
 def check_mergeable(path: str | os.PathLike[str]) -> None:
     """Raise :class:`AutotuneCacheError` if saving to ``path`` with ``merge=True`` would be
-    refused (a file of another schema version), so a caller can learn it before tuning.
-    Reads only."""
-    _read_existing(_cache_path(path))
+    refused, so a caller can learn it before tuning: a file of another schema version, or
+    a path that cannot be a tuning file (it exists and is not a regular file, or its
+    directory does not exist).  Reads only."""
+    path = _cache_path(path)
+    _read_existing(resolved(path), path)
 
 
 @contextlib.contextmanager
@@ -127,21 +130,37 @@ def _file_lock(path: str) -> Iterator[None]:
 
 
 def _current_umask() -> int:
-    mask = os.umask(0)
+    """The process's umask; read from ``/proc`` where it can be, since setting it to read it
+    back would give a file another thread creates meanwhile the wrong mode."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
 
+def _mode_for(path: str) -> int:
+    """The permission bits a save gives ``path``: the file's own (a ``0600`` file stays
+    ``0600``), or, for a new file, ``0666`` less the umask, as ``open()`` would."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_current_umask()
+
+
 def _atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    """Write ``text`` to ``path`` (a resolved path: no link) through a temporary file beside
+    it, keeping its mode."""
+    fd, tmp = create_temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -194,15 +213,26 @@ def _merge(entries: list[CacheEntry], ours: list[tuple[CacheEntry, bool]]) -> di
 
 
 def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool = True) -> int:
-    """:meth:`AutoTuner.save_configs` (see :func:`save_configs`)."""
+    """:meth:`AutoTuner.save_configs` (see :func:`save_configs`).
+
+    The path is checked before any work (:func:`._cache_path`); the file written, locked
+    (``<file>.lock``) and merged with is the one a symbolic link names (:func:`.resolved`),
+    so the link stays and every writer of one file, through a link or not, takes one lock.
+    Holding the lock, the save removes the temporaries killed saves of the file left
+    (:func:`.remove_stale_temporaries`), and checks the path again: it may have changed
+    kind since.
+    """
     path = _cache_path(path)
+    target = resolved(path)
     ours = []
     for key, choice in tuner.choices().items():
         loaded = loaded_fingerprint(tuner, key, choice)
         fingerprint = process_fingerprint(key) if loaded is None else loaded
         ours.append((_entry(key, choice, tuner, fingerprint), loaded is None))
-    with _file_lock(path):
-        existing = _read_existing(path) if merge else _Existing()
+    with _file_lock(target):
+        _cache_path(path)
+        remove_stale_temporaries(target)
+        existing = _read_existing(target, path) if merge else _Existing()
         merged = _merge(existing.entries, ours)
         doc: CacheDocument = {
             "schema_version": SCHEMA_VERSION,
@@ -210,6 +240,6 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
             "torch_version": torch.__version__,
             "entries": sorted(merged.values(), key=_canonical),
         }
-        _atomic_write(path, _dumps(doc))
+        _atomic_write(target, _dumps(doc))
     _warn_replaced(path, existing, len(merged))
     return len(merged)
