@@ -33,14 +33,37 @@ result tuned (or set) in this process is stamped with this process's.
 it to schema 2 keeping every entry: its entries read as stamped with the flashinfer and torch
 versions the file's header records, the fields it lacks matching anything.
 
+**The path** is checked before any work (before tuning, loading or locking), by
+:func:`save_configs`, :func:`load_configs`, :func:`check_mergeable`, ``autotune(cache=path)``
+(when the block is made) and ``flashinfer autotune --cache`` alike, with one message that
+names the path, what it is and what to do (:class:`AutotuneCacheError`, a ``ValueError``):
+
+* a path that exists and is not a regular file (a directory, a FIFO, a socket, a character
+  or block device; directly or through symbolic links) is refused, found with ``os.stat``:
+  nothing opens it (opening a FIFO would block);
+* a path to be written (a save, ``autotune(cache=path)``) whose directory does not exist is
+  refused, naming the directory: flashinfer creates no directories.  Loading only reads: a
+  missing file, wherever it is missing from, is ``FileNotFoundError``;
+* a **symbolic link** is followed: a save writes, locks and merges with the file the link
+  names (the link is kept), so every writer of one shared file, through a link or not,
+  takes one lock.  A dangling link names the file it would reach: the first save creates
+  it there (when its directory exists), as ``open(link, "w")`` would;
+* a save keeps the file's mode (a ``0600`` file stays ``0600``); a new file gets ``0666``
+  less the umask, as ``open()`` gives.
+
 Saving (:func:`save_configs`, or :meth:`AutoTuner.save_configs`) takes an exclusive lock on
-``<path>.lock`` (``filelock``: an OS lock, POSIX and Windows alike), merges with the entries
+``<file>.lock`` (``filelock``: an OS lock, POSIX and Windows alike), merges with the entries
 already in the file (so processes that tuned different keys, or the same key in different
 environments, all keep theirs; an entry of this process replaces the file's entry of the
 same key *and* fingerprint, and of two such entries in the file the later wins), writes a
-temporary file in the same directory and ``os.replace``-s it over the target: a reader sees
-the old file or the new one, never a partial one, and a crash mid-write leaves the old file
-intact.  What a merge cannot keep is never dropped silently:
+temporary file ``.<file>.<pid>@<host>.<random>.tmp`` beside the file and ``os.replace``-s it
+over the file: a reader sees the old file or the new one, never a partial one, and a crash
+mid-write leaves the old file intact.  A save killed before the rename leaves its temporary;
+the next save of the file, holding the lock, removes those whose writer is gone (written on
+this host by a process that no longer exists, or untouched for an hour,
+``paths.STALE_TEMPORARY_AGE_S``), and nothing else: another file's temporaries, a live
+writer's, anything not named as this file's temporary stay.  What a merge cannot keep is
+never dropped silently:
 
 * a file of a schema version this flashinfer cannot read (newer than 2) is refused
   (:class:`AutotuneCacheError`, nothing written): its entries belong to another flashinfer,
@@ -77,8 +100,9 @@ of this raises; a missing file passed to :func:`load_configs` explicitly raises
 mount.
 
 This package is the public face of the file; the work is done in its modules ``format``
-(the schema, the entry and document types, parsing and writing the text), ``load``
-(reading and validating a file) and ``save`` (merging, locking, the atomic write), and in
+(the schema, the entry and document types, parsing and writing the text), ``paths`` (the
+paths refused, links, the temporaries), ``load`` (reading and validating a file) and
+``save`` (merging, locking, the atomic write), and in
 :mod:`flashinfer.autotuner.fingerprint` (the environment of a result).
 """
 
@@ -123,7 +147,10 @@ def save_configs(path: str | os.PathLike[str], *, merge: bool = True) -> int:
     schema version this flashinfer cannot read is refused (:class:`AutotuneCacheError`,
     nothing written), an unreadable one is replaced with an :class:`AutotuneCacheWarning`.
     ``merge=False`` replaces whatever the file holds.  Atomic and safe against concurrent
-    savers (see the module docstring).  The same as ``AutoTuner.get().save_configs(path)``.
+    savers (see the module docstring).  A path that exists and is not a regular file, or
+    lies in a missing directory, is refused before any work (:class:`AutotuneCacheError`);
+    a symbolic link's target is written and the link kept; the file keeps its mode.  The
+    same as ``AutoTuner.get().save_configs(path)``.
     """
     return save_into(AutoTuner.get(), path, merge=merge)
 
@@ -135,8 +162,10 @@ def load_configs(path: str | os.PathLike[str]) -> LoadReport:
     docstring).  Skipped entries, those measured in another environment included, and
     unreadable files are reported in one :class:`AutotuneCacheWarning`
     (pointing at the caller's line) and in the returned :class:`LoadReport`; nothing here
-    raises except ``FileNotFoundError``/``OSError`` for a file that cannot be opened (and
-    ``ValueError`` for an empty path).  Reads only: never writes, locks nor creates a file.
+    raises except ``FileNotFoundError``/``OSError`` for a file that cannot be opened, and
+    ``ValueError`` for an empty path or :class:`AutotuneCacheError` for one that exists and
+    is not a regular file (never opened: a FIFO would block).  Reads only: never writes,
+    locks nor creates a file.
     The same as ``AutoTuner.get().load_configs(path)``.
     """
     return load_into(AutoTuner.get(), path)
