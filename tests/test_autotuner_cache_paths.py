@@ -292,7 +292,7 @@ def test_a_link_loop_and_a_path_ending_with_a_separator_are_refused(tmp_path):
 # Item 2: links are followed, modes kept
 # --------------------------------------------------------------------------------------
 
-LINKS = ["to-file", "to-link", "relative", "other-directory", "directory-link"]
+LINKS = ["plain", "to-file", "to-link", "relative", "other-directory", "directory-link"]
 
 
 def make_link(tmp_path, shape):
@@ -302,6 +302,8 @@ def make_link(tmp_path, shape):
     target = shared / "tuned.json"
     work = tmp_path / "work"
     work.mkdir()
+    if shape == "plain":  # no link: the mode is kept all the same
+        return target, target, []
     if shape == "to-file":
         os.symlink(target, work / "c.json")
         return work / "c.json", target, [work / "c.json"]
