@@ -40,6 +40,7 @@ from flashinfer.autotuner import (
     make_key,
     set_autotune_process_group,
 )
+from flashinfer.autotuner.distributed.agreement import SETTINGS
 from flashinfer.autotuner.timing import Median
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -235,6 +236,89 @@ def killed_mid_tuning(group: Any) -> dict[str, Any]:
         return record_of(make_op({"a": Dying("a", [1, 2])}))
 
 
+# ---- settings that differ between the ranks (issue 21, item 4) ----------------------------
+
+#: The tuner's settings in SETTINGS, as (the value of every rank but 1, rank 1's value).
+TUNER_VALUES: dict[str, tuple[Any, Any]] = {
+    "switch_margin": (0.0, 10.0),
+    "repeat": (1, 3),
+    "warmup": (0, 2),
+    "budget_s": (1.0, None),
+}
+#: When the setting starts to differ, per kind of setting: before the block is entered;
+#: inside it, before its first call; between two keys tuned in it.  skip_ops: for a key never
+#: tuned, and for one every rank agreed on before (so that no rank needs a collective call to
+#: serve it).
+WHEN: dict[str, tuple[str, ...]] = {
+    **{name: ("entry", "block", "between_keys") for name in TUNER_VALUES},
+    "skip_ops": ("fresh", "agreed"),
+    "cache": ("entry",),
+}
+
+
+def setting_differs(group: Any, out_dir: Path, name: str, when: str) -> dict[str, Any]:
+    """Rank 1's ``name`` differs from the other ranks' (see WHEN); every rank should raise
+    AutotuneConsistencyError before anything is timed.  The facts: the error, its
+    ``differences``, this rank's value, and how many runner calls the failing step made."""
+    runners = {"a": FakeRunner("a", [1, 2]), "b": FakeRunner("b")}
+    op, second = make_op(runners), make_op({"a": FakeRunner("a")})
+    tuner = AutoTuner.get()
+    odd = RANK == 1
+    start = time.monotonic()
+    calls = 0
+    value: Any = None
+
+    def calls_now() -> int:
+        return sum(len(r.calls) for r in runners.values())
+
+    saved = {n: getattr(tuner, n) for n in TUNER_VALUES}
+    try:
+        if name in TUNER_VALUES:
+            value = TUNER_VALUES[name][odd]
+            if when == "entry":
+                setattr(tuner, name, value)
+            with autotune(process_group=group):
+                if when == "between_keys":
+                    second(x())  # the first key: tuned together, settings equal
+                setattr(tuner, name, value)
+                calls = calls_now()
+                op(x())
+        elif name == "skip_ops":
+            value = [op.api_key] if odd else []
+            if when == "agreed":
+                with autotune(process_group=group):
+                    op(x())
+            calls = calls_now()
+            with autotune(process_group=group, skip_ops=[op] if odd else []):
+                op(x())
+        elif name == "cache":
+            value = odd
+            with autotune(process_group=group, cache=out_dir / "tuned.json" if odd else None):
+                op(x())
+        else:
+            raise KeyError(f"no case for the setting {name!r}: add one to setting_differs")
+    except AutotuneConsistencyError as exc:
+        return {
+            "error": type(exc).__name__,
+            "is_consistency_error": True,
+            "message": str(exc),
+            "differences": exc.differences,
+            "value": value,
+            "new_calls": calls_now() - calls,
+            "elapsed_s": time.monotonic() - start,
+        }
+    finally:
+        for n, v in saved.items():
+            setattr(tuner, n, v)
+    return {"value": value, "new_calls": calls_now() - calls}
+
+
+def setting_cases() -> list[str]:
+    """``setting_differs:<name>:<when>`` for every setting of SETTINGS (a setting this file
+    has no case for still gets one: it fails, naming the setting)."""
+    return [f"setting_differs:{n}:{w}" for n in SETTINGS for w in WHEN.get(n, ("entry",))]
+
+
 SUITES: dict[str, list[str]] = {
     "main": [
         "disagreeing_timings",
@@ -249,15 +333,19 @@ SUITES: dict[str, list[str]] = {
     ],
     "four": ["disagreeing_timings", "gate_differs", "sharded"],
     "kill": ["killed_mid_tuning"],
+    "settings": setting_cases(),
 }
 
 
 def run(name: str, group: Any, out_dir: Path) -> dict[str, Any]:
+    name, *args = name.split(":")
     scenario: Callable[..., dict[str, Any]] = globals()[name]
     SCRIPT.clear()
     AutoTuner.get().clear()
     start = time.monotonic()
     try:
+        if args:
+            return scenario(group, out_dir, *args)
         if name in ("shared_file", "unreadable_file"):
             return scenario(group, out_dir / f"{name}.json")
         return scenario(group)

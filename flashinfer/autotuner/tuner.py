@@ -262,7 +262,9 @@ class AutoTuner:
         inputs: tuple,
     ) -> Any:
         """:meth:`run` with the call's candidates given (what a routed call receives)."""
-        if (tuning := tuning_now()) and op.api_key in skipped_ops():
+        if (tuning := tuning_now()) and _group.group_in_effect() is not None:
+            _group.check_block(self, op.api_key)  # the ranks' settings, once per block
+        if tuning and op.api_key in skipped_ops():
             choice = None  # autotune(skip_ops=...): the default, untimed
         elif tuning:
             key = make_key(op.api_key, inputs)

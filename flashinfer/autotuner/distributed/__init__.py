@@ -16,17 +16,25 @@ NCCL, set the current CUDA device first, as torch requires).  Inside the block, 
 rank must make the same tuning-mode calls in the same order**: tuning a key is a collective
 step.  What happens for a key not tuned on every rank alike:
 
-1. **Agreement.** Each rank gathers every rank's op, tuning key, ``shard`` setting, candidate
-   list (after the experimental gate and the heuristic) and each candidate's tactics, and
-   every rank compares them the same way.  A difference raises
+1. **Settings.** Every setting that changes the choice
+   (:data:`~flashinfer.autotuner.distributed.agreement.SETTINGS`: ``AutoTuner.switch_margin``,
+   ``repeat``, ``warmup`` and ``budget_s``, the ops ``skip_ops`` leaves untuned, whether the
+   block was given a ``cache``) is compared on entering an ``autotune()`` block (before the
+   file is read), again at the block's first tuning-mode call (its own ``skip_ops`` are in
+   effect from there), and with every key's plan.  A difference raises
+   :class:`AutotuneConsistencyError` on every rank, naming the setting and each rank's
+   value, before anything is timed.
+2. **Agreement.** Each rank gathers every rank's op, tuning key, ``shard`` setting, candidate
+   list (after the experimental gate and the heuristic), each candidate's tactics and the
+   settings, and every rank compares them the same way.  A difference raises
    :class:`AutotuneConsistencyError` on every rank, naming the ranks and what differs; when
    ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` differs too, the message names it with
    each rank's value.  A key every rank already has with the same choice (a file read for
    all ranks, a previous collective tuning) is accepted without timing.
-2. **Timing.** Every rank times every (backend, tactic) of the plan, or with ``shard=True``
+3. **Timing.** Every rank times every (backend, tactic) of the plan, or with ``shard=True``
    (ranks on identical hardware) only its share: pair ``i`` on rank ``i % world_size``, so
    tuning takes about ``1/world_size`` of the time.
-3. **One choice.** The timings are gathered and every rank combines them the same way.  A
+4. **One choice.** The timings are gathered and every rank combines them the same way.  A
    pair that failed on any rank failed on all (the reason names the ranks).  A pair's time
    is the **largest of its per-rank medians**: ranks that run one model in lockstep wait for
    the slowest of them at every collective, so the pair to prefer is the one whose slowest
@@ -35,12 +43,21 @@ step.  What happens for a key not tuned on every rank alike:
    tuner's switch margin (:attr:`AutoTuner.switch_margin`), so every rank records the same
    choice.
 
-**Never a hang.** Every rank makes the same collective calls on every path (two per key
-tuned, one per key checked; none for a key agreed before): a tactic that raises on one rank
-is a failed pair, a runner whose ``tactics()`` raises on one rank is a difference, and a
-rank that dies or stops calling makes the others raise :class:`AutotuneConsistencyError`
-within the group's timeout (``init_process_group(timeout=...)``).  A rank whose tuned results
-were changed alone (``AutoTuner.clear()`` on one rank) cannot be told from a missing one.
+**Never a hang.** Every rank makes the same collective calls on every path (one on entering
+a block, one more with a ``cache``, one at the block's first tuning-mode call; two per key
+tuned, one per key checked; none for a key agreed before, nor for a skipped op): a tactic
+that raises on one rank is a failed pair, a runner whose ``tactics()`` raises on one rank is
+a difference, and a rank that dies or stops calling makes the others raise
+:class:`AutotuneConsistencyError` within the group's timeout
+(``init_process_group(timeout=...)``).  So every rank enters the same ``autotune()`` blocks,
+and tunes in the same ones (``enabled`` is not compared: a rank that does not tune makes no
+call).  A rank whose tuned results were changed alone (``AutoTuner.clear()`` on one rank)
+cannot be told from a missing one.
+
+**A group that is gone.** A group destroyed (``torch.distributed.destroy_process_group()``)
+after ``set_autotune_process_group(group)`` or ``autotune(process_group=group)`` makes the
+next use raise ``ValueError`` saying which of the two holds it and what to do: set a live
+group, or ``None`` to tune in this process alone.
 
 **Files.** With a group, ``autotune(cache=path)`` has the group's rank 0 read the file and
 broadcast what it read, so ranks never load different versions of a file being rewritten,
@@ -74,13 +91,16 @@ from flashinfer.autotuner.distributed.agreement import (
     consistency_error,
     differences,
     local_manifest,
+    local_settings,
 )
 from flashinfer.autotuner.keys import Key
 
 __all__ = [
     "AutotuneConsistencyError",
+    "BlockHandle",
     "GroupSetting",
     "TimingSettings",
+    "check_block",
     "close_block",
     "enter_group",
     "get_autotune_process_group",
@@ -113,7 +133,8 @@ def _check_group(group: Any, who: str) -> None:
 
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError(
-            f"{who}: torch.distributed is not initialized; call "
+            f"{who}: torch.distributed is not initialized (never, or no longer: "
+            "destroy_process_group() was called); call "
             "torch.distributed.init_process_group(...) first"
         )
     if not isinstance(group, dist.ProcessGroup):
@@ -121,7 +142,15 @@ def _check_group(group: Any, who: str) -> None:
             f"{who}: expected a torch.distributed ProcessGroup (e.g. dist.group.WORLD or "
             f"dist.new_group(...)), got {type(group).__name__}"
         )
-    if dist.get_rank(group) < 0:
+    try:
+        rank = dist.get_rank(group)
+    except (ValueError, RuntimeError) as exc:  # "... is not registered"
+        raise ValueError(
+            f"{who}: this group is not a live process group ({one_line_reason(exc)}): it was "
+            "destroyed, or made before torch.distributed was initialized again; pass a live "
+            "group (e.g. dist.group.WORLD or dist.new_group(...))"
+        ) from exc
+    if rank < 0:
         raise ValueError(f"{who}: this process (global rank {dist.get_rank()}) is not in the group")
 
 
@@ -165,10 +194,35 @@ def enter_group(process_group: Any, shard: bool | None) -> Token[GroupSetting | 
     return _block.set(setting)
 
 
+def _gone(group: Any, exc: BaseException | None) -> ValueError:
+    """The error for a group that no longer exists, naming where flashinfer got it."""
+    gone = "it was destroyed (torch.distributed.destroy_process_group()), or torch.distributed"
+    gone += " is no longer initialized"
+    if exc is not None:
+        gone += f" ({one_line_reason(exc)})"
+    if _global is not None and group is _global.group:
+        return ValueError(
+            "flashinfer autotuner: the process group set by set_autotune_process_group() is "
+            f"gone: {gone}. Call flashinfer.autotuner.set_autotune_process_group(group) with "
+            "a live group, or set_autotune_process_group(None) to tune in this process alone"
+        )
+    return ValueError(
+        "flashinfer autotuner: the process group passed to autotune(process_group=...) is "
+        f"gone: {gone}. Pass a live group, or none to tune in this process alone"
+    )
+
+
 def _rank_and_size(group: Any) -> tuple[int, int]:
+    """This process's rank in ``group`` and the group's size; ``ValueError`` saying which
+    setting holds the group when the group is gone (every use of a group comes here)."""
     import torch.distributed as dist
 
-    return dist.get_rank(group), dist.get_world_size(group)
+    if not (dist.is_available() and dist.is_initialized()):
+        raise _gone(group, None)
+    try:
+        return dist.get_rank(group), dist.get_world_size(group)
+    except (ValueError, RuntimeError) as exc:  # "... is not registered", and the like
+        raise _gone(group, exc) from exc
 
 
 def _failed(step: str, rank: int, world: int, exc: Exception, what: str) -> Exception:
@@ -253,7 +307,7 @@ def tune_in_group(
     rank, world = _rank_and_size(group)
     what = f"{api_key}, key {key!r}"
     manifest, plan, tactics_error = local_manifest(
-        api_key, key, runners, inputs, candidates, shard, local
+        api_key, key, runners, inputs, candidates, shard, local, _settings_here(settings)
     )
     manifests: list[Manifest] = _all_gather(group, manifest, "comparing what to tune", what)
     found = differences(manifests)
@@ -320,28 +374,96 @@ def save_for_block(tuner: TunedResults, path: str) -> int | None:
     return save_into(tuner, path)
 
 
+# ---- the settings of an autotune() block -------------------------------------------------
+
+
+class _BlockFacts:
+    """What the ranks compare of one ``autotune()`` entry besides the tuner's settings:
+    whether it was given a ``cache``, and whether its first tuning-mode call compared the
+    settings yet (see :func:`check_block`)."""
+
+    __slots__ = ("cache_given", "checked")
+
+    def __init__(self, cache_given: bool) -> None:
+        self.cache_given, self.checked = cache_given, False
+
+
+_facts: ContextVar[_BlockFacts | None] = ContextVar("flashinfer_autotune_block", default=None)
+
+
+class BlockHandle(NamedTuple):
+    """What :func:`open_block` gives the block to hand back to :func:`close_block`."""
+
+    group: Token[GroupSetting | None]
+    facts: Token[_BlockFacts | None]
+
+
+def _settings_here(tuner: Any) -> tuple[tuple[str, Any], ...]:
+    facts = _facts.get()
+    return local_settings(tuner, facts is not None and facts.cache_given)
+
+
+def _compare_settings(setting: GroupSetting, tuner: Any, step: str, where: str) -> None:
+    """Gather every rank's settings (one collective call) and raise
+    :class:`AutotuneConsistencyError` on every rank if they differ."""
+    rank, _ = _rank_and_size(setting.group)
+    mine = Manifest(
+        op="", key="", shard=setting.shard, candidates=(), tactics=(), tactics_error=None,
+        gate=None, gate_on=False, choice=None, settings=_settings_here(tuner),
+    )  # fmt: skip
+    manifests: list[Manifest] = _all_gather(setting.group, mine, step, where)
+    found = differences(manifests)
+    if found:
+        raise consistency_error(manifests, found, rank, where)
+
+
+def check_block(tuner: Any, api_key: str) -> None:
+    """At the first tuning-mode call of an ``autotune()`` block with a group in effect
+    (``api_key``'s), compare every rank's settings once more (one collective call), before
+    any timing: the block's own ``skip_ops`` are only in effect from here, and a rank that
+    skips an op, or holds an agreed choice, makes no collective call for it."""
+    facts = _facts.get()
+    setting = group_in_effect()
+    if facts is None or facts.checked or setting is None:
+        return
+    _compare_settings(
+        setting,
+        tuner,
+        "comparing the settings",
+        f"at the first tuning-mode call of an autotune() block, {api_key}",
+    )
+    facts.checked = True
+
+
 def open_block(
     tuner: TunedResults, cache: str | None, process_group: Any, shard: bool | None
-) -> Token[GroupSetting | None]:
+) -> BlockHandle:
     """What an ``autotune()`` block does on entry besides turning tuning on: set its group
-    (:func:`enter_group`) and load its tuning file (:func:`load_for_block`)."""
+    (:func:`enter_group`); with a group in effect, compare every rank's settings (one
+    collective call, before the file is read: a rank without a ``cache`` would not join
+    rank 0's read); and load its tuning file (:func:`load_for_block`).  The handle goes back
+    to :func:`close_block`."""
     token = enter_group(process_group, shard)
+    facts = _facts.set(_BlockFacts(cache is not None))
     try:
+        setting = group_in_effect()
+        if setting is not None:
+            _compare_settings(setting, tuner, "comparing the settings", "entering autotune()")
         if cache is not None:
             load_for_block(tuner, cache)
     except BaseException:
+        _facts.reset(facts)
         _block.reset(token)
         raise
-    return token
+    return BlockHandle(token, facts)
 
 
-def close_block(
-    token: Token[GroupSetting | None], tuner: TunedResults, cache: str | None, tuned: bool
-) -> None:
+def close_block(handle: BlockHandle, tuner: TunedResults, cache: str | None, tuned: bool) -> None:
     """What an ``autotune()`` block does on exit: save its tuning file if it ``tuned`` a key
-    (:func:`save_for_block`), and restore the enclosing block's group."""
+    (:func:`save_for_block`), and restore the enclosing block's group and settings."""
     try:
         if cache is not None and tuned:
             save_for_block(tuner, cache)
     finally:
-        _block.reset(token)
+        _facts.reset(handle.facts)
+        _block.reset(handle.group)

@@ -10,11 +10,12 @@ same verdict without another collective call.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from flashinfer.autotuner._state import skipped_ops
 from flashinfer.autotuner._stats import describe_tactic
-from flashinfer.autotuner._time_candidates import Pair, one_line_reason
+from flashinfer.autotuner._time_candidates import Pair, TimingSettings, one_line_reason
 from flashinfer.autotuner._types import Choice, TunableRunner
 from flashinfer.autotuner.keys import Key
 from flashinfer.gating.exposed import exposed_in
@@ -25,11 +26,14 @@ from flashinfer.gating.gate import (
 from flashinfer.gating.messages import gate_differs_between_ranks
 
 __all__ = [
+    "SETTINGS",
     "AutotuneConsistencyError",
     "Manifest",
+    "Setting",
     "consistency_error",
     "differences",
     "local_manifest",
+    "local_settings",
 ]
 
 
@@ -39,10 +43,13 @@ class AutotuneConsistencyError(RuntimeError):
 
     Raised on **every** rank: when the ranks are about to time different things (another op
     or tuning key, other candidates, e.g. because ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS``
-    differs, other tactics, another ``shard`` setting), or when the group itself failed
-    during tuning (a rank died, was interrupted, or never made the call; the wait is bounded
-    by the group's timeout).  ``differences`` maps what differed to ``{rank: value}`` (empty
-    when the group failed).  A ``RuntimeError``.
+    differs, other tactics, another ``shard`` setting), or with different settings that
+    change the choice (:data:`SETTINGS`: the switch margin, repeat, warm-up and budget,
+    ``skip_ops``, whether ``cache`` is given), or when the group itself failed during tuning
+    (a rank died, was interrupted, or never made the call; the wait is bounded by the
+    group's timeout).  ``differences`` maps what differed (a setting by its name in
+    :data:`SETTINGS`, e.g. ``"switch_margin"``) to ``{rank: value}`` (empty when the group
+    failed).  A ``RuntimeError``.
     """
 
     def __init__(self, message: str, differences: Mapping[str, Mapping[int, Any]] | None = None):
@@ -67,6 +74,46 @@ class Manifest(NamedTuple):
     gate: str | None  # the gate variable's raw value (None: unset)
     gate_on: bool
     choice: tuple[str, str] | None  # (backend, tactic) this rank has for the key already
+    #: ``(name, value)`` of every setting in :data:`SETTINGS`, in its order
+    settings: tuple[tuple[str, Any], ...] = ()
+
+
+def _skipped_keys() -> tuple[str, ...]:
+    return tuple(sorted(skipped_ops()))
+
+
+class Setting(NamedTuple):
+    """A setting that changes the choice: how a message names it, and how a rank reads it
+    from its tuner (:class:`~flashinfer.autotuner.AutoTuner`) and whether its innermost
+    ``autotune()`` block was given a ``cache``."""
+
+    label: str
+    read: Callable[[TimingSettings, bool], Any]
+
+
+#: Every setting that changes what a tuning picks, compared across the ranks before any
+#: timing (on entering an ``autotune()`` block, at its first tuning-mode call, and with each
+#: key's plan): a difference raises :class:`AutotuneConsistencyError` on every rank, naming
+#: the setting and each rank's value.  A setting added here is compared with no other change;
+#: ``tests/test_autotune_settings_agree.py`` runs one case per entry (and fails for an entry
+#: it has no case for).
+SETTINGS: dict[str, Setting] = {
+    "switch_margin": Setting("AutoTuner.switch_margin", lambda tuner, cache: tuner.switch_margin),
+    "repeat": Setting("AutoTuner.repeat", lambda tuner, cache: tuner.repeat),
+    "warmup": Setting("AutoTuner.warmup", lambda tuner, cache: tuner.warmup),
+    "budget_s": Setting("AutoTuner.budget_s", lambda tuner, cache: tuner.budget_s),
+    # the ops this thread's blocks skip (by api_key, sorted): a rank that skips an op makes
+    # no collective call for it, so a rank that tunes it would wait for nothing
+    "skip_ops": Setting("autotune(skip_ops=...)", lambda tuner, cache: _skipped_keys()),
+    # with a group, a block given a cache has rank 0 read it for all: a collective call that
+    # a rank without one would not make
+    "cache": Setting("autotune(cache=...)", lambda tuner, cache: cache),
+}
+
+
+def local_settings(tuner: TimingSettings, cache_given: bool) -> tuple[tuple[str, Any], ...]:
+    """This rank's value of every setting in :data:`SETTINGS` (plain data: it is pickled)."""
+    return tuple((name, setting.read(tuner, cache_given)) for name, setting in SETTINGS.items())
 
 
 #: The fields that must be equal on every rank, and how a message says that one differs.
@@ -81,7 +128,7 @@ COMPARED = {
 }
 #: Differences that another one explains (field -> its causes): left out of the message,
 #: kept in ``AutotuneConsistencyError.differences``.
-_EXPLAINED_BY = {"tactics": ("candidates", "tactics_error"), "key": ("op",)}
+_EXPLAINED_BY = {"tactics": ("candidates", "tactics_error", "skip_ops"), "key": ("op",)}
 
 
 def choice_id(choice: Choice | None) -> tuple[str, str] | None:
@@ -97,9 +144,11 @@ def local_manifest(
     candidates: Sequence[str],
     shard: bool,
     choice: Choice | None,
+    settings: tuple[tuple[str, Any], ...] = (),
 ) -> tuple[Manifest, list[Pair], Exception | None]:
     """This rank's manifest, its plan, and the exception a runner's ``tactics()`` raised
-    (caught: the other ranks must learn of it rather than wait)."""
+    (caught: the other ranks must learn of it rather than wait).  ``settings``: this rank's
+    :func:`local_settings`."""
     plan: list[Pair] = []
     tactics: list[tuple[str, tuple[str, ...]]] = []
     error: Exception | None = None
@@ -124,14 +173,22 @@ def local_manifest(
         gate=os.environ.get(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV),  # shown, not decided on
         gate_on=experimental_auto_backends_allowed(),
         choice=choice_id(choice),
+        settings=settings,
     )
     return manifest, plan, error
 
 
 def differences(manifests: Sequence[Manifest]) -> dict[str, dict[int, Any]]:
-    """``field -> {rank: value}`` of every compared field whose value is not the same on all
-    ranks; with the gate's raw values added (``"gate"``) when those differ too."""
+    """``field -> {rank: value}`` of every compared field, and every setting of
+    :data:`SETTINGS` (by its name), whose value is not the same on all ranks; with the
+    gate's raw values added (``"gate"``) when those differ too.  Settings come first: they
+    are the cause of the other differences they bring."""
     found: dict[str, dict[int, Any]] = {}
+    per_rank = [dict(m.settings) for m in manifests]
+    for name in SETTINGS:
+        values = [settings.get(name) for settings in per_rank]
+        if any(v != values[0] for v in values):
+            found[name] = dict(enumerate(values))
     for field in COMPARED:
         values = [getattr(m, field) for m in manifests]
         if any(v != values[0] for v in values):
@@ -160,6 +217,10 @@ def _by_value(per_rank: Mapping[int, Any]) -> list[tuple[Any, list[int]]]:
 
 
 def _show(field: str, value: Any) -> str:
+    if field == "skip_ops":
+        return repr(list(value or ()))
+    if field == "cache":
+        return "given" if value else "not given"
     if field == "tactics":
         return "{" + ", ".join(f"{b}: [{', '.join(ts)}]" for b, ts in value) + "}"
     if field == "candidates":
@@ -178,20 +239,30 @@ def _show_gate(manifests: Sequence[Manifest]) -> str:
     return "; ".join(parts)
 
 
+def _says(field: str) -> str:
+    setting = SETTINGS.get(field)
+    return COMPARED[field] if setting is None else f"{setting.label} differs"
+
+
 def consistency_error(
-    manifests: Sequence[Manifest], found: Mapping[str, Mapping[int, Any]], rank: int
+    manifests: Sequence[Manifest],
+    found: Mapping[str, Mapping[int, Any]],
+    rank: int,
+    where: str | None = None,
 ) -> AutotuneConsistencyError:
-    """The error every rank raises for ``found`` (see :func:`differences`)."""
+    """The error every rank raises for ``found`` (see :func:`differences`); ``where`` says
+    when the ranks compared (default: the op and key of this rank's manifest)."""
     mine = manifests[rank]
+    where = f"op {mine.op}, key {mine.key}" if where is None else where
     lines = [
         f"flashinfer autotuner: the {len(manifests)} ranks of the autotune process group "
-        f"disagree on what to tune (this is rank {rank}; op {mine.op}, key {mine.key}):"
+        f"disagree on what to tune (this is rank {rank}; {where}):"
     ]
     for field, per_rank in found.items():
         if field == "gate" or any(cause in found for cause in _EXPLAINED_BY.get(field, ())):
             continue
         shown = "; ".join(f"{_ranks(r)}: {_show(field, v)}" for v, r in _by_value(per_rank))
-        lines.append(f"  {COMPARED[field]}: {shown}")
+        lines.append(f"  {_says(field)}: {shown}")
     if "gate" in found:
         lines.append(gate_differs_between_ranks(_show_gate(manifests)))
     lines.append(
