@@ -463,10 +463,13 @@ def test_the_cli_refuses_a_missing_directory_with_the_api_message(
 def test_reading_from_a_missing_directory_is_the_usual_file_not_found(tmp_path):
     """Loading only reads: a missing file is ``FileNotFoundError``, as documented, wherever
     it is missing from (code that treats it as "no tuning file yet" keeps working)."""
+    (tmp_path / "plain").write_text("x")
     for call in (load_configs, AutoTuner.get().load_configs):
         with pytest.raises(FileNotFoundError):
             call(tmp_path / "nope" / "c.json")
-    assert os.listdir(tmp_path) == []
+        with pytest.raises(NotADirectoryError):  # an OSError, as open() raises it
+            call(tmp_path / "plain" / "c.json")
+    assert os.listdir(tmp_path) == ["plain"]
 
 
 # --------------------------------------------------------------------------------------

@@ -130,10 +130,8 @@ def path_problem(path: str, *, writing: bool) -> PathProblem | None:
         return PathProblem(path, reason, _NOT_REGULAR_ADVICE)
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return _directory_problem(path) if writing else None
-    except NotADirectoryError:  # a component of the path is a file
-        return _directory_problem(path)
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectory: a component is a file
+        return _directory_problem(path) if writing else None  # reading: open() says so
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             reason = "it is a loop of symbolic links, which name no file"
