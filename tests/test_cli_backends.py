@@ -238,9 +238,13 @@ def test_report_and_call_agree_when_everything_is_there():
 
 
 @pytest.fixture
-def fresh_probe():
+def fresh_probe(monkeypatch):
+    """A probe with no answers yet, in a process that has not imported Triton (the mode
+    Triton was imported in, and a variable changed since: tests/test_triton_interpret_order.py)."""
     availability.reset_probe()
+    monkeypatch.setattr(availability, "_TRITON_LIBRARY", ("not_imported.standard", "cdiv"))
     yield
+    monkeypatch.undo()
     availability.reset_probe()
 
 

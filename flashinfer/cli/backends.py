@@ -1,7 +1,9 @@
 """``flashinfer backends``: an environment report to paste into a bug report.
 
 Versions (flashinfer, Python, torch and its CUDA/HIP build, triton, numpy), each device with
-its compute capability, ``TRITON_INTERPRET``, the experimental gate with its raw value, and
+its compute capability, ``TRITON_INTERPRET`` (and, in a process that imported Triton before
+the variable changed, that Triton runs in the other mode: every Triton backend then cannot
+run here, and the line says to restart), the experimental gate with its raw value, and
 every API by the name users call, one row per backend: whether it can run here and, if not,
 a short reason.  The advice that goes with a reason is printed once, below the table.  Whether
 a backend needs Triton is what its checker declares (its family, read with
@@ -116,6 +118,7 @@ def backends_report() -> dict[str, Any]:
     from flashinfer.api_modules import load_api_modules
     from flashinfer.dispatch.op import registered_ops
     from flashinfer.gating.records import api_inventory
+    from flashinfer.kernels.availability import triton_imported_interpreted
 
     missing = load_api_modules()
     devices = _devices()
@@ -156,10 +159,17 @@ def backends_report() -> dict[str, Any]:
         "devices": devices,
         "compute_capability": cc,
         "triton_interpret": os.environ.get("TRITON_INTERPRET"),
+        "triton_interpret_at_import": triton_imported_interpreted(),
         "gate": _gate_state(),
         "apis": entries,
         "missing_modules": missing,
     }
+
+
+def _interpret_mismatch() -> Any:
+    from flashinfer.kernels.availability import interpret_mismatch
+
+    return interpret_mismatch()
 
 
 def _environment_lines(report: dict[str, Any]) -> list[str]:
@@ -192,6 +202,9 @@ def _environment_lines(report: dict[str, Any]) -> list[str]:
     )
     shown = "unset" if interpret is None else repr(interpret)
     lines.append(f"TRITON_INTERPRET  {shown} ({meaning})")
+    mismatch = _interpret_mismatch()
+    if mismatch is not None:  # changed after `import triton`: Triton runs in the other mode
+        lines.append(f"  but {mismatch.reason.removeprefix('cannot run here: ')}: {mismatch.fix}")
     lines.append(_gate_line(report["gate"]))
     return lines
 

@@ -35,7 +35,10 @@ def triton_device_reason(*tensors: torch.Tensor) -> str | None:
 
     The reason and its fix come from :func:`.availability.triton_unavailable`, the probe that
     ``flashinfer backends`` reports too: CUDA tensors need Triton installed; CPU tensors also
-    need the Triton interpreter (``TRITON_INTERPRET=1``) and what it imports (numpy).
+    need the Triton interpreter (``TRITON_INTERPRET=1``) and what it imports (numpy).  Once
+    Triton is imported, the variable must still say what Triton read at its import (set
+    after ``import triton``, it cannot take effect: "cannot run here ...; restart with it set
+    first").
     """
     problem = triton_unavailable(tensors[0].device.type)
     return None if problem is None else str(problem)

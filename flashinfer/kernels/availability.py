@@ -5,8 +5,18 @@ One probe answers for the support checkers (the reason a call is refused) and fo
 system whether what a Triton kernel imports can be found (Triton itself and, for CPU tensors,
 the interpreter's own dependencies such as numpy), once per device kind and setting, the first
 time a Triton checker asks.  It finds modules without importing them: an ``"auto"`` call that
-runs a torch backend must not pay for importing Triton (about a second), which is imported
-only when a Triton kernel first runs.
+runs a torch backend must not pay for importing Triton, which is imported only when a Triton
+kernel first runs.
+
+``TRITON_INTERPRET`` counts as Triton read it: Triton decides interpreter mode when a
+function is decorated with ``@triton.jit``, and its own library (``triton.language``) is
+decorated when Triton is imported.  Set after ``import triton`` (a notebook's usual order),
+the variable makes our kernels interpreted while Triton's library is compiled, and every
+launch fails (``InterpreterError: Cannot call @triton.jit'd outside of the scope of a
+kernel``).  Once Triton is imported, the probe compares the variable with the mode Triton's
+library was built in (:func:`triton_imported_interpreted`) and reports a difference as
+"cannot run here", so ``"auto"`` skips Triton and a named Triton backend is refused with the
+fix.
 """
 
 from __future__ import annotations
@@ -20,9 +30,11 @@ from dataclasses import dataclass
 __all__ = [
     "TRITON_INTERPRET_ENV",
     "TritonUnavailable",
+    "interpret_mismatch",
     "interpreter_enabled",
     "on_reset",
     "reset_probe",
+    "triton_imported_interpreted",
     "triton_unavailable",
 ]
 
@@ -42,7 +54,10 @@ class TritonUnavailable:
         return f"{self.reason}; {self.fix}"
 
 
+# (device kind, TRITON_INTERPRET=1) -> the answer, Triton's import mode aside
 _probed: dict[tuple[str, bool], TritonUnavailable | None] = {}
+# (raw TRITON_INTERPRET, the mode Triton was imported in) -> interpret_mismatch's answer
+_mismatches: dict[tuple[str | None, bool], TritonUnavailable | None] = {}
 
 
 TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
@@ -66,9 +81,69 @@ def on_reset(listener: Callable[[], None]) -> None:
 def reset_probe() -> None:
     """Forget the probe's answers (tests; after installing a missing package), and every
     verdict the dispatcher cached from them."""
+    global _imported_mode
     _probed.clear()
+    _mismatches.clear()
+    _imported_mode = None
     for listener in _reset_listeners:
         listener()
+
+
+# Triton's parsing of its boolean variables (triton.knobs: getenv_bool), for comparing the
+# variable now with the mode Triton's library was built in.
+_TRITON_TRUE = ("1", "true", "on", "yes")
+
+# A function of Triton's own library, decorated with @triton.jit when Triton is imported:
+# its class says which mode Triton was imported in.
+_TRITON_LIBRARY = ("triton.language.standard", "cdiv")
+
+_imported_mode: bool | None = None  # known for good once Triton is imported
+
+
+def triton_imported_interpreted() -> bool | None:
+    """Whether the Triton this process imported runs in interpreter mode (``TRITON_INTERPRET``
+    as Triton read it at import), or ``None`` while Triton is not imported (or its library
+    does not say).  Looks at ``sys.modules`` only: never imports Triton."""
+    global _imported_mode
+    if _imported_mode is None:
+        module = sys.modules.get(_TRITON_LIBRARY[0])
+        if module is not None:
+            kinds = {c.__name__ for c in type(getattr(module, _TRITON_LIBRARY[1], None)).__mro__}
+            if "InterpretedFunction" in kinds:
+                _imported_mode = True
+            elif "JITFunction" in kinds:
+                _imported_mode = False
+    return _imported_mode
+
+
+def interpret_mismatch() -> TritonUnavailable | None:
+    """Why Triton kernels cannot run in this process because ``TRITON_INTERPRET`` changed
+    after Triton was imported, or ``None`` (Triton not imported yet, or the variable says
+    what Triton read)."""
+    imported = triton_imported_interpreted()
+    if imported is None:
+        return None
+    raw = os.environ.get(TRITON_INTERPRET_ENV)
+    try:
+        return _mismatches[raw, imported]
+    except KeyError:
+        answer = _mismatches[raw, imported] = _mismatch(raw, imported)
+        return answer
+
+
+def _mismatch(raw: str | None, imported: bool) -> TritonUnavailable | None:
+    now = (raw or "").strip().lower() in _TRITON_TRUE
+    if now == imported:
+        return None
+    if now:
+        return TritonUnavailable(
+            "cannot run here: TRITON_INTERPRET was set after triton was imported",
+            "restart with it set first (before anything imports triton), or use backend='torch'",
+        )
+    return TritonUnavailable(
+        "cannot run here: TRITON_INTERPRET was unset after triton was imported with it set",
+        "set it again, or restart without it",
+    )
 
 
 def _find_problem(module: str) -> str | None:
@@ -98,6 +173,8 @@ def _missing_module(problem: str) -> str | None:
 
 
 def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
+    """The answer for ``device_type`` tensors under this ``TRITON_INTERPRET`` and the mode
+    Triton was imported in (if it was)."""
     if device_type not in ("cuda", "cpu"):
         return TritonUnavailable(
             f"Triton kernels do not run on {device_type!r} tensors",
@@ -139,11 +216,27 @@ def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
 def triton_unavailable(device_type: str) -> TritonUnavailable | None:
     """Why Triton kernels cannot run on ``device_type`` tensors here, or ``None`` if they can.
 
-    Probed once per device kind and ``TRITON_INTERPRET`` setting; the answer is cached.
+    Probed once per device kind and ``TRITON_INTERPRET`` setting, and once Triton is
+    imported, compared with the mode it was imported in (:func:`interpret_mismatch`); the
+    answers are cached.
     """
-    key = (device_type, interpreter_enabled())
+    raw = os.environ.get(TRITON_INTERPRET_ENV)
+    key = (device_type, raw == "1")  # interpreter_enabled(), read once
     try:
-        return _probed[key]
+        answer = _probed[key]
     except KeyError:
         answer = _probed[key] = _probe(*key)
+    if answer is not None:
+        return answer
+    imported = _imported_mode
+    if imported is None:
+        if _TRITON_LIBRARY[0] not in sys.modules:
+            return None  # Triton is not imported: it will read the variable as it is now
+        imported = triton_imported_interpreted()
+        if imported is None:
+            return None
+    try:
+        return _mismatches[raw, imported]
+    except KeyError:
+        answer = _mismatches[raw, imported] = _mismatch(raw, imported)
         return answer
