@@ -254,7 +254,7 @@ def test_unknown_names_fail_on_the_with_line(kwargs, message):
 def test_wrong_kinds_of_arguments_are_refused():
     with pytest.raises(TypeError, match="is not an API decorated with backend_requirement"):
         use_backends({len: ["torch"]})
-    with pytest.raises(TypeError, match="must be a list of backend names"):
+    with pytest.raises(TypeError, match="backends of mm must be a list or tuple of backend names"):
         use_backends(mm=3)
     with pytest.raises(TypeError, match="backend names of mm must be str"):
         use_backends(mm=[None])

@@ -6,20 +6,32 @@ code in the current context (a :class:`~contextvars.ContextVar`: per thread and 
 task), ``FLASHINFER_BACKENDS`` for the process; a block overrides the variable for the APIs
 it names.
 
+Each entry into a block is a record of its own (:class:`_Entry`), and the context holds the
+entries open in it, in the order they were entered (:class:`_Scope`).  Leaving a block
+removes its entry, whatever the order: generators suspended inside blocks may be closed in
+any order, and a block entered twice (nested, or by two threads or tasks) leaves the entry of
+the context that leaves it.  A block left from a context that does not hold its entry (a
+suspended generator closed from another thread) ends that entry everywhere.  So no
+restriction outlives every open block that holds it, except in a task started inside a block,
+which keeps a copy of the context on purpose.
+
 The generated fast path reads :data:`RESTRICTIONS` ``.on`` (one attribute) and asks
 :func:`restriction_for` only when it is set: while the variable has not been read yet, while
 it restricts something, and while any block's restriction is alive anywhere (a task started
 inside a block keeps its copy after the block ends, so liveness is tracked by a weak
-reference to each block's restriction, not by entering and leaving).
+reference to each context's scope, not by entering and leaving).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
+from types import FrameType
 from typing import Any
 
 from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
@@ -39,6 +51,10 @@ __all__ = [
 BACKENDS_ENV = "FLASHINFER_BACKENDS"
 USE_BACKENDS = "use_backends"
 
+#: How much of a bad ``FLASHINFER_BACKENDS`` value (and of the part named bad) a warning
+#: echoes: the value is the user's own, so a long one is cut rather than printed whole.
+ECHO_LIMIT = 200
+
 
 class _Switch:
     """``on``: whether any restriction may exist in the process (see the module doc)."""
@@ -52,20 +68,50 @@ class _Switch:
 RESTRICTIONS = _Switch()
 
 
+class _Entry:
+    """One entry into a ``use_backends`` block: the block, what it restricts, the frame that
+    entered it while it is open (a ``with`` statement leaves a block from the frame that
+    entered it, so the frame tells which entry an exit ends when one block object is open
+    several times), and ``closed`` once the block was left from a context that does not
+    hold this entry."""
+
+    __slots__ = ("block", "names", "frame", "closed")
+
+    def __init__(
+        self, block: use_backends, names: dict[str, tuple[str, ...]], frame: FrameType | None
+    ) -> None:
+        self.block = block
+        self.names = names
+        self.frame = frame
+        self.closed = False
+
+
 class _Scope:
-    """What one context's innermost ``use_backends`` block allows: ``api_key -> backends``
-    and where each came from (the block, or the variable for the APIs no block names)."""
+    """What one context's open blocks allow: their ``entries`` in the order entered, and,
+    merged from them over the variable, ``api_key -> backends`` and where each came from.
+    ``parent`` is the scope the newest entry was pushed on (reused when it is left first)."""
 
-    __slots__ = ("names", "sources", "__weakref__")
+    __slots__ = ("entries", "names", "sources", "parent", "__weakref__")
 
-    def __init__(self, names: dict[str, tuple[str, ...]], sources: dict[str, str]) -> None:
+    def __init__(
+        self,
+        entries: tuple[_Entry, ...],
+        names: dict[str, tuple[str, ...]],
+        sources: dict[str, str],
+        parent: _Scope | None,
+    ) -> None:
+        self.entries = entries
         self.names = names
         self.sources = sources
+        self.parent = parent
 
 
 _scope: ContextVar[_Scope | None] = ContextVar("flashinfer_use_backends", default=None)
-_lock = threading.RLock()  # reentrant: a scope released by the garbage collector inside
-_alive: set[weakref.ref[_Scope]] = set()  # ... a locked region releases its own entry
+# Reentrant: a scope released by the garbage collector inside a locked region releases its
+# own entry.  Scopes are built and refreshed under it, so a block closed from elsewhere is
+# never missed by a scope being built at the same time.
+_lock = threading.RLock()
+_alive: set[weakref.ref[_Scope]] = set()
 _env: dict[str, tuple[str, ...]] = {}
 _env_read = False
 
@@ -81,9 +127,21 @@ def _released(ref: weakref.ref[_Scope]) -> None:
         _update_switch()
 
 
+def _cut(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text``, or, when longer than ``limit``, its start and end around a note of how much
+    was left out (the end of a message says what was wrong).  Words longer than a line (a
+    name the user wrote) are cut first, so the message's own words stay."""
+    text = re.sub(r"\S{81,}", lambda m: f"{m[0][:60]}...({len(m[0])} characters){m[0][-2:]}", text)
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]} ...[{len(text) - head - tail} characters cut]... {text[-tail:]}"
+
+
 def _read_env() -> None:
     """Read and check ``FLASHINFER_BACKENDS``, once per process.  A value that does not
-    parse, or names an unknown API or backend, warns once and is ignored as a whole."""
+    parse, or names an unknown API or backend, warns once and is ignored as a whole; a long
+    one is echoed cut (its first :data:`ECHO_LIMIT` characters and its length)."""
     global _env_read
     raw = os.environ.get(BACKENDS_ENV, "")
     parsed: dict[str, tuple[str, ...]] = {}
@@ -91,10 +149,17 @@ def _read_env() -> None:
         try:
             parsed = parse_env_value(raw, BACKENDS_ENV)
         except ValueError as exc:
+            shown, length = raw, ""
+            if len(raw) > ECHO_LIMIT:
+                shown = raw[:ECHO_LIMIT] + "..."
+                length = f"the value is {len(raw)} characters long, shown up to its first "
+                length += f"{ECHO_LIMIT}; "
+            why = _cut(str(exc), 2 * ECHO_LIMIT)
             warn_unrecognised_once(
                 BACKENDS_ENV,
-                raw,
-                f"{exc}; the whole value is ignored, so automatic selection is not restricted",
+                shown,
+                f"{length}{why}; the whole value is ignored, so automatic selection is not "
+                "restricted",
                 ENV_FORMAT,
             )
     with _lock:
@@ -126,24 +191,80 @@ def restriction_source(api_key: str) -> str | None:
     return BACKENDS_ENV if api_key in _env else None
 
 
-def _push(entries: Mapping[str, tuple[str, ...]]) -> Token[_Scope | None]:
-    """Enter a block: this context's restriction becomes the enclosing one (or the
-    variable's) with ``entries`` replacing the lists of the APIs they name."""
-    if not _env_read:
-        _read_env()
-    outer = _scope.get()
-    if outer is None:
-        names = dict(_env)
-        sources = dict.fromkeys(_env, BACKENDS_ENV)
+def _merged(
+    entries: tuple[_Entry, ...], over: _Scope | None = None
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """``entries``' restriction over ``over``'s (or over the variable's): later entries
+    replace the lists of the APIs they name."""
+    if over is None:
+        names, sources = dict(_env), dict.fromkeys(_env, BACKENDS_ENV)
     else:
-        names, sources = dict(outer.names), dict(outer.sources)
-    names.update(entries)
-    sources.update(dict.fromkeys(entries, USE_BACKENDS))
-    scope = _Scope(names, sources)
-    with _lock:
-        _alive.add(weakref.ref(scope, _released))
-        RESTRICTIONS.on = True
-    return _scope.set(scope)
+        names, sources = dict(over.names), dict(over.sources)
+    for entry in entries:
+        names.update(entry.names)
+        sources.update(dict.fromkeys(entry.names, USE_BACKENDS))
+    return names, sources
+
+
+def _register(scope: _Scope) -> _Scope:
+    """Track ``scope`` while it lives (the switch stays on); under ``_lock``."""
+    _alive.add(weakref.ref(scope, _released))
+    RESTRICTIONS.on = True
+    return scope
+
+
+def _without(scope: _Scope, index: int) -> _Scope | None:
+    """The scope of ``scope``'s open entries but the one at ``index``; under ``_lock``."""
+    rest = tuple(e for i, e in enumerate(scope.entries) if i != index and not e.closed)
+    if not rest:
+        return None
+    parent = scope.parent
+    if parent is not None and parent.entries == rest:
+        return parent  # the usual case: the newest entry left first
+    return _register(_Scope(rest, *_merged(rest), parent=None))
+
+
+def _close_everywhere(entry: _Entry) -> None:
+    """End ``entry`` in every context that holds it (its block was left from elsewhere):
+    each scope holding it is recomputed in place from its other entries; under ``_lock``."""
+    entry.closed = True
+    for ref in list(_alive):
+        scope = ref()
+        if scope is not None and any(e is entry for e in scope.entries):
+            rest = tuple(e for e in scope.entries if not e.closed)
+            names, sources = _merged(rest)
+            scope.entries, scope.names, scope.sources = rest, names, sources
+            if not rest:  # restricts only as the variable does, for good: not a block's
+                _alive.discard(ref)
+    _update_switch()
+
+
+def _check_kinds(ops: object, apis: Mapping[str, object]) -> None:
+    """``TypeError`` unless ``ops`` is a mapping (or None) and every API's backends are an
+    ordered list or tuple of names, or one name as a ``str``."""
+    if ops is not None and not isinstance(ops, Mapping):
+        raise TypeError(
+            f"{USE_BACKENDS}: the positional argument must be a mapping {{op: [backend, ...]}}, "
+            f"got {type(ops).__name__} {_cut(repr(ops), 80)}; name flashinfer's APIs by "
+            "keyword, e.g. use_backends(mm=['triton', 'torch']), and any op by its object, "
+            "e.g. use_backends({op: ['torch']})"
+        )
+    for key, backends in [*(ops or {}).items(), *apis.items()]:
+        if isinstance(backends, (str, list, tuple)):
+            continue
+        op = getattr(key, "dispatcher", key)
+        api = key if isinstance(key, str) else getattr(op, "api_name", None) or repr(key)
+        why = ""
+        if isinstance(backends, (set, frozenset)):
+            why = ": a set has no order, and the order is the priority"
+        elif isinstance(backends, (bytes, bytearray)):
+            why = ": backend names are str"
+        example = f"{api}=['triton', 'torch']" if isinstance(key, str) else "{op: ['torch']}"
+        raise TypeError(
+            f"{USE_BACKENDS}: the backends of {api} must be a list or tuple of backend names "
+            f"in priority order (or one name as a str), got {type(backends).__name__} "
+            f"{_cut(repr(backends), 80)}{why}; e.g. {USE_BACKENDS}({example})"
+        )
 
 
 class use_backends:  # noqa: N801 - used like a function: ``with use_backends(...):``
@@ -152,7 +273,8 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
 
     ``use_backends(mm=["triton", "torch"])`` names APIs by their plain names;
     ``use_backends({flashinfer.mm: ["torch"]})`` by their op objects (which also works for
-    APIs outside ``flashinfer``).  A single name may be given as a ``str``.
+    APIs outside ``flashinfer``).  Each API's backends are a list or tuple of names in
+    priority order, or a single name as a ``str``; a set is refused (it has no order).
 
     Inside the block, ``backend="auto"`` (the heuristic and the autotuner alike) considers
     only the listed backends that can run the call, in the listed order: the list replaces
@@ -169,23 +291,75 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
     restored on exit, also when the block raises.  The block overrides
     ``FLASHINFER_BACKENDS`` for the APIs it names.
 
+    One block object may be entered again, nested or from several threads or tasks at
+    once: each entry is left in the context that entered it.  Blocks may be left in any
+    order (generators suspended inside blocks, closed in any order): leaving one removes
+    its restriction and keeps the others'.  A generator suspended inside a block leaves the
+    block in force in the code that drives it until it resumes out of the block or is
+    closed, as :func:`decimal.localcontext` does; closed from another thread, it ends the
+    block there too (see ``docs/backend_control.rst``).
+
     Raises (when built, i.e. on the ``with`` line): ``ValueError`` for an unknown API or
     backend name, an empty list or a name given twice; ``TypeError`` for something that is
-    not an API or a list of names.
+    not an API, a positional argument that is not a mapping, or backends that are not an
+    ordered list of names (a set, ``bytes``, a number, ...), naming the API.
+    ``RuntimeError`` on leaving a block more times than it was entered.
     """
 
     def __init__(
         self, ops: Mapping[Any, Sequence[str] | str] | None = None, /, **apis: Sequence[str] | str
     ) -> None:
+        _check_kinds(ops, apis)
         self.backends: dict[str, tuple[str, ...]] = restriction_of(ops, apis, USE_BACKENDS)
-        self._tokens: list[Token[_Scope | None]] = []
+        self._open: list[_Entry] = []  # this block's entries not left yet, in any context
 
     def __enter__(self) -> use_backends:
-        self._tokens.append(_push(self.backends))
+        if not _env_read:
+            _read_env()
+        entry = _Entry(self, self.backends, sys._getframe(1))
+        outer = _scope.get()
+        with _lock:
+            entries = (entry,) if outer is None else (*outer.entries, entry)
+            scope = _register(_Scope(entries, *_merged((entry,), outer), parent=outer))
+            self._open.append(entry)
+            _scope.set(scope)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        _scope.reset(self._tokens.pop())
+        frame = sys._getframe(1)
+        scope = _scope.get()
+        with _lock:
+            entries = () if scope is None else scope.entries
+            # The entry this exit ends: this context's entry by the leaving frame; an entry by
+            # that frame held elsewhere (a generator closed from another thread); else, for
+            # exits called by hand, this context's newest entry of the block, or any.
+            mine = [i for i, e in enumerate(entries) if e.block is self]
+            by_frame = [i for i in mine if entries[i].frame is frame]
+            elsewhere = None if by_frame else self._by_frame(frame)
+            index = by_frame[-1] if by_frame else -1 if elsewhere or not mine else mine[-1]
+            if index >= 0 and scope is not None:
+                self._forget(entries[index])
+                _scope.set(_without(scope, index))
+                return
+            if not self._open:
+                raise RuntimeError(
+                    f"{self!r} was left more times than it was entered; leave a block "
+                    "once per entry (a with statement does)"
+                )
+            # Not open here: a generator suspended inside the block, closed from elsewhere.
+            entry = elsewhere or self._open[-1]
+            self._forget(entry)
+            _close_everywhere(entry)
+
+    def _by_frame(self, frame: FrameType) -> _Entry | None:
+        """This block's open entry made by ``frame``, in any context; under ``_lock``."""
+        return next((e for e in reversed(self._open) if e.frame is frame), None)
+
+    def _forget(self, entry: _Entry) -> None:
+        """``entry`` is left: no longer this block's open entry; under ``_lock``."""
+        entry.frame = None
+        if any(e is entry for e in self._open):
+            self._open.remove(entry)
 
     def __repr__(self) -> str:
         listed = ", ".join(f"{k.rsplit('.', 1)[-1]}={list(v)}" for k, v in self.backends.items())

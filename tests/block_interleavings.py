@@ -1,0 +1,195 @@
+"""Drive ``with`` blocks in several threads or asyncio tasks by a generated schedule.
+
+Each worker (a thread, or a task) serves commands: ``("enter", k)`` enters ``blocks[k]``
+with a real ``with`` statement and serves the next commands inside it, ``"exit"`` leaves
+its innermost block, ``"observe"`` only reports.  After each command the worker replies with
+``observe()`` as seen from inside it, so a test compares every step with its model.  One
+block object may be entered by several workers at once, and nested in one.  Every wait has
+a timeout: a worker that hangs fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+
+WAIT_S = 20.0
+
+#: Two workers in the same block object, the first to enter leaving first.
+CROSSED = [(0, ("enter", 0)), (1, ("enter", 0)), (0, "exit"), (1, "exit")]
+
+
+def schedules(workers: int, blocks: int) -> st.SearchStrategy[list[tuple[int, Any]]]:
+    """Generated schedules: per step a worker and ``("enter", k)``, ``"exit"`` or
+    ``"observe"`` (an exit with no block open observes)."""
+    command = st.one_of(
+        st.just("exit"), st.just("observe"), st.tuples(st.just("enter"), st.integers(0, blocks - 1))
+    )
+    return st.lists(st.tuples(st.integers(0, workers - 1), command), max_size=30)
+
+
+def run_in_threads(
+    blocks: Sequence[Any],
+    schedule: Sequence[tuple[int, Any]],
+    workers: int,
+    observe: Callable[[], Any],
+) -> list[tuple[int, Any, Any]]:
+    """Run ``schedule`` (``(worker, command)`` pairs) on ``workers`` threads; returns
+    ``(worker, command, observed)`` per command, then each worker's observation once all its
+    blocks are left (command ``"done"``)."""
+    inboxes = [queue.Queue() for _ in range(workers)]
+    replies: queue.Queue = queue.Queue()
+
+    def serve(w: int) -> bool:
+        """Serve commands until "exit" (True) or "quit" (False)."""
+        while True:
+            command = inboxes[w].get(timeout=WAIT_S)
+            if command == "quit":
+                return False
+            if command == "exit":
+                return True
+            if command != "observe":
+                with blocks[command[1]]:
+                    replies.put((w, command, observe()))
+                    if not serve(w):
+                        return False
+                command = "exit"
+            replies.put((w, command, observe()))
+
+    def main(w: int) -> None:
+        try:
+            serve(w)
+        except BaseException as exc:  # reported to the test's thread
+            replies.put((w, "error", exc))
+
+    threads = [threading.Thread(target=main, args=(w,), daemon=True) for w in range(workers)]
+    for t in threads:
+        t.start()
+    return _drive(schedule, workers, inboxes, replies, lambda q, c: q.put(c), replies.get, threads)
+
+
+def _drive(schedule, workers, inboxes, replies, send, receive, threads) -> list:
+    seen: list[tuple[int, Any, Any]] = []
+    depth = [0] * workers
+
+    def step(w: int, command: Any) -> None:
+        send(inboxes[w], command)
+        reply = receive(timeout=WAIT_S)
+        if reply[1] == "error":
+            raise reply[2]
+        seen.append(reply)
+
+    try:
+        for w, command in schedule:
+            if command == "exit" and depth[w] == 0:
+                command = "observe"
+            depth[w] += 1 if command not in ("exit", "observe") else -1 if command == "exit" else 0
+            step(w, command)
+        for w in range(workers):
+            while depth[w]:
+                depth[w] -= 1
+                step(w, "exit")
+            step(w, "observe")
+            seen[-1] = (w, "done", seen[-1][2])
+    finally:
+        for w in range(workers):
+            send(inboxes[w], "quit")
+        for t in threads:
+            t.join(timeout=WAIT_S)
+            assert not t.is_alive(), "a worker thread hung"
+    return seen
+
+
+def run_in_tasks(
+    blocks: Sequence[Any],
+    schedule: Sequence[tuple[int, Any]],
+    workers: int,
+    observe: Callable[[], Any],
+) -> list[tuple[int, Any, Any]]:
+    """:func:`run_in_threads` with asyncio tasks of one event loop as the workers."""
+
+    async def main() -> list:
+        inboxes = [asyncio.Queue() for _ in range(workers)]
+        replies: asyncio.Queue = asyncio.Queue()
+
+        async def serve(w: int) -> bool:
+            while True:
+                command = await asyncio.wait_for(inboxes[w].get(), WAIT_S)
+                if command == "quit":
+                    return False
+                if command == "exit":
+                    return True
+                if command != "observe":
+                    with blocks[command[1]]:
+                        replies.put_nowait((w, command, observe()))
+                        if not await serve(w):
+                            return False
+                    command = "exit"
+                replies.put_nowait((w, command, observe()))
+
+        async def task(w: int) -> None:
+            try:
+                await serve(w)
+            except BaseException as exc:
+                replies.put_nowait((w, "error", exc))
+
+        tasks = [asyncio.create_task(task(w)) for w in range(workers)]
+        seen: list = []
+        depth = [0] * workers
+
+        async def step(w: int, command: Any) -> None:
+            inboxes[w].put_nowait(command)
+            reply = await asyncio.wait_for(replies.get(), WAIT_S)
+            if reply[1] == "error":
+                raise reply[2]
+            seen.append(reply)
+
+        try:
+            for w, command in schedule:
+                if command == "exit" and depth[w] == 0:
+                    command = "observe"
+                depth[w] += (
+                    1 if command not in ("exit", "observe") else -1 if command == "exit" else 0
+                )
+                await step(w, command)
+            for w in range(workers):
+                while depth[w]:
+                    depth[w] -= 1
+                    await step(w, "exit")
+                await step(w, "observe")
+                seen[-1] = (w, "done", seen[-1][2])
+        finally:
+            for w in range(workers):
+                inboxes[w].put_nowait("quit")
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), WAIT_S)
+        return seen
+
+    return asyncio.run(main())
+
+
+def expected_states(
+    schedule: Sequence[tuple[int, Any]], workers: int, state_of: Callable[[list[int]], Any]
+) -> list[tuple[int, Any, Any]]:
+    """What each step should observe: ``state_of(stack)``, the stack being the indexes of the
+    blocks the worker is inside, outermost first (each worker on its own)."""
+    stacks: list[list[int]] = [[] for _ in range(workers)]
+    out = []
+    for w, command in schedule:
+        if command == "exit" and not stacks[w]:
+            command = "observe"
+        if command == "exit":
+            stacks[w].pop()
+        elif command != "observe":
+            stacks[w].append(command[1])
+        out.append((w, command, state_of(stacks[w])))
+    for w in range(workers):
+        while stacks[w]:
+            stacks[w].pop()
+            out.append((w, "exit", state_of(stacks[w])))
+        out.append((w, "done", state_of([])))
+    return out
