@@ -39,8 +39,10 @@ and documented here.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from flashinfer.autotuner import distributed as _group
@@ -421,8 +423,17 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     :class:`AutoTuner`.
 
     A class rather than a ``contextlib`` generator so that the warnings of loading the cache
-    point at the user's ``with`` line (no ``contextlib`` frame in between).  The same object
-    may be entered again, also while already entered (each entry restores its own state).
+    point at the user's ``with`` line (no ``contextlib`` frame in between).
+
+    The same object may be entered again, also while already entered, and from several
+    threads or asyncio tasks at once: each entry is kept in the context that entered it and
+    restores its own state there, so no thread stays in tuning mode once its entries are
+    left.  Blocks of one thread left out of order (generators suspended inside them, closed
+    in any order) are restored, and their ``cache`` saved, once the blocks entered after
+    them are left too.  A block must be left in the thread (or task) that entered it: a
+    generator suspended inside one and closed from another thread raises ``RuntimeError``
+    there, and its own thread is restored when it next enters or leaves an ``autotune()``
+    block.
     """
 
     def __init__(
@@ -440,14 +451,87 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self.progress = progress
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self.process_group, self.shard = process_group, shard
-        self._tokens: list[tuple[BlockTokens, Any]] = []
+        self._open: list[_TuneEntry] = []  # this block's entries not left yet, any context
 
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
+        _unwind_left(tuner)  # entries of this context left from elsewhere
         group = _group.open_block(tuner, self.cache, self.process_group, self.shard)
-        self._tokens.append((enter_block(self.enabled, self.progress, self.skip_ops), group))
+        tokens = enter_block(self.enabled, self.progress, self.skip_ops)
+        entry = _TuneEntry(self, tokens, group, sys._getframe(1))
+        with _entries_lock:
+            self._open.append(entry)
+        _entries.set((*_entries.get(), entry))
         return tuner
 
     def __exit__(self, *exc_info: object) -> None:
-        tokens, group = self._tokens.pop()
-        _group.close_block(group, AutoTuner.get(), self.cache, bool(leave_block(tokens)))
+        frame = sys._getframe(1)
+        mine = [e for e in _entries.get() if e.block is self and not e.left]
+        with _entries_lock:
+            # The entry this exit ends: this context's entry by the leaving frame (a with
+            # statement leaves from the frame that entered); an entry by that frame held
+            # elsewhere; else, for exits called by hand, this context's newest of the block.
+            by_frame = [e for e in mine if e.frame is frame]
+            elsewhere = (
+                None
+                if by_frame
+                else next((e for e in reversed(self._open) if e.frame is frame), None)
+            )
+            if by_frame or (mine and elsewhere is None):
+                entry = (by_frame or mine)[-1]
+                self._open.remove(entry)
+            elif self._open:  # entered in another context: left (and restored) there later
+                entry = elsewhere or self._open[-1]
+                self._open.remove(entry)
+                entry.left, entry.frame = True, None
+                raise RuntimeError(
+                    "autotune(): this block was left in a thread or task that did not "
+                    "enter it (a generator suspended inside the block, closed from another "
+                    "thread?); the thread that entered it stays in tuning mode until it "
+                    "next enters or leaves an autotune() block. Leave a block in the "
+                    "thread that entered it, e.g. close such a generator there"
+                )
+            else:
+                raise RuntimeError(
+                    "autotune(): this block was left more times than it was entered; "
+                    "leave a block once per entry (a with statement does)"
+                )
+            entry.left, entry.frame = True, None
+        _unwind_left(AutoTuner.get())
+
+
+class _TuneEntry:
+    """One entry into an ``autotune()`` block: the block, the tokens that restore the state
+    before it, the frame that entered it (while open), and whether it has been left (it is
+    restored once it is this context's newest entry)."""
+
+    __slots__ = ("block", "tokens", "group", "frame", "left")
+
+    def __init__(self, block: autotune, tokens: BlockTokens, group: Any, frame: Any) -> None:
+        self.block, self.tokens, self.group, self.frame = block, tokens, group, frame
+        self.left = False
+
+
+#: This context's ``autotune()`` entries, oldest first: each block leaves its own entry in
+#: its own context, whatever other threads and tasks do with the same block object.
+_entries: ContextVar[tuple[_TuneEntry, ...]] = ContextVar("flashinfer_autotune_entries", default=())
+_entries_lock = threading.Lock()
+
+
+def _unwind_left(tuner: AutoTuner) -> None:
+    """Restore the state before each left entry at the top of this context's entries,
+    newest first, saving each one's cache: a ContextVar token is only exact when reset in
+    the reverse order of setting."""
+    entries = _entries.get()
+    if not entries or not entries[-1].left:
+        return
+    entry = entries[-1]
+    _entries.set(entries[:-1])
+    try:
+        tuned = False
+        try:
+            tuned = bool(leave_block(entry.tokens))
+        finally:
+            _group.close_block(entry.group, tuner, entry.block.cache, tuned)
+    finally:
+        _unwind_left(tuner)

@@ -1,0 +1,152 @@
+"""One ``autotune()`` block object entered by several threads, tasks or generators at once.
+
+Issue 21, item 7 (the ``autotune`` half): entering one block object from two threads raised
+``ValueError: <Token ...> was created in a different Context`` in both, and both stayed in
+tuning mode.  The property, over generated interleavings: each thread (task) is tuning
+exactly when its innermost open block is enabled, and never once its blocks are left;
+generators suspended inside blocks and closed in any order leave no thread tuning either.
+A block left from a thread that did not enter it is a clear ``RuntimeError``, and the
+thread that entered it is restored at its next block.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+
+import pytest
+from block_interleavings import CROSSED, expected_states, run_in_tasks, run_in_threads, schedules
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from flashinfer.autotuner import autotune, is_tuning
+from flashinfer.autotuner import tuner as tuner_module
+
+ENABLED = [True, False, True]
+
+
+def tuning_inside(stack: list[int]) -> bool:
+    """Tuning inside the blocks ``stack`` (indexes into ENABLED, outermost first)."""
+    return ENABLED[stack[-1]] if stack else False
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=schedules(workers=3, blocks=len(ENABLED)))
+@example(schedule=CROSSED)
+def test_one_block_object_entered_by_several_threads_at_once(schedule):
+    blocks = [autotune(enabled) for enabled in ENABLED]
+    seen = run_in_threads(blocks, schedule, 3, is_tuning)
+    assert seen == expected_states(schedule, 3, tuning_inside)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=schedules(workers=3, blocks=len(ENABLED)))
+@example(schedule=CROSSED)
+def test_one_block_object_entered_by_several_tasks_at_once(schedule):
+    blocks = [autotune(enabled) for enabled in ENABLED]
+    seen = run_in_tasks(blocks, schedule, 3, is_tuning)
+    assert seen == expected_states(schedule, 3, tuning_inside)
+
+
+def body(block):
+    with block:
+        yield "inside"
+    yield "after"
+
+
+def run_program(actions, block_for) -> None:
+    """Generators suspended inside blocks, resumed out of them or closed, in any order, and
+    blocks this frame enters by hand; after each step this thread tunes exactly when the
+    newest open entry is enabled."""
+    open_entries: list[tuple[object, int]] = []
+    gens: list[dict] = []
+    direct: list[tuple[int, autotune]] = []
+    for kind, n in actions:
+        k = n % len(ENABLED)
+        if kind == "gen":
+            record = {"gen": body(block_for(k)), "k": k, "inside": True}
+            assert next(record["gen"]) == "inside"
+            gens.append(record)
+            open_entries.append((record, k))
+        elif kind in ("resume", "close") and gens:
+            record = gens[n % len(gens)]
+            if kind == "resume" and not record["inside"]:
+                continue
+            if kind == "resume":
+                assert next(record["gen"]) == "after"
+            else:
+                record["gen"].close()
+                gens.remove(record)
+            if record["inside"]:
+                record["inside"] = False
+                open_entries.remove((record, record["k"]))
+        elif kind == "enter":
+            block = block_for(k)
+            block.__enter__()
+            direct.append((k, block))
+            open_entries.append(("direct", k))
+        elif kind == "exit" and direct:
+            k, block = direct.pop()
+            block.__exit__(None, None, None)
+            del open_entries[max(i for i, e in enumerate(open_entries) if e == ("direct", k))]
+        else:
+            continue
+        assert is_tuning() == tuning_inside([k for _, k in open_entries]), (kind, n)
+    for record in gens:
+        record["gen"].close()
+    while direct:
+        direct.pop()[1].__exit__(None, None, None)
+    assert is_tuning() is False
+    assert tuner_module._entries.get() == ()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    actions=st.lists(
+        st.tuples(st.sampled_from(["gen", "resume", "close", "enter", "exit"]), st.integers(0, 7)),
+        max_size=24,
+    ),
+    shared=st.booleans(),
+)
+@example(actions=[("gen", 0), ("gen", 1), ("close", 0), ("close", 0)], shared=True)
+def test_generators_closed_in_any_order_leave_no_thread_tuning(actions, shared):
+    blocks = [autotune(enabled) for enabled in ENABLED]
+    block_for = blocks.__getitem__ if shared else (lambda k: autotune(ENABLED[k]))
+    contextvars.Context().run(run_program, actions, block_for)
+
+
+def test_a_block_left_from_another_thread_is_an_error_and_its_thread_is_restored_later():
+    def run() -> None:
+        block = autotune()
+        suspended = body(block)
+        next(suspended)
+        failure: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                suspended.close()
+            except BaseException as exc:
+                failure.append(exc)
+
+        t = threading.Thread(target=close)
+        t.start()
+        t.join(timeout=20)
+        assert not t.is_alive()
+        assert len(failure) == 1 and isinstance(failure[0], RuntimeError)
+        assert "left in a thread or task that did not enter it" in str(failure[0])
+        assert is_tuning() is True  # this thread's state is not another thread's to reset
+        with autotune(False):
+            assert is_tuning() is False
+        assert is_tuning() is False  # ... and is restored at its next block
+        assert tuner_module._entries.get() == ()
+
+    contextvars.Context().run(run)
+
+
+def test_leaving_a_block_more_often_than_entering_it_is_an_error():
+    block = autotune()
+    with block:
+        pass
+    with pytest.raises(RuntimeError, match="left more times than it was entered"):
+        block.__exit__(None, None, None)
+    assert is_tuning() is False
