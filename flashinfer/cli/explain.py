@@ -1,9 +1,16 @@
 """``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and why.
 
-For each shape it builds inputs the way ``flashinfer autotune`` does (same shape syntax),
-then prints ``op.explain(...)``: per backend whether it can run and what left it out
+For each shape it describes inputs the way ``flashinfer autotune`` builds them (same shape
+syntax), then prints ``op.explain(...)``: per backend whether it can run and what left it out
 (capability, support check, the experimental gate, a restriction, the heuristic), the
 candidates, the choice and where it comes from.  Nothing but the checks runs: no kernel.
+
+It reasons on metadata: the inputs are fake tensors (``FakeTensorMode``: shape, strides,
+dtype and device, no storage), so a problem of any size costs no memory.  Checks that read
+only metadata (every shipped one) decide as on real tensors; a backend whose checks read
+tensor data is reported as not decided (see :mod:`flashinfer.dispatch.explain`).  A shape no
+tensor can have (a dimension past ``2**63 - 1``, or a tensor of the problem with more bytes
+than that) is a usage error, exit 2.
 ``FLASHINFER_BACKENDS`` and ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` apply as they
 would to the program; ``--cache`` loads an autotuner file first, to show what a process
 that loaded it runs.
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from typing import Any, TextIO
 
 from flashinfer.cli.common import DTYPES, PROG, UsageError
@@ -57,6 +65,62 @@ def _as_dict(explanation: Any) -> dict[str, Any]:
     return doc
 
 
+# The most a tensor's sizes and bytes can be: torch describes both with signed 64-bit ints.
+MAX_EXTENT = 2**63 - 1
+
+# The tensors a call of each op involves, by role, from the command's shape (the result
+# too: a problem whose result cannot exist cannot run either).
+_PROBLEM_TENSORS = {
+    "mm": lambda d: {"a": (d[0], d[2]), "b": (d[2], d[1]), "the result": (d[0], d[1])},
+    "rmsnorm": lambda d: {"input": d, "weight": (d[-1],), "the result": d},
+}
+
+
+def _check_exists(dims: tuple[int, ...], op_name: str, dtype: Any) -> None:
+    """``UsageError`` (one line) unless every tensor of the problem ``dims`` can exist."""
+    shape = "x".join(map(str, dims))
+    for d in dims:
+        if d > MAX_EXTENT:
+            raise UsageError(
+                f"--shapes: {shape}: dimension {d} is larger than any tensor can have "
+                "(2**63 - 1); use sizes that fit in memory"
+            )
+    tensors = _PROBLEM_TENSORS.get(op_name)
+    if tensors is None:
+        return
+    size = dtype.itemsize
+    for role, extent in tensors(dims).items():
+        count = math.prod(extent)
+        if count * size > MAX_EXTENT:
+            raise UsageError(
+                f"--shapes: {shape}: {role} would be {'x'.join(map(str, extent))}, "
+                f"{count * size} bytes, more than a tensor can address (2**63 - 1); use "
+                "smaller sizes"
+            )
+
+
+def _fake_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
+    """The inputs the command's call of the op takes, as fake tensors: built by the target
+    (as ``autotune`` builds them) inside ``FakeTensorMode``, so nothing of the problem's
+    size is allocated.  ``UsageError`` if torch cannot describe them."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    captured: list[tuple[tuple, dict]] = []
+
+    def capture(*args: Any, **kwargs: Any) -> None:
+        captured.append((args, kwargs))
+
+    try:
+        with FakeTensorMode():
+            target.call(capture, dims, dtype, device)
+    except (RuntimeError, TypeError, OverflowError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(
+            f"--shapes: {'x'.join(map(str, dims))}: torch cannot describe these inputs ({first})"
+        ) from None
+    return captured[0]
+
+
 def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
@@ -64,12 +128,15 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     op, target = _resolve(args.op)
     shapes = _parse_shapes(args.shapes, target)
+    dtype = getattr(torch, args.dtype)
+    for dims in shapes:
+        _check_exists(dims, target.op_name, dtype)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
+    inputs = [_fake_inputs(target, dims, dtype, args.device) for dims in shapes]
     if args.cache is not None:
         _load_cache(args.cache, err)
-    dtype = getattr(torch, args.dtype)
-    found = [target.call(op.explain, dims, dtype, args.device) for dims in shapes]
+    found = [op.explain(*call_args, **kwargs) for call_args, kwargs in inputs]
     if args.json:
         print(json.dumps([_as_dict(e) for e in found], indent=2), file=out)
     else:
@@ -83,10 +150,12 @@ def add_explain_parser(sub: Any) -> None:
         "explain",
         help="what backend='auto' would pick for an op and some shapes, and why",
         description=(
-            "For each shape, build inputs as `flashinfer autotune` does and print what a "
-            "backend='auto' call would do: each backend's verdict (can it run; if it is not "
-            "a candidate, what left it out), the candidates, the choice and where it comes "
-            "from (heuristic, restriction, autotuner).  Runs the checks only, no kernel."
+            "For each shape, describe inputs as `flashinfer autotune` builds them and print "
+            "what a backend='auto' call would do: each backend's verdict (can it run; if it "
+            "is not a candidate, what left it out), the candidates, the choice and where it "
+            "comes from (heuristic, restriction, autotuner).  Runs the checks only, no "
+            "kernel, on metadata only (fake tensors): a shape of any size allocates nothing; "
+            "a shape no tensor can have is a usage error (exit 2)."
         ),
         epilog=f"example: {PROG} explain mm --shapes 16x2048x32 --dtype bfloat16",
     )

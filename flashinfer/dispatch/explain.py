@@ -5,10 +5,19 @@ if it is not a candidate, what left it out (the experimental gate, a restriction
 heuristic); then the candidates, the choice and where the choice comes from.  Nothing is
 run but the checks, the heuristic and a look-up of the autotuner's results: never the API
 body, never a kernel, and no warning or per-thread record is written.
+
+Inputs may carry metadata only: fake tensors (``torch._subclasses.FakeTensorMode``, which
+``flashinfer explain`` builds, so that a large problem costs no memory) or tensors on the
+``meta`` device.  Checks that read only shapes, strides, dtypes and devices decide as on
+real tensors.  A check marked :func:`~flashinfer.dispatch.verdicts.reads_tensor_data` is
+not run on such inputs (a data pointer would read as 0), and a check that fails for want of
+data is not taken as a refusal: that backend's verdict is *not decided* (``decided=False``,
+"can run: unknown"), and a note says the choice leaves it out.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +27,7 @@ from flashinfer.dispatch.capability import capability_reason
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.tuner_view import tuner_view
-from flashinfer.dispatch.verdicts import VerdictCacheInfo
+from flashinfer.dispatch.verdicts import VerdictCacheInfo, reads_tensor_data_marked
 from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
 )
@@ -44,11 +53,15 @@ class BackendVerdict:
     #: Its place among the candidates (0: first), or None when it is not one.
     rank: int | None
     #: What kept it from the candidates: ``"common check"`` (the call fails before any
-    #: backend is looked at), ``"capability"``, ``"checker"``, ``"gate"``,
-    #: ``"restriction"`` or ``"heuristic"``; None for a candidate.
+    #: backend is looked at), ``"capability"``, ``"checker"``, ``"undecided"`` (its checks
+    #: need data that metadata-only inputs lack), ``"gate"``, ``"restriction"`` or
+    #: ``"heuristic"``; None for a candidate.
     stage: str | None
     #: The same in words, or None for a candidate.
     reason: str | None
+    #: False when the inputs carry metadata only and its checks need more (tensor values,
+    #: a data pointer): whether it can run is unknown, and it is left out of the choice.
+    decided: bool = True
 
     @property
     def candidate(self) -> bool:
@@ -98,7 +111,7 @@ class Explanation:
                 (
                     v.backend,
                     "experimental" if v.experimental else "stable",
-                    "yes" if v.can_run else "no",
+                    "yes" if v.can_run else "no" if v.decided else "unknown",
                     verdict,
                     v.reason or "",
                 )
@@ -143,38 +156,91 @@ def _call_text(bound: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={_summary(v)}" for k, v in bound.items() if k != "backend")
 
 
+UNDECIDED = "not decided on metadata-only inputs"
+
+
+def _no_data(value: Any) -> bool:
+    """Whether ``value`` is a tensor with metadata only: on the meta device, or a fake
+    tensor (looked up only if the program loaded fake tensors, so no import here)."""
+    if getattr(value, "is_meta", False) is True:
+        return True
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    return fake is not None and isinstance(value, fake.FakeTensor)
+
+
+def metadata_only(bound: Mapping[str, Any]) -> bool:
+    """Whether some tensor among the call's arguments carries metadata only (see the module
+    doc): then checks that read data cannot decide."""
+    return any(_no_data(v) for v in bound.values())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
 def _refusals(
-    op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any]
+    op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any], no_data: bool = False
 ) -> dict[str, tuple[str, str] | None]:
     """backend -> (stage, why) when it cannot run the call, None when it can.  A checker
-    that crashes is reported, not raised."""
+    that crashes is reported, not raised.  With ``no_data`` (metadata-only inputs), a
+    checker that reads data is not run, or failing, is not a refusal: its stage is
+    ``"undecided"``."""
     found: dict[str, tuple[str, str] | None] = {}
     for name, checker in op.backend_checks.items():
         reason = capability_reason(checker, cc)
         if reason is not None:
             found[name] = ("capability", reason)
             continue
+        if no_data and reads_tensor_data_marked(checker):
+            found[name] = (
+                "undecided",
+                f"{UNDECIDED}: its support check reads tensor data (it is marked "
+                "reads_tensor_data); explain real tensors to decide",
+            )
+            continue
         try:
             reason = op.backend_refusal(name, cc, bound)
         except Exception as exc:  # noqa: BLE001 - a call would raise it; explain reports it
+            if no_data:
+                found[name] = (
+                    "undecided",
+                    f"{UNDECIDED}: its support check needs more than shapes "
+                    f"({_first_line(exc)}); explain real tensors to decide",
+                )
+                continue
             reason = f"support check raised {type(exc).__name__}: {exc}"
         found[name] = None if reason is None else ("checker", reason)
     return found
 
 
-def _common_error(op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any]) -> str | None:
+def _common_error(
+    op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any], no_data: bool = False
+) -> str | None:
     if op.common_check is None:
         return None
     if not op.backend_checks:
         reason = capability_reason(op.common_check, cc)
         if reason is not None:
             return f"the API does not support compute capability {cc}: {reason}"
+    if no_data and reads_tensor_data_marked(op.common_check):
+        return (
+            f"{UNDECIDED}: its common check reads tensor data (it is marked "
+            "reads_tensor_data); explain real tensors to decide"
+        )
     try:
         if op._check(op.common_check, "__common__", bound):
             return None
         return "its common check returned False for these inputs"
     except ValueError as exc:
         return f"its common check rejected the inputs: {exc}"
+    except Exception as exc:
+        if not no_data:
+            raise
+        return (
+            f"{UNDECIDED}: its common check needs more than shapes ({_first_line(exc)}); "
+            "explain real tensors to decide"
+        )
 
 
 def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, Any, str] | None:
@@ -209,12 +275,21 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
     cc = op._call_capability(bound)
     gate_on = experimental_auto_backends_allowed()
     listed = op._restriction()
-    error = _common_error(op, cc, bound)
+    no_data = metadata_only(bound)
+    error = _common_error(op, cc, bound, no_data)
     if error is not None:
         not_checked = ("common check", "not checked: the common check rejects the call")
+        if error.startswith(UNDECIDED):
+            not_checked = ("common check", "not checked: the common check is not decided")
         refusals: dict[str, tuple[str, str] | None] = dict.fromkeys(op.backend_checks, not_checked)
     else:
-        refusals = _refusals(op, cc, bound)
+        refusals = _refusals(op, cc, bound, no_data)
+    undecided = [b for b, r in refusals.items() if r is not None and r[0] == "undecided"]
+    if undecided:
+        notes.append(
+            f"the inputs carry metadata only: whether {', '.join(map(repr, undecided))} can "
+            "run is not decided, and the choice leaves it out"
+        )
     viable = [b for b, r in refusals.items() if r is None]
     left: dict[str, tuple[str, str]] = {b: r for b, r in refusals.items() if r is not None}
     source: str | None = None
@@ -234,14 +309,30 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
         source = DECLARATION_ORDER
         if candidates and op.heuristic_func is not None:
             spec = op._specs["__func__"]
-            ordered = filter_heuristic(
-                invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
-            )
-            for b in candidates:
-                if b not in ordered:
-                    left[b] = ("heuristic", "left out by the heuristic for these inputs")
-            candidates, source = ordered, HEURISTIC
-        preferred = op.prefer_first(candidates, bound)
+            try:
+                ordered = filter_heuristic(
+                    invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
+                )
+            except Exception as exc:
+                if not no_data:
+                    raise
+                notes.append(
+                    f"the heuristic needs more than shapes ({_first_line(exc)}): not applied, "
+                    "the candidates are in declaration order"
+                )
+                ordered = None
+            if ordered is not None:
+                for b in candidates:
+                    if b not in ordered:
+                        left[b] = ("heuristic", "left out by the heuristic for these inputs")
+                candidates, source = ordered, HEURISTIC
+        try:
+            preferred = op.prefer_first(candidates, bound)
+        except Exception as exc:
+            if not no_data:
+                raise
+            notes.append(f"a preference needs more than shapes ({_first_line(exc)}): not applied")
+            preferred = candidates
         if preferred is not candidates:
             notes.append(
                 f"{preferred[0]!r} comes first: its declaration prefers these inputs "
@@ -273,6 +364,7 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
             rank=rank.get(b),
             stage=None if b in rank else left[b][0],
             reason=None if b in rank else left[b][1],
+            decided=b not in undecided,
         )
         for b in op.backend_checks
     )
