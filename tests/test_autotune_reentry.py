@@ -12,9 +12,12 @@ thread that entered it is restored at its next block.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 
 import pytest
+import torch
+from autotuner_fakes import FakeRunner, clean_tuner, make_op
 from block_interleavings import CROSSED, expected_states, run_in_tasks, run_in_threads, schedules
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -150,3 +153,30 @@ def test_leaving_a_block_more_often_than_entering_it_is_an_error():
     with pytest.raises(RuntimeError, match="left more times than it was entered"):
         block.__exit__(None, None, None)
     assert is_tuning() is False
+
+
+def test_a_block_left_out_of_order_saves_its_cache_once_the_newer_blocks_are_left(tmp_path):
+    """Generator ``outer`` tunes a key inside ``autotune(cache=...)``; generator ``inner``
+    enters a block after it; ``outer`` is closed first: its file is written when ``inner``
+    is closed too, and the thread is not tuning after either."""
+    path = str(tmp_path / "tuned.json")
+    op = make_op({"a": FakeRunner("a", [1, 2]), "b": FakeRunner("b")})
+
+    def tunes():
+        with autotune(cache=path):
+            op(torch.zeros(4))
+            yield
+
+    def run() -> None:
+        with clean_tuner(warmup=0, repeat=1):
+            outer, inner = tunes(), body(autotune(False))
+            next(outer), next(inner)
+            outer.close()
+            assert is_tuning() is False  # inner's block is the newest open one
+            assert not os.path.exists(path)  # outer's state waits for inner's
+            inner.close()
+            assert is_tuning() is False
+            assert os.path.exists(path)
+            assert tuner_module._entries.get() == ()
+
+    contextvars.Context().run(run)
