@@ -56,8 +56,9 @@ def test_set_after_import_is_reported_everywhere_and_auto_skips_triton():
         from flashinfer.dispatch.op import registered_ops
 
         ops = {op.api_key: op for op in registered_ops()}
+        checker = lambda a, b: ops[a["qualified_name"]].backend_checks[b["name"]]
         found["rows"] = [
-            [b["reason"], family_of(ops[a["qualified_name"]].backend_checks[b["name"]]).needs_triton]
+            [b["reason"], family_of(checker(a, b)).needs_triton]
             for a in report["apis"]
             for b in a["backends"]
             if a["qualified_name"] in ops
@@ -78,6 +79,10 @@ def test_set_after_import_is_reported_everywhere_and_auto_skips_triton():
         with contextlib.redirect_stdout(out):
             found["cli"] = main(["explain", "rmsnorm", "--shapes", "4x8", "--json"])
         found["cli_explain"] = json.loads(out.getvalue())
+        table = io.StringIO()
+        with contextlib.redirect_stdout(table):
+            main(["backends"])
+        found["table"] = table.getvalue()
         print(json.dumps(found, default=str))
     """
     proc = _python(code, at_import=None)
@@ -95,6 +100,10 @@ def test_set_after_import_is_reported_everywhere_and_auto_skips_triton():
     [rmsnorm] = found["cli_explain"]
     verdicts = {v["backend"]: v for v in rmsnorm["verdicts"]}
     assert not verdicts["triton"]["can_run"] and SET_AFTER in verdicts["triton"]["why_not"]
+    # The report's TRITON_INTERPRET line says it too, with what to do.
+    line = next(i for i, t in enumerate(found["table"].splitlines()) if "TRITON_INTERPRET " in t)
+    below = found["table"].splitlines()[line + 1]
+    assert "set after triton was imported" in below and RESTART in below
 
 
 PROPERTY = """
