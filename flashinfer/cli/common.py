@@ -1,8 +1,10 @@
-"""Helpers shared by the ``flashinfer`` command's sub-commands: usage errors, tables, the gate."""
+"""Helpers shared by the ``flashinfer`` command's sub-commands: usage errors, shapes that can
+exist, tables, the gate."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +24,42 @@ class UsageError(Exception):
 # --------------------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------------------
+
+# The most a tensor's sizes and bytes can be: torch describes both with signed 64-bit ints.
+MAX_EXTENT = 2**63 - 1
+
+# The tensors a call of each op involves, by role, from the command's shape (the result
+# too: a problem whose result cannot exist cannot run either).
+_PROBLEM_TENSORS = {
+    "mm": lambda d: {"a": (d[0], d[2]), "b": (d[2], d[1]), "the result": (d[0], d[1])},
+    "rmsnorm": lambda d: {"input": d, "weight": (d[-1],), "the result": d},
+}
+
+
+def check_shape_exists(dims: tuple[int, ...], op_name: str, dtype: Any) -> None:
+    """``UsageError`` (one line) unless every tensor of ``op_name``'s problem ``dims`` (a
+    parsed ``--shapes`` item) can exist in ``dtype``: no dimension past ``2**63 - 1`` and, for
+    the ops whose tensors are known, none with more bytes than that.  Before anything is
+    built, so a shape that cannot exist never reaches torch."""
+    shape = "x".join(map(str, dims))
+    for d in dims:
+        if d > MAX_EXTENT:
+            raise UsageError(
+                f"--shapes: {shape}: dimension {d} is larger than any tensor can have "
+                "(2**63 - 1); use sizes that fit in memory"
+            )
+    tensors = _PROBLEM_TENSORS.get(op_name)
+    if tensors is None:
+        return
+    size = dtype.itemsize
+    for role, extent in tensors(dims).items():
+        count = math.prod(extent)
+        if count * size > MAX_EXTENT:
+            raise UsageError(
+                f"--shapes: {shape}: {role} would be {'x'.join(map(str, extent))}, "
+                f"{count * size} bytes, more than a tensor can address (2**63 - 1); use "
+                "smaller sizes"
+            )
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:

@@ -21,10 +21,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from typing import Any, TextIO
 
-from flashinfer.cli.common import DTYPES, PROG, UsageError
+from flashinfer.cli.common import DTYPES, PROG, UsageError, check_shape_exists
 
 __all__ = ["add_explain_parser"]
 
@@ -65,40 +64,6 @@ def _as_dict(explanation: Any) -> dict[str, Any]:
     return doc
 
 
-# The most a tensor's sizes and bytes can be: torch describes both with signed 64-bit ints.
-MAX_EXTENT = 2**63 - 1
-
-# The tensors a call of each op involves, by role, from the command's shape (the result
-# too: a problem whose result cannot exist cannot run either).
-_PROBLEM_TENSORS = {
-    "mm": lambda d: {"a": (d[0], d[2]), "b": (d[2], d[1]), "the result": (d[0], d[1])},
-    "rmsnorm": lambda d: {"input": d, "weight": (d[-1],), "the result": d},
-}
-
-
-def _check_exists(dims: tuple[int, ...], op_name: str, dtype: Any) -> None:
-    """``UsageError`` (one line) unless every tensor of the problem ``dims`` can exist."""
-    shape = "x".join(map(str, dims))
-    for d in dims:
-        if d > MAX_EXTENT:
-            raise UsageError(
-                f"--shapes: {shape}: dimension {d} is larger than any tensor can have "
-                "(2**63 - 1); use sizes that fit in memory"
-            )
-    tensors = _PROBLEM_TENSORS.get(op_name)
-    if tensors is None:
-        return
-    size = dtype.itemsize
-    for role, extent in tensors(dims).items():
-        count = math.prod(extent)
-        if count * size > MAX_EXTENT:
-            raise UsageError(
-                f"--shapes: {shape}: {role} would be {'x'.join(map(str, extent))}, "
-                f"{count * size} bytes, more than a tensor can address (2**63 - 1); use "
-                "smaller sizes"
-            )
-
-
 def _fake_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
     """The inputs the command's call of the op takes, as fake tensors: built by the target
     (as ``autotune`` builds them) inside ``FakeTensorMode``, so nothing of the problem's
@@ -130,7 +95,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     shapes = _parse_shapes(args.shapes, target)
     dtype = getattr(torch, args.dtype)
     for dims in shapes:
-        _check_exists(dims, target.op_name, dtype)
+        check_shape_exists(dims, target.op_name, dtype)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
     inputs = [_fake_inputs(target, dims, dtype, args.device) for dims in shapes]
