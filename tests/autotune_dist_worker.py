@@ -223,6 +223,26 @@ def unreadable_file(group: Any, path: Path) -> dict[str, Any]:
         builtins.open = real_open
 
 
+def directory_on_rank0_only(group: Any, out_dir: Path) -> dict[str, Any]:
+    """Rank 0 alone reads and writes the file: a directory that only rank 0's host has (here:
+    only rank 0's path names an existing one) is no reason for the other ranks to refuse."""
+    where = out_dir / ("rank0_dir" if RANK == 0 else f"missing_on_rank{RANK}") / "tuned.json"
+    if RANK == 0:
+        where.parent.mkdir(exist_ok=True)
+    SCRIPT.update({("a", 1): [0.002] * WORLD, ("a", 2): [0.001] * WORLD})
+    op = make_op({"a": FakeRunner("a", [1, 2])})
+    with autotune(process_group=group, cache=where):
+        tuned = record_of(op)
+    return {"tuned": tuned, "saved": where.exists()}
+
+
+def directory_missing_on_rank0(group: Any, out_dir: Path) -> dict[str, Any]:
+    """Rank 0's directory is missing: every rank refuses, on entry, before any tuning."""
+    where = out_dir / "no_such_dir" / "tuned.json"
+    with autotune(process_group=group, cache=where):
+        return {"entered": True}
+
+
 def killed_mid_tuning(group: Any) -> dict[str, Any]:
     """The last rank dies while it times a pair; the others must fail, not hang."""
 
@@ -330,6 +350,8 @@ SUITES: dict[str, list[str]] = {
         "one_rank_had_it_tuned",
         "shared_file",
         "unreadable_file",
+        "directory_on_rank0_only",
+        "directory_missing_on_rank0",
     ],
     "four": ["disagreeing_timings", "gate_differs", "sharded"],
     "kill": ["killed_mid_tuning"],
@@ -348,6 +370,8 @@ def run(name: str, group: Any, out_dir: Path) -> dict[str, Any]:
             return scenario(group, out_dir, *args)
         if name in ("shared_file", "unreadable_file"):
             return scenario(group, out_dir / f"{name}.json")
+        if name.startswith("directory_"):
+            return scenario(group, out_dir)
         return scenario(group)
     except Exception as exc:  # the facts are what raised, where, and how fast
         return {

@@ -236,6 +236,22 @@ def test_a_tuning_file_rank_0_cannot_read_fails_every_rank_with_its_error(two):
         assert f["elapsed_s"] < FAST_S
 
 
+def test_only_rank_0_checks_the_tuning_files_directory(two):
+    """Rank 0 alone reads and writes the file, so a directory that only its host has is
+    enough: the other ranks neither refuse their (missing) one nor wait for a timeout."""
+    rank0, rank1 = succeeded(facts(two, "directory_on_rank0_only"))
+    assert rank0["tuned"]["choice"] == rank1["tuned"]["choice"] == ["a", 2]
+    assert (rank0["saved"], rank1["saved"]) == (True, False)
+
+
+def test_a_directory_missing_on_rank_0_is_refused_on_every_rank_at_once(two):
+    for f in facts(two, "directory_missing_on_rank0"):
+        assert f.get("error") == "AutotuneCacheError", f
+        assert "no_such_dir" in f["message"] and "does not exist" in f["message"]
+        assert "checked by rank 0 of the autotune process group" in f["message"]
+        assert f["elapsed_s"] < FAST_S
+
+
 # ---- in one process: arguments, the verdict, the combination -------------------------------
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -409,11 +409,15 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     (also when the block raises), see :func:`flashinfer.autotuner.save_configs`.  A block
     that tuned nothing new, e.g. ``autotune(False, cache=path)`` serving from a tuned file,
     never writes, locks nor creates a file (read-only deployments and mounts work).
-    ``ValueError`` at once for an empty ``cache`` path.  ``progress`` is called before
-    each timing (see :data:`ProgressCallback`).  ``skip_ops`` names ops (by API name, e.g.
-    ``"mm"``, or qualified name) that the block leaves untuned: their calls run the first
-    candidate's default tactic, untimed (nested blocks add to the enclosing blocks' list);
-    ``ValueError`` at once, naming the valid names, for a name no autotunable op has.
+    ``ValueError`` at once for an empty ``cache`` path, and
+    :class:`~flashinfer.autotuner.cache.AutotuneCacheError` for a path that exists and is
+    not a regular file or lies in a missing directory (with a process group: on entry, as
+    rank 0 sees it, on every rank).  ``progress`` is called before each timing (see
+    :data:`ProgressCallback`).  ``skip_ops`` lists ops (the ops themselves, e.g.
+    ``flashinfer.mm``, their API names, e.g. ``"mm"``, or qualified names) that the block
+    leaves untuned: their calls run the first candidate's default tactic, untimed (nested
+    blocks add to the enclosing blocks' list); ``ValueError`` at once, naming the valid
+    names, for an op or name that is not autotunable, ``TypeError`` naming any other item.
     ``process_group``: tune across the ranks of this ``torch.distributed`` group, one
     choice on every rank (None: the one set by ``set_autotune_process_group``, if any), and
     ``shard=True`` splits the timing across them; with a group only rank 0 reads (for
@@ -442,12 +446,15 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         *,
         cache: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
-        skip_ops: Sequence[str] = (),
+        skip_ops: Iterable[Any] | None = (),
         process_group: Any = None,
         shard: bool | None = None,
     ) -> None:
         self.enabled = bool(enabled)
-        self.cache = None if cache is None else _cache_path(cache)
+        # With a process group only its rank 0 reads and writes the file, and checks the path
+        # on entry for every rank (another host may lack the directory): here, only its form.
+        grouped = process_group is not None or _group.group_in_effect() is not None
+        self.cache = None if cache is None else _cache_path(cache, local=not grouped)
         self.progress = progress
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self.process_group, self.shard = process_group, shard

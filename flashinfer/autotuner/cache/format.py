@@ -214,19 +214,20 @@ def _shown_version(version: Any) -> str:
     return _short(repr(version), 24)
 
 
-def _cache_path(path: str | os.PathLike[str], *, writing: bool = True) -> str:
+def _cache_path(path: str | os.PathLike[str], *, writing: bool = True, local: bool = True) -> str:
     """``path`` as a string, checked before any work: ``ValueError`` for an empty one (it
     would name the working directory, and its lock ``.lock`` there), and
     :class:`AutotuneCacheError` for one that cannot be a tuning file (one message, from
     :func:`.paths.path_problem`): it exists and is not a regular file, or (``writing``: it
-    will be saved to, as by ``autotune(cache=path)``) its directory does not exist.  Opens
-    nothing, creates nothing."""
+    will be saved to, as by ``autotune(cache=path)``) its directory does not exist.
+    ``local=False``: another process (rank 0 of a process group) uses the file, so only the
+    path's form is checked here.  Opens nothing, creates nothing."""
     text = os.fspath(path)
     if not isinstance(text, str):
         raise TypeError(f"autotune cache path must be a str or os.PathLike[str], not {path!r}")
     if not text:
         raise ValueError("autotune cache path is empty; name a file, e.g. 'tuned.json'")
-    problem = path_problem(text, writing=writing)
+    problem = path_problem(text, writing=writing) if local else None
     if problem is not None:
         raise _path_error(problem)
     return text

@@ -82,7 +82,9 @@ from flashinfer.autotuner._time_candidates import (
     time_pairs,
 )
 from flashinfer.autotuner._types import Choice, TunableRunner, TunedResults, TuningRecord
+from flashinfer.autotuner.cache.format import AutotuneCacheError
 from flashinfer.autotuner.cache.load import LoadReport, load_data, load_into
+from flashinfer.autotuner.cache.paths import path_problem
 from flashinfer.autotuner.cache.save import save_into
 from flashinfer.autotuner.distributed.agreement import (
     AutotuneConsistencyError,
@@ -338,6 +340,11 @@ def tune_in_group(
 
 
 def _read_on_rank0(path: str) -> tuple[str, Any]:
+    # Rank 0 alone reads and writes the file, so it alone checks the path (on its host: the
+    # other ranks' hosts may not have the directory), and every rank raises its refusal.
+    problem = path_problem(path, writing=True)
+    if problem is not None:
+        return "refused", (problem.message, problem.path, problem.reason)
     try:
         with open(path, "rb") as f:
             return "data", f.read()
@@ -349,8 +356,10 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
 
 def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     """Load ``path`` into ``tuner`` if it exists (None if not).  With a group in effect, its
-    rank 0 reads the file and broadcasts the bytes, so every rank loads the same version;
-    an ``OSError`` of rank 0's read is raised on every rank."""
+    rank 0 checks the path (as a file it will save to: :func:`.paths.path_problem`), reads
+    the file and broadcasts the bytes, so every rank loads the same version; rank 0's
+    refusal of the path (:class:`AutotuneCacheError`) or ``OSError`` is raised on every
+    rank, before any tuning."""
     setting = group_in_effect()
     if setting is None:
         return load_into(tuner, path) if os.path.exists(path) else None
@@ -359,6 +368,10 @@ def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     kind, payload = _broadcast(setting.group, mine, "reading the tuning file", path)
     if kind == "missing":
         return None
+    if kind == "refused":
+        message, where, reason = payload
+        by = " (checked by rank 0 of the autotune process group, which reads and writes it)"
+        raise AutotuneCacheError(message + by, path=where, reason=reason)
     if kind == "error":
         errno, strerror = payload
         raise OSError(errno, f"{strerror} (read by rank 0 of the autotune process group)", path)
