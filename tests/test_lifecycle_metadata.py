@@ -6,12 +6,14 @@ tests/pr_checks/test_experimental_lifecycle.py.)"""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import warnings
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashinfer.api_logging import make_experimental_info
+from flashinfer.api_logging import ExperimentalInfo, make_experimental_info
 from flashinfer.gating.records import (
     feature_of_module,
     graduate_by_problem,
@@ -22,6 +24,7 @@ from flashinfer.lifecycle import (
     GRADUATION_HORIZON_MONTHS,
     ExperimentalFeature,
     ExperimentalMetadataWarning,
+    format_listing,
     graduation_limit,
     lifecycle_problems,
 )
@@ -193,3 +196,161 @@ def test_documents_cite_the_horizon_by_its_constant(name):
     own = words.replace(f"{cited.lower()}{GRADUATION_HORIZON_MONTHS} months)", "")
     for phrase in ("six months", "6 months", "about six"):
         assert phrase not in own, f"{name} states the horizon without the constant: {phrase!r}"
+
+
+# ---- any metadata value: decoration never raises, the listing and the check never fail ----
+# (issue 21, item 16)
+
+
+class _Unprintable:
+    """A value whose repr() and str() both raise."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    __str__ = __repr__
+
+
+ANY_VALUE = st.one_of(
+    st.none(),
+    st.text(),
+    st.text(alphabet="0123456789#", min_size=1),
+    st.integers(),
+    st.just("9" * 5000),  # beyond int()'s digit limit
+    st.just("0" * 4999 + "7"),
+    st.just(10**5000),  # beyond str()'s digit limit
+    st.booleans(),
+    st.floats(),
+    st.binary(max_size=8),
+    st.dates(),
+    st.datetimes(),
+    st.lists(st.integers(), max_size=3),
+    st.builds(object),
+    st.builds(_Unprintable),
+)
+
+
+def _decorate(feature, owner, issue, graduate_by):
+    """The two markers with these values, as a module applies them when imported."""
+    from flashinfer import experimental_backend, flashinfer_experimental_api
+
+    def preview(x):
+        return x
+
+    def check(x, backend):
+        return True
+
+    marked_api = flashinfer_experimental_api(
+        feature=feature, owner=owner, tracking_issue=issue, graduate_by=graduate_by
+    )(preview)
+    marked_check = experimental_backend(
+        feature=feature, owner=owner, tracking_issue=issue, graduate_by=graduate_by
+    )(check)
+    return [
+        ExperimentalFeature(
+            "api", "m.preview", "m", "m.preview", None, marked_api.experimental_info
+        ),
+        ExperimentalFeature(
+            "backend", "m.op[backend=b]", "m", "m.op", "b", marked_check.experimental_info
+        ),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(feature=ANY_VALUE, owner=ANY_VALUE, issue=ANY_VALUE, graduate_by=ANY_VALUE)
+def test_any_metadata_only_warns_and_fails_the_lifecycle_check(feature, owner, issue, graduate_by):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        features = _decorate(feature, owner, issue, graduate_by)
+    # Only the one warning the design promises, once per marked object, and short.
+    assert {w.category for w in caught} <= {ExperimentalMetadataWarning}
+    assert len(caught) <= 2 and all(len(str(w.message)) < 2000 for w in caught)
+    for f in features:
+        info = f.info
+        assert isinstance(info.feature, str)
+        assert info.owner is None or isinstance(info.owner, str)
+        assert info.tracking_issue is None or isinstance(info.tracking_issue, str)
+        assert info.graduate_by is None or type(info.graduate_by) is dt.date
+        assert bool(info.problems) == bool(caught)
+    today = dt.date(2027, 1, 1)
+    listing = format_listing(features)
+    assert len(listing.splitlines()) == 1 + len(features)  # one line each, whatever the text
+    problems = lifecycle_problems(features, today)
+    json.dumps([f.as_dict() for f in features])
+    for f in features:  # every recorded problem fails the check
+        for problem in f.info.problems:
+            assert any(p.endswith(problem) for p in problems)
+    if feature is not None and not isinstance(feature, str):
+        assert all(
+            any("feature" in p and "name the feature" in p for p in f.info.problems)
+            for f in features
+        )
+
+
+@pytest.mark.parametrize(
+    "issue",
+    ["9" * 5000, "#" + "9" * 5000, "9" * 11, 10**5000, 10**11],
+    ids=["5000 digits", "#5000 digits", "11 digits", "int 5001 digits", "int 12 digits"],
+)
+def test_a_tracking_issue_too_long_for_a_number_is_a_problem_not_a_crash(issue):
+    problem = tracking_issue_problem(issue)
+    assert problem is not None and "too long for an issue number" in problem
+    assert len(problem) < 300  # the value is quoted cut
+
+
+@pytest.mark.parametrize(
+    "issue", ["9" * 10, "0" * 5000 + "12", 2**31 - 1], ids=["10 digits", "zeros", "int32"]
+)
+def test_long_but_real_issue_numbers_are_accepted(issue):
+    assert tracking_issue_problem(issue) is None
+
+
+def test_a_non_text_feature_is_reported_and_listed():
+    with pytest.warns(ExperimentalMetadataWarning, match="feature 123 is a int"):
+        (api, backend) = _decorate(123, "@alice", 1, "2027-03-01")
+    assert api.info.feature == "123"
+    assert "123" in format_listing([api, backend])
+    problems = lifecycle_problems([api, backend], dt.date(2027, 1, 1))
+    assert len(problems) == 2 and all("feature 123 is a int" in p for p in problems)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    feature=ANY_VALUE,
+    owner=ANY_VALUE,
+    issue=ANY_VALUE,
+    graduate_by=ANY_VALUE,
+    problems=st.one_of(st.none(), ANY_VALUE, st.tuples(ANY_VALUE)),
+)
+def test_a_hand_built_info_never_breaks_the_listing_or_the_check(
+    feature, owner, issue, graduate_by, problems
+):
+    """ExperimentalInfo is public: one built by hand, of any values, is listed and checked
+    as the marker would have recorded it."""
+    info = ExperimentalInfo(feature, owner, issue, graduate_by, problems)
+    entry = ExperimentalFeature("api", "m.f", "m", "m.f", None, info)
+    assert len(format_listing([entry]).splitlines()) == 2
+    lifecycle_problems([entry], dt.date(2027, 1, 1))
+    json.dumps(entry.as_dict())
+
+
+def test_a_stable_op_with_an_experimental_backend_of_bad_metadata_still_imports(
+    isolated_op_registry,
+):
+    from flashinfer.utils import backend_requirement, experimental_backend
+
+    with pytest.warns(ExperimentalMetadataWarning, match="too long for an issue number"):
+
+        @experimental_backend(feature=123, tracking_issue="9" * 5000)
+        def risky_ok(x, backend="auto"):
+            return True
+
+    def stable_ok(x, backend="auto"):
+        return True
+
+    @backend_requirement({"stable": stable_ok, "risky": risky_ok})
+    def op(x, backend="auto"):
+        return backend
+
+    assert list(op.stable_backends) == ["stable"]
+    assert set(op.experimental_backends) == {"risky"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
 
-from flashinfer.gating.records import feature_of_module, make_experimental_info
+from flashinfer.gating.records import feature_of_module, given_name, make_experimental_info
 
 __all__ = ["experimental_backend", "supported_compute_capability"]
 
@@ -93,8 +93,12 @@ def experimental_backend(
     """
 
     def mark(fn: C) -> C:
-        module = getattr(fn, "__module__", None) or ""
-        name = feature or feature_of_module(module) or f"{module}.{fn.__qualname__}"
+        module = getattr(fn, "__module__", None)
+        module = module if isinstance(module, str) else ""
+        qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        name = (
+            feature if given_name(feature) else feature_of_module(module) or f"{module}.{qualname}"
+        )
         fn.experimental_info = make_experimental_info(  # type: ignore[attr-defined]
             name, owner, tracking_issue, graduate_by, marked=fn
         )

@@ -15,7 +15,12 @@ from typing import Any, TypeVar, overload
 
 from flashinfer.dispatch.codegen import ParameterList, compile_function, render_call
 from flashinfer.gating.messages import experimental_api_banner, experimental_api_used
-from flashinfer.gating.records import ExperimentalInfo, make_experimental_info, record_api
+from flashinfer.gating.records import (
+    ExperimentalInfo,
+    given_name,
+    make_experimental_info,
+    record_api,
+)
 from flashinfer.gating.warn_once import issue_experimental_warning, new_once_flag
 
 __all__ = ["experimental_api", "flashinfer_experimental_api"]
@@ -266,9 +271,8 @@ def flashinfer_experimental_api(
     """
 
     def make_info(obj: Any) -> ExperimentalInfo:  # checked when applied, per object
-        return make_experimental_info(
-            feature or obj.__qualname__, owner, tracking_issue, graduate_by, marked=obj
-        )
+        named = feature if given_name(feature) else obj.__qualname__
+        return make_experimental_info(named, owner, tracking_issue, graduate_by, marked=obj)
 
     if func is None:
         return lambda obj: _experimental(obj, make_info)

@@ -14,9 +14,10 @@ JSON; ``scripts/pr_checks/experimental_lifecycle.py`` applies :func:`lifecycle_p
 the same list and fails CI on a problem.
 
 The lifecycle rules are strict in CI and harmless at runtime: a marker never raises for its
-metadata (it records what is malformed and warns once, :class:`ExperimentalMetadataWarning`),
-and :func:`lifecycle_problems` reports it, with what is missing, a date past due and a date
-further ahead than :data:`GRADUATION_HORIZON_MONTHS`.
+metadata, whatever the values (it records what is malformed and warns once,
+:class:`ExperimentalMetadataWarning`); the listing never fails on them
+(:func:`checked_info`), and :func:`lifecycle_problems` reports them, with what is missing,
+a date past due and a date further ahead than :data:`GRADUATION_HORIZON_MONTHS`.
 
 :func:`load_api_modules` (defined in :mod:`flashinfer.api_modules`, re-exported here) is the
 package's one way of importing its API modules.  Importing this module does not import
@@ -29,17 +30,25 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flashinfer.api_modules import load_api_modules
 from flashinfer.dispatch.op import registered_ops
-from flashinfer.gating.records import ExperimentalInfo, ExperimentalMetadataWarning, api_inventory
+from flashinfer.gating.records import (
+    ExperimentalInfo,
+    ExperimentalMetadataWarning,
+    api_inventory,
+    as_text,
+    make_experimental_info,
+    shown,
+)
 
 __all__ = [
     "GRADUATION_HORIZON_MONTHS",
     "ExperimentalFeature",
     "ExperimentalMetadataWarning",
+    "checked_info",
     "graduation_limit",
     "experimental_features",
     "format_listing",
@@ -82,20 +91,51 @@ class ExperimentalFeature:
     info: ExperimentalInfo
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (dates as ``YYYY-MM-DD``)."""
+        """A JSON-ready view (texts, and dates as ``YYYY-MM-DD``), whatever the metadata."""
+        info = checked_info(self.info)
         return {
-            "kind": self.kind,
-            "name": self.name,
-            "module": self.module,
-            "api": self.api,
-            "backend": self.backend,
-            "feature": self.info.feature,
-            "owner": self.info.owner,
-            "tracking_issue": self.info.tracking_issue,
-            "graduate_by": None
-            if self.info.graduate_by is None
-            else self.info.graduate_by.isoformat(),
+            "kind": as_text(self.kind),
+            "name": as_text(self.name),
+            "module": as_text(self.module),
+            "api": as_text(self.api),
+            "backend": None if self.backend is None else as_text(self.backend),
+            "feature": info.feature,
+            "owner": info.owner,
+            "tracking_issue": info.tracking_issue,
+            "graduate_by": None if info.graduate_by is None else info.graduate_by.isoformat(),
         }
+
+
+def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
+    """``info`` as the markers record metadata: texts, a ``datetime.date`` or ``None``, and
+    the problems as phrases.  An :class:`ExperimentalInfo` built by hand with values of
+    other types is checked again as a marker would check them (what is malformed joins its
+    problems), so that the listing and the lifecycle check never fail on it."""
+    problems = info.problems
+    well_formed = (
+        isinstance(info.feature, str)
+        and (info.owner is None or isinstance(info.owner, str))
+        and (info.tracking_issue is None or isinstance(info.tracking_issue, str))
+        and (
+            info.graduate_by is None
+            or (
+                isinstance(info.graduate_by, _dt.date)
+                and not isinstance(info.graduate_by, _dt.datetime)
+            )
+        )
+        and isinstance(problems, tuple)
+        and all(isinstance(p, str) for p in problems)
+    )
+    if well_formed:
+        return info
+    again = make_experimental_info(info.feature, info.owner, info.tracking_issue, info.graduate_by)
+    if problems is None:
+        earlier: tuple[str, ...] = ()
+    elif isinstance(problems, (tuple, list)):
+        earlier = tuple(as_text(p) for p in problems)
+    else:
+        earlier = (as_text(problems),)
+    return replace(again, problems=tuple(dict.fromkeys(earlier + again.problems)))
 
 
 def wrapper_chain(obj: Any) -> list[Any]:
@@ -121,7 +161,7 @@ def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
             feature = getattr(layer, "experimental_feature", None) or getattr(
                 layer, "__qualname__", repr(layer)
             )
-            return ExperimentalInfo(feature=str(feature))
+            return ExperimentalInfo(feature=as_text(feature))
     return None
 
 
@@ -176,10 +216,14 @@ def lifecycle_problems(
     today = today or _dt.date.today()
     problems = []
     for f in features:
-        where = f"experimental {f.kind} {f.name} (feature {f.info.feature!r}, module {f.module})"
-        problems += [f"{where}: {problem}" for problem in f.info.problems]
-        problems += [f"{where}: {problem}" for problem in _missing(f.info)]
-        late = _date_problem(f.info, today)
+        info = checked_info(f.info)
+        where = (
+            f"experimental {as_text(f.kind)} {as_text(f.name)} "
+            f"(feature {shown(info.feature)}, module {as_text(f.module)})"
+        )
+        problems += [f"{where}: {problem}" for problem in info.problems]
+        problems += [f"{where}: {problem}" for problem in _missing(info)]
+        late = _date_problem(info, today)
         if late is not None:
             problems.append(f"{where}: {late}")
     return problems
@@ -220,21 +264,39 @@ def _date_problem(info: ExperimentalInfo, today: _dt.date) -> str | None:
     return None
 
 
+# How much of a metadata value a line of the listing shows (the JSON view has it all).
+_CELL_MAX = 60
+
+
+def _cell(value: str | None, cut: bool = True) -> str:
+    """One cell of the listing: one line (control characters escaped), cut when long."""
+    if value is None:
+        return "-"
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    if cut and len(text) > _CELL_MAX:
+        text = text[: _CELL_MAX - 3] + "..."
+    return text or "-"
+
+
 def format_listing(features: Sequence[ExperimentalFeature]) -> str:
-    """A plain-text table of ``features``: kind, name, feature, owner, issue, graduate by."""
+    """A plain-text table of ``features``: kind, name, feature, owner, issue, graduate by.
+
+    Never fails on metadata: each cell is one line, and a long value is cut (the JSON
+    view, :meth:`ExperimentalFeature.as_dict`, has it whole)."""
     if not features:
         return "No experimental APIs or backends are defined."
     header = ("KIND", "NAME", "FEATURE", "OWNER", "TRACKING ISSUE", "GRADUATE BY")
     rows = [header]
     for f in features:
+        info = checked_info(f.info)
         rows.append(
             (
-                f.kind,
-                f.name,
-                f.info.feature,
-                f.info.owner or "-",
-                f.info.tracking_issue or "-",
-                f.info.graduate_by.isoformat() if f.info.graduate_by else "-",
+                _cell(as_text(f.kind), cut=False),
+                _cell(as_text(f.name), cut=False),
+                _cell(info.feature),
+                _cell(info.owner),
+                _cell(info.tracking_issue),
+                info.graduate_by.isoformat() if info.graduate_by else "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

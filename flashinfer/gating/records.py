@@ -5,9 +5,10 @@ marker is applied (:func:`make_experimental_info`); :func:`record_api` adds a ma
 the inventory that :func:`api_inventory` lists.  Public names are re-exported by
 ``flashinfer.api_logging``.
 
-Metadata that is malformed (an owner that is not a person's ``@handle``, a tracking issue
-that is not a positive number or a URL, a ``graduate_by`` that is not a ``YYYY-MM-DD`` date)
-never stops a module from importing: the marker records the problem on the metadata
+Metadata that is malformed (a feature name that is not a ``str``, an owner that is not a
+person's ``@handle``, a tracking issue that is not a positive number of at most ten digits or
+a URL, a ``graduate_by`` that is not a ``YYYY-MM-DD`` date), of whatever type or size, never
+stops a module from importing: the marker records the problem on the metadata
 (``ExperimentalInfo.problems``), warns once at the marked definition
 (:class:`ExperimentalMetadataWarning`), and ``scripts/pr_checks/experimental_lifecycle.py``
 fails in CI naming it.
@@ -27,7 +28,10 @@ __all__ = [
     "ExperimentalMetadataWarning",
     "TEAM_HANDLE_PREFIX",
     "api_inventory",
+    "as_text",
     "feature_of_module",
+    "feature_problem",
+    "given_name",
     "in_experimental_package",
     "graduate_by_problem",
     "inventory",
@@ -35,6 +39,7 @@ __all__ = [
     "owner_problem",
     "qualified_name",
     "record_api",
+    "shown",
     "tracking_issue_problem",
 ]
 
@@ -46,6 +51,41 @@ _GITHUB_LOGIN_MAX = 39
 _LOGIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _DIGITS = frozenset("0123456789")
 EXPERIMENTAL_PACKAGE = "flashinfer.experimental"
+# GitHub numbers issues with 32-bit integers: a longer "number" is not one.
+_ISSUE_DIGITS_MAX = 10
+# How much of a value a message about it quotes.
+_SHOWN_MAX = 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for a message about metadata: cut after :data:`_SHOWN_MAX` characters
+    (saying how long it was), and never raising, whatever ``value`` is."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        # repr() of a very large int raises (Python's digit limit); its size says enough.
+        return f"<an int of {value.bit_length()} bits>"
+    try:
+        text = repr(value)
+    except Exception:  # a __repr__ that raises
+        text = f"<a {type(value).__name__} whose repr() fails>"
+    if not isinstance(text, str):
+        text = f"<a {type(value).__name__}>"
+    if len(text) > _SHOWN_MAX:
+        text = f"{text[:_SHOWN_MAX]}... ({len(text)} characters)"
+    return text
+
+
+def as_text(value: object) -> str:
+    """``value`` as the text the metadata records: a ``str`` as given, anything else by
+    ``str()`` (or :func:`shown` where that fails), never raising."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and value.bit_length() > 64:
+        return shown(value)
+    try:
+        text = str(value)
+    except Exception:  # a __str__ that raises
+        return shown(value)
+    return text if isinstance(text, str) else shown(value)
 
 
 class ExperimentalMetadataWarning(UserWarning):
@@ -88,15 +128,18 @@ def owner_problem(owner: object) -> str | None:
         return None
     if not isinstance(owner, str):
         return (
-            f"owner {owner!r} is a {type(owner).__name__}; write a person's handle, owner='@alice'"
+            f"owner {shown(owner)} is a {type(owner).__name__}; write a person's handle, "
+            "owner='@alice'"
         )
     handle = owner.strip()
     if not handle.startswith("@"):
-        return f"owner {owner!r} does not start with '@'; write a person's handle, owner='@alice'"
+        return (
+            f"owner {shown(owner)} does not start with '@'; write a person's handle, owner='@alice'"
+        )
     login = handle[1:]
     if "/" in login or login.lower().startswith(TEAM_HANDLE_PREFIX):
         return (
-            f"owner {owner!r} is a team or bot account, not a person; the policy asks for the "
+            f"owner {shown(owner)} is a team or bot account, not a person; the policy asks for the "
             "person who answers for the feature, owner='@alice'"
         )
     if (
@@ -108,7 +151,7 @@ def owner_problem(owner: object) -> str | None:
         or "--" in login
     ):
         return (
-            f"owner {owner!r} is not a GitHub handle (letters, digits and single hyphens, "
+            f"owner {shown(owner)} is not a GitHub handle (letters, digits and single hyphens, "
             f"at most {_GITHUB_LOGIN_MAX} characters after '@')"
         )
     return None
@@ -129,23 +172,53 @@ def _is_issue_url(text: str) -> bool:
 def tracking_issue_problem(issue: object) -> str | None:
     """What is wrong with ``issue`` as a tracking issue, or ``None`` (also for none given).
 
-    A tracking issue is a positive issue number (``12``, ``"12"``, ``"#12"``) or the URL of
-    the issue (``"https://github.com/org/repo/issues/12"``).
+    A tracking issue is a positive issue number (``12``, ``"12"``, ``"#12"``) of at most
+    ten digits, as GitHub's are, or the URL of the issue
+    (``"https://github.com/org/repo/issues/12"``).  Any value is judged without raising
+    (a number far too long for ``int()`` included).
     """
     how = "pass the issue's number (tracking_issue=123) or its URL"
     if issue is None or (isinstance(issue, str) and not issue.strip()):
         return None
     if isinstance(issue, bool) or not isinstance(issue, (int, str)):
-        return f"tracking_issue {issue!r} is a {type(issue).__name__}; {how}"
-    text = str(issue).strip()
+        return f"tracking_issue {shown(issue)} is a {type(issue).__name__}; {how}"
+    if isinstance(issue, int):
+        if issue <= 0:
+            what = "not a positive number" if issue == 0 else "neither an issue number nor a URL"
+            return f"tracking_issue {shown(issue)} is {what}; {how}"
+        if issue.bit_length() > 64 or len(str(issue)) > _ISSUE_DIGITS_MAX:
+            return f"tracking_issue {shown(issue)} is too long for an issue number; {how}"
+        return None
+    text = issue.strip()
     number = text[1:] if text.startswith("#") else text
     if number and set(number) <= _DIGITS:
-        return (
-            None if int(number) > 0 else f"tracking_issue {issue!r} is not a positive number; {how}"
-        )
-    if isinstance(issue, str) and _is_issue_url(text):
+        if not number.lstrip("0"):
+            return f"tracking_issue {shown(issue)} is not a positive number; {how}"
+        if len(number.lstrip("0")) > _ISSUE_DIGITS_MAX:
+            return (
+                f"tracking_issue {shown(issue)} is too long for an issue number "
+                f"({len(number)} digits, an issue number has at most {_ISSUE_DIGITS_MAX}); {how}"
+            )
         return None
-    return f"tracking_issue {issue!r} is neither an issue number nor a URL; {how}"
+    if _is_issue_url(text):
+        return None
+    return f"tracking_issue {shown(issue)} is neither an issue number nor a URL; {how}"
+
+
+def given_name(feature: object) -> bool:
+    """Whether a marker was given a ``feature=`` (``None`` and ``""`` mean the default name).
+    Any other value counts as given, and :func:`feature_problem` judges it."""
+    return not (feature is None or (isinstance(feature, str) and not feature))
+
+
+def feature_problem(feature: object) -> str | None:
+    """What is wrong with ``feature`` as a feature's name, or ``None``: it must be a ``str``."""
+    if isinstance(feature, str):
+        return None
+    return (
+        f"feature {shown(feature)} is a {type(feature).__name__}; name the feature with a "
+        "str (feature='fused_norm')"
+    )
 
 
 def _parse_date(text: str) -> _dt.date | None:
@@ -178,7 +251,8 @@ def graduate_by_problem(value: object) -> tuple[_dt.date | None, str | None]:
         if parsed is not None:
             return parsed, None
     return None, (
-        f"graduate_by {value!r} is not a date written YYYY-MM-DD (e.g. graduate_by='2027-05-31')"
+        f"graduate_by {shown(value)} is not a date written YYYY-MM-DD "
+        "(e.g. graduate_by='2027-05-31')"
     )
 
 
@@ -195,7 +269,7 @@ def feature_of_module(module: str) -> str | None:
 
 
 def make_experimental_info(
-    feature: str,
+    feature: object,
     owner: str | None,
     tracking_issue: str | int | None,
     graduate_by: str | _dt.date | None,
@@ -203,17 +277,23 @@ def make_experimental_info(
 ) -> ExperimentalInfo:
     """The metadata given to a marker (shared by API and backend markers), checked.
 
-    Never raises for malformed values: each is recorded in ``problems`` and, when
-    ``marked`` (the decorated object) is given, reported by one
-    :class:`ExperimentalMetadataWarning` at its definition.
+    Never raises, whatever the values are: each malformed one (a ``feature`` that is not a
+    ``str`` included) is recorded in ``problems`` and, when ``marked`` (the decorated
+    object) is given, reported by one :class:`ExperimentalMetadataWarning` at its
+    definition.  The info keeps ``feature``, ``owner`` and ``tracking_issue`` as text.
     """
     date, date_problem = graduate_by_problem(graduate_by)
-    found = (owner_problem(owner), tracking_issue_problem(tracking_issue), date_problem)
+    found = (
+        feature_problem(feature),
+        owner_problem(owner),
+        tracking_issue_problem(tracking_issue),
+        date_problem,
+    )
     problems = tuple(p for p in found if p is not None)
     info = ExperimentalInfo(
-        feature=feature,
-        owner=owner if owner is None else str(owner),
-        tracking_issue=None if tracking_issue is None else str(tracking_issue),
+        feature=as_text(feature),
+        owner=None if owner is None else as_text(owner),
+        tracking_issue=None if tracking_issue is None else as_text(tracking_issue),
         graduate_by=date,
         problems=problems,
     )
@@ -224,8 +304,12 @@ def make_experimental_info(
 
 def _definition_site(obj: Any) -> tuple[str, int, str]:
     """``(filename, line, module)`` of a function's or class's definition (best effort)."""
-    target = inspect.unwrap(obj) if callable(obj) else obj
-    module = getattr(target, "__module__", None) or "?"
+    try:
+        target = inspect.unwrap(obj) if callable(obj) else obj
+    except ValueError:  # a __wrapped__ cycle
+        target = obj
+    module = getattr(target, "__module__", None)
+    module = module if isinstance(module, str) else "?"
     code = getattr(target, "__code__", None)
     if code is not None:
         return code.co_filename, code.co_firstlineno, module
@@ -237,9 +321,10 @@ def _definition_site(obj: Any) -> tuple[str, int, str]:
 
 def _warn_at_definition(marked: Any, info: ExperimentalInfo) -> None:
     filename, line, module = _definition_site(marked)
-    name = getattr(marked, "__qualname__", repr(marked))
+    name = getattr(marked, "__qualname__", None)
+    name = name if isinstance(name, str) else shown(marked)
     message = (
-        f"experimental {name} (feature {info.feature!r}, module {module}) has malformed "
+        f"experimental {name} (feature {shown(info.feature)}, module {module}) has malformed "
         f"lifecycle metadata: {'; '.join(info.problems)}. It still imports; the lifecycle "
         "check (scripts/pr_checks/experimental_lifecycle.py) fails until it is fixed."
     )
