@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
 from flashinfer.cli.autotune_run import _TARGETS, _run, _tunable, _TuneTarget
-from flashinfer.cli.common import DTYPES, PROG, UsageError
+from flashinfer.cli.common import DTYPES, PROG, UsageError, check_shape_exists
 
 _ENVIRONMENT_HELP = """\
 environment:
@@ -76,19 +77,22 @@ def _resolve_op(name: str) -> tuple[Any, _TuneTarget]:
     raise UsageError(f"--op {name}: unknown op; autotunable ops: {available}")
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _parse_shapes(text: str, target: _TuneTarget) -> list[tuple[int, ...]]:
     shapes = []
     for item in text.split(","):
         item = item.strip()
         if not item:
             raise UsageError(f"--shapes: empty shape in {text!r}")
-        try:
-            dims = tuple(int(d) for d in item.lower().split("x"))
-        except ValueError:
+        parts = item.lower().split("x")
+        if not all(_DIGITS.fullmatch(d) for d in parts):  # int() would take "+3", "1_0", " 4"
             raise UsageError(
                 f"--shapes: malformed shape {item!r}; expected {target.shape_help}, "
                 "e.g. 128x4096x4096, positive integers joined by 'x'"
-            ) from None
+            )
+        dims = tuple(int(d) for d in parts)
         if any(d <= 0 for d in dims):
             raise UsageError(f"--shapes: every dimension of {item!r} must be a positive integer")
         if len(dims) not in target.ndims:
@@ -137,6 +141,8 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     op, target = _resolve_op(args.op)
     shapes = _parse_shapes(args.shapes, target)
+    for dims in shapes:
+        check_shape_exists(dims, target.op_name, getattr(torch, args.dtype))
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
     cache = _check_cache_path(args.cache)

@@ -46,12 +46,14 @@ def _resolve(name: str) -> tuple[Any, Any]:
 def _load_cache(path: str, err: TextIO) -> None:
     import warnings
 
-    from flashinfer.autotuner import load_configs
+    from flashinfer.autotuner import AutotuneCacheError, load_configs
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             load_configs(path)
+        except AutotuneCacheError as exc:  # not a file a tuning file can be: as autotune says
+            raise UsageError(f"--cache: {exc}") from None
         except OSError as exc:
             raise UsageError(f"--cache {path}: {exc.strerror or exc}") from None
     for w in caught:
