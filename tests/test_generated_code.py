@@ -17,6 +17,7 @@ import io
 import itertools
 import linecache
 import pdb
+import re
 import traceback
 import types
 import warnings
@@ -212,7 +213,11 @@ def test_pdb_lists_and_inspect_reads_the_generated_source(raised: Raised):
         debugger.forget()
     listing = out.getvalue()
     current = linecache.getline(code.co_filename, summary.lineno).rstrip()
-    assert f"{summary.lineno:>3}  ->\t{current}\n" in listing  # not only "[EOF]"
+    # pdb names the traceback's line and lists the source around it (not only "[EOF]"),
+    # marking that line: "->", or ">>" (the exception's line) where a ``finally`` run on the
+    # way out (which gives a nested call's caller its candidates back) moved the frame on.
+    assert f"({summary.lineno}){code.co_name}()" in listing
+    assert re.search(rf"^ *{summary.lineno}  (->|>>)\t{re.escape(current)}$", listing, re.M)
 
 
 def test_the_source_outlives_linecache_checkcache(raised: Raised):

@@ -10,8 +10,11 @@ Imports flow one way, each module only from those above it:
 - ``errors``: the exceptions a call raises.
 - ``markers``: the marks a backend's support checker carries (capabilities, experimental).
 - ``capability``: the compute capability of a call and what a checker's marks say about it.
+- ``results``: what a check may return (a checker: a bool; a heuristic: a list of names),
+  and the error naming a check that returns anything else.
 - ``call_specs``: how to call a checker or the heuristic with the API's arguments.
-- ``thread_state``: each thread's record of its last ``"auto"`` call.
+- ``thread_state``: each thread's record of its last ``"auto"`` call (and of the call whose
+  body runs, for calls nested in it).
 - ``registry``: every op built, by qualified name (the one way to find the ops).
 - ``tuner_view``: what the dispatcher may ask the autotuner, without importing it.
 - ``backend_names``: API and backend names as users write them, checked.

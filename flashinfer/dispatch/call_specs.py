@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flashinfer.dispatch.codegen import _POSITIONAL, CallSpec, ParameterList
+from flashinfer.dispatch.results import heuristic_names
 
 __all__ = ["checker_spec", "filter_heuristic", "invoke"]
 
@@ -79,11 +80,15 @@ def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
     return True
 
 
-def filter_heuristic(ordered: Any, candidates: list[str]) -> list[str]:
+def filter_heuristic(
+    ordered: Any, candidates: list[str], heuristic: Any = None, api: str | None = None
+) -> list[str]:
     """A heuristic orders and may drop candidates; it can never add one, nor name one
-    twice (the first mention counts)."""
+    twice (the first mention counts).  Its answer must be a list or tuple of names
+    (:func:`~flashinfer.dispatch.results.heuristic_names`: a ``TypeError`` naming
+    ``heuristic`` and ``api`` otherwise)."""
     kept: list[str] = []
-    for b in ordered:
+    for b in heuristic_names(ordered, heuristic, api):
         if b in candidates and b not in kept:
             kept.append(b)
     return kept

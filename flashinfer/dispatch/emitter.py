@@ -10,10 +10,10 @@ two paths are tested to agree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from flashinfer.dispatch.call_specs import filter_heuristic
 from flashinfer.dispatch.capability import _CUDA, capability_reason, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
 from flashinfer.dispatch.codegen import compile_function, render_call
@@ -26,7 +26,34 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 
-__all__ = ["emit_fast_path", "explicit_lines"]
+__all__ = ["MAX_BRANCHES", "body_call", "emit_fast_path", "explicit_lines", "refused"]
+
+MAX_BRANCHES = 32
+"""Most backends a table may have for the generated code to spell out each backend's
+checks: one ``if``/``elif`` branch per backend for a named (or listed) one, one block per
+backend for ``"auto"``.  A larger table's backends go through small generated functions
+instead, one per kind of backend (see :func:`_backend_functions`), found in a dict by name
+(``_XT``, ``_AT``) or walked in order (``_AL``): an ``elif`` chain nests, and the compiler
+refuses nesting a few thousand deep (``RecursionError``), and code the size of the table
+takes long to compile; a dict also finds the last backend of a long table as fast as the
+first.  Tables of any size work."""
+
+
+class _Refs(NamedTuple):
+    """How generated code names one backend's checker, capability set, name and once-flag:
+    ``_chk<i>``... in the dispatcher; parameters in a function shared by backends alike."""
+
+    chk: str
+    ccs: str
+    name: str
+    once: str
+
+
+def _refs(i: int, name: str) -> _Refs:
+    return _Refs(f"_chk{i}", f"_ccs{i}", repr(name), f"_once{i}")
+
+
+_SHARED = _Refs("_c", "_s", "_n", "_o")
 
 # Frames of generated code belong to the dispatcher's public module, as they always have.
 _GENERATED_MODULE = "flashinfer.backend_dispatch"
@@ -52,7 +79,8 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_func": op.__wrapped__,
         "_common": op.common_check,
         "_heuristic": op.heuristic_func,
-        "_filter": filter_heuristic,
+        "_filter": op.heuristic_order,
+        "_verd": op.check_result,  # a check's result that is neither True nor False
         "_prefer": op.prefer_first,
         "_CUDA": _CUDA,
         "_state": op._state,
@@ -66,6 +94,10 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         # Builtins the code names, under names no API parameter can shadow.
         "_ValueError": ValueError,
         "_BaseException": BaseException,
+        "_type": type,
+        "_list": list,
+        "_isinstance": isinstance,
+        "_str": str,
         "_cc_reason": capability_reason,  # an API without backends: its common check's rule
         # Restrictions (use_backends, FLASHINFER_BACKENDS) and the once-per-choice log line.
         "_RS": RESTRICTIONS,
@@ -95,6 +127,8 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
 def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     """Source of the fast path: the happy path only, every failure goes to ``_fail``."""
     sig, specs = op._sig, op._specs
+    if len(op.backend_checks) > MAX_BRANCHES:
+        _backend_functions(op, ns)
     call_func = render_call("_func", specs["__func__"])
     scan = _scan_line(op)
     fail = _fail_call(op, check_common=True)
@@ -140,40 +174,120 @@ def explicit_lines(op: ReferenceDispatcher) -> list[str]:
     """The explicit-backend part of a generated function (at function-body indent): one
     branch per backend, each running the common check, the capability test and its checker,
     then the body.  Never cached (see ``verdicts``): the shipped ops' explicit checks cost
-    about what reading the call's signature would."""
+    about what reading the call's signature would.  A table of more than
+    :data:`MAX_BRANCHES` backends finds the backend's function in a dict instead."""
     fail = _fail_call(op, check_common=True)
-    call_func = render_call("_func", op._specs["__func__"])
-    # Only ops with experimental backends ever record dropped ones; each checked call
-    # clears this thread's record first (an explicit branch) or rewrites it (auto).
-    clear: list[str] = []
-    if op.experimental_backends:
-        clear = _CLEAR_DROPPED
-    # The common check runs after the backend is known to exist (inside each branch),
-    # as in the reference: an unknown backend is reported whatever the check would do.
-    common = _common_lines(op, fail)
-    # An explicit backend: one branch each, its checker called with its own spec.  They
-    # sit under one "not auto" test, so that an "auto" call pays a single comparison.
-    # A checker's ValueError goes to _fail, which names the op and backend with it.
+    # They sit under one "not auto" test, so that an "auto" call pays a single comparison.
     lines = ["    if backend != 'auto':"]
+    if len(op.backend_checks) > MAX_BRANCHES:
+        call = render_call("_xf", op._specs["__func__"], lead="_cc")
+        test = "_isinstance(backend, _str) and (_xf := _XT.get(backend)) is not None"
+        return [*lines, f"        if {test}:", f"            return {call}", f"        {fail}"]
+    # An explicit backend: one branch each, its checker called with its own spec.
     for i, (name, chk) in enumerate(op.backend_checks.items()):
-        branch = [
-            f"{'if' if i == 0 else 'elif'} backend == {name!r}:",
-            *(f"    {c}" for c in clear + common),
-            f"    if not {_capability_guard(i, chk)}:",
-            f"        {fail}",
-            "    try:",
-            f"        _v = {render_call(f'_chk{i}', op._specs[name])}",
-            "    except _ValueError:",
-            "        _v = False",
-            "    if not _v:",
-            f"        {fail}",
-        ]
-        if name in op.experimental_backends:
-            branch += [f"    if not _once{i}.warned:", f"        _warn(_api, {name!r})"]
-        branch.append(f"    return {call_func}")
-        lines += [f"        {c}" for c in branch]
+        lines.append(f"        {'if' if i == 0 else 'elif'} backend == {name!r}:")
+        lines += [f"            {c}" for c in _explicit_branch(op, name, chk, _refs(i, name))]
     lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
     return lines
+
+
+def _explicit_branch(op: ReferenceDispatcher, name: str, chk: Any, refs: _Refs) -> list[str]:
+    """What a call naming backend ``name`` runs (at indent 0): the common check, the
+    capability test, the checker, then the body.  A checker's ValueError goes to _fail,
+    which names the op and backend with it."""
+    fail = _fail_call(op, check_common=True)
+    # Only ops with experimental backends ever record dropped ones; each checked call
+    # clears this thread's record first (an explicit branch) or rewrites it (auto).
+    clear = _CLEAR_DROPPED if op.experimental_backends else []
+    # The common check runs after the backend is known to exist (inside each branch),
+    # as in the reference: an unknown backend is reported whatever the check would do.
+    branch = [
+        *clear,
+        *_common_lines(op, fail),
+        f"if not {_capability_guard(chk, refs.ccs)}:",
+        f"    {fail}",
+        "try:",
+        f"    _v = {render_call(refs.chk, op._specs[name])}",
+        "except _ValueError:",
+        "    _v = False",
+        f"if {refused('_v', refs.name)}:",
+        f"    {fail}",
+    ]
+    if name in op.experimental_backends:
+        branch += [f"if not {refs.once}.warned:", f"    _warn(_api, {refs.name})"]
+    branch.append(f"return {render_call('_func', op._specs['__func__'])}")
+    return branch
+
+
+def refused(value: str, backend: str) -> str:
+    """Expression: the check result ``value`` (of backend ``backend``, an expression; None:
+    the common check) refuses the call.  True and False cost an identity test each; anything
+    else goes to ``_verd`` (``op.check_result``), which takes a numpy bool as the bool it is
+    and raises the TypeError naming the check for the rest (see ``results``)."""
+    return f"{value} is not True and ({value} is False or not _verd({backend}, {value}))"
+
+
+def _backend_functions(op: ReferenceDispatcher, ns: dict[str, Any]) -> None:
+    """For a table of more than :data:`MAX_BRANCHES` backends: what a call naming a backend
+    runs, ``_XT[name](_cc, <the API's arguments>)``, and whether a backend accepts a call,
+    ``_AT[name](...)`` (``_AL``: ``(name, accepts)`` in declaration order, for ``"auto"``).
+
+    Backends alike (the same capability test, checker call spec, and stable or
+    experimental) share one generated function, which takes the backend's name, checker,
+    capability set and once-flag first (``_n, _c, _s, _o``, then ``_cc``); each backend's
+    entry is that function with its own bound (``functools.partial``, C-level).  A table of
+    thousands of backends declared the same way compiles a handful of short functions.
+    """
+    params = op._sig.def_params(ns)
+    explicit: dict[tuple, Callable[..., Any]] = {}
+    accepting: dict[tuple, Callable[..., Any]] = {}
+    table, accepts = {}, {}
+    for name, chk in op.backend_checks.items():
+        experimental = name in op.experimental_backends
+        kind = (_capability_guard(chk, "_s"), tuple(op._specs[name]), experimental)
+        if kind not in explicit:
+            branch = _explicit_branch(op, name, chk, _SHARED)
+            explicit[kind] = _compile(
+                op,
+                f"_n, _c, _s, _o, _cc, {params}",
+                [f"    {c}" for c in branch],
+                ns,
+                "explicit backend",
+            )
+            accept = _guarded_check(op, name, _SHARED, kind[0], "return True")
+            accepting[kind] = _compile(
+                op,
+                f"_n, _c, _s, _cc, {params}",
+                [*(f"    {c}" for c in accept), "    return False"],
+                ns,
+                "backend check",
+            )
+        ccs = capability_rule(chk)[1]
+        once = backend_warning_flag(op.api_key, name) if experimental else None
+        table[name] = functools.partial(explicit[kind], name, chk, ccs, once)
+        accepts[name] = functools.partial(accepting[kind], name, chk, ccs)
+    ns["_XT"], ns["_AT"], ns["_AL"] = table, accepts, list(accepts.items())
+
+
+def body_call(call: str) -> list[str]:
+    """Lines (at indent 0) returning ``call`` (the API body, or the router) as this call's
+    own: ``_r`` is the thread's record, already holding ``_ok``, this call's candidates.
+
+    The body may call the op again (``"auto"``, on a chunk) before it reads
+    ``op.suitable_auto_backends``: the record's ``open`` holds the candidates of the
+    innermost call whose body runs, and a call leaving gives the enclosing call's back
+    (the outermost call, with none to give back, leaves its own).  On the way out whatever
+    happens, or a raising body would leave an enclosing call's list in place for good."""
+    return [
+        "_p = _r.open",
+        "_r.open = _ok",
+        "try:",
+        f"    return {call}",
+        "finally:",
+        "    _r.open = _p",
+        "    if _p is not None:",
+        "        _r.suitable = _p",
+    ]
 
 
 def _scan_line(op: ReferenceDispatcher) -> str:
@@ -198,7 +312,8 @@ def _fail_call(op: ReferenceDispatcher, *, check_common: bool) -> str:
 def _common_lines(op: ReferenceDispatcher, fail: str) -> list[str]:
     if op.common_check is None:
         return []
-    return [f"if not {render_call('_common', op._specs['__common__'])}:", f"    {fail}"]
+    call = render_call("_common", op._specs["__common__"])
+    return [f"_v = {call}", f"if {refused('_v', 'None')}:", f"    {fail}"]
 
 
 def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bool) -> list[str]:
@@ -244,7 +359,7 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
             "        _warn(_api, _ok[0], automatic=True)",
         ]
     else:
-        lines.append("    _state.r.suitable = _ok")
+        lines += ["    _r = _state.r", "    _r.suitable = _ok"]
     drop = "_drop" if op.experimental_backends else "()"
     return lines + [
         f"    {c}" for c in _hand_on(op, check_common, "auto", f"_notea(_lg, _ok, {drop})")
@@ -262,10 +377,23 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
     (_cc None, every call of a CPU-only process) each capability test is known when
     generating, so that block has none; the other tests the capability per checker.
     """
-    body = ["_ok = []", "if _cc is None:"]
-    body += [f"    {c}" for c in _auto_checks(op, cc_none=True) or ["pass"]]
-    body += ["else:"]
-    body += [f"    {c}" for c in _auto_checks(op, cc_none=False) or ["pass"]]
+    body = ["_ok = []"]
+    if len(op.backend_checks) > MAX_BRANCHES:  # (see _backend_functions)
+        keep = ["    _ok.append(_b)"]
+        if op.experimental_backends:
+            keep = [
+                "    if _b in _XS:",
+                "        _xok += (_b,)",
+                "    else:",
+                "        _ok.append(_b)",
+            ]
+        accepts = render_call("_af", op._specs["__func__"], lead="_cc")
+        body += ["for _b, _af in _AL:", f"    if {accepts}:", *(f"    {c}" for c in keep)]
+    else:
+        body += ["if _cc is None:"]
+        body += [f"    {c}" for c in _auto_checks(op, cc_none=True) or ["pass"]]
+        body += ["else:"]
+        body += [f"    {c}" for c in _auto_checks(op, cc_none=False) or ["pass"]]
     if op.experimental_backends:
         gate = "_gate()"
         unset = "False"
@@ -297,11 +425,13 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
         # The heuristic gets a copy: were it given _ok itself, it could add a backend
         # (an unknown one, or one the gate dropped) by editing the list in place.  Any
         # other answer (reordered, shortened, with duplicates) goes through _filter.
+        # _filter (op.heuristic_order) checks the answer is a list or tuple of names, as
+        # the reference path does; an unchanged list of them needs no filtering.
         heur = render_call("_heuristic", op._specs["__func__"], lead="_ok.copy()")
         body += [
             "if _ok:",
             f"    _h = {heur}",
-            "    if _h != _ok:",
+            "    if _type(_h) is not _list or _h != _ok:",
             "        _ok = _filter(_h, _ok)",
         ]
     if op._preferences:
@@ -321,15 +451,24 @@ def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool)
     if op.experimental_backends:
         block += _CLEAR_DROPPED
     block += ["_ok = []", "for _b in _rx:"]
-    for i, (name, chk) in enumerate(op.backend_checks.items()):
-        test = _guarded_check(op, i, name, _capability_guard(i, chk), "_ok.append(_b)")
-        block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
-        block += [f"        {c}" for c in test]
+    if len(op.backend_checks) > MAX_BRANCHES:  # (a listed name is one of the op's)
+        accepts = render_call("_af", op._specs["__func__"], lead="_cc")
+        block += [
+            "    _af = _AT.get(_b)",
+            f"    if _af is not None and {accepts}:",
+            "        _ok.append(_b)",
+        ]
+    else:
+        for i, (name, chk) in enumerate(op.backend_checks.items()):
+            guard = _capability_guard(chk, f"_ccs{i}")
+            test = _guarded_check(op, name, _refs(i, name), guard, "_ok.append(_b)")
+            block += [f"    {'if' if i == 0 else 'elif'} _b == {name!r}:"]
+            block += [f"        {c}" for c in test]
     block += ["if not _ok:", f"    {fail}"]
     if op.verdicts_cacheable:
         lists_x = "not _XS.isdisjoint(_ok)" if op.experimental_backends else "False"
         block += ["if _key is not None:", f"    _put(_key, (_ok, (), {lists_x}, [_NO_ROUTE]))"]
-    block.append("_state.r.suitable = _ok")
+    block += ["_r = _state.r", "_r.suitable = _ok"]
     if op.experimental_backends:
         block += ["if not _XS.isdisjoint(_ok):", "    _warnl(_api, _ok, _XS)"]
     block += _hand_on(op, check_common, "restricted", "_noter(_lg, _ok)")
@@ -346,9 +485,10 @@ def _hand_on(op: ReferenceDispatcher, check_common: bool, how: str, note: str) -
     routable = op.routed_inputs()
     if routable is not None and check_common:
         items = ", ".join(routable) + ("," if len(routable) == 1 else "")
-        lines += ["if _route is not None:", f"    return _route(_ok, ({items}))"]
+        lines += ["if _route is not None:"]
+        lines += [f"    {c}" for c in body_call(f"_route(_ok, ({items}))")]
     lines += [f"if _clog.armed and _ok[0] is not _lg.{how}:", f"    {note}"]
-    lines.append(f"return {render_call('_func', op._specs['__func__'])}")
+    lines += body_call(render_call("_func", op._specs["__func__"]))
     return lines
 
 
@@ -358,7 +498,7 @@ def _auto_checks(op: ReferenceDispatcher, *, cc_none: bool) -> list[str]:
     here to be ``_cc is None`` (``cc_none``) or not."""
     lines: list[str] = []
     for i, (name, chk) in enumerate(op.backend_checks.items()):
-        guard = _capability_guard(i, chk, cc_none=cc_none)
+        guard = _capability_guard(chk, f"_ccs{i}", cc_none=cc_none)
         if guard == "False":
             continue
         keep = (
@@ -366,39 +506,44 @@ def _auto_checks(op: ReferenceDispatcher, *, cc_none: bool) -> list[str]:
             if name in op.experimental_backends
             else (f"_ok.append({name!r})")
         )
-        lines += _guarded_check(op, i, name, guard, keep)
+        lines += _guarded_check(op, name, _refs(i, name), guard, keep)
     return lines
 
 
-def _guarded_check(op: ReferenceDispatcher, i: int, name: str, guard: str, keep: str) -> list[str]:
-    """Checker ``i`` (backend ``name``) called under its capability ``guard``: ``keep``
-    runs when it accepts; a ``ValueError`` from it is a refusal, as False is."""
+def _guarded_check(
+    op: ReferenceDispatcher, name: str, refs: _Refs, guard: str, keep: str
+) -> list[str]:
+    """Backend ``name``'s checker called under its capability ``guard``: ``keep`` runs when
+    it accepts; a ``ValueError`` from it is a refusal, as False is; a result neither True
+    nor False goes to ``_verd`` (see :func:`refused`)."""
     block = [
         "try:",
-        f"    if {render_call(f'_chk{i}', op._specs[name])}:",
-        f"        {keep}",
+        f"    _v = {render_call(refs.chk, op._specs[name])}",
         "except _ValueError:",
-        "    pass",
+        "    _v = False",
+        f"if _v is True or (_v is not False and _verd({refs.name}, _v)):",
+        f"    {keep}",
     ]
     if guard == "True":
         return block
     return [f"if {guard}:", *(f"    {c}" for c in block)]
 
 
-def _capability_guard(i: int, chk: Any, *, cc_none: bool | None = None) -> str:
-    """Expression: the capability ``_cc`` lets checker ``i``'s backend run (see
-    :func:`capability_rule`).  ``cc_none``: whether ``_cc is None`` is known where the
-    expression goes, which may reduce it to ``"True"`` or ``"False"``."""
-    without_cuda, ccs = capability_rule(chk)
+def _capability_guard(chk: Any, ccs: str, *, cc_none: bool | None = None) -> str:
+    """Expression: the capability ``_cc`` lets ``chk``'s backend run (see
+    :func:`capability_rule`); ``ccs`` names the set of capabilities it declares.
+    ``cc_none``: whether ``_cc is None`` is known where the expression goes, which may
+    reduce it to ``"True"`` or ``"False"``."""
+    without_cuda, declared = capability_rule(chk)
     if cc_none is not None:
         if cc_none:
             return "True" if without_cuda else "False"
-        return "False" if ccs is None else f"_cc in _ccs{i}"
-    if ccs is None:
+        return "False" if declared is None else f"_cc in {ccs}"
+    if declared is None:
         return "_cc is None"
     if without_cuda:
-        return f"(_cc is None or _cc in _ccs{i})"
-    return f"_cc in _ccs{i}"
+        return f"(_cc is None or _cc in {ccs})"
+    return f"_cc in {ccs}"
 
 
 def _compile(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flashinfer.dispatch.codegen import compile_function, render_call
-from flashinfer.dispatch.emitter import explicit_lines
+from flashinfer.dispatch.emitter import body_call, explicit_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import MAX_PATTERNS, cacheable_pattern, pattern_source
 from flashinfer.gating.gate import (
@@ -159,43 +159,38 @@ class Front:
         op = self.op
         routable = op.routed_inputs()
         route: list[str] = []
-        if routable is not None:
+        if routable is not None:  # (the body or router runs as this call's: body_call)
             items = ", ".join(routable) + ("," if len(routable) == 1 else "")
             route = [
                 "    if _route is not None and not skip_check:",
                 "        if _rslot:",
-                f"            return _route(_ok, ({items}), _rs)",
-                f"        return _route(_ok, ({items}))",
+                *(f"            {c}" for c in body_call(f"_route(_ok, ({items}), _rs)")),
+                *(f"        {c}" for c in body_call(f"_route(_ok, ({items}))")),
             ]
-        lines = ["    _ok, _drop, _wx, _rs = _v", "    if _rx is None:"]
+        lines = ["    _ok, _drop, _wx, _rs = _v", "    if _rx is None:", "        _r = _state.r"]
+        lines.append("        _r.suitable = _ok")
         if op.experimental_backends:
             lines += [
-                "        _r = _state.r",
-                "        _r.suitable = _ok",
                 "        _r.dropped = _drop",
                 "        if _wx:",
                 "            _warn(_api, _ok[0], automatic=True)",
             ]
-        else:
-            lines.append("        _state.r.suitable = _ok")
         lines += [f"    {c}" for c in route]
         lines += [
             "        if _clog.armed and _ok[0] is not _lg.auto:",
             "            _notea(_lg, _ok, _drop)",
-            f"        return {call}",
+            *(f"        {c}" for c in body_call(call)),
         ]
+        lines.append("    _r = _state.r")
         if op.experimental_backends:
-            lines += [
-                "    if _live.dropped and (_r := _state.r).dropped:",
-                "        _r.dropped = ()",
-            ]
-        lines.append("    _state.r.suitable = _ok")
+            lines += ["    if _live.dropped and _r.dropped:", "        _r.dropped = ()"]
+        lines.append("    _r.suitable = _ok")
         if op.experimental_backends:
             lines += ["    if _wx:", "        _warnl(_api, _ok, _XS)"]
         lines += route
         lines += [
             "    if _clog.armed and _ok[0] is not _lg.restricted:",
             "        _noter(_lg, _ok)",
-            f"    return {call}",
+            *(f"    {c}" for c in body_call(call)),
         ]
         return lines

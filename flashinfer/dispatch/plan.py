@@ -16,9 +16,10 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from flashinfer.dispatch.call_specs import checker_spec, invoke
+from flashinfer.dispatch.call_specs import checker_spec, filter_heuristic, invoke
 from flashinfer.dispatch.codegen import CallSpec, ParameterList
 from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
+from flashinfer.dispatch.results import check_verdict
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
@@ -169,6 +170,25 @@ class DispatchPlan:
         if not first:
             return candidates
         return first + [b for b in candidates if b not in first]
+
+    def check_result(self, backend: str | None, value: Any) -> bool:
+        """``value``, what backend ``backend``'s support checker (None: the common check)
+        returned, as a verdict: a bool, or the ``TypeError`` naming the checker (see
+        :func:`~flashinfer.dispatch.results.check_verdict`).  Both paths call it (the
+        generated one only for a value that is neither ``True`` nor ``False``)."""
+        if value is True or value is False:
+            return value
+        if backend is None:
+            return check_verdict(value, self.common_check, "the common check", self.api_name)
+        role = f"the support checker of backend {backend!r}"
+        return check_verdict(value, self.backend_checks[backend], role, self.api_name)
+
+    def heuristic_order(self, answer: Any, candidates: list[str]) -> list[str]:
+        """The candidates in the order of ``answer``, what the heuristic returned for them
+        (see :func:`~flashinfer.dispatch.call_specs.filter_heuristic`): the same rule on
+        both paths, and a ``TypeError`` naming the heuristic for an answer that is not a
+        list or tuple of names."""
+        return filter_heuristic(answer, candidates, self.heuristic_func, self.api_name)
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name

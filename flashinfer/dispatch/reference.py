@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flashinfer.dispatch.call_specs import filter_heuristic, invoke
+from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import _CUDA, capability_reason
 from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
@@ -108,7 +108,7 @@ class ReferenceDispatcher(DispatchPlan):
                 raise BackendSupportedError(
                     f"{api} does not support compute capability {cc}: {reason}"
                 )
-        if self._check(self.common_check, "__common__", bound):
+        if self.check_result(None, self._check(self.common_check, "__common__", bound)):
             return
         refused = "its common check returned False for these inputs"
         if not self.backend_checks:
@@ -133,7 +133,7 @@ class ReferenceDispatcher(DispatchPlan):
             raise UnsupportedInputsError(
                 f"{api} cannot run these inputs with backend {backend!r}: {exc}"
             ) from exc
-        if not fits:
+        if not self.check_result(backend, fits):
             raise UnsupportedInputsError(
                 f"Problem size is not supported for {api} with backend {backend!r}: "
                 "its support check returned False for these inputs"
@@ -171,7 +171,7 @@ class ReferenceDispatcher(DispatchPlan):
             dropped = []
         if viable and self.heuristic_func is not None:
             ordered = invoke(self.heuristic_func, self._specs["__func__"], bound, list(viable))
-            ordered = filter_heuristic(ordered, viable)
+            ordered = self.heuristic_order(ordered, viable)
             for b in viable:
                 if b not in ordered:
                     reasons[b] = "left out by the heuristic for these inputs"
@@ -222,10 +222,11 @@ class ReferenceDispatcher(DispatchPlan):
         if reason is not None:
             return reason
         try:
-            if not self._check(checker, backend, bound):
-                return "support check returned False for these inputs"
+            fits = self._check(checker, backend, bound)
         except ValueError as exc:
             return f"support check rejected the inputs: {exc}"
+        if not self.check_result(backend, fits):  # a TypeError for a result not a bool
+            return "support check returned False for these inputs"
         return None
 
     def backend_support_reason(self, backend: str, /, *args: Any, **kwargs: Any) -> str | None:
@@ -265,13 +266,25 @@ class ReferenceDispatcher(DispatchPlan):
         if not skip_check or auto:
             cc = self._call_capability(bound)
             candidates = self._select(cc, bound, check_common=not skip_check)
-            route = self._ns["_route"]
-            if route is not None and auto and not skip_check:
+        if not auto:
+            return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
+        route = self._ns["_route"]
+        if route is None or skip_check:
+            self._log_choice(candidates)
+        # The body (or router) reads this call's candidates, whatever nested calls of the
+        # op it makes first; leaving, a nested call gives the enclosing call its own back
+        # (see thread_state), the outermost leaves its own.
+        record = self._state.r
+        enclosing, record.open = record.open, candidates
+        try:
+            if route is not None and not skip_check:
                 names = self.routed_inputs() or []
                 return route(candidates, tuple(bound[n] for n in names))
-            if auto:
-                self._log_choice(candidates)
-        return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
+            return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
+        finally:
+            record.open = enclosing
+            if enclosing is not None:
+                record.suitable = enclosing
 
     def _log_choice(self, candidates: list[str]) -> None:
         """The log line of an ``"auto"`` call that runs the body, as the generated path

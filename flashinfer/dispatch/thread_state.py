@@ -3,6 +3,12 @@
 The dispatcher writes what the call found (the suitable candidates, the experimental
 backends the gate dropped); ``op.suitable_auto_backends`` and
 ``op.dropped_experimental_backends`` are :class:`PerThreadList` views that read it.
+
+Calls nest: an op's body (or its router) may call the same op with ``"auto"`` (on a chunk)
+before it reads its own candidates.  So the record also keeps the candidates of the
+innermost call whose body is running on this thread (``open``): a call that finishes
+inside another's body gives the enclosing call its candidates back, and the outermost call
+leaves its own (see ``emitter.body_call``).
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ __all__ = ["CallState", "LiveFlags", "PerThreadList"]
 
 
 class _Record:
-    """One thread's record for one op: what its last "auto" call found."""
+    """One thread's record for one op: what its last "auto" call found, and the candidates
+    of the innermost "auto" call whose body is running (None: none is)."""
 
-    __slots__ = ("suitable", "dropped")
+    __slots__ = ("suitable", "dropped", "open")
 
     def __init__(self) -> None:
         self.suitable: list[str] = []
         self.dropped: tuple[str, ...] = ()
+        self.open: list[str] | None = None
 
 
 class CallState(threading.local):
