@@ -647,3 +647,18 @@ def test_pid_liveness_is_never_asked_of_windows_nor_of_a_process_group(monkeypat
     assert paths._alive(0) and calls == []  # os.kill(0, 0) would ask the process group
     monkeypatch.setattr(paths.os, "name", "nt")
     assert paths._alive(12345) and calls == []  # Windows' os.kill terminates the process
+
+
+_WRITER_PARTS = st.text(alphabet="0123456789@.-_aZé٣ \n", max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_WRITER_PARTS)
+def test_a_temporarys_writer_is_read_as_the_naming_rule_says(name):
+    """The writer part of a temporary's name, parsed by hand (names in a folder are anyone's
+    text, so no backtracking regex reads them), means what the rule's regex would."""
+    import re
+
+    named = re.fullmatch(r"([0-9]+)@([A-Za-z0-9-]+)\.[A-Za-z0-9_]+", name)
+    assert paths._writer(name) == (None if named is None else (int(named[1]), named[2]))
+    assert paths._unnamed(name) == (re.fullmatch(r"[a-z0-9_]{8}", name) is not None)

@@ -236,6 +236,14 @@ REVIEWED: dict[tuple[str, int], Reviewed] = {
         ("", "```{", "```{autofunction}", ":::{autoclass} x", "  ```{automodule}  "),
         "anchored; every loop alternates \\s and \\S, so no two loops share a character",
     ),
+    (r"[^A-Za-z0-9-]", 0): Reviewed(0, ("",), "one character, no loop"),
+    (r"[0-9]+", 0): Reviewed(0, ("",), "one class loop, nothing after it to backtrack into"),
+    (r"\S{81,}", 0): Reviewed(
+        0,
+        ("", "x" * 80),
+        "one class loop; a run shorter than 81 is rescanned from each of its starts, at most "
+        "80 steps each: linear, with a constant of 80",
+    ),
 }
 
 

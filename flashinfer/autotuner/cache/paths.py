@@ -29,6 +29,7 @@ import os
 import re
 import socket
 import stat
+import string
 import tempfile
 import time
 from dataclasses import dataclass
@@ -51,8 +52,28 @@ STALE_TEMPORARY_AGE_S = 3600.0
 _TEMPORARY_SUFFIX = ".tmp"
 # What follows ".<file>." in a temporary's name: "<pid>@<host>.<random>", or, from
 # flashinfers before the writer was named, mkstemp's bare eight random characters.
-_NAMED_WRITER = re.compile(r"(?P<pid>[0-9]+)@(?P<host>[A-Za-z0-9-]+)\.[A-Za-z0-9_]+")
-_UNNAMED_WRITER = re.compile(r"[a-z0-9_]{8}")
+_HOST_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-")
+_RANDOM_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_")
+_UNNAMED_CHARACTERS = frozenset(string.ascii_lowercase + string.digits + "_")
+
+
+def _writer(name: str) -> tuple[int, str] | None:
+    """``(pid, host)`` of a temporary's writer part ``"<pid>@<host>.<random>"``; None when
+    it is not one (parsed by hand: a name in the folder is anyone's text)."""
+    pid, at, rest = name.partition("@")
+    host, dot, random = rest.partition(".")
+    if not (at and dot and pid.isascii() and pid.isdigit() and host and random):
+        return None
+    if set(host) <= _HOST_CHARACTERS and set(random) <= _RANDOM_CHARACTERS:
+        return int(pid), host
+    return None
+
+
+def _unnamed(name: str) -> bool:
+    """Whether ``name`` is mkstemp's eight random characters (temporaries before writers
+    were named)."""
+    return len(name) == 8 and set(name) <= _UNNAMED_CHARACTERS
+
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -198,8 +219,8 @@ def stale_temporaries(target: str, *, now: float | None = None) -> list[str]:
         if not (entry.startswith(prefix) and entry.endswith(_TEMPORARY_SUFFIX)):
             continue
         writer = entry[len(prefix) : -len(_TEMPORARY_SUFFIX)]
-        named = _NAMED_WRITER.fullmatch(writer)
-        if named is None and _UNNAMED_WRITER.fullmatch(writer) is None:
+        named = _writer(writer)
+        if named is None and not _unnamed(writer):
             continue
         full = os.path.join(directory, entry)
         try:
@@ -208,7 +229,7 @@ def stale_temporaries(target: str, *, now: float | None = None) -> list[str]:
             continue
         if not stat.S_ISREG(info.st_mode):
             continue
-        gone = named is not None and named["host"] == host and not _alive(int(named["pid"]))
+        gone = named is not None and named[1] == host and not _alive(named[0])
         if gone or now - info.st_mtime > STALE_TEMPORARY_AGE_S:
             stale.append(full)
     return sorted(stale)
