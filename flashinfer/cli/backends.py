@@ -173,6 +173,8 @@ def _interpret_mismatch() -> Any:
 
 
 def _environment_lines(report: dict[str, Any]) -> list[str]:
+    from flashinfer.kernels.availability import triton_true
+
     v = report["versions"]
     build = (
         f"CUDA {v['torch_cuda']}"
@@ -197,7 +199,7 @@ def _environment_lines(report: dict[str, Any]) -> list[str]:
     interpret = report["triton_interpret"]
     meaning = (
         "Triton kernels run on CPU tensors through the interpreter"
-        if interpret == "1"
+        if triton_true(interpret)
         else "Triton kernels need CUDA tensors"
     )
     shown = "unset" if interpret is None else repr(interpret)

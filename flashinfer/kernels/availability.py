@@ -65,8 +65,20 @@ TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
 
 
 def interpreter_enabled() -> bool:
-    """Whether ``TRITON_INTERPRET=1`` (Triton kernels then run on CPU tensors, slowly)."""
-    return os.environ.get(TRITON_INTERPRET_ENV, "") == "1"
+    """Whether ``TRITON_INTERPRET`` turns Triton's interpreter on (Triton kernels then run on
+    CPU tensors, slowly), read as Triton reads it (:func:`triton_true`)."""
+    return triton_true(os.environ.get(TRITON_INTERPRET_ENV))
+
+
+# Triton's reading of its boolean variables (triton.knobs: getenv_bool): case-insensitive,
+# not stripped.  flashinfer must read TRITON_INTERPRET alike, or a Triton that interprets
+# would be refused CPU tensors (and the kernels' interpreter workarounds left off).
+_TRITON_TRUE = frozenset({"1", "true", "on", "yes", "y"})
+
+
+def triton_true(raw: str | None) -> bool:
+    """Whether Triton reads the value ``raw`` of one of its boolean variables as true."""
+    return raw is not None and raw.lower() in _TRITON_TRUE
 
 
 _reset_listeners: list[Callable[[], None]] = []
@@ -88,10 +100,6 @@ def reset_probe() -> None:
     for listener in _reset_listeners:
         listener()
 
-
-# Triton's parsing of its boolean variables (triton.knobs: getenv_bool), for comparing the
-# variable now with the mode Triton's library was built in.
-_TRITON_TRUE = ("1", "true", "on", "yes")
 
 # A function of Triton's own library, decorated with @triton.jit when Triton is imported:
 # its class says which mode Triton was imported in.
@@ -132,7 +140,7 @@ def interpret_mismatch() -> TritonUnavailable | None:
 
 
 def _mismatch(raw: str | None, imported: bool) -> TritonUnavailable | None:
-    now = (raw or "").strip().lower() in _TRITON_TRUE
+    now = triton_true(raw)
     if now == imported:
         return None
     if now:
@@ -221,7 +229,7 @@ def triton_unavailable(device_type: str) -> TritonUnavailable | None:
     answers are cached.
     """
     raw = os.environ.get(TRITON_INTERPRET_ENV)
-    key = (device_type, raw == "1")  # interpreter_enabled(), read once
+    key = (device_type, triton_true(raw))  # interpreter_enabled(), read once
     try:
         answer = _probed[key]
     except KeyError:

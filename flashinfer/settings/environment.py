@@ -121,12 +121,16 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         name="TRITON_INTERPRET",
         summary="Triton's own switch: run Triton kernels through its interpreter, on CPU "
         "tensors (slowly).",
-        values="'1' (Triton also takes 'true', 'on', 'yes'): interpret",
+        values="'1', 'true', 'on', 'yes' or 'y', in any case: interpret (read as Triton "
+        "reads it); anything else: compile for the GPU",
         default="off: Triton kernels need a CUDA device",
-        read_when="by Triton when it is imported (set it before the first import of triton); "
-        "by flashinfer's Triton support checks at each check, and by 'flashinfer backends'",
-        bad_value="any other value: Triton compiles for the GPU; on a CPU-only machine the "
-        "Triton backends report that they cannot run",
+        read_when="by Triton when it is imported: set it before anything imports triton.  "
+        "flashinfer's Triton support checks read it at each check and compare it with the "
+        "mode Triton was imported in",
+        bad_value="set (or unset) after triton was imported, Triton keeps the mode it was "
+        "imported in: flashinfer's Triton backends then report 'cannot run here: "
+        "TRITON_INTERPRET was set after triton was imported; restart with it set first', and "
+        "backend='auto' skips them",
         read_by=(
             "flashinfer.kernels.availability",
             "flashinfer.cli.backends",
