@@ -267,3 +267,28 @@ def test_a_heuristic_returning_a_numpy_array_is_refused_on_both_paths():
     for fn in (op, op.call_reference):
         with pytest.raises(TypeError, match=r"a numpy array: return array.tolist\(\)"):
             fn(X)
+
+
+@pytest.mark.parametrize("broken", ["common check", "heuristic"])
+def test_explain_applies_the_same_rule_as_the_call(broken):
+    """``op.explain`` says what the call would do: a common check that returns None, or a
+    heuristic that returns None, is the call's TypeError naming it, not "returned False" or a
+    bare 'NoneType is not iterable'."""
+
+    def common(x, backend="auto"):
+        return None if broken == "common check" else True
+
+    def heuristic(suitable, x, backend="auto"):
+        return None if broken == "heuristic" else suitable
+
+    op = backend_requirement(
+        {"a": lambda x, backend="auto": True, "b": lambda x, backend="auto": True},
+        common_check=common,
+        heuristic_func=heuristic,
+    )(lambda x, backend="auto": x)
+    with pytest.raises(TypeError) as by_call:
+        op(X)
+    with pytest.raises(TypeError) as by_explain:
+        op.explain(X)
+    assert str(by_explain.value) == str(by_call.value)
+    assert ("common" if broken == "common check" else "heuristic") in str(by_call.value)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashinfer.dispatch.call_specs import filter_heuristic, invoke
+from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import capability_reason
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import restriction_source
@@ -229,7 +229,7 @@ def _common_error(
             "reads_tensor_data); explain real tensors to decide"
         )
     try:
-        if op._check(op.common_check, "__common__", bound):
+        if op.check_result(None, op._check(op.common_check, "__common__", bound)):
             return None
         return "its common check returned False for these inputs"
     except ValueError as exc:
@@ -310,7 +310,7 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
         if candidates and op.heuristic_func is not None:
             spec = op._specs["__func__"]
             try:
-                ordered = filter_heuristic(
+                ordered = op.heuristic_order(
                     invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
                 )
             except Exception as exc:
