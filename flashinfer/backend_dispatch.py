@@ -131,17 +131,20 @@ def backend_requirement(
       implementations (``api.implementations`` is empty).
 
     A checker receives the API's arguments (or a subset) and returns ``True`` when the
-    backend supports them (or raises ``ValueError`` saying why not).  ``common_check``
-    validates the inputs for every backend (returning False or raising ``ValueError``).
-    ``heuristic_func(candidates, *args, **kwargs)`` orders the viable candidates of
-    ``backend="auto"``, best first; it may drop candidates, never add one, and a name it
-    repeats counts once.  Declared preferences (``Backend.prefer``) of experimental
+    backend supports them, ``False`` when not (or raises ``ValueError`` saying why not);
+    numpy bools count as bools, and any other result (``None`` from falling through, the
+    string ``"False"``) is a ``TypeError`` naming the checker.  ``common_check`` validates
+    the inputs for every backend, by the same rule.  ``heuristic_func(candidates, *args,
+    **kwargs)`` returns the viable candidates of ``backend="auto"`` ordered best first, as
+    a list or tuple of names (anything else is a ``TypeError`` naming the heuristic); it
+    may drop candidates, never add one, and a name it repeats counts once.  Declared preferences (``Backend.prefer``) of experimental
     backends are applied after it, by the dispatcher, while the gate lets them be candidates
     (``op.dispatcher.prefer_first``): a preferring backend goes first.
 
     The decorated API (a :class:`BackendOp`, typed with the API's own parameters and
     return type) gains ``suitable_auto_backends`` (candidates of this thread's last
-    ``"auto"`` call), ``dropped_experimental_backends``, ``experimental_backends`` and
+    ``"auto"`` call; inside the body, its own call's, whatever nested calls of the op ran
+    before), ``dropped_experimental_backends``, ``experimental_backends`` and
     ``stable_backends`` (the table split by the checkers' marks: derive a test's list of
     backends from these, never write the names out), ``backends`` and ``implementations``
     (the declarations and their ``run``, by name), upstream's query methods, and a
@@ -173,7 +176,9 @@ def backend_requirement(
 
     Raises (on a call; the same in the generated and the reference path):
         TypeError: ``backend`` is not a str (the message names the valid backends), or
-            the arguments do not bind to the API's parameters.
+            the arguments do not bind to the API's parameters; a check returned something
+            other than a bool, or the heuristic something other than a list or tuple of
+            names (the message names it and what it returned).
         BackendSupportedError: an unknown backend; a capability the named backend (or an
             API without backends) does not declare; ``"auto"`` with no suitable candidate
             (each candidate and why, the gate named only when experimental backends were
