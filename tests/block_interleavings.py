@@ -24,6 +24,24 @@ WAIT_S = 20.0
 CROSSED = [(0, ("enter", 0)), (1, ("enter", 0)), (0, "exit"), (1, "exit")]
 
 
+def close_in_thread(generator: Any) -> BaseException | None:
+    """Close ``generator`` from another thread (waiting at most :data:`WAIT_S`); what the
+    close raised there, or None."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            generator.close()
+        except BaseException as exc:
+            failure.append(exc)
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join(timeout=WAIT_S)
+    assert not t.is_alive(), "closing the generator hung"
+    return failure[0] if failure else None
+
+
 def schedules(workers: int, blocks: int) -> st.SearchStrategy[list[tuple[int, Any]]]:
     """Generated schedules: per step a worker and ``("enter", k)``, ``"exit"`` or
     ``"observe"`` (an exit with no block open observes)."""

@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import contextvars
 import os
-import threading
 
 import pytest
 import torch
 from autotuner_fakes import FakeRunner, clean_tuner, make_op
-from block_interleavings import CROSSED, expected_states, run_in_tasks, run_in_threads, schedules
+from block_interleavings import (
+    CROSSED,
+    close_in_thread,
+    expected_states,
+    run_in_tasks,
+    run_in_threads,
+    schedules,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -123,20 +129,9 @@ def test_a_block_left_from_another_thread_is_an_error_and_its_thread_is_restored
         block = autotune()
         suspended = body(block)
         next(suspended)
-        failure: list[BaseException] = []
-
-        def close() -> None:
-            try:
-                suspended.close()
-            except BaseException as exc:
-                failure.append(exc)
-
-        t = threading.Thread(target=close)
-        t.start()
-        t.join(timeout=20)
-        assert not t.is_alive()
-        assert len(failure) == 1 and isinstance(failure[0], RuntimeError)
-        assert "left in a thread or task that did not enter it" in str(failure[0])
+        failure = close_in_thread(suspended)
+        assert isinstance(failure, RuntimeError)
+        assert "left in a thread or task that did not enter it" in str(failure)
         assert is_tuning() is True  # this thread's state is not another thread's to reset
         with autotune(False):
             assert is_tuning() is False

@@ -15,11 +15,17 @@ from __future__ import annotations
 import contextvars
 import decimal
 import itertools
-import threading
 
 import pytest
 import torch
-from block_interleavings import CROSSED, expected_states, run_in_tasks, run_in_threads, schedules
+from block_interleavings import (
+    CROSSED,
+    close_in_thread,
+    expected_states,
+    run_in_tasks,
+    run_in_threads,
+    schedules,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -103,22 +109,6 @@ def run_program(actions, block_for) -> None:
     gens: list[dict] = []  # live generators: {"gen", "inside", "k"}
     direct: list[tuple[int, use_backends]] = []  # entered by hand in this frame, oldest first
 
-    def close_in_thread(g) -> None:
-        failure: list[BaseException] = []
-
-        def target() -> None:
-            try:
-                g.close()
-            except BaseException as exc:
-                failure.append(exc)
-
-        t = threading.Thread(target=target)
-        t.start()
-        t.join(timeout=20)
-        assert not t.is_alive(), "closing the generator hung"
-        if failure:
-            raise failure[0]
-
     for kind, n in actions:
         k = n % len(SPECS)
         if kind == "gen":
@@ -134,9 +124,10 @@ def run_program(actions, block_for) -> None:
             elif kind == "resume":
                 continue
             else:
-                (close_in_thread if kind == "close_thread" else type(record["gen"]).close)(
-                    record["gen"]
-                )
+                if kind == "close":
+                    record["gen"].close()
+                elif (failure := close_in_thread(record["gen"])) is not None:
+                    raise failure
                 gens.remove(record)
             if record["inside"]:
                 record["inside"] = False
