@@ -137,9 +137,10 @@ def backend_requirement(
     the inputs for every backend, by the same rule.  ``heuristic_func(candidates, *args,
     **kwargs)`` returns the viable candidates of ``backend="auto"`` ordered best first, as
     a list or tuple of names (anything else is a ``TypeError`` naming the heuristic); it
-    may drop candidates, never add one, and a name it repeats counts once.  Declared preferences (``Backend.prefer``) of experimental
-    backends are applied after it, by the dispatcher, while the gate lets them be candidates
-    (``op.dispatcher.prefer_first``): a preferring backend goes first.
+    may drop candidates, never add one, and a name it repeats counts once.  Declared
+    preferences (``Backend.prefer``) of experimental backends are applied after it, by the
+    dispatcher, while the gate lets them be candidates (``op.dispatcher.prefer_first``): a
+    preferring backend goes first.
 
     The decorated API (a :class:`BackendOp`, typed with the API's own parameters and
     return type) gains ``suitable_auto_backends`` (candidates of this thread's last
