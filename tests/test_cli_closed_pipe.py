@@ -20,10 +20,15 @@ from flashinfer.cli import EXIT_CLOSED_PIPE
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run_into_closed_pipe(args: list[str], tmp_path) -> subprocess.CompletedProcess[str]:
+def _run_into_closed_pipe(
+    args: list[str], tmp_path, unbuffered: bool = False
+) -> subprocess.CompletedProcess[str]:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader left before the command wrote a byte
-    env = {k: v for k, v in os.environ.items() if k != "FLASHINFER_CLI_TRACEBACK"}
+    hidden = ("FLASHINFER_CLI_TRACEBACK", "PYTHONUNBUFFERED")
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    if unbuffered:  # each write meets the closed pipe at once, not at the final flush
+        env["PYTHONUNBUFFERED"] = "1"
     try:
         return subprocess.run(
             [sys.executable, "-m", "flashinfer", *args],
@@ -54,7 +59,7 @@ COMMANDS = [
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_a_closed_pipe_ends_the_command_quietly(args, tmp_path):
-    proc = _run_into_closed_pipe(args, tmp_path)
+    proc = _run_into_closed_pipe(args, tmp_path, unbuffered=args == ["backends"])
     assert proc.returncode == EXIT_CLOSED_PIPE == 141, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert "error" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
@@ -64,11 +69,14 @@ def test_a_closed_pipe_ends_the_command_quietly(args, tmp_path):
         assert (tmp_path / "tuned.json").is_file()
 
 
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["explain", "--help"]], ids=" ".join)
-def test_help_into_a_closed_pipe_is_quiet(args, tmp_path):
-    """argparse itself swallows the failed write of help and version texts: status 0."""
-    proc = _run_into_closed_pipe(args, tmp_path)
-    assert (proc.returncode, proc.stderr) == (0, "")
+def test_help_into_a_closed_pipe_is_quiet(args, unbuffered, tmp_path):
+    """Help and version texts that meet a closed pipe end like any output: status 141,
+    nothing on stderr, whether the write failed at once (argparse swallows that failure) or
+    at the final flush."""
+    proc = _run_into_closed_pipe(args, tmp_path, unbuffered)
+    assert (proc.returncode, proc.stderr) == (EXIT_CLOSED_PIPE, "")
 
 
 def test_a_usage_error_into_a_closed_stderr_keeps_its_status(tmp_path):

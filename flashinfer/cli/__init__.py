@@ -135,7 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Output to a pipe is buffered: a reader that left early may show only now.
     out.flush()
     err.flush()
-    if code == 0 and (out.reader_left or err.reader_left):
+    # Asked of the pipe itself too: a write argparse swallowed (--help), or one made while
+    # the stream was unbuffered (PYTHONUNBUFFERED), leaves nothing for the flush to fail on.
+    left = out.reader_left or err.reader_left or _closed_pipe(sys.stdout, unknown=False)
+    if code == 0 and left:
         return EXIT_CLOSED_PIPE
     return code
 
@@ -180,10 +183,10 @@ what a shell reports for a program killed by ``SIGPIPE`` (``yes | head``), so th
 pipefail`` scripts see what they see of any Unix tool.  Nothing is written to stderr."""
 
 
-def _closed_pipe(stream: Any) -> bool:
+def _closed_pipe(stream: Any, unknown: bool = True) -> bool:
     """Whether ``stream`` writes to a pipe whose reader has gone (``poll`` reports an error
-    or a hang-up on it); ``True`` where that cannot be asked (no ``poll``), ``False`` for a
-    stream without a file descriptor."""
+    or a hang-up on it); ``unknown`` where that cannot be asked (no ``poll``), ``False`` for
+    a stream without a file descriptor."""
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
@@ -195,7 +198,7 @@ def _closed_pipe(stream: Any) -> bool:
         poller.register(fd, 0)  # errors and hang-ups are reported whatever the mask
         return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
     except (AttributeError, OSError, ValueError):
-        return True
+        return unknown
 
 
 class _Output:
