@@ -145,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     parser = build_parser()
+    # argparse prints --help and --version to sys.stdout itself (and, depending on the
+    # Python build, swallows or raises a closed pipe's error): let it print through ours.
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
@@ -153,6 +157,8 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         return 2
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
+    finally:
+        sys.stdout, sys.stderr = saved
     if args.command is None:
         parser.print_help(err)
         return 2
