@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -91,29 +91,32 @@ def run_in_threads(
     return _drive(schedule, workers, inboxes, replies, lambda q, c: q.put(c), replies.get, threads)
 
 
+def _steps(schedule: Sequence[tuple[int, Any]], workers: int) -> list[tuple[int, Any, bool]]:
+    """The commands the workers get, ``(worker, command, last)``: ``schedule`` with an exit
+    of a worker inside no block made an observe, then each worker leaving every block it is
+    in and observing once more (``last``: that observation is reported as ``"done"``)."""
+    depth = [0] * workers
+    steps = []
+    for w, command in schedule:
+        if command == "exit" and depth[w] == 0:
+            command = "observe"
+        depth[w] += 1 if command not in ("exit", "observe") else -1 if command == "exit" else 0
+        steps.append((w, command, False))
+    for w in range(workers):
+        steps += [(w, "exit", False)] * depth[w]
+        steps.append((w, "observe", True))
+    return steps
+
+
 def _drive(schedule, workers, inboxes, replies, send, receive, threads) -> list:
     seen: list[tuple[int, Any, Any]] = []
-    depth = [0] * workers
-
-    def step(w: int, command: Any) -> None:
-        send(inboxes[w], command)
-        reply = receive(timeout=WAIT_S)
-        if reply[1] == "error":
-            raise reply[2]
-        seen.append(reply)
-
     try:
-        for w, command in schedule:
-            if command == "exit" and depth[w] == 0:
-                command = "observe"
-            depth[w] += 1 if command not in ("exit", "observe") else -1 if command == "exit" else 0
-            step(w, command)
-        for w in range(workers):
-            while depth[w]:
-                depth[w] -= 1
-                step(w, "exit")
-            step(w, "observe")
-            seen[-1] = (w, "done", seen[-1][2])
+        for w, command, last in _steps(schedule, workers):
+            send(inboxes[w], command)
+            reply = receive(timeout=WAIT_S)
+            if reply[1] == "error":
+                raise reply[2]
+            seen.append((w, "done", reply[2]) if last else reply)
     finally:
         for w in range(workers):
             send(inboxes[w], "quit")
@@ -158,29 +161,13 @@ def run_in_tasks(
 
         tasks = [asyncio.create_task(task(w)) for w in range(workers)]
         seen: list = []
-        depth = [0] * workers
-
-        async def step(w: int, command: Any) -> None:
-            inboxes[w].put_nowait(command)
-            reply = await asyncio.wait_for(replies.get(), WAIT_S)
-            if reply[1] == "error":
-                raise reply[2]
-            seen.append(reply)
-
         try:
-            for w, command in schedule:
-                if command == "exit" and depth[w] == 0:
-                    command = "observe"
-                depth[w] += (
-                    1 if command not in ("exit", "observe") else -1 if command == "exit" else 0
-                )
-                await step(w, command)
-            for w in range(workers):
-                while depth[w]:
-                    depth[w] -= 1
-                    await step(w, "exit")
-                await step(w, "observe")
-                seen[-1] = (w, "done", seen[-1][2])
+            for w, command, last in _steps(schedule, workers):
+                inboxes[w].put_nowait(command)
+                reply = await asyncio.wait_for(replies.get(), WAIT_S)
+                if reply[1] == "error":
+                    raise reply[2]
+                seen.append((w, "done", reply[2]) if last else reply)
         finally:
             for w in range(workers):
                 inboxes[w].put_nowait("quit")
@@ -188,6 +175,72 @@ def run_in_tasks(
         return seen
 
     return asyncio.run(main())
+
+
+def body(block: Any) -> Iterator[str]:
+    """A generator that enters ``block``, suspends inside it, then suspends after it."""
+    with block:
+        yield "inside"
+    yield "after"
+
+
+#: The actions of :func:`run_generator_program`: start a generator (suspended inside its
+#: block), resume one out of its block, close one (here or from another thread), enter or
+#: leave a block by hand in the program's own frame.
+GENERATOR_ACTIONS = ("gen", "resume", "close", "close_thread", "enter", "exit")
+
+
+def run_generator_program(
+    actions: Sequence[tuple[str, int]],
+    block_for: Callable[[int], Any],
+    blocks: int,
+    check: Callable[[list[int], Any], None],
+) -> None:
+    """Run ``actions`` (``(action, n)``, ``n`` picking the block or the generator) in the
+    current context; after each, ``check(stack, step)`` with the indexes of the open entries
+    in the order they were entered.  Then closes what is still open."""
+    open_entries: list[tuple[object, int]] = []  # (owner, block index), oldest first
+    gens: list[dict] = []  # live generators: {"gen", "inside", "k"}
+    direct: list[tuple[int, Any]] = []  # entered by hand in this frame, oldest first
+    for kind, n in actions:
+        k = n % blocks
+        if kind == "gen":
+            record = {"gen": body(block_for(k)), "k": k, "inside": True}
+            assert next(record["gen"]) == "inside"
+            gens.append(record)
+            open_entries.append((record, k))
+        elif kind in ("resume", "close", "close_thread") and gens:
+            record = gens[n % len(gens)]
+            if kind == "resume" and not record["inside"]:
+                continue
+            if kind == "resume":
+                assert next(record["gen"]) == "after"
+            else:
+                if kind == "close":
+                    record["gen"].close()
+                elif (failure := close_in_thread(record["gen"])) is not None:
+                    raise failure
+                gens.remove(record)
+            if record["inside"]:
+                record["inside"] = False
+                open_entries.remove((record, record["k"]))
+        elif kind == "enter":
+            block = block_for(k)
+            block.__enter__()
+            direct.append((k, block))
+            open_entries.append(("direct", k))
+        elif kind == "exit" and direct:
+            k, block = direct.pop()  # by hand in one frame, as nested with statements would
+            block.__exit__(None, None, None)
+            newest = max(i for i, e in enumerate(open_entries) if e == ("direct", k))
+            del open_entries[newest]
+        else:
+            continue
+        check([k for _, k in open_entries], (kind, n))
+    for record in gens:
+        record["gen"].close()
+    while direct:
+        direct.pop()[1].__exit__(None, None, None)
 
 
 def expected_states(

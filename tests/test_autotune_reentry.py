@@ -19,8 +19,10 @@ import torch
 from autotuner_fakes import FakeRunner, clean_tuner, make_op
 from block_interleavings import (
     CROSSED,
+    body,
     close_in_thread,
     expected_states,
+    run_generator_program,
     run_in_tasks,
     run_in_threads,
     schedules,
@@ -57,54 +59,15 @@ def test_one_block_object_entered_by_several_tasks_at_once(schedule):
     assert seen == expected_states(schedule, 3, tuning_inside)
 
 
-def body(block):
-    with block:
-        yield "inside"
-    yield "after"
-
-
 def run_program(actions, block_for) -> None:
     """Generators suspended inside blocks, resumed out of them or closed, in any order, and
     blocks this frame enters by hand; after each step this thread tunes exactly when the
     newest open entry is enabled."""
-    open_entries: list[tuple[object, int]] = []
-    gens: list[dict] = []
-    direct: list[tuple[int, autotune]] = []
-    for kind, n in actions:
-        k = n % len(ENABLED)
-        if kind == "gen":
-            record = {"gen": body(block_for(k)), "k": k, "inside": True}
-            assert next(record["gen"]) == "inside"
-            gens.append(record)
-            open_entries.append((record, k))
-        elif kind in ("resume", "close") and gens:
-            record = gens[n % len(gens)]
-            if kind == "resume" and not record["inside"]:
-                continue
-            if kind == "resume":
-                assert next(record["gen"]) == "after"
-            else:
-                record["gen"].close()
-                gens.remove(record)
-            if record["inside"]:
-                record["inside"] = False
-                open_entries.remove((record, record["k"]))
-        elif kind == "enter":
-            block = block_for(k)
-            block.__enter__()
-            direct.append((k, block))
-            open_entries.append(("direct", k))
-        elif kind == "exit" and direct:
-            k, block = direct.pop()
-            block.__exit__(None, None, None)
-            del open_entries[max(i for i, e in enumerate(open_entries) if e == ("direct", k))]
-        else:
-            continue
-        assert is_tuning() == tuning_inside([k for _, k in open_entries]), (kind, n)
-    for record in gens:
-        record["gen"].close()
-    while direct:
-        direct.pop()[1].__exit__(None, None, None)
+
+    def check(stack: list[int], step) -> None:
+        assert is_tuning() == tuning_inside(stack), step
+
+    run_generator_program(actions, block_for, len(ENABLED), check)
     assert is_tuning() is False
     assert tuner_module._entries.get() == ()
 

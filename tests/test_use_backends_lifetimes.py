@@ -20,8 +20,9 @@ import pytest
 import torch
 from block_interleavings import (
     CROSSED,
-    close_in_thread,
+    GENERATOR_ACTIONS,
     expected_states,
+    run_generator_program,
     run_in_tasks,
     run_in_threads,
     schedules,
@@ -89,66 +90,17 @@ def observe() -> tuple[list[str], list[str]]:
 # ---- item 6: generators suspended inside blocks, left in any order -------------------------
 
 
-def body(block):
-    """A generator that enters ``block``, suspends inside it, then suspends after it."""
-    with block:
-        yield "inside"
-    yield "after"
-
-
-_action = st.tuples(
-    st.sampled_from(["gen", "resume", "close", "close_thread", "enter", "exit"]),
-    st.integers(0, 7),
-)
+_action = st.tuples(st.sampled_from(GENERATOR_ACTIONS), st.integers(0, 7))
 
 
 def run_program(actions, block_for) -> None:
     """Run ``actions`` in the current context, checking after each that the restriction in
     force is the one of the open entries, in the order they were entered."""
-    open_entries: list[tuple[object, int]] = []  # (owner, spec index), oldest first
-    gens: list[dict] = []  # live generators: {"gen", "inside", "k"}
-    direct: list[tuple[int, use_backends]] = []  # entered by hand in this frame, oldest first
 
-    for kind, n in actions:
-        k = n % len(SPECS)
-        if kind == "gen":
-            record = {"gen": body(block_for(k)), "k": k}
-            assert next(record["gen"]) == "inside"
-            record["inside"] = True
-            gens.append(record)
-            open_entries.append((record, k))
-        elif kind in ("resume", "close", "close_thread") and gens:
-            record = gens[n % len(gens)]
-            if kind == "resume" and record["inside"]:
-                assert next(record["gen"]) == "after"
-            elif kind == "resume":
-                continue
-            else:
-                if kind == "close":
-                    record["gen"].close()
-                elif (failure := close_in_thread(record["gen"])) is not None:
-                    raise failure
-                gens.remove(record)
-            if record["inside"]:
-                record["inside"] = False
-                open_entries.remove((record, record["k"]))
-        elif kind == "enter":
-            block = block_for(k)
-            block.__enter__()
-            direct.append((k, block))
-            open_entries.append(("direct", k))
-        elif kind == "exit" and direct:
-            k, block = direct.pop()  # by hand in one frame, as nested with statements would
-            block.__exit__(None, None, None)
-            newest = max(i for i, e in enumerate(open_entries) if e == ("direct", k))
-            del open_entries[newest]
-        else:
-            continue
-        assert observe() == state_of([k for _, k in open_entries]), (kind, n)
-    for record in gens:
-        record["gen"].close()
-    while direct:
-        direct.pop()[1].__exit__(None, None, None)
+    def check(stack: list[int], step) -> None:
+        assert observe() == state_of(stack), step
+
+    run_generator_program(actions, block_for, len(SPECS), check)
     assert observe() == (DEFAULT, DEFAULT)
     left = restrictions._scope.get()  # nothing left behind in this context
     assert left is None or (left.entries == () and left.names == dict(restrictions._env))
