@@ -81,6 +81,9 @@ def run_program(actions, block_for) -> None:
     shared=st.booleans(),
 )
 @example(actions=[("gen", 0), ("gen", 1), ("close", 0), ("close", 0)], shared=True)
+# One block object open twice in this context, by a generator's frame and by this frame:
+# closing the generator ends the generator's entry (the exit's frame), not the newest one.
+@example(actions=[("gen", 0), ("enter", 1), ("enter", 0), ("close", 0)], shared=True)
 def test_generators_closed_in_any_order_leave_no_thread_tuning(actions, shared):
     blocks = [autotune(enabled) for enabled in ENABLED]
     block_for = blocks.__getitem__ if shared else (lambda k: autotune(ENABLED[k]))

@@ -108,6 +108,9 @@ def run_program(actions, block_for) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(actions=st.lists(_action, max_size=24), shared=st.booleans())
+# One block object open twice in this context, by a generator's frame and by this frame:
+# closing the generator ends the generator's entry (the exit's frame), not the newest one.
+@example(actions=[("gen", 0), ("enter", 1), ("enter", 0), ("close", 0)], shared=True)
 def test_blocks_left_in_any_order_leave_exactly_the_open_blocks_restriction(actions, shared):
     """Generated interleavings of entering, suspending inside, resuming out of and closing
     (here or from another thread) generators' blocks and this frame's own.  ``shared``:

@@ -86,6 +86,7 @@ from flashinfer.autotuner.cache.load import LoadReport, load_into
 from flashinfer.autotuner.cache.save import save_into
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from flashinfer.autotuner.router import RouteEntry, Router
+from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 __all__ = [
@@ -475,21 +476,15 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         frame = sys._getframe(1)
         mine = [e for e in _entries.get() if e.block is self and not e.left]
         with _entries_lock:
-            # The entry this exit ends: this context's entry by the leaving frame (a with
-            # statement leaves from the frame that entered); an entry by that frame held
-            # elsewhere; else, for exits called by hand, this context's newest of the block.
-            by_frame = [e for e in mine if e.frame is frame]
-            elsewhere = (
-                None
-                if by_frame
-                else next((e for e in reversed(self._open) if e.frame is frame), None)
-            )
-            if by_frame or (mine and elsewhere is None):
-                entry = (by_frame or mine)[-1]
-                self._open.remove(entry)
-            elif self._open:  # entered in another context: left (and restored) there later
-                entry = elsewhere or self._open[-1]
-                self._open.remove(entry)
+            found = entry_to_leave(mine, self._open, frame)
+            if found is None:
+                raise RuntimeError(
+                    "autotune(): this block was left more times than it was entered; "
+                    "leave a block once per entry (a with statement does)"
+                )
+            entry, is_here = found
+            self._open.remove(entry)
+            if not is_here:  # entered in another context: left (and restored) there later
                 entry.left, entry.frame = True, None
                 raise RuntimeError(
                     "autotune(): this block was left in a thread or task that did not "
@@ -497,11 +492,6 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
                     "thread?); the thread that entered it stays in tuning mode until it "
                     "next enters or leaves an autotune() block. Leave a block in the "
                     "thread that entered it, e.g. close such a generator there"
-                )
-            else:
-                raise RuntimeError(
-                    "autotune(): this block was left more times than it was entered; "
-                    "leave a block once per entry (a with statement does)"
                 )
             entry.left, entry.frame = True, None
         _unwind_left(AutoTuner.get())

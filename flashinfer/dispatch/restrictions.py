@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
+from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
@@ -330,30 +331,19 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
         scope = _scope.get()
         with _lock:
             entries = () if scope is None else scope.entries
-            # The entry this exit ends: this context's entry by the leaving frame; an entry by
-            # that frame held elsewhere (a generator closed from another thread); else, for
-            # exits called by hand, this context's newest entry of the block, or any.
-            mine = [i for i, e in enumerate(entries) if e.block is self]
-            by_frame = [i for i in mine if entries[i].frame is frame]
-            elsewhere = None if by_frame else self._by_frame(frame)
-            index = by_frame[-1] if by_frame else -1 if elsewhere or not mine else mine[-1]
-            if index >= 0 and scope is not None:
-                self._forget(entries[index])
-                _scope.set(_without(scope, index))
-                return
-            if not self._open:
+            here = [e for e in entries if e.block is self]
+            found = entry_to_leave(here, self._open, frame)
+            if found is None:
                 raise RuntimeError(
                     f"{self!r} was left more times than it was entered; leave a block "
                     "once per entry (a with statement does)"
                 )
-            # Not open here: a generator suspended inside the block, closed from elsewhere.
-            entry = elsewhere or self._open[-1]
+            entry, is_here = found
             self._forget(entry)
-            _close_everywhere(entry)
-
-    def _by_frame(self, frame: FrameType) -> _Entry | None:
-        """This block's open entry made by ``frame``, in any context; under ``_lock``."""
-        return next((e for e in reversed(self._open) if e.frame is frame), None)
+            if is_here and scope is not None:
+                _scope.set(_without(scope, next(i for i, e in enumerate(entries) if e is entry)))
+            else:  # not open here: a generator suspended inside the block, closed elsewhere
+                _close_everywhere(entry)
 
     def _forget(self, entry: _Entry) -> None:
         """``entry`` is left: no longer this block's open entry; under ``_lock``."""
