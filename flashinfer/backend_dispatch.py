@@ -28,6 +28,7 @@ from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsE
 from flashinfer.dispatch.explain import BackendVerdict, Explanation
 from flashinfer.dispatch.markers import experimental_backend, supported_compute_capability
 from flashinfer.dispatch.op import BackendRequirementOp, registered_ops
+from flashinfer.dispatch.overlap import OverlapRule
 from flashinfer.dispatch.restrictions import use_backends
 from flashinfer.dispatch.thread_state import PerThreadList
 from flashinfer.dispatch.verdicts import (
@@ -117,6 +118,10 @@ def backend_requirement(
     backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
     common_check: Callable[..., Any] | None = None,
     heuristic_func: Callable[..., Any] | None = None,
+    *,
+    overlap: OverlapRule | None = None,
+    fake: Callable[..., Any] | None = None,
+    backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Callable[[Callable[P, R]], BackendOp[P, R]]:
     """Decorate an API with its backends' support checkers.
 
@@ -193,7 +198,15 @@ def backend_requirement(
     """
 
     def decorator(func: Callable[P, R]) -> BackendOp[P, R]:
-        op = BackendRequirementOp(func, backend_checks, common_check, heuristic_func)
+        op = BackendRequirementOp(
+            func,
+            backend_checks,
+            common_check,
+            heuristic_func,
+            overlap=overlap,
+            fake=fake,
+            backward=backward,
+        )
         return cast("BackendOp[P, R]", op.function)
 
     return decorator

@@ -11,6 +11,7 @@ import torch
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_experimental_api
+from flashinfer.dispatch.torch_op import register_api_op, traced_call
 
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
 
@@ -52,9 +53,36 @@ def fused_add_rmsnorm(
         ValueError: mismatched shapes, dtypes or devices, an unsupported dtype, a bad
             ``eps``, or any overlap forbidden above; raised before anything is written.
     """
+    if (type(input) is not torch.Tensor or input.is_meta) and traced_call(input, residual, weight):
+        TORCH_OP.default(input, residual, weight, eps)  # fake or meta tensors, or export
+        return
     from flashinfer.experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm as impl
 
     impl(input, residual, weight, eps, overlap=OVERLAP)
+
+
+class _Addressless:
+    """The overlap rule at trace time: fake tensors have no addresses to compare; the
+    operator's real implementation checks the rule on the real tensors."""
+
+    @staticmethod
+    def check(*tensors: torch.Tensor | None) -> None:
+        return None
+
+
+def _check_metadata(values: dict[str, Any]) -> None:
+    """The implementation's validation, but for the overlap rule (see :class:`_Addressless`)."""
+    from flashinfer.experimental.fused_add_rmsnorm.implementation import _validate
+
+    eps = values.get("eps", 1e-6)
+    _validate(values["input"], values["residual"], values["weight"], eps, _Addressless())  # type: ignore[arg-type]
+
+
+TORCH_OP = register_api_op(
+    fused_add_rmsnorm, overlap=OVERLAP, validate=_check_metadata, fake=lambda values: None
+)
+"""``torch.ops.flashinfer.fused_add_rmsnorm``: ``input`` and ``residual`` mutated, returns
+nothing; what ``torch.compile`` and export see (see ``flashinfer.dispatch.torch_op``)."""
 
 
 # --------------------------------------------------------------------------------------

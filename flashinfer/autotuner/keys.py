@@ -49,7 +49,7 @@ from flashinfer.autotuner._key_inputs import (
     key_value,
 )
 from flashinfer.dispatch.capability import device_capability
-from flashinfer.dispatch.codegen import compile_function
+from flashinfer.dispatch.codegen import compile_function, module_namespace
 from flashinfer.dispatch.families import dtype_name
 from flashinfer.kernels import next_positive_power_of_2
 
@@ -164,7 +164,7 @@ def _reader_for(api_key: str, pattern: tuple[type, ...]) -> Callable[[str, tuple
     type pattern, unrolled (no loop, no per-input type dispatch), or returns None for
     another pattern."""
     names = [f"i{n}" for n in range(len(pattern))]
-    namespace: dict[str, Any] = {}
+    namespace = module_namespace(api_key, "key reader")
     test, parts = pattern_reads(pattern, names, namespace, "t", api_key)
     unpack = [f"    {', '.join(names)}, = inputs"] if names else []
     body = [

@@ -39,7 +39,7 @@ from flashinfer.autotuner._state import tuning_now
 from flashinfer.autotuner._stats import CallCounter
 from flashinfer.autotuner._types import Choice, TunableOp, TunableRunner
 from flashinfer.autotuner.keys import Key, make_key, pattern_reads
-from flashinfer.dispatch.codegen import compile_function
+from flashinfer.dispatch.codegen import compile_function, module_namespace
 
 __all__ = ["MAX_PATTERNS", "RoutedTuner", "Router", "RouteEntry"]
 
@@ -115,7 +115,8 @@ class Router:
     # ---- generated code ------------------------------------------------------------------
 
     def _generate(self) -> Callable[[Sequence[str], tuple], Any]:
-        ns: dict[str, Any] = {
+        ns = module_namespace(self.op.api_key, "autotuner router")
+        ns |= {
             "_tuning": tuning_now,
             "_tuner": self.tuner,
             "_api": self.op.api_key,

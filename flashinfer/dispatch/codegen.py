@@ -18,12 +18,26 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
-__all__ = ["CallSpec", "ParameterList", "compile_function", "render_call"]
+from flashinfer.dispatch import generated as _generated_package
+
+__all__ = [
+    "GENERATED_PACKAGE",
+    "CallSpec",
+    "ParameterList",
+    "compile_function",
+    "module_namespace",
+    "render_call",
+]
+
+GENERATED_PACKAGE = "flashinfer.dispatch.generated"
+"""The module under which each generated namespace is a module of its own."""
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -150,14 +164,40 @@ def compile_function(
     source = "\n".join([f"{keyword} {name}({params}):", *body]) + "\n"
     filename = _unique_filename(role, api)
     # Frames of generated code count as flashinfer-internal when warnings look for the
-    # user's line (see _stacklevel.user_stacklevel).
-    ns.setdefault("__name__", "flashinfer._generated")
+    # user's line (see stacklevel.user_stacklevel); a namespace that is not a module of its
+    # own (module_namespace) names the package of generated code, a real module.
+    ns.setdefault("__name__", GENERATED_PACKAGE)
     exec(compile(source, filename, "exec"), ns)
     fn = ns.pop(name)
     _register_source(fn.__code__, filename, source)
     fn.__qualname__ = f"{api}[{role}]"
     fn.__generated_source__ = source
     return fn
+
+
+_module_lock = threading.Lock()
+_modules_given: dict[str, int] = {}
+
+
+def module_namespace(api: str, role: str) -> dict[str, Any]:
+    """A new, empty module namespace for generated code: the ``__dict__`` of a module
+    registered in :data:`sys.modules` as ``flashinfer.dispatch.generated.<name>``
+    (``..._rmsnorm_dispatcher``, numbered from the second), and set as that attribute of
+    :mod:`flashinfer.dispatch.generated`.
+
+    The globals of generated code are a real, importable module: a tool that finds a
+    function's globals by its ``__module__`` or its frame's ``__name__`` (Dynamo builds its
+    guards so, ``pickle`` and ``inspect`` look names up so) finds the names the code uses.
+    """
+    base = _def_name(api, role)
+    with _module_lock:
+        n = _modules_given.get(base, 0) + 1
+        _modules_given[base] = n
+    name = f"{GENERATED_PACKAGE}.{base}" if n == 1 else f"{GENERATED_PACKAGE}.{base}_{n}"
+    module = types.ModuleType(name, f"Generated {role} of {api}.")
+    sys.modules[name] = module
+    setattr(_generated_package, name.rpartition(".")[2], module)
+    return module.__dict__
 
 
 def _def_name(api: str, role: str) -> str:

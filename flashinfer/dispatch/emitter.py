@@ -14,11 +14,15 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import torch
+
 from flashinfer.dispatch.capability import _CUDA, capability_reason, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
-from flashinfer.dispatch.codegen import compile_function, render_call
+from flashinfer.dispatch.codegen import compile_function, module_namespace, render_call
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
+from flashinfer.dispatch.torch_op import traced_call
+from flashinfer.dispatch.tracing import route_lines
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     environment_reader,
@@ -55,8 +59,6 @@ def _refs(i: int, name: str) -> _Refs:
 
 _SHARED = _Refs("_c", "_s", "_n", "_o")
 
-# Frames of generated code belong to the dispatcher's public module, as they always have.
-_GENERATED_MODULE = "flashinfer.backend_dispatch"
 # Clears this thread's recorded drops, reading the thread-local only once any thread has
 # recorded some (ops with experimental backends only).
 _CLEAR_DROPPED = ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
@@ -75,7 +77,8 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
     Checker ``i`` (in declaration order) is ``_chk<i>``, the capabilities it declares
     ``_ccs<i>``, and an experimental backend's once-flag ``_once<i>``.
     """
-    ns: dict[str, Any] = {
+    ns = module_namespace(op.api_key, "dispatcher")
+    ns |= {
         "_func": op.__wrapped__,
         "_common": op.common_check,
         "_heuristic": op.heuristic_func,
@@ -113,6 +116,11 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         # An auto verdict's slot for the router's entry (see route_auto): none yet.
         "_NO_ROUTE": (None, None),
         "_rslot": False,
+        # A traced call (fake, meta or functional tensors; export) goes to the API's torch
+        # operator (see tracing); _traceable is set once the operator is built.
+        "_traced": traced_call,
+        "_traceable": None,
+        "_Tensor": torch.Tensor,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = chk
@@ -159,11 +167,14 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     lines = [
         "    if skip_check:",
         "        if backend != 'auto':",
+        *(f"        {c}" for c in route_lines(op, "named")),
         f"            return {call_func}",
         f"        return {render_call('_skip_auto', specs['__func__'])}",
         f"    {scan}",
     ]
     lines += explicit_lines(op)
+    if not cached:  # the public function: a traced "auto" call goes to the operator
+        lines += route_lines(op, "named")
     lines += _auto_lines(op, ns, check_common=True)
     # With a verdict cache, the public function is the front (see front) and this one the
     # checking path it calls on a miss.
@@ -178,7 +189,8 @@ def explicit_lines(op: ReferenceDispatcher) -> list[str]:
     :data:`MAX_BRANCHES` backends finds the backend's function in a dict instead."""
     fail = _fail_call(op, check_common=True)
     # They sit under one "not auto" test, so that an "auto" call pays a single comparison.
-    lines = ["    if backend != 'auto':"]
+    # A traced call goes to the API's operator first (see tracing.route_lines).
+    lines = ["    if backend != 'auto':", *(f"    {c}" for c in route_lines(op, "named"))]
     if len(op.backend_checks) > MAX_BRANCHES:
         call = render_call("_xf", op._specs["__func__"], lead="_cc")
         test = "_isinstance(backend, _str) and (_xf := _XT.get(backend)) is not None"
@@ -555,5 +567,4 @@ def _compile(
 ) -> Callable[..., Any]:
     """Compile one generated function of ``op``.  Its code keeps the role's name (what
     tracebacks show) when the op dresses the fast path as the API."""
-    ns["__name__"] = _GENERATED_MODULE
     return compile_function(params, body, ns, role=role, api=op.api_key)

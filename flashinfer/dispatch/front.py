@@ -29,6 +29,7 @@ from flashinfer.dispatch.codegen import compile_function, render_call
 from flashinfer.dispatch.emitter import body_call, explicit_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import MAX_PATTERNS, cacheable_pattern, pattern_source
+from flashinfer.dispatch.tracing import route_lines
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     GATE_OFF_VALUES,
@@ -36,8 +37,6 @@ from flashinfer.gating.gate import (
 )
 
 __all__ = ["Front"]
-
-_GENERATED_MODULE = "flashinfer.backend_dispatch"
 
 
 class Front:
@@ -106,6 +105,7 @@ class Front:
         lines = [
             "    if skip_check:",
             "        if backend != 'auto':",
+            *(f"        {c}" for c in route_lines(op, "named")),
             f"            return {call}",
             f"    _cc = None if _CUDA.absent else _CUDA.find({scanned})",
         ]
@@ -139,6 +139,7 @@ class Front:
             lines += ["    if _g not in _GATE_VALUES:", "        _k = None"]  # never cached
         lines += [
             "    if _k is None:",
+            *(f"    {c}" for c in route_lines(op, "uncached")),
             "        if skip_check:",
             f"            return {render_call('_skip_auto', specs['__func__'])}",
             f"        return {render_call('_checked', specs['__func__'])}",
@@ -149,7 +150,6 @@ class Front:
             f"        return {keyed}",
         ]
         lines += self._auto_hit(call)
-        ns["__name__"] = _GENERATED_MODULE
         params = sig.def_params(ns, "skip_check=False")
         return compile_function(params, lines, ns, role="dispatcher", api=op.api_key)
 

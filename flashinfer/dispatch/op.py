@@ -21,6 +21,8 @@ from flashinfer.dispatch.front import Front
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.registry import register_op, registered_ops
 from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
+from flashinfer.dispatch.torch_op import TorchOp
+from flashinfer.dispatch.tracing import attach_torch_op
 from flashinfer.dispatch.verdicts import VerdictCache
 
 __all__ = ["BackendRequirementOp", "registered_ops"]
@@ -35,8 +37,14 @@ class BackendRequirementOp(ReferenceDispatcher):
         backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
         common_check: Callable[..., Any] | None,
         heuristic_func: Callable[..., Any] | None,
+        *,
+        overlap: Any = None,
+        fake: Callable[..., Any] | None = None,
+        backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(func, backend_checks, common_check, heuristic_func)
+        #: What the API writes (its ``OverlapRule``), or None: the operator's mutations.
+        self.overlap = overlap
         self._state = CallState()
         self._live = LiveFlags()
         self.suitable_auto_backends = PerThreadList(self._state, "suitable")
@@ -52,6 +60,11 @@ class BackendRequirementOp(ReferenceDispatcher):
             self._front = Front(self, self._ns)
             generated = self._front.build()
         self.function = self._public_function(generated)
+        #: The API's torch operator (``torch.ops.flashinfer.<name>``), or None with the
+        #: reason in ``torch_op_reason`` (see ``tracing``).
+        self.torch_op: TorchOp | None = None
+        self.torch_op_reason: str | None = None
+        attach_torch_op(self, overlap, fake, backward)
         register_op(self.api_key, self.function)
 
     def _public_function(self, fn: Any) -> Any:

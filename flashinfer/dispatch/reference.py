@@ -120,6 +120,13 @@ class ReferenceDispatcher(DispatchPlan):
         )
 
     def _select_explicit(self, cc: int | None, bound: dict[str, Any], backend: str) -> list[str]:
+        self._check_explicit(cc, bound, backend)
+        if backend in self.experimental_backends:
+            warn_experimental_backend_once(self.api_key, backend)
+        return [backend]
+
+    def _check_explicit(self, cc: int | None, bound: dict[str, Any], backend: str) -> None:
+        """A named backend's capability and support check, raising why it cannot run."""
         api = self.api_name
         checker = self.backend_checks[backend]
         reason = capability_reason(checker, cc)
@@ -138,9 +145,6 @@ class ReferenceDispatcher(DispatchPlan):
                 f"Problem size is not supported for {api} with backend {backend!r}: "
                 "its support check returned False for these inputs"
             )
-        if backend in self.experimental_backends:
-            warn_experimental_backend_once(self.api_key, backend)
-        return [backend]
 
     def _restriction(self) -> tuple[str, ...] | None:
         """The backends a restriction lists for this op in this context, or None (read as

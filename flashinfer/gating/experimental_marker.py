@@ -13,7 +13,12 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from flashinfer.dispatch.codegen import ParameterList, compile_function, render_call
+from flashinfer.dispatch.codegen import (
+    ParameterList,
+    compile_function,
+    module_namespace,
+    render_call,
+)
 from flashinfer.gating.messages import experimental_api_banner, experimental_api_used
 from flashinfer.gating.records import (
     ExperimentalInfo,
@@ -104,7 +109,8 @@ def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
     def first_call() -> None:
         issue_experimental_warning(flag, message)
 
-    ns: dict[str, Any] = {"_func": func, "_flag": flag, "_first": first_call}
+    ns = module_namespace(f"{func.__module__}.{name}", "experimental API wrapper")
+    ns |= {"_func": func, "_flag": flag, "_first": first_call}
     try:
         # Same parameter list as ``func``: no *args/**kwargs repacking on the hot path, and
         # a wrong call fails when made, as it would unwrapped (even for a coroutine).

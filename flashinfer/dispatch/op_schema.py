@@ -1,0 +1,182 @@
+"""The torch operator schema of an API, read from its signature (see ``torch_op``).
+
+One job: turn an API's parameters and annotations into the schema strings
+``torch.library`` defines, or say in one sentence why it cannot.  The types map as torch's
+own operators spell them: ``torch.Tensor`` -> ``Tensor``, ``float`` -> ``float``, ``int`` ->
+``SymInt`` (a size may be symbolic when compiled), ``bool``, ``str``, ``torch.dtype`` ->
+``ScalarType``, ``X | None`` -> ``X?``, and a return of ``None`` -> ``()``.
+
+Written arguments come from the API's overlap rule (:class:`~flashinfer.dispatch.overlap.
+OverlapRule`): a written tensor the API requires (``fused_add_rmsnorm``'s ``input`` and
+``residual``) is declared mutated (``Tensor(a!)``) in the one overload; a written tensor that
+defaults to ``None`` is an ``out=`` argument, and gets an overload of its own, named
+``out`` as torch's ``aten::mm.out`` is, that takes it (required, mutated) and returns
+nothing, while the default overload leaves it out and returns a new tensor: a custom op's
+result may never alias its inputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["OpSchema", "SchemaUnavailable", "op_schema"]
+
+DISPATCHER_ARGUMENTS = {"backend": "str backend='auto'", "skip_check": "bool skip_check=False"}
+"""What the dispatcher adds to every schema of a ``backend_requirement`` API: its two
+keyword-only arguments."""
+
+_SCALARS: dict[Any, str] = {
+    torch.Tensor: "Tensor",
+    float: "float",
+    int: "SymInt",
+    bool: "bool",
+    str: "str",
+    torch.dtype: "ScalarType",
+}
+
+
+class SchemaUnavailable(Exception):
+    """The API's signature has no torch schema; the message says why, as a sentence."""
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """The schemas of one API's torch operator and how its parameters map onto them.
+
+    Attributes:
+        default: the default overload's schema (without the name), e.g.
+            ``(Tensor input, Tensor weight, float eps=1e-06, *, str backend='auto', bool
+            skip_check=False) -> Tensor``.
+        out: the ``out`` overload's schema, or ``None`` when the API takes no ``out=``.
+        out_param: the name of the ``out=`` parameter (``None``: no ``out`` overload).
+        positional: parameters passed positionally, in order (every other one by keyword).
+        keyword: keyword-only parameters, in order (``out_param`` left out).
+        tensors: the parameters typed ``Tensor`` or ``Tensor | None``.
+        returns: ``"tensor"``, ``"tensors"`` (a tuple of them, ``count`` long) or ``"none"``.
+    """
+
+    default: str
+    out: str | None
+    out_param: str | None
+    positional: tuple[str, ...]
+    keyword: tuple[str, ...]
+    tensors: tuple[str, ...]
+    returns: str
+    count: int = 1
+
+
+def op_schema(
+    func: Callable[..., Any], written: Collection[str], *, dispatcher: bool
+) -> OpSchema:
+    """The schema of ``func``'s operator.  ``written``: the parameters it writes (from its
+    overlap rule); ``dispatcher``: the API is a ``backend_requirement`` op, whose
+    ``backend`` and ``skip_check`` the schema declares as the dispatcher takes them.
+
+    Raises:
+        SchemaUnavailable: a parameter or the return type has no schema type (``*args``, a
+            list, an annotation that cannot be resolved), or a written parameter is not a
+            tensor.
+    """
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as exc:  # names only the defining scope knew (a local class)
+        raise SchemaUnavailable(f"its annotations cannot be resolved ({exc})") from None
+    signature = inspect.signature(func)
+    positional: list[str] = []
+    keyword: list[str] = []
+    tensors: list[str] = []
+    pieces: list[tuple[str, str, bool]] = []  # (name, declaration, keyword-only)
+    out_param: str | None = None
+    mutated = iter("abcdefghijklmnopqrstuvwxyz")
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise SchemaUnavailable(f"it takes *{p.name} or **{p.name}")
+        if dispatcher and p.name in DISPATCHER_ARGUMENTS:
+            continue
+        if p.name not in hints:
+            raise SchemaUnavailable(f"parameter {p.name!r} has no annotation")
+        kind, optional = _schema_type(hints[p.name], p.name)
+        if kind == "Tensor":
+            tensors.append(p.name)
+        if p.name in written:
+            if kind != "Tensor":
+                raise SchemaUnavailable(f"it writes {p.name!r}, which is not a tensor")
+            if optional and p.default is None:  # an out= argument: the out overload's
+                if out_param is not None:
+                    raise SchemaUnavailable(f"it has two out= arguments, {out_param!r} and {p.name!r}")
+                out_param = p.name
+                continue
+            kind = f"Tensor({next(mutated)}!)"
+        text = f"{kind}{'?' if optional else ''} {p.name}"
+        if p.default is not p.empty:
+            text += f"={_default(p.default, p.name)}"
+        kw_only = p.kind == p.KEYWORD_ONLY
+        pieces.append((p.name, text, kw_only))
+        (keyword if kw_only else positional).append(p.name)
+    returns, count, result = _returns(hints.get("return", inspect.Signature.empty))
+    if out_param is not None and returns != "tensor":
+        raise SchemaUnavailable(f"it takes {out_param}= but does not return a tensor")
+    extra = list(DISPATCHER_ARGUMENTS.values()) if dispatcher else []
+    default = _render(pieces, [], extra, result)
+    out = None
+    if out_param is not None:
+        out = _render(pieces, [f"Tensor(z!) {out_param}"], extra, "()")
+    return OpSchema(
+        default, out, out_param, tuple(positional), tuple(keyword), tuple(tensors), returns, count
+    )
+
+
+def _render(
+    pieces: list[tuple[str, str, bool]], out: list[str], extra: list[str], result: str
+) -> str:
+    front = [text for _, text, kw in pieces if not kw]
+    back = [text for _, text, kw in pieces if kw] + out + extra
+    args = front + (["*", *back] if back else [])
+    return f"({', '.join(args)}) -> {result}"
+
+
+def _schema_type(hint: Any, name: str) -> tuple[str, bool]:
+    """``(schema type, optional)`` of an annotation."""
+    optional = False
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(hint))
+        if len(members) != 1:
+            raise SchemaUnavailable(f"parameter {name!r} is a union of several types")
+        hint = members[0]
+    kind = _SCALARS.get(hint)
+    if kind is None:
+        raise SchemaUnavailable(f"parameter {name!r} has type {hint!r}, which no schema type holds")
+    return kind, optional
+
+
+def _default(value: Any, name: str) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str) and value.isascii() and "'" not in value and "\\" not in value:
+        return f"'{value}'"
+    raise SchemaUnavailable(f"parameter {name!r} has a default ({value!r}) no schema can state")
+
+
+def _returns(hint: Any) -> tuple[str, int, str]:
+    if hint is None or hint is type(None):
+        return "none", 0, "()"
+    if hint is torch.Tensor:
+        return "tensor", 1, "Tensor"
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if args and all(a is torch.Tensor for a in args):
+            return "tensors", len(args), f"({', '.join(['Tensor'] * len(args))})"
+    raise SchemaUnavailable(f"it returns {hint!r}; a schema returns tensors or nothing")

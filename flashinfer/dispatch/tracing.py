@@ -1,0 +1,159 @@
+"""A dispatcher op's torch operator: the checks it runs at trace time, the fake result it
+derives, and the lines of generated code that route a traced call to it.
+
+:mod:`.torch_op` registers an operator for any API; this module supplies what a
+``backend_requirement`` op knows:
+
+- the trace-time checks (:func:`metadata_checks`): the common check, and for a named
+  backend its capability and checker, raising what the eager call would raise; no gate, no
+  restriction, no warning (those are run-time matters, decided by the real implementation);
+- the fake result (:func:`fake_result`): the API's ``fake=`` function if it declares one,
+  else the API's body run with its torch-family backend on the fake tensors (torch's own
+  operators compute the metadata), else none: the op then has no fake implementation and a
+  compiled call of it graph-breaks (runs eagerly) instead of failing;
+- :func:`route_lines`: what the generated dispatcher runs first on the paths that can meet
+  a traced call (fake, meta or functional tensors, or export in progress), handing it to
+  the operator.  A plain eager call pays one type test on a named backend's path, and
+  nothing on a cached ``"auto"`` call (fake tensors never match a learnt pattern).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flashinfer.dispatch.capability import find_compute_capability
+from flashinfer.dispatch.codegen import render_call
+from flashinfer.dispatch.families import TORCH, family_of
+from flashinfer.dispatch.torch_op import build_torch_op
+
+__all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
+
+
+def attach_torch_op(
+    op: Any,
+    overlap: Any,
+    fake: Callable[..., Any] | None,
+    backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
+) -> None:
+    """Build ``op``'s operator and hand it to its generated code (``_traceable``) and to
+    Dynamo (``op.function._torchdynamo_inline``); ``op.torch_op`` is it, or None with
+    ``op.torch_op_reason`` saying why."""
+    written = tuple(overlap.written) if overlap is not None else ()
+    torch_op, reason = build_torch_op(
+        op.api_key,
+        op.function,
+        op.__wrapped__,
+        written,
+        dispatcher=True,
+        validate=lambda values: metadata_checks(op, values),
+        fake=_fake_for(op, fake),
+        backward=backward,
+    )
+    op.torch_op, op.torch_op_reason = torch_op, reason
+    if torch_op is None:
+        op._ns["_traced"] = _never
+        return
+    op._ns["_traceable"] = torch_op.traceable
+    op.function._torchdynamo_inline = torch_op.traceable
+
+
+def _never(*values: Any) -> bool:
+    return False
+
+
+def _bound(op: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The operator's arguments as the checks take them: every parameter, defaults applied."""
+    values = {k: v for k, v in values.items() if k != "skip_check"}
+    return dict(op._sig.bind(**values).arguments)
+
+
+def metadata_checks(op: Any, values: dict[str, Any]) -> None:
+    """What the dispatcher checks that metadata decides, raising as the eager call would."""
+    skip = bool(values.get("skip_check", False))
+    bound = _bound(op, values)
+    backend = op._backend_name(bound)
+    if op.backend_checks and backend != "auto" and backend not in op.backend_checks:
+        op._select(None, bound)  # raises the unknown-backend error
+    if skip:
+        return
+    tensors = [v for v in bound.values() if v is not None]
+    cc = find_compute_capability(*tensors)
+    if op.common_check is not None:
+        op._run_common_check(cc, bound, backend)
+    # A meta tensor has no device to run on: it asks for the result's shape under any
+    # backend, so a named backend's (device-bound) checks are left out for it.
+    meta = any(getattr(t, "is_meta", False) for t in tensors)
+    if backend != "auto" and op.backend_checks and not meta:
+        op._check_explicit(cc, bound, backend)
+
+
+def torch_family_backend(op: Any) -> str | None:
+    """The first backend whose checker declares the torch family, or None."""
+    for name, checker in op.backend_checks.items():
+        if family_of(checker) is TORCH:
+            return name
+    return None
+
+
+def _fake_for(op: Any, fake: Callable[..., Any] | None) -> Callable[[dict[str, Any]], Any] | None:
+    if fake is not None:
+
+        def declared(values: dict[str, Any]) -> Any:
+            bound = _bound(op, values)
+            bound.pop("backend", None)
+            return fake(**bound)
+
+        return declared
+    reference = torch_family_backend(op)
+    if reference is None:
+        return None
+
+    def derived(values: dict[str, Any]) -> Any:
+        bound = _bound(op, values)
+        bound["backend"] = reference
+        return op.__wrapped__(**bound)
+
+    return derived
+
+
+def route_lines(op: Any, where: str) -> list[str]:
+    """Generated lines (at function-body indent) that hand a traced call to the operator.
+
+    ``where``: ``"named"`` (a named backend's path: a type test on the first tensor
+    argument first, so that a plain eager call pays only that) or ``"uncached"`` (a call
+    the verdict cache could not key: already the slow path)."""
+    tensors = _tensor_parameters(op)
+    if not tensors:
+        return []
+    call = render_call("_traceable", op._specs["__func__"])[:-1] + ", skip_check=skip_check)"
+    test = f"_traced({', '.join(tensors)})"
+    if where == "named":
+        first = tensors[0]
+        test = f"(_type({first}) is not _Tensor or {first}.is_meta) and {test}"
+    return [f"    if {test}:", f"        return {call}"]
+
+
+def _tensor_parameters(op: Any) -> list[str]:
+    """The API's parameters annotated as tensors, required ones first (the pre-test reads
+    the first, which a call always passes)."""
+    import inspect
+    import typing
+
+    import torch
+
+    try:
+        hints = typing.get_type_hints(op.__wrapped__)
+    except Exception:
+        return []
+    required, optional = [], []
+    for p in inspect.signature(op.__wrapped__).parameters.values():
+        hint = hints.get(p.name)
+        if hint is torch.Tensor and p.default is p.empty:
+            required.append(p.name)
+        elif hint is not None and torch.Tensor in typing.get_args(hint):
+            optional.append(p.name)
+    return required + optional if required else []
+
+
+
