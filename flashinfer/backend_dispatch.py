@@ -170,6 +170,31 @@ def backend_requirement(
     :func:`reads_environment`.  A check that reads tensor values or other state is marked
     :func:`reads_tensor_data` and runs on every call.  Failures are never cached.
 
+    Compilers see the API as a torch operator, ``torch.ops.flashinfer.<name>`` (see
+    ``docs/compile.rst``): its schema is read from the API's annotations (tensors,
+    ``float``, ``int``, ``bool``, ``str``, ``torch.dtype``, optionals of those; ``out=``
+    becomes an ``.out`` overload); ``torch.compile`` inlines a call of it in place of the
+    dispatcher, and a call on fake or meta tensors, or while exporting, goes to it.  Its
+    real implementation is this dispatcher, so every choice is still made at run time.
+    Three keyword arguments describe it:
+
+    - ``overlap``: the API's :class:`~flashinfer.aliasing.OverlapRule`; its written
+      arguments are declared mutated (an ``out=`` one gets the ``.out`` overload).
+    - ``fake``: ``fake(**arguments)`` (the API's parameters but ``backend``) returns the
+      result's metadata as tensors (e.g. ``torch.empty(...)`` of the result's shape and
+      dtype, on the inputs' device); the common check and a named backend's checker run
+      first.  Without it the result is derived by running the API's body with its first
+      torch-family backend (``@backend_family(TORCH)``) on the fake tensors; with neither,
+      the operator has no fake implementation and a compiled call graph-breaks (runs
+      eagerly, correct, not in the graph).  The result is contiguous whichever backend ran.
+    - ``backward``: ``backward(grad, arguments) -> {name: gradient}`` registers the
+      operator's gradient (``arguments``: the call's arguments by name).  Without it, a
+      compiled call given a tensor that requires grad is refused with an error naming the
+      fix, never silently detached.
+
+    ``op.torch_op`` is the operator (``None`` when the signature has no schema, with the
+    reason in ``op.torch_op_reason``: such an API graph-breaks when compiled).
+
     Raises (at decoration, that is at the API module's import):
         ValueError: a backend named ``"auto"`` or with a name that is not an ASCII
             identifier (or starts with an underscore); two declarations of one name (a

@@ -107,8 +107,10 @@ class TorchOp:
         self.public = public
         self.name = operator_name(api_key)
         self.qualname = f"{NAMESPACE}::{self.name}"
+        self.default_name = f"{self.qualname}.default"
         self._validate = validate
         self._fake = fake
+        self.fake = fake  # the fake implementation, or None (see the class docstring)
         self._backward = backward
         # Every argument of the default overload, in schema order (autograd's inputs).
         self._names = [*schema.positional, *schema.keyword]
@@ -130,6 +132,8 @@ class TorchOp:
         lib.impl(name, self._real, "CompositeExplicitAutograd")
         if self._fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
+        else:  # not the real implementation on meta tensors: compilers graph-break
+            lib.impl(name, _no_metadata(self.default_name), "Meta")
         if self._backward is not None and schema.returns == "tensor" and not _mutates(schema):
             torch.library.register_autograd(
                 self.qualname, self._grad, setup_context=self._setup, lib=lib
@@ -141,6 +145,8 @@ class TorchOp:
             lib.impl(f"{name}.out", self._real_out, "CompositeExplicitAutograd")
             if self._fake is not None:
                 torch.library.register_fake(f"{self.qualname}.out", self._fake_out, lib=lib)
+            else:
+                lib.impl(f"{name}.out", _no_metadata(f"{self.qualname}.out"), "Meta")
             lib.impl(f"{name}.out", self._refusing_grad(f"{self.qualname}.out"), "Autograd")
 
     def _values(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -264,6 +270,21 @@ class TorchOp:
         )
 
 
+def _no_metadata(overload: str) -> Callable[..., Any]:
+    """The ``Meta`` kernel of an operator without a fake implementation: says so in the
+    exception fake tensors raise for an operator they cannot run, on which Dynamo breaks the
+    graph (the call then runs eagerly) rather than failing."""
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperatorException(
+            f"{overload} has no fake implementation: its API declares no fake= and has no "
+            "torch-family backend to derive one from"
+        )
+
+    return kernel
+
+
 def _mutates(schema: OpSchema) -> bool:
     return "!)" in schema.default
 
@@ -294,10 +315,10 @@ def traced_call(*values: Any) -> bool:
     on paths that already cost more than this: a call whose argument types the dispatcher
     has not learnt, or a named backend's call on a tensor that is not a plain one."""
     for v in values:
-        if isinstance(v, torch.Tensor) and (
-            type(v) is not torch.Tensor and type(v) is not torch.nn.Parameter or v.is_meta
-        ):
-            if v.is_meta or _is_fake(v):
+        if isinstance(v, torch.Tensor):
+            if v.is_meta:
+                return True
+            if type(v) is not torch.Tensor and type(v) is not torch.nn.Parameter and _is_fake(v):
                 return True
     return bool(torch.compiler.is_compiling())
 

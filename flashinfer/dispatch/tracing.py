@@ -53,8 +53,14 @@ def attach_torch_op(
     op.torch_op, op.torch_op_reason = torch_op, reason
     if torch_op is None:
         op._ns["_traced"] = _never
+        # Dynamo does not inline a function so marked (torch.compiler.disable's mark): a
+        # compiled call breaks the graph there and runs the dispatcher eagerly.
+        op.function._torchdynamo_disable = True
+        op.function._torchdynamo_disable_msg = reason
         return
     op._ns["_traceable"] = torch_op.traceable
+    if torch_op.fake is None:  # meta and fake calls run the dispatcher, as they always did
+        op._ns["_traced"] = _never
     op.function._torchdynamo_inline = torch_op.traceable
 
 
