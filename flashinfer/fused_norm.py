@@ -13,6 +13,9 @@ from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.dispatch.torch_op import register_api_op, traced_call
 
+# The only module-level import from flashinfer.experimental: the light validation.
+from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
+
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
 
 OVERLAP = OverlapRule("fused_add_rmsnorm", ("input", "residual"), ("weight",))
@@ -61,21 +64,11 @@ def fused_add_rmsnorm(
     impl(input, residual, weight, eps, overlap=OVERLAP)
 
 
-class _Addressless:
-    """The overlap rule at trace time: fake tensors have no addresses to compare; the
-    operator's real implementation checks the rule on the real tensors."""
-
-    @staticmethod
-    def check(*tensors: torch.Tensor | None) -> None:
-        return None
-
-
 def _check_metadata(values: dict[str, Any]) -> None:
-    """The implementation's validation, but for the overlap rule (see :class:`_Addressless`)."""
-    from flashinfer.experimental.fused_add_rmsnorm.implementation import _validate
-
+    """The validation metadata decides; the overlap rule needs addresses, which fake tensors
+    do not have: the operator's real implementation checks it on the real tensors."""
     eps = values.get("eps", 1e-6)
-    _validate(values["input"], values["residual"], values["weight"], eps, _Addressless())  # type: ignore[arg-type]
+    validate_metadata(values["input"], values["residual"], values["weight"], eps)
 
 
 TORCH_OP = register_api_op(

@@ -72,9 +72,7 @@ class OpSchema:
     count: int = 1
 
 
-def op_schema(
-    func: Callable[..., Any], written: Collection[str], *, dispatcher: bool
-) -> OpSchema:
+def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher: bool) -> OpSchema:
     """The schema of ``func``'s operator.  ``written``: the parameters it writes (from its
     overlap rule); ``dispatcher``: the API is a ``backend_requirement`` op, whose
     ``backend`` and ``skip_check`` the schema declares as the dispatcher takes them.
@@ -110,7 +108,9 @@ def op_schema(
                 raise SchemaUnavailable(f"it writes {p.name!r}, which is not a tensor")
             if optional and p.default is None:  # an out= argument: the out overload's
                 if out_param is not None:
-                    raise SchemaUnavailable(f"it has two out= arguments, {out_param!r} and {p.name!r}")
+                    raise SchemaUnavailable(
+                        f"it has two out= arguments, {out_param!r} and {p.name!r}"
+                    )
                 out_param = p.name
                 continue
             kind = f"Tensor({next(mutated)}!)"

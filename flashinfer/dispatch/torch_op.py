@@ -276,11 +276,13 @@ def _no_metadata(overload: str) -> Callable[..., Any]:
     graph (the call then runs eagerly) rather than failing."""
     from torch._subclasses.fake_tensor import UnsupportedOperatorException
 
+    message: Any = (  # torch gives the operator; it only ever formats it
+        f"{overload} has no fake implementation: its API declares no fake= and has no "
+        "torch-family backend to derive one from"
+    )
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedOperatorException(
-            f"{overload} has no fake implementation: its API declares no fake= and has no "
-            "torch-family backend to derive one from"
-        )
+        raise UnsupportedOperatorException(message)
 
     return kernel
 
@@ -346,7 +348,13 @@ def register_api_op(
     key = f"{func.__module__}.{func.__qualname__}"
     written = tuple(overlap.written) if overlap is not None else ()
     op, reason = build_torch_op(
-        key, public, func, written, dispatcher=False, validate=validate, fake=fake,
+        key,
+        public,
+        func,
+        written,
+        dispatcher=False,
+        validate=validate,
+        fake=fake,
         backward=backward,
     )
     if op is None:

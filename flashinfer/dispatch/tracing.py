@@ -160,6 +160,3 @@ def _tensor_parameters(op: Any) -> list[str]:
         elif hint is not None and torch.Tensor in typing.get_args(hint):
             optional.append(p.name)
     return required + optional if required else []
-
-
-

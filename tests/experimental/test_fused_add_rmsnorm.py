@@ -243,7 +243,10 @@ def test_the_entry_point_imports_the_implementation_only_when_called():
     code = (
         "import sys, warnings, torch\n"
         "import flashinfer.fused_norm\n"
-        "assert 'flashinfer.experimental' not in sys.modules\n"
+        "# at module level only the light support module (its torch operator's validation)\n"
+        "loaded = {m for m in sys.modules if m.startswith('flashinfer.experimental')}\n"
+        "feature = 'flashinfer.experimental.fused_add_rmsnorm'\n"
+        "assert loaded <= {'flashinfer.experimental', feature, feature + '.support'}, loaded\n"
         "warnings.simplefilter('ignore')\n"
         "flashinfer.fused_add_rmsnorm(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4))\n"
         "assert 'flashinfer.experimental.fused_add_rmsnorm.implementation' in sys.modules\n"

@@ -14,18 +14,14 @@ of unit stride.  Otherwise a torch composition does the same thing.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from flashinfer.aliasing import OverlapRule
-from flashinfer.backend_families import FLOAT_DTYPES
+from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
 from flashinfer.kernels import offsets_reason, rows_view, triton_device_reason
 from flashinfer.norm import rmsnorm
 
 __all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
-
-_DTYPES = FLOAT_DTYPES  # the torch and Triton families' dtypes (its two paths)
 
 
 def _validate(
@@ -35,48 +31,7 @@ def _validate(
     eps: float,
     overlap: OverlapRule,
 ) -> None:
-    for name, t in (("input", input), ("residual", residual), ("weight", weight)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(
-                f"fused_add_rmsnorm: {name} must be a torch.Tensor, got {type(t).__name__}"
-            )
-    if input.dim() < 1 or input.shape[-1] == 0:
-        raise ValueError(
-            "fused_add_rmsnorm: input needs at least one dimension with a non-zero last "
-            f"(hidden) size, got shape {tuple(input.shape)}"
-        )
-    if input.dtype not in _DTYPES:
-        raise ValueError(
-            f"fused_add_rmsnorm: dtype {input.dtype} is not supported; use float32, float16 "
-            "or bfloat16"
-        )
-    if residual.shape != input.shape:
-        raise ValueError(
-            f"fused_add_rmsnorm: residual has shape {tuple(residual.shape)} but input has "
-            f"{tuple(input.shape)}; they must match"
-        )
-    hidden = input.shape[-1]
-    if weight.dim() != 1 or weight.shape[0] != hidden:
-        raise ValueError(
-            f"fused_add_rmsnorm: weight must be 1-D of the hidden size ({hidden},), got "
-            f"shape {tuple(weight.shape)}"
-        )
-    for name, t in (("residual", residual), ("weight", weight)):
-        if t.dtype != input.dtype:
-            raise ValueError(
-                f"fused_add_rmsnorm: {name} has dtype {t.dtype} but input has {input.dtype}; "
-                "use one dtype"
-            )
-        if t.device != input.device:
-            raise ValueError(
-                f"fused_add_rmsnorm: {name} is on {t.device} but input is on {input.device}"
-            )
-    if (
-        isinstance(eps, bool)
-        or not isinstance(eps, (int, float))
-        or not (math.isfinite(eps) and eps >= 0)
-    ):
-        raise ValueError(f"fused_add_rmsnorm: eps must be a finite float >= 0, got {eps!r}")
+    validate_metadata(input, residual, weight, eps)
     overlap.check(input, residual, weight)
 
 
