@@ -35,6 +35,7 @@ to it (:func:`traced_call`).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 import threading
@@ -94,6 +95,7 @@ class TorchOp:
         self,
         api_key: str,
         public: Callable[..., Any],
+        func: Callable[..., Any],
         params: ParameterList,
         schema: OpSchema,
         *,
@@ -109,6 +111,8 @@ class TorchOp:
         self.qualname = f"{NAMESPACE}::{self.name}"
         self.default_name = f"{self.qualname}.default"
         self._validate = validate
+        self._func = func
+        self._dispatcher = extra_kwonly is not None
         self._fake = fake
         self.fake = fake  # the fake implementation, or None (see the class docstring)
         self._backward = backward
@@ -122,58 +126,192 @@ class TorchOp:
         packet = getattr(packet, self.name)
         self.default = packet.default
         self.out = packet.out if schema.out is not None else None
+        self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
         self.traceable = self._traceable(params, extra_kwonly)
 
     # ---- registration --------------------------------------------------------------------
 
     def _register(self) -> None:
         lib, schema, name = self.library, self.schema, self.name
+        kernels = self._kernels()
         lib.define(f"{name}{schema.default}")
-        lib.impl(name, self._real, "CompositeExplicitAutograd")
+        lib.impl(name, kernels["real"], "CompositeExplicitAutograd")
+        lib.impl(name, kernels["autograd"], "Autograd")
         if self._fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
-        if self._backward is not None and schema.returns == "tensor" and not _mutates(schema):
-            torch.library.register_autograd(
-                self.qualname, self._grad, setup_context=self._setup, lib=lib
-            )
-        else:
-            lib.impl(name, self._refusing_grad(f"{self.qualname}.default"), "Autograd")
         if schema.out is not None:
             lib.define(f"{name}.out{schema.out}")
-            lib.impl(f"{name}.out", self._real_out, "CompositeExplicitAutograd")
+            lib.impl(f"{name}.out", kernels["real_out"], "CompositeExplicitAutograd")
+            lib.impl(f"{name}.out", kernels["autograd_out"], "Autograd")
             if self._fake is not None:
                 torch.library.register_fake(f"{self.qualname}.out", self._fake_out, lib=lib)
             else:
                 lib.impl(f"{name}.out", _no_metadata(f"{self.qualname}.out"), "Meta")
-            lib.impl(f"{name}.out", self._refusing_grad(f"{self.qualname}.out"), "Autograd")
+
+    # ---- the kernels run on every compiled call: generated with the op's own parameters ---
+
+    def _kernels(self) -> dict[str, Callable[..., Any]]:
+        """The real and ``Autograd`` kernels of each overload.
+
+        Generated, like the dispatcher, with the op's own parameter list: a compiled
+        program calls them on every call, so they bind the arguments in C and test
+        ``requires_grad`` of each tensor by name.  The real kernel calls the public
+        function with grad mode off (below autograd nothing may record a graph: a backend
+        would wrap its kernel for a gradient no one takes) and returns a contiguous result
+        that is no input (a backend may hand back a view or an input); the ``Autograd``
+        kernel runs the op's :class:`torch.autograd.Function` when a tensor requires grad
+        and a backward formula exists, refuses the call when none does, and otherwise goes
+        below autograd.
+        """
+        schema = self.schema
+        ns = module_namespace(self.api_key, "torch operator")
+        ns |= {
+            "_public": self.public,
+            "_grad_on": torch.is_grad_enabled,
+            "_set_grad": torch._C._set_grad_enabled,
+            "_exporting": torch.compiler.is_exporting,
+            "_Below": torch._C._AutoDispatchBelowAutograd,
+            "_type": type,
+            "_Tensor": torch.Tensor,
+            "_fresh": _fresh,
+            "_refuse": self._refusal,
+        }
+        signature = inspect.signature(self._func)
+        for n, p in signature.parameters.items():
+            if p.default is not p.empty:
+                ns[f"_d_{n}"] = p.default
+        extra = ["backend", "skip_check"] if self._dispatcher else []
+        out = schema.out_param
+
+        def params(with_out: bool) -> str:
+            pieces = [self._declared(n, signature) for n in schema.positional]
+            kw = [self._declared(n, signature) for n in schema.keyword]
+            if with_out:
+                kw.append(str(out))
+            kw += ["backend=_d_backend", "skip_check=False"] if extra else []
+            return ", ".join(pieces + (["*", *kw] if kw else []))
+
+        def call(target: str, with_out: bool) -> str:
+            kws = [f"{n}={n}" for n in [*schema.keyword, *([out] if with_out else []), *extra]]
+            return f"{target}({', '.join([*schema.positional, *kws])})"
+
+        tensors = list(schema.tensors)
+        own = [t for t in tensors if t != out]
+        needs = " or ".join(
+            f"{t}.requires_grad"
+            if t in schema.positional and signature.parameters[t].default is signature.empty
+            else f"({t} is not None and {t}.requires_grad)"
+            for t in own
+        )
+
+        def real(with_out: bool) -> list[str]:
+            public = call("_public", with_out)
+            lines = [
+                "    if _grad_on():",
+                "        _set_grad(False)",
+                "        try:",
+                f"            _r = {public}",
+                "        finally:",
+                "            _set_grad(True)",
+                "    else:",
+                f"        _r = {public}",
+            ]
+            if with_out or schema.returns == "none":
+                return [*lines, "    return None"]
+            inputs = f"({', '.join(own)}{',' if len(own) == 1 else ''})"
+            if schema.returns == "tensors":
+                return [*lines, f"    return tuple(_fresh(_x, {inputs}) for _x in _r)"]
+            plain = " and ".join(
+                ["_type(_r) is _Tensor", "_r._base is None", "_r.is_contiguous()"]
+                + [f"_r is not {t}" for t in own]
+            )
+            return [
+                *lines,
+                f"    if {plain}:",
+                "        return _r",
+                f"    return _fresh(_r, {inputs})",
+            ]
+
+        def autograd(with_out: bool) -> list[str]:
+            overload = "out" if with_out else "default"
+            names = f"({', '.join(repr(t) for t in own)},)"
+            values = f"({', '.join(own)},)"
+            grads = self._backward is not None and not with_out and not _mutates(schema)
+            lines = [f"    if _grad_on() and ({needs or 'False'}) and not _exporting():"]
+            if grads:
+                ns["_Fn"] = self._function()
+                lines.append(f"        return _Fn.apply({', '.join(self._names)})")
+            else:
+                lines.append(f"        _refuse({overload!r}, {names}, {values})")
+            target = "_out" if with_out else "_default"
+            return [*lines, "    with _Below():", f"        return {call(target, with_out)}"]
+
+        built = {
+            "real": compile_function(
+                params(False), real(False), ns, role="real kernel", api=self.api_key
+            ),
+            "autograd": compile_function(
+                params(False), autograd(False), ns, role="autograd kernel", api=self.api_key
+            ),
+        }
+        if out is not None:
+            built["real_out"] = compile_function(
+                params(True), real(True), ns, role="real out kernel", api=self.api_key
+            )
+            built["autograd_out"] = compile_function(
+                params(True), autograd(True), ns, role="autograd out kernel", api=self.api_key
+            )
+        self._kernel_ns = ns  # the overloads are set once registered (see __init__)
+        return built
+
+    def _declared(self, name: str, signature: inspect.Signature) -> str:
+        p = signature.parameters[name]
+        return name if p.default is p.empty else f"{name}=_d_{name}"
+
+    def _refusal(self, overload: str, names: tuple, values: tuple) -> None:
+        needs = [n for n, v in zip(names, values, strict=True) if getattr(v, "requires_grad", 0)]
+        raise RuntimeError(
+            f"{self.qualname}.{overload} ({self.api_key}) cannot differentiate: "
+            f"{', '.join(needs)} requires grad, and this form of the op has no gradient (an "
+            "out= or in-place form, or an op that declares no backward). Call it under "
+            "torch.no_grad(), pass tensors that do not require grad, or call the op's "
+            "functional form (no out=)"
+        )
+
+    def _function(self) -> type:
+        """The op's :class:`torch.autograd.Function`: forward is the operator (grad mode is
+        off inside, so it goes below autograd), backward the API's ``backward`` formula."""
+        names, tensors, op = self._names, set(self.schema.tensors), self
+        positional = self.schema.positional
+
+        class Function(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, *args: Any) -> Any:
+                values = dict(zip(names, args, strict=True))
+                saved = [n for n in names if n in tensors and isinstance(values[n], torch.Tensor)]
+                ctx.tensor_names = saved
+                ctx.save_for_backward(*(values[n] for n in saved))
+                ctx.other = {n: v for n, v in values.items() if n not in saved}
+                kwargs = {n: v for n, v in values.items() if n not in positional}
+                return op.default(*(values[n] for n in positional), **kwargs)
+
+            @staticmethod
+            def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+                values = dict(ctx.other)
+                values.update(zip(ctx.tensor_names, ctx.saved_tensors, strict=True))
+                assert op._backward is not None
+                grads = op._backward(grad, values)
+                return tuple(grads.get(n) if n in ctx.tensor_names else None for n in names)
+
+        Function.__name__ = Function.__qualname__ = f"{self.name}_function"
+        return Function
 
     def _values(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         values = dict(zip(self.schema.positional, args, strict=False))
         values.update(kwargs)
         return values
-
-    def _call_public(self, values: dict[str, Any]) -> Any:
-        args = [values[n] for n in self.schema.positional if n in values]
-        kwargs = {n: v for n, v in values.items() if n not in self.schema.positional}
-        # Below autograd (the operator's gradient is its own, or refused): nothing inside
-        # records a graph, or a backend would wrap its kernel for a gradient no one takes.
-        with torch.no_grad():
-            return self.public(*args, **kwargs)
-
-    def _real(self, *args: Any, **kwargs: Any) -> Any:
-        values = self._values(args, kwargs)
-        result = self._call_public(values)
-        inputs = [values[n] for n in self.schema.tensors if values.get(n) is not None]
-        if self.schema.returns == "tensor":
-            return _fresh(result, inputs)
-        if self.schema.returns == "tensors":
-            return tuple(_fresh(r, inputs) for r in result)
-        return None
-
-    def _real_out(self, *args: Any, **kwargs: Any) -> None:
-        self._call_public(self._values(args, kwargs))
 
     def _fake_impl(self, *args: Any, **kwargs: Any) -> Any:
         values = self._values(args, kwargs)
@@ -188,53 +326,6 @@ class TorchOp:
 
     def _fake_out(self, *args: Any, **kwargs: Any) -> None:
         self._validate(self._values(args, kwargs))
-
-    def _setup(self, ctx: Any, inputs: tuple, output: Any) -> None:
-        values = dict(zip(self._names, inputs, strict=False))
-        tensors = [n for n in self.schema.tensors if isinstance(values.get(n), torch.Tensor)]
-        ctx.tensor_names = tensors
-        ctx.save_for_backward(*(values[n] for n in tensors))
-        ctx.other = {n: v for n, v in values.items() if n not in tensors}
-
-    def _grad(self, ctx: Any, grad: torch.Tensor) -> tuple:
-        values = dict(ctx.other)
-        values.update(zip(ctx.tensor_names, ctx.saved_tensors, strict=True))
-        assert self._backward is not None
-        grads = self._backward(grad, values)
-        return tuple(grads.get(n) if n in ctx.tensor_names else None for n in self._names)
-
-    def _refusing_grad(self, overload: str) -> Callable[..., Any]:
-        """The ``Autograd`` kernel of an overload with no gradient: refuses a tensor that
-        requires grad, else runs the operator below autograd."""
-        tensors = self.schema.tensors
-        positional = self.schema.positional
-        api = self.api_key
-
-        def kernel(*args: Any, **kwargs: Any) -> Any:
-            # Export records an inference graph; the exported program's call of the operator
-            # comes back here at run time, where the refusal holds.
-            if torch.is_grad_enabled() and not torch.compiler.is_exporting():
-                values = dict(zip(positional, args, strict=False))
-                values.update(kwargs)
-                needs = [
-                    n
-                    for n in tensors
-                    if isinstance(values.get(n), torch.Tensor) and values[n].requires_grad
-                ]
-                if needs:
-                    raise RuntimeError(
-                        f"{overload} ({api}) cannot differentiate: {', '.join(needs)} "
-                        "requires grad, and this form of the op has no gradient (an out= "
-                        "or in-place form, or an op that declares no backward). Call it "
-                        "under torch.no_grad(), pass tensors that do not require grad, or "
-                        "use the op's functional form (no out=) with backend='torch'"
-                    )
-            op = self.default if overload.endswith(".default") else self.out
-            assert op is not None
-            with torch._C._AutoDispatchBelowAutograd():
-                return op(*args, **kwargs)
-
-        return kernel
 
     # ---- the function compilers inline ---------------------------------------------------
 
@@ -387,6 +478,7 @@ def build_torch_op(
     op = TorchOp(
         api_key,
         public,
+        func,
         params,
         schema,
         validate=validate,
