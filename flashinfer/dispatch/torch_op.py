@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import re
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -63,7 +62,10 @@ def operator_name(api_key: str) -> str:
     given before (a module reloaded, a test's op) is numbered (``rmsnorm_2``)."""
     module, _, name = api_key.rpartition(".")
     if not (module == "flashinfer" or module.startswith("flashinfer.")) or "<" in api_key:
-        name = re.sub(r"\W+", "_", api_key.replace("<locals>", "")).strip("_") or "op"
+        spelled = "".join(
+            c if c.isalnum() or c == "_" else " " for c in api_key.replace("<locals>", "")
+        )
+        name = "_".join(spelled.split()) or "op"
     if not name[0].isalpha():
         name = f"op_{name}"
     with _names_lock:
