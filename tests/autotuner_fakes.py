@@ -32,17 +32,25 @@ _ids = itertools.count()
 DIRECT = False
 
 
+#: The timing budget of the tests' tuner: each pair is timed for a few milliseconds after
+#: its first call (timing is by time, flashinfer.autotuner.timing; the default, 1 s, spends
+#: about 0.125 s on a cheap pair).
+TEST_BUDGET_S = 0.002
+
+
 @contextlib.contextmanager
-def clean_tuner(warmup: int, repeat: int) -> Iterator[AutoTuner]:
+def clean_tuner(
+    warmup: int, repeat: int, budget_s: float | None = TEST_BUDGET_S
+) -> Iterator[AutoTuner]:
     """The autotuner with these timings and no tuned results; both restored on exit."""
     tuner = AutoTuner.get()
-    saved = (tuner.warmup, tuner.repeat)
-    tuner.warmup, tuner.repeat = warmup, repeat
+    saved = (tuner.warmup, tuner.repeat, tuner.budget_s)
+    tuner.warmup, tuner.repeat, tuner.budget_s = warmup, repeat, budget_s
     tuner.clear()
     try:
         yield tuner
     finally:
-        tuner.warmup, tuner.repeat = saved
+        tuner.warmup, tuner.repeat, tuner.budget_s = saved
         tuner.clear()
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.autotuner import _time_candidates as timing_module
 from flashinfer.autotuner._time_candidates import DEFAULT_SWITCH_MARGIN, pick
-from flashinfer.autotuner.timing import Median, interquartile_range, measure
+from flashinfer.autotuner.timing import CpuClock, Median, interquartile_range, measure
 from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
 from flashinfer.cli.autotune import _TuneTarget
@@ -32,13 +32,14 @@ def tuner():
         tuner.switch_margin = saved
 
 
-def scripted(monkeypatch, times_ms):
-    """Pair ``(backend, tactic)`` takes ``times_ms[...]`` ms, with an IQR of a tenth."""
+def scripted(monkeypatch, times_ms, spread=0.1):
+    """Pair ``(backend, tactic)`` takes ``times_ms[...]`` ms, with an IQR of ``spread`` of
+    that (a tenth by default)."""
 
     def fake_measure(fn, inputs, **kwargs):
         fn()
         ms = times_ms[(fn.func.name, fn.args[1])]
-        return Median(ms / 1e3, ms / 1e4)
+        return Median(ms / 1e3, ms * spread / 1e3)
 
     monkeypatch.setattr(timing_module, "measure", fake_measure)
 
@@ -56,10 +57,10 @@ def test_the_default_margin_is_the_documented_constant(tuner):
 
 
 def test_a_near_tie_keeps_the_default(monkeypatch, tuner):
-    scripted(monkeypatch, {("a", None): 1.00, ("b", None): 0.99})
+    scripted(monkeypatch, {("a", None): 1.00, ("b", None): 0.99}, spread=0.001)
     runners = {"a": FakeRunner("a"), "b": FakeRunner("b")}
     assert tuned_choice(runners)[0] == ("a", None)
-    tuner.switch_margin = 0.0  # without the margin the 1 % faster pair wins
+    tuner.switch_margin = 0.0  # without the margin (and with a small spread) 1 % faster wins
     assert tuned_choice({"a": FakeRunner("a"), "b": FakeRunner("b")})[0] == ("b", None)
 
 
@@ -102,16 +103,44 @@ def test_interquartile_range():
     assert interquartile_range([1.0, 1.0, 1.0, 100.0]) == pytest.approx(24.75)
 
 
-def test_measure_returns_the_median_with_the_spread_of_its_calls(monkeypatch):
-    import flashinfer.autotuner.timing as timing
+def test_measure_returns_the_median_with_the_spread_of_its_calls():
+    class Clock(CpuClock):
+        """Timed calls take 1, 0.5, 2.5, 4 and 10 s; warm-up calls 1 s (settled at once)."""
 
-    # perf_counter: once before the calls, then around each of the 5 timed calls
-    readings = iter([0.0, 0.0, 1.0, 1.0, 1.5, 1.5, 4.0, 4.0, 8.0, 8.0, 18.0])
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(readings))
-    result = measure(lambda: None, (), warmup=0, repeat=5, budget_s=None)
+        def __init__(self):
+            self.t, self.timed = 0.0, iter([1.0, 0.5, 2.5, 4.0, 10.0])
+            self.warming = True
+
+        def now(self):
+            return self.t
+
+        def first(self, fn):
+            fn()
+
+        def run(self, fn, n):
+            out = []
+            for _ in range(n):
+                fn()
+                took = 1.0 if self.warming else next(self.timed)
+                self.t += took
+                out.append(took)
+            return out
+
+    clock = Clock()
+    calls = []
+
+    def fn():
+        calls.append(1)
+        if len(calls) == 3:  # the first call, one warm-up round, then the timed calls
+            clock.warming = False
+
+    # The warm-up round takes 1 s, past timing.WARMUP_MAX_S: warm-up stops there; the five
+    # timed calls (repeat=5, 18 s) fit the 20 s budget.
+    result = measure(fn, (), warmup=0, repeat=5, budget_s=20.0, clock=clock)
     durations = [1.0, 0.5, 2.5, 4.0, 10.0]
     assert isinstance(result, float) and float(result) == statistics.median(durations)
     assert result.iqr_s == interquartile_range(durations) == 3.0  # quartiles 1 and 4
+    assert result.calls == 5
 
 
 def test_the_log_gives_each_median_and_the_pick_with_their_spread(monkeypatch, capsys):

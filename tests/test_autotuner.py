@@ -357,9 +357,10 @@ def test_concurrent_tuning_of_one_key_times_it_once():
         t.start()
     for t in threads:
         t.join(20)
-    timed = AutoTuner.get().warmup + AutoTuner.get().repeat
-    # One tuning (2 tactics x timed calls) plus one real call per thread.
-    assert len(runners["a"].calls) == 2 * timed + 4
+    # One tuning: the tactics were listed once (timing is by time, so the number of timed
+    # calls is not fixed); each thread then made its real call with the choice.
+    assert runners["a"].tactics_calls == 1
+    assert runners["a"].calls[-4:] == [2] * 4
 
 
 # --------------------------------------------------------------------------------------

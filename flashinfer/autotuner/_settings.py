@@ -1,6 +1,16 @@
 """The tuner's timing settings (``AutoTuner.warmup``, ``repeat``, ``budget_s``,
 ``switch_margin``): what a valid value is, and the error that names the setting otherwise.
 
+Timing is by time, as Triton's ``do_bench`` does (:mod:`flashinfer.autotuner.timing`): the
+counts are *minimums* and the budget a limit.  ``warmup``: the least number of warm-up calls
+after the first call (which is always made and never timed), warm-up going on until the
+timings settle; ``repeat``: the least number of timed calls, which are taken for
+:data:`~flashinfer.autotuner.timing.REPEAT_S` seconds; ``budget_s``: the most seconds one
+(backend, tactic) is timed for after its first call, which wins over ``repeat`` (at least one
+timed call).  No new setting was added: the time targets are constants of the timing module,
+and these four are what the ranks of a process group compare
+(:data:`flashinfer.autotuner.distributed.agreement.SETTINGS`).
+
 The :class:`~flashinfer.autotuner.AutoTuner` properties call these checks at the assignment,
 so a bad value fails on the user's line, before any timing, and the value in effect stays
 as it was.  Without them a negative or NaN margin, or ``repeat = 0``, surfaced later and far
@@ -24,11 +34,15 @@ __all__ = [
     "check_warmup",
 ]
 
-#: Untimed calls before timing a (backend, tactic).
+#: The least number of warm-up calls of a (backend, tactic) after its first call; warm-up
+#: goes on until the timings settle (for at least ``timing.WARMUP_S``).
 DEFAULT_WARMUP = 1
-#: Timed calls per (backend, tactic); their median is kept.
+#: The least number of timed calls per (backend, tactic); they are taken for
+#: ``timing.REPEAT_S`` seconds, and their median is kept.
 DEFAULT_REPEAT = 5
-#: Seconds of timed calls per (backend, tactic) at most (``repeat`` shrinks to fit).
+#: Seconds spent on a (backend, tactic) after its first call at most (warm-up and timed
+#: calls): a cheap call takes about ``timing.WARMUP_S + timing.REPEAT_S``, a slow one is
+#: cut to fit (``repeat`` shrinks, never below one timed call).
 DEFAULT_BUDGET_S = 1.0
 
 
@@ -79,7 +93,8 @@ def check_repeat(value: Any) -> int:
     """``value`` as an int if it is an int >= 1 (at least one timed call gives a median)."""
     if not _is_int(value):
         raise TypeError(
-            f"AutoTuner.repeat must be an int (timed calls per (backend, tactic)), got "
+            f"AutoTuner.repeat must be an int (the least number of timed calls per (backend, "
+            f"tactic)), got "
             f"{_shown(value)}"
         )
     if value < 1:
@@ -91,25 +106,26 @@ def check_repeat(value: Any) -> int:
 
 
 def check_warmup(value: Any) -> int:
-    """``value`` as an int if it is an int >= 0 (0: no untimed call before timing)."""
+    """``value`` as an int if it is an int >= 0 (0: no warm-up call is required beyond the
+    first call, which is always made and never timed; warm-up still runs until settled)."""
     if not _is_int(value):
         raise TypeError(
-            f"AutoTuner.warmup must be an int (untimed calls before timing a (backend, "
-            f"tactic)), got {_shown(value)}"
+            f"AutoTuner.warmup must be an int (the least number of warm-up calls of a (backend, "
+            f"tactic) after its first call), got {_shown(value)}"
         )
     if value < 0:
-        raise ValueError(f"AutoTuner.warmup must be 0 or more untimed calls, got {_shown(value)}")
+        raise ValueError(f"AutoTuner.warmup must be 0 or more warm-up calls, got {_shown(value)}")
     return int(value)
 
 
 def check_budget_s(value: Any) -> float | None:
     """``value`` as a float if it is a finite number of seconds > 0, or None (no budget:
-    every ``repeat`` call is made)."""
+    the time targets alone end the timing, and every ``repeat`` call is made)."""
     if value is None:
         return None
     if not _is_real(value):
         raise TypeError(
-            "AutoTuner.budget_s must be a number of seconds (timed calls per (backend, "
+            "AutoTuner.budget_s must be a number of seconds (spent timing one (backend, "
             f"tactic) at most), or None for no budget; got {_shown(value)}"
         )
     budget = _as_float(value)

@@ -11,6 +11,14 @@ slower.  The pick is the *earliest* pair of the plan whose median is within
 by more than the margin, and a near-tie goes to the pair that comes first.  The default
 margin, :data:`DEFAULT_SWITCH_MARGIN`, is justified in its comment.
 
+**Too noisy to choose.** The margin is a fixed fraction; the spread of the timed calls is
+measured.  A pair also counts as tied with the fastest when the gap between their medians
+is no more than the spread of their calls (half the sum of their interquartile ranges:
+their interquartile boxes, centred on the medians, overlap).  When that rule, and not the
+margin, keeps an earlier pair (the default, when it is among them), the tuning is *too
+noisy to choose*: the record says so (``TuningRecord.too_noisy``), and so do the log and
+the ``flashinfer autotune`` table.  Noise is never presented as a win.
+
 **Failures.** A (backend, tactic) that raises, or whose time is not finite, is not a
 candidate: it is left out, and the :class:`~flashinfer.autotuner.TuningRecord` lists it
 with a one-line reason (:class:`~flashinfer.autotuner.TacticFailure`).  When every pair
@@ -48,7 +56,7 @@ from flashinfer.autotuner._types import (
     is_real_time,
 )
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.timing import measure
+from flashinfer.autotuner.timing import TuningDuringCaptureError, measure
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
@@ -151,6 +159,8 @@ def _time_one(pair: Pair, inputs: tuple, settings: TimingSettings) -> Outcome:
             repeat=settings.repeat,
             budget_s=settings.budget_s,
         )
+    except TuningDuringCaptureError:  # not the tactic's failure: the whole tuning's
+        raise
     except Exception as exc:  # a tactic that fails is not a candidate
         return Outcome(None, reason=one_line_reason(exc))
     if not is_real_time(median):
@@ -177,7 +187,7 @@ def time_pairs(
             progress(done, len(indices), pair.label)
         outcome = outcomes[i] = _time_one(pair, inputs, settings)
         if outcome.median_s is not None:
-            log(f"  {pair.label}: median {_ms(outcome.median_s)}{_spread(outcome.iqr_s)}")
+            log(f"  {pair.label}: median {_ms(outcome.median_s)}{_spread(outcome.iqr_s, ' (')}")
         else:
             log(f"  {pair.label}: failed ({outcome.reason})")
     if progress is not None:
@@ -185,21 +195,39 @@ def time_pairs(
     return outcomes
 
 
-def _spread(iqr_s: float | None) -> str:
-    return "" if iqr_s is None else f" (IQR {_ms(iqr_s)})"
+def _spread(iqr_s: float | None, lead: str) -> str:
+    """``IQR ...`` after ``lead`` (``" ("``: closed by a parenthesis), or nothing unknown."""
+    if iqr_s is None:
+        return ""
+    return f"{lead}IQR {_ms(iqr_s)}" + (")" if lead.endswith("(") else "")
 
 
-def pick(medians: Sequence[tuple[int, float]], margin: float) -> tuple[int, int]:
-    """``(picked, fastest)``: indices of the earliest pair whose median is within
-    ``margin`` of the fastest, and of the fastest (earliest of equals).  ``medians`` is
-    ``(index, median)`` in plan order, not empty.  ``margin`` is a finite number >= 0
-    (else ``ValueError``/``TypeError`` naming ``AutoTuner.switch_margin``): with a negative
-    or NaN one no pair would qualify."""
+def pick(
+    medians: Sequence[tuple[int, float]],
+    margin: float,
+    spreads: Mapping[int, float | None] | None = None,
+) -> tuple[int, int]:
+    """``(picked, fastest)``: indices of the earliest pair tied with the fastest, and of
+    the fastest (earliest of equals).  A pair is tied with the fastest when its median is
+    within ``margin`` of it, or, given ``spreads`` (index -> interquartile range in
+    seconds, None or missing: unknown, taken as 0), when the gap between the two medians is
+    no more than half the sum of their spreads (too noisy to tell them apart).
+    ``medians`` is ``(index, median)`` in plan order, not empty.  ``margin`` is a finite
+    number >= 0 (else ``ValueError``/``TypeError`` naming ``AutoTuner.switch_margin``): with
+    a negative or NaN one no pair would qualify."""
     margin = check_switch_margin(margin)
-    fastest = min(medians, key=lambda item: item[1])
-    bound = fastest[1] * (1.0 + margin)
-    picked = next(i for i, median in medians if median <= bound)
-    return picked, fastest[0]
+    fastest, fastest_s = min(medians, key=lambda item: item[1])
+    bound = fastest_s * (1.0 + margin)
+    spread = spreads or {}
+    fastest_spread = spread.get(fastest) or 0.0
+
+    def tied(i: int, median: float) -> bool:
+        if median <= bound:
+            return True
+        return median - fastest_s <= ((spread.get(i) or 0.0) + fastest_spread) / 2
+
+    picked = next(i for i, median in medians if tied(i, median))
+    return picked, fastest
 
 
 def decide(
@@ -220,20 +248,31 @@ def decide(
     if not medians:
         log(f"  no (backend, tactic) ran for {api_key}; using the default")
         return TuningRecord(key, None, True, len(plan), failures)
-    chosen, fastest = pick(medians, margin)
+    spreads = {i: o.iqr_s for i, o in outcomes.items()}
+    chosen, fastest = pick(medians, margin, spreads)
+    by_margin = pick(medians, margin)[0]  # what the margin alone would pick
+    too_noisy = chosen != by_margin
     best, outcome = plan[chosen], outcomes[chosen]
     assert outcome.median_s is not None
     note = ""
-    if fastest != chosen:
+    if too_noisy:
+        other = outcomes[by_margin]
+        kept = "the default" if chosen == 0 else "the earlier pair"
+        note = (
+            f"; too noisy to choose: {plan[by_margin].label} ({_ms(other.median_s or 0.0)}"
+            f"{_spread(other.iqr_s, ', ')}) is faster by less than the spread of their timed "
+            f"calls, so {kept} is kept"
+        )
+    elif fastest != chosen:
         faster = outcomes[fastest].median_s
         note = (
             f"; {plan[fastest].label} ({_ms(faster or 0.0)}) is within the {margin:.0%} "
             "switch margin, and this one comes first"
         )
-    spread = "" if outcome.iqr_s is None else f", IQR {_ms(outcome.iqr_s)}"
+    spread = _spread(outcome.iqr_s, ", ")
     log(f"picked {best.label} for {api_key} ({_ms(outcome.median_s)}{spread}){note}")
     choice = Choice(best.backend, best.tactic, outcome.median_s)
-    return TuningRecord(key, choice, True, len(plan), failures, outcome.iqr_s)
+    return TuningRecord(key, choice, True, len(plan), failures, outcome.iqr_s, too_noisy)
 
 
 def time_candidates(

@@ -104,6 +104,10 @@ class TuningRecord(NamedTuple):
     #: the interquartile range of the choice's timed calls, in seconds: the spread of its
     #: median (None when not timed now, or timed by a timer that reports no spread)
     iqr_s: float | None = None
+    #: True when a pair looked faster than the choice but by less than the spread of their
+    #: timed calls: "too noisy to choose", the earlier pair (the default, if it was one of
+    #: them) was kept (see :func:`~flashinfer.autotuner._time_candidates.pick`)
+    too_noisy: bool = False
 
 
 class TunedResults(Protocol):

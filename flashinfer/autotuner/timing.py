@@ -1,12 +1,43 @@
-"""Timing one (backend, tactic) of a tunable op: warm-up, repetitions, the median and its
-spread.
+"""Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does: the
+first call discarded, a warm-up until the timings settle, repeats taken by time, the cache
+flushed between repeats on a GPU, and the median reported with its spread.
 
-On CUDA the time is measured with CUDA events on the current stream (device time, no host
-overhead); on CPU with :func:`time.perf_counter` around each call.
+**The steps** of :func:`measure`:
+
+1. **The first call** is made and (on CUDA) synchronised, and never timed, whatever the
+   settings: it pays the one-time costs (imports, JIT compilation, lazy initialisation).
+2. **Warm-up**, untimed for the result: rounds of calls, each about :data:`ROUND_S` long,
+   until a round's median call time is within :data:`SETTLE_TOLERANCE` of the round before
+   (the timings have settled), after at least ``warmup`` calls and :data:`WARMUP_S` seconds.
+   It stops unsettled after :data:`WARMUP_MAX_S`, or half of ``budget_s`` if less.
+3. **Repeats, by time**: timed calls for :data:`REPEAT_S` seconds and at least ``repeat``
+   calls, stopping when ``budget_s`` (counted from the end of the first call) runs out: at
+   least one timed call is always made.
+4. **The result**: the median of the timed calls, with their interquartile range
+   (:class:`Median`): robust to the few calls a busy machine slows down.
+
+On CUDA each call is timed with CUDA events on the current stream (device time, no host
+overhead), and a 256 MiB buffer is zeroed before each call, outside the events, so that no
+call finds its inputs in the L2 cache left by the call before (as ``do_bench`` does).  On
+CPU each call is timed with :func:`time.perf_counter`; no flush (the CPU's caches are not
+what tuning compares).
+
+**The settings** (``AutoTuner.warmup``, ``repeat``, ``budget_s``) keep their names, with a
+meaning that the time-based steps give them: ``warmup`` and ``repeat`` are *minimum*
+counts (warm-up calls after the first call; timed calls), ``budget_s`` the most seconds one
+pair may take after its first call (``None``: no limit; the time targets still end the
+timing).  With the defaults a cheap call takes about ``WARMUP_S + REPEAT_S`` per
+pair, and a call slower than the budget allows gets the minimum counts the budget leaves.
+
+**CUDA graphs**: timing synchronises the device, which a stream capturing a CUDA graph
+forbids (the capture would fail, or record the timing's work).  :func:`measure` refuses to
+start while the current stream captures (:func:`refuse_during_capture`), and so does the
+tuner before it would time a key.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -14,25 +45,71 @@ from typing import Any
 
 import torch
 
-__all__ = ["Median", "interquartile_range", "measure"]
+__all__ = [
+    "FLUSH_BYTES",
+    "REPEAT_S",
+    "ROUND_S",
+    "SETTLE_TOLERANCE",
+    "WARMUP_MAX_S",
+    "WARMUP_S",
+    "CpuClock",
+    "CudaClock",
+    "Median",
+    "TuningDuringCaptureError",
+    "interquartile_range",
+    "measure",
+    "refuse_during_capture",
+    "stream_capturing",
+]
+
+#: Warm-up lasts at least this many seconds (Triton's ``do_bench`` default warm-up).
+WARMUP_S = 0.025
+#: Timed calls are taken for at least this many seconds (``do_bench``'s default ``rep``).
+REPEAT_S = 0.1
+#: A warm-up round lasts about this long; its median call time is compared with the round
+#: before it.
+ROUND_S = 0.005
+#: Warm-up has settled when a round's median is within this fraction of the round before.
+SETTLE_TOLERANCE = 0.05
+#: Warm-up that has not settled stops after this many seconds (or half of ``budget_s``,
+#: whichever is less): a machine too busy to settle is timed anyway, and says so in the
+#: spread of the result.
+WARMUP_MAX_S = 0.5
+#: Bytes of the buffer zeroed before each timed call on CUDA (as ``do_bench``): more than
+#: any GPU's L2 cache, so no call finds the previous call's data there.
+FLUSH_BYTES = 256 * 1024 * 1024
+#: A call is never estimated faster than this (a clock's resolution), so that the number
+#: of calls a time allows stays finite.
+_FLOOR_S = 1e-7
+#: The most calls one batch makes (a bound on the events and times a batch holds).
+_MAX_CALLS = 1_000_000
 
 
 class Median(float):
     """A median time in seconds (a ``float``) that carries the spread of the timed calls it
-    is the median of: ``iqr_s``, their interquartile range (0.0 for a single call).
+    is the median of: ``iqr_s``, their interquartile range (0.0 for a single call), and
+    ``calls``, how many timed calls it is the median of (0: not known).
 
     A float, so that code (and tests) that treat a measurement as a number of seconds keep
     working; the tuner reads the spread with ``getattr(t, "iqr_s", None)``."""
 
     iqr_s: float
+    calls: int
 
-    def __new__(cls, median_s: float, iqr_s: float) -> Median:
+    def __new__(cls, median_s: float, iqr_s: float, calls: int = 0) -> Median:
         self = super().__new__(cls, median_s)
         self.iqr_s = iqr_s
+        self.calls = calls
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Median, (float(self), self.iqr_s))
+        return (Median, (float(self), self.iqr_s, self.calls))
+
+
+class TuningDuringCaptureError(RuntimeError):
+    """Tuning was asked for while the current CUDA stream captures a CUDA graph: timing
+    synchronises the device, which capture forbids.  Tune before capturing, or load a tuned
+    file; a ``RuntimeError``."""
 
 
 def interquartile_range(times: Sequence[float]) -> float:
@@ -45,11 +122,94 @@ def interquartile_range(times: Sequence[float]) -> float:
     return q3 - q1
 
 
-def _uses_cuda(inputs: tuple) -> bool:
+def stream_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a CUDA graph.  False without CUDA, and
+    while CUDA is not initialised (nothing can capture then): the probe never initialises
+    CUDA nor fails on a CPU-only build of torch."""
+    if not torch.cuda.is_initialized():
+        return False
+    return bool(torch.cuda.is_current_stream_capturing())
+
+
+def refuse_during_capture(what: str = "tune") -> None:
+    """:class:`TuningDuringCaptureError` if the current CUDA stream is capturing a graph
+    (:func:`stream_capturing`), naming ``what`` was asked and what to do instead."""
+    if stream_capturing():
+        raise TuningDuringCaptureError(
+            f"flashinfer autotuner: cannot {what} while the current CUDA stream is capturing a "
+            "CUDA graph: timing synchronises the device, which capture forbids. Tune before "
+            "capturing (run the same shapes once inside autotune() first, then capture), or "
+            "load a tuned file (autotune(cache=path), or AutoTuner.get().load_configs(path)) "
+            "and capture outside autotune(), or inside autotune(False)"
+        )
+
+
+def _uses_cuda(inputs: tuple) -> torch.device | None:
     for x in inputs:
         if isinstance(x, torch.Tensor):
-            return x.is_cuda
-    return False
+            return x.device if x.is_cuda else None
+    return None
+
+
+class CpuClock:
+    """Times calls with :func:`time.perf_counter`, one reading on each side of a call."""
+
+    def now(self) -> float:
+        """Wall-clock seconds (what the time targets and the budget count)."""
+        return time.perf_counter()
+
+    def first(self, fn: Callable[[], Any]) -> None:
+        """The first call: made, never timed."""
+        fn()
+
+    def run(self, fn: Callable[[], Any], n: int) -> list[float]:
+        """``n`` calls of ``fn``; the seconds each took."""
+        times = []
+        clock = time.perf_counter
+        for _ in range(n):
+            t0 = clock()
+            fn()
+            times.append(clock() - t0)
+        return times
+
+
+class CudaClock(CpuClock):
+    """Times calls with CUDA events on the current stream, zeroing a :data:`FLUSH_BYTES`
+    buffer before each call, outside the events (the L2 cache flush of ``do_bench``)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._flush: torch.Tensor | None = None
+
+    def first(self, fn: Callable[[], Any]) -> None:
+        fn()
+        torch.cuda.synchronize(self.device)
+        self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+
+    def run(self, fn: Callable[[], Any], n: int) -> list[float]:
+        flush = self._flush
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(n)
+        ]
+        for begin, end in events:
+            if flush is not None:
+                flush.zero_()
+            begin.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(self.device)
+        return [begin.elapsed_time(end) / 1000.0 for begin, end in events]
+
+
+def _calls_in(seconds: float, per_call_s: float) -> int:
+    """How many calls of ``per_call_s`` fit in ``seconds``: at least one, at most
+    :data:`_MAX_CALLS` (also for an infinite time)."""
+    if seconds == math.inf:
+        return _MAX_CALLS
+    if not seconds > 0:  # none left (or NaN)
+        return 1
+    return max(1, min(_MAX_CALLS, int(seconds / max(per_call_s, _FLOOR_S))))
 
 
 def measure(
@@ -59,45 +219,85 @@ def measure(
     warmup: int = 1,
     repeat: int = 5,
     budget_s: float | None = 1.0,
+    clock: CpuClock | None = None,
 ) -> Median:
-    """Median time of ``fn()`` in seconds, after ``warmup`` untimed calls, with the
-    interquartile range of the timed calls as ``.iqr_s`` (see :class:`Median`).
+    """Median time of ``fn()`` in seconds, with the interquartile range of the timed calls
+    as ``.iqr_s`` (see :class:`Median` and the module docstring for the steps).
 
-    ``repeat`` timed calls are made, fewer when the warm-up shows that they would take more
-    than ``budget_s`` (at least one).  Exceptions from ``fn`` propagate.  ``ValueError``
-    before any call for ``repeat < 1`` (no timed call has no median) or ``warmup < 0``.
+    ``warmup``: the least number of warm-up calls after the first call (which is always
+    made and never timed); ``repeat``: the least number of timed calls; ``budget_s``: the
+    most seconds spent after the first call (``None`` or infinite: no limit), which wins
+    over ``repeat`` (at least one timed call).  ``clock``: how calls are timed (default:
+    CUDA events when the first tensor of ``inputs`` is on a CUDA device, else
+    :func:`time.perf_counter`).
+
+    Exceptions from ``fn`` propagate.  ``ValueError`` before any call for ``repeat < 1``
+    (no timed call has no median) or ``warmup < 0``;
+    :class:`TuningDuringCaptureError` before any call while the current CUDA stream
+    captures a graph.
     """
     if repeat < 1 or warmup < 0:
         raise ValueError(
             f"measure(): repeat must be at least 1 and warmup at least 0, got repeat={repeat!r}, "
             f"warmup={warmup!r} (see AutoTuner.repeat and AutoTuner.warmup)"
         )
-    cuda = _uses_cuda(inputs)
-    start = time.perf_counter()
-    for _ in range(warmup):
-        fn()
-    if cuda:
-        torch.cuda.synchronize()
-    if warmup > 0 and budget_s is not None:
-        per_call = (time.perf_counter() - start) / warmup
-        fits = budget_s / per_call if per_call > 0 else repeat
-        if fits < repeat:  # False for an infinite (or NaN) budget: no int() of it
-            repeat = max(1, int(fits))
+    refuse_during_capture("time a (backend, tactic)")
+    if clock is None:
+        device = _uses_cuda(inputs)
+        clock = CpuClock() if device is None else CudaClock(device)
+    budget = math.inf if budget_s is None else float(budget_s)
+
+    clock.first(fn)  # one-time costs: never part of a measurement
+    start = clock.now()
+    per_call = _warm_up(fn, clock, warmup, start, budget)
+    times = _repeats(fn, clock, repeat, start + budget, per_call)
+    return Median(statistics.median(times), interquartile_range(times), len(times))
+
+
+def _warm_up(
+    fn: Callable[[], Any], clock: CpuClock, warmup: int, start: float, budget: float
+) -> float:
+    """Warm-up rounds until settled (see the module docstring); returns the wall-clock
+    seconds per call of the last round (what the repeats are sized by)."""
+    least_until = start + min(WARMUP_S, budget / 2)
+    give_up_at = start + min(budget / 2, WARMUP_MAX_S)
+    calls, previous, n = 0, None, 1
+    while True:
+        began = clock.now()
+        current = statistics.median(clock.run(fn, n))
+        now = clock.now()
+        calls += n
+        per_call = (now - began) / n
+        settled = previous is not None and abs(current - previous) <= SETTLE_TOLERANCE * previous
+        if calls >= warmup and ((settled and now >= least_until) or now >= give_up_at):
+            return per_call
+        previous = current
+        n = _calls_in(ROUND_S, per_call)
+        if calls >= warmup:  # the minimum is made: stay within half the budget
+            n = min(n, _calls_in(give_up_at - now, per_call))
+        else:
+            n = max(n, warmup - calls) if now < give_up_at else warmup - calls
+
+
+def _repeats(
+    fn: Callable[[], Any], clock: CpuClock, repeat: int, deadline: float, per_call: float
+) -> list[float]:
+    """Timed calls for :data:`REPEAT_S` and at least ``repeat`` of them, until ``deadline``
+    (at least one); each batch is half of what the time left allows, so the estimate of a
+    call's cost is refined as the calls are made."""
     times: list[float] = []
-    if cuda:
-        events = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(repeat)
-        ]
-        for begin, end in events:
-            begin.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = [begin.elapsed_time(end) / 1000.0 for begin, end in events]
-    else:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return Median(statistics.median(times), interquartile_range(times))
+    began = clock.now()
+    target = began + REPEAT_S
+    while True:
+        now = clock.now()
+        if times and now >= deadline:
+            return times
+        if len(times) >= repeat and now >= target:
+            return times
+        until = min(max(target, now), deadline)
+        n = max(1, _calls_in((until - now) / 2, per_call))
+        n = max(n, repeat - len(times))  # the minimum count ...
+        n = min(n, _calls_in(deadline - now, per_call))  # ... unless the budget is spent
+        t0 = clock.now()
+        times += clock.run(fn, n)
+        per_call = max((clock.now() - t0) / n, _FLOOR_S)

@@ -86,6 +86,7 @@ from flashinfer.autotuner.cache.load import LoadReport, load_into
 from flashinfer.autotuner.cache.save import save_into
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from flashinfer.autotuner.router import RouteEntry, Router
+from flashinfer.autotuner.timing import refuse_during_capture
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
@@ -148,8 +149,11 @@ class AutoTuner:
 
     @property
     def warmup(self) -> int:
-        """Untimed calls of each (backend, tactic) before it is timed (default 1; 0: none).
-        An int >= 0: anything else raises ``TypeError``/``ValueError`` at the assignment."""
+        """The least number of warm-up calls of each (backend, tactic) after its first call
+        (default 1).  The first call is always made and never timed (it pays imports, JIT
+        and lazy initialisation), and warm-up goes on until the timings settle, for at
+        least ``timing.WARMUP_S`` (see :mod:`flashinfer.autotuner.timing`).  An int >= 0:
+        anything else raises ``TypeError``/``ValueError`` at the assignment."""
         return self._warmup
 
     @warmup.setter
@@ -158,9 +162,10 @@ class AutoTuner:
 
     @property
     def repeat(self) -> int:
-        """Timed calls of each (backend, tactic); their median is compared (default 5,
-        fewer when ``budget_s`` runs out, never fewer than one).  An int >= 1: anything else
-        raises ``TypeError``/``ValueError`` at the assignment."""
+        """The least number of timed calls of each (backend, tactic) (default 5): timed
+        calls are taken by time, for ``timing.REPEAT_S`` seconds, and at least this many;
+        fewer when ``budget_s`` runs out, never fewer than one.  Their median is compared.
+        An int >= 1: anything else raises ``TypeError``/``ValueError`` at the assignment."""
         return self._repeat
 
     @repeat.setter
@@ -169,9 +174,12 @@ class AutoTuner:
 
     @property
     def budget_s(self) -> float | None:
-        """Seconds of timed calls per (backend, tactic) at most: ``repeat`` shrinks to fit,
-        as the warm-up calls show (default 1.0; None: no budget).  A finite number > 0 or
-        None: anything else raises ``TypeError``/``ValueError`` at the assignment."""
+        """Seconds spent on each (backend, tactic) after its first call at most: warm-up
+        (half of it at most) and timed calls; ``repeat`` shrinks to fit, never below one
+        timed call (default 1.0; a cheap call takes about ``timing.WARMUP_S +
+        timing.REPEAT_S``; None: no budget, the time targets alone end the timing).  A
+        finite number > 0 or None: anything else raises ``TypeError``/``ValueError`` at the
+        assignment."""
         return self._budget_s
 
     @budget_s.setter
@@ -324,11 +332,13 @@ class AutoTuner:
         with self._tune_lock:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
             group = _group.group_in_effect()
+            if group is None and choice is not None and choice.backend in candidates:
+                return TuningRecord(key, choice, False)
+            # Timing (or the group's collective step) synchronises: never while capturing.
+            refuse_during_capture(f"tune {op.api_key} (a key with no tuned choice)")
             if group is not None:  # a collective step: see flashinfer.autotuner.distributed
                 args = (op.api_key, runners, inputs, key, candidates, choice, self)
                 record = _group.tune_in_group(group, *args)
-            elif choice is not None and choice.backend in candidates:
-                return TuningRecord(key, choice, False)
             else:
                 record = time_candidates(op.api_key, runners, inputs, key, candidates, self)
             if not record.timed:  # the ranks of the group already agreed on a choice
