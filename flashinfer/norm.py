@@ -215,7 +215,7 @@ def _heuristic(
 @backend_requirement(
     [
         Backend("torch", check=_check_torch, run=_rmsnorm_torch),
-        Backend("triton", check=_check_triton, run=_rmsnorm_triton),
+        Backend("triton", check=_check_triton, run=_rmsnorm_triton, differentiable=True),
     ],
     common_check=_common_check,
     heuristic_func=_heuristic,

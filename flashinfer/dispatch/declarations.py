@@ -75,10 +75,26 @@ class Backend:
             gate is on and its checker accepted the inputs.  True puts it first, ahead of
             the API's heuristic's order (several: in the heuristic's order).  Stable
             backends are ordered by the API's heuristic alone.
+        differentiable: whether the backend's results carry gradients when an input
+            requires grad: ``True`` when ``run`` is recorded by autograd (torch operators)
+            or wraps its kernel in a :class:`torch.autograd.Function` with a backward
+            formula; ``False`` when it would return results detached from the graph.
+            ``None`` (the default) takes the checker's family's answer
+            (:func:`~flashinfer.dispatch.families.differentiable_by_family`): the torch
+            family yes, the Triton family no, a checker that declares no family yes
+            (nothing is known about it, so it is not gated; ``flashinfer backends`` flags
+            it).  A backend that is not differentiable is refused when grad is required
+            (``torch.is_grad_enabled()`` and a tensor argument with ``requires_grad``):
+            ``backend="auto"`` leaves it out (``api.explain`` says why), naming it raises
+            ``UnsupportedInputsError`` saying to call under ``torch.no_grad()`` or to name
+            a backend that can differentiate (``skip_check=True`` with a named backend
+            skips this refusal with every other check).  Under ``torch.no_grad()`` or with
+            no input requiring grad it is a backend like any other.
 
     Raises:
         ValueError: a name that is not a backend name (see above).
-        TypeError: ``check``, ``run`` or ``prefer`` is not callable.
+        TypeError: ``check``, ``run`` or ``prefer`` is not callable, or ``differentiable``
+            is not a bool or None.
     """
 
     name: str
@@ -86,6 +102,7 @@ class Backend:
     check: Callable[..., Any]
     run: Callable[..., Any]
     prefer: Callable[..., Any] | None = None
+    differentiable: bool | None = None
 
     def __post_init__(self) -> None:
         problem = backend_name_problem(self.name)
@@ -98,6 +115,12 @@ class Backend:
                     f"Backend {self.name!r}: {field} must be callable, got "
                     f"{type(value).__name__} {value!r}"
                 )
+        if self.differentiable is not None and not isinstance(self.differentiable, bool):
+            raise TypeError(
+                f"Backend {self.name!r}: differentiable must be True, False or None (the "
+                f"checker's family decides), got {type(self.differentiable).__name__} "
+                f"{self.differentiable!r}"
+            )
 
 
 class ImplementationTable(dict):  # type: ignore[type-arg]

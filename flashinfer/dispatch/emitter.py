@@ -123,7 +123,7 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_Tensor": torch.Tensor,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
-        ns[f"_chk{i}"] = chk
+        ns[f"_chk{i}"] = op._checkers[name]  # a grad gate for one that cannot differentiate
         ccs = capability_rule(chk)[1]
         if ccs is not None:
             ns[f"_ccs{i}"] = ccs
@@ -276,8 +276,9 @@ def _backend_functions(op: ReferenceDispatcher, ns: dict[str, Any]) -> None:
             )
         ccs = capability_rule(chk)[1]
         once = backend_warning_flag(op.api_key, name) if experimental else None
-        table[name] = functools.partial(explicit[kind], name, chk, ccs, once)
-        accepts[name] = functools.partial(accepting[kind], name, chk, ccs)
+        called = op._checkers[name]  # (see _namespace)
+        table[name] = functools.partial(explicit[kind], name, called, ccs, once)
+        accepts[name] = functools.partial(accepting[kind], name, called, ccs)
     ns["_XT"], ns["_AT"], ns["_AL"] = table, accepts, list(accepts.items())
 
 

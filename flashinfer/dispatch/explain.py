@@ -1,7 +1,8 @@
 """``op.explain(*args, **kwargs)``: what a ``backend="auto"`` call would do, and why.
 
-For each backend: whether it can run the call (its capability rule and support check) and,
-if it is not a candidate, what left it out (the experimental gate, a restriction, the
+For each backend: whether it can run the call (its capability rule, whether it can
+differentiate when the call requires grad, and its support check) and, if it is not a
+candidate, what left it out (the experimental gate, a restriction, the
 heuristic); then the candidates, the choice and where the choice comes from.  Nothing is
 run but the checks, the heuristic and a look-up of the autotuner's results: never the API
 body, never a kernel, and no warning or per-thread record is written.
@@ -53,9 +54,10 @@ class BackendVerdict:
     #: Its place among the candidates (0: first), or None when it is not one.
     rank: int | None
     #: What kept it from the candidates: ``"common check"`` (the call fails before any
-    #: backend is looked at), ``"capability"``, ``"checker"``, ``"undecided"`` (its checks
-    #: need data that metadata-only inputs lack), ``"gate"``, ``"restriction"`` or
-    #: ``"heuristic"``; None for a candidate.
+    #: backend is looked at), ``"capability"``, ``"autograd"`` (it cannot differentiate and
+    #: the call requires grad: see ``Backend.differentiable``), ``"checker"``,
+    #: ``"undecided"`` (its checks need data that metadata-only inputs lack), ``"gate"``,
+    #: ``"restriction"`` or ``"heuristic"``; None for a candidate.
     stage: str | None
     #: The same in words, or None for a candidate.
     reason: str | None
@@ -191,6 +193,10 @@ def _refusals(
         reason = capability_reason(checker, cc)
         if reason is not None:
             found[name] = ("capability", reason)
+            continue
+        reason = op.grad_refusal(name, bound)  # it cannot differentiate, grad is required
+        if reason is not None:
+            found[name] = ("autograd", reason)
             continue
         if no_data and reads_tensor_data_marked(checker):
             found[name] = (

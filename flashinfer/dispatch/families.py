@@ -34,6 +34,7 @@ __all__ = [
     "BackendFamily",
     "backend_family",
     "dtype_name",
+    "differentiable_by_family",
     "family_of",
 ]
 
@@ -52,6 +53,10 @@ class BackendFamily:
         cpu: whether it runs on CPU tensors at all.
         needs_triton: whether its backends run Triton kernels, so run only where Triton
             can (:func:`flashinfer.kernels.triton_device_reason` says where not).
+        differentiable: whether its backends can be differentiated without a formula of
+            their own: torch's operators are recorded by autograd, a kernel's launch is
+            not.  What a :class:`~flashinfer.Backend` of the family that does not say
+            ``differentiable=`` is taken to be (see :func:`differentiable_by_family`).
     """
 
     name: str
@@ -59,6 +64,7 @@ class BackendFamily:
     dtypes: tuple[torch.dtype, ...]
     cpu: bool
     needs_triton: bool
+    differentiable: bool = False
 
 
 FLOAT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
@@ -71,8 +77,10 @@ TORCH = BackendFamily(
     dtypes=FLOAT_DTYPES,
     cpu=True,
     needs_triton=False,
+    differentiable=True,
 )
-"""torch's own operators: every CUDA capability torch ships kernels for, and CPU."""
+"""torch's own operators: every CUDA capability torch ships kernels for, and CPU; autograd
+records them, so its backends are differentiable."""
 
 TRITON = BackendFamily(
     name="triton",
@@ -81,7 +89,9 @@ TRITON = BackendFamily(
     cpu=True,
     needs_triton=True,
 )
-"""Triton kernels: Triton 3.x targets Turing (75) and newer, bfloat16 from Ampere (80, which
+"""Triton kernels (not differentiable: autograd does not see a kernel launch, so a backend
+of this family differentiates only with a formula of its own, ``differentiable=True``):
+Triton 3.x targets Turing (75) and newer, bfloat16 from Ampere (80, which
 checkers ask :func:`flashinfer.kernels.bf16_reason`); CPU tensors only through the Triton
 interpreter (``TRITON_INTERPRET=1``)."""
 
@@ -150,3 +160,13 @@ def family_of(checker: Callable[..., Any]) -> BackendFamily | None:
     it declares none (then nothing is known about what it needs beyond its capabilities)."""
     family = getattr(checker, "backend_family", None)
     return family if isinstance(family, BackendFamily) else None
+
+
+def differentiable_by_family(checker: Callable[..., Any]) -> bool:
+    """Whether a backend that does not declare ``differentiable=`` is taken to be
+    differentiable, by the family its support checker declares: the family's
+    ``differentiable`` (:data:`TORCH`: yes, :data:`TRITON`: no); True for a checker that
+    declares no family, about which nothing is known (it is not gated; ``flashinfer
+    backends`` flags the missing family)."""
+    family = family_of(checker)
+    return True if family is None else family.differentiable

@@ -9,7 +9,9 @@ does what the checking path does after its selection: the per-thread records, th
 test, the choice log, then the router (with the verdict's slot, see ``route_auto``) or the
 body.  A miss calls the checking path with the signature, which stores the verdict when the
 selection succeeds; a call that cannot be cached (a new pattern, an uncacheable argument, an
-unrecognised gate value) calls it without one.
+unrecognised gate value) calls it without one.  An op with a backend that cannot
+differentiate (see ``plan``) also keys on whether grad is required; no other op reads grad
+mode.
 
 A hit allocates no tensor, never synchronises a device and calls nothing of ``warnings``
 (only a once-flag test), so a cached decision can sit inside a captured region.
@@ -25,10 +27,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from flashinfer.dispatch.codegen import compile_function, render_call
 from flashinfer.dispatch.emitter import body_call, explicit_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
-from flashinfer.dispatch.signature import MAX_PATTERNS, cacheable_pattern, pattern_source
+from flashinfer.dispatch.signature import (
+    MAX_PATTERNS,
+    TENSOR_TYPES,
+    cacheable_pattern,
+    pattern_source,
+)
 from flashinfer.dispatch.tracing import route_lines
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -123,7 +132,8 @@ class Front:
             branch = "elif"
         for i, pattern in enumerate(self.patterns):
             test, items = pattern_source(pattern, self.names, ns, f"p{i}_")
-            tail = ["_cc", "_rx", *(["_g"] if gated else []), *env, "skip_check"]
+            tail = ["_cc", "_rx", *(["_g"] if gated else []), *env]
+            tail += [*self._grad_item(pattern), "skip_check"]
             lines += [
                 f"        {branch} {test}:",
                 f"            _k = ({', '.join([str(i), *items, *tail])},)",
@@ -152,6 +162,21 @@ class Front:
         lines += self._auto_hit(call)
         params = sig.def_params(ns, "skip_check=False")
         return compile_function(params, lines, ns, role="dispatcher", api=op.api_key)
+
+    def _grad_item(self, pattern: tuple[type, ...]) -> list[str]:
+        """The key's item saying whether grad is required, for a grad-gated op (one with a
+        backend that cannot differentiate, see ``plan``): grad mode is on and a tensor
+        argument of the pattern requires grad, as the grad gates decide.  None for any
+        other op (nothing added), nor for a pattern without tensors (grad is never
+        required)."""
+        if not self.op.non_differentiable_backends:
+            return []
+        tensors = [n for n, tp in zip(self.names, pattern, strict=True) if tp in TENSOR_TYPES]
+        if not tensors:
+            return []
+        self.ns["_grad_on"] = torch.is_grad_enabled
+        needs = " or ".join(f"{n}.requires_grad" for n in tensors)
+        return [f"(_grad_on() and ({needs}))"]
 
     def _auto_hit(self, call: str) -> list[str]:
         """``"auto"``: the verdict is (candidates, drops, whether it warns), recorded and

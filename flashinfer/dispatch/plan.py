@@ -6,6 +6,11 @@ backends (with the declared implementations, ``implementations``), its parameter
 of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
 backends); building it raises at decoration (import) time for a table that cannot be
 dispatched.  The reference path and the emitter read the plan; neither changes it.
+
+It also decides which backends cannot differentiate (``Backend.differentiable``, else the
+checker's family) and generates each one's *grad gate*: the checker both paths call for it,
+which refuses a call that requires grad (:class:`GradRequired`) before the author's checker
+runs, so that ``"auto"`` leaves the backend out and naming it raises.
 """
 
 from __future__ import annotations
@@ -16,15 +21,45 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import torch
+
 from flashinfer.dispatch.call_specs import checker_spec, filter_heuristic, invoke
-from flashinfer.dispatch.codegen import CallSpec, ParameterList
+from flashinfer.dispatch.codegen import (
+    CallSpec,
+    ParameterList,
+    compile_function,
+    module_namespace,
+    render_call,
+)
 from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
+from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
 from flashinfer.dispatch.results import check_verdict
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
-__all__ = ["DispatchPlan"]
+__all__ = ["DispatchPlan", "GradRequired", "grad_inputs"]
+
+
+class GradRequired(ValueError):
+    """What a non-differentiable backend's grad gate raises when grad is required: a
+    refusal like a checker's ``ValueError``, whose message is the whole reason."""
+
+
+def _requires_grad(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.requires_grad
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, torch.Tensor) and v.requires_grad for v in value)
+    if isinstance(value, dict):
+        return any(isinstance(v, torch.Tensor) and v.requires_grad for v in value.values())
+    return False
+
+
+def grad_inputs(names: tuple[str, ...], values: tuple[Any, ...]) -> list[str]:
+    """The names of the arguments that require grad: a tensor with ``requires_grad``, or a
+    list, tuple (``*args``) or dict (``**kwargs``) holding one.  Empty when none does."""
+    return [n for n, v in zip(names, values, strict=True) if _requires_grad(v)]
 
 
 def _check_declared_skip_check(func: Callable[..., Any]) -> None:
@@ -79,6 +114,7 @@ class DispatchPlan:
         self._sig = ParameterList(func, omit=("skip_check",))
         self._check_experimental_placement()
         self._specs = self._build_specs()
+        self._plan_grad_gates(declared)
         # The declared preferences of experimental backends, and how to call each.
         self._preferences = {
             name: (d.prefer, self._preference_spec(name, d.prefer))
@@ -93,6 +129,100 @@ class DispatchPlan:
             if how in ("pos", "kw", "star") and n != "backend"
         ]
         self._plan_verdicts()
+
+    def _plan_grad_gates(self, declared: Mapping[str, Backend]) -> None:
+        """Which backends cannot differentiate (``Backend.differentiable``, else the
+        checker's family: see :func:`~flashinfer.dispatch.families.differentiable_by_family`)
+        and what the dispatcher calls as each backend's support check, ``_checkers``: the
+        author's checker, or for a backend that cannot differentiate its *grad gate*, a
+        checker generated with the API's parameters that raises :class:`GradRequired` when
+        grad is required (``torch.is_grad_enabled()`` and an argument requiring grad, see
+        :func:`grad_inputs`) and otherwise calls the author's checker with its own spec.
+        Both paths call ``_checkers`` (the generated one as ``_chk<i>``), so they agree;
+        ``backend_checks`` stays the author's checkers, whose marks everything else reads.
+        An op with such a backend is *grad-gated*: its verdict cache keys on whether grad
+        is required (see ``front``); no other op pays anything."""
+        self.non_differentiable_backends = frozenset(
+            name
+            for name, chk in self.backend_checks.items()
+            if not (
+                declared[name].differentiable
+                if name in declared and declared[name].differentiable is not None
+                else differentiable_by_family(chk)
+            )
+        )
+        self._checkers: dict[str, Callable[..., Any]] = dict(self.backend_checks)
+        if not self.non_differentiable_backends:
+            return
+        sig = self._sig
+        ns = module_namespace(self.api_key, "grad gate")
+        inputs = tuple(n for n in sig.names if n != "backend")
+        values = ", ".join(inputs) + ("," if len(inputs) == 1 else "")
+        ns |= {
+            "_grad_on": torch.is_grad_enabled,
+            "_grad_inputs": grad_inputs,
+            "_GradRequired": GradRequired,
+            "_INPUTS": inputs,
+        }
+        params = sig.def_params(ns)
+        for i, name in enumerate(self.backend_checks):
+            if name not in self.non_differentiable_backends:
+                continue
+            ns[f"_orig{i}"], ns[f"_why{i}"] = self.backend_checks[name], self._grad_reason(name)
+            lines = [
+                f"    if _grad_on() and (_n := _grad_inputs(_INPUTS, ({values}))):",
+                f"        raise _GradRequired(_why{i}(_n))",
+                f"    return {render_call(f'_orig{i}', self._specs[name])}",
+            ]
+            self._checkers[name] = compile_function(
+                params, lines, ns, role=f"grad gate of {name}", api=self.api_key
+            )
+            self._specs[name] = sig.call_spec()  # the gate takes the API's parameters
+
+    def _grad_reason(self, backend: str) -> Callable[[list[str]], str]:
+        """The reason a grad gate gives for backend ``backend``, given the arguments that
+        require grad: what cannot be done, and the two ways out (inference under
+        ``torch.no_grad()``, or a backend that can differentiate, named when one exists:
+        a stable torch-family one first)."""
+        able = [b for b in self.backend_checks if b not in self.non_differentiable_backends]
+        able.sort(
+            key=lambda b: (
+                b in self.experimental_backends,
+                family_of(self.backend_checks[b]) is not TORCH,
+            )
+        )
+        if able:
+            other = f"pass backend={able[0]!r}, which can differentiate"
+        else:
+            other = (
+                f"no backend of {self.api_name} can differentiate: declare one that can "
+                "(a torch-family backend, or Backend(..., differentiable=True) whose run "
+                "has a backward formula)"
+            )
+
+        def reason(names: list[str]) -> str:
+            what = ", ".join(repr(n) for n in names)
+            if len(names) == 1:
+                what = f"the argument {what} requires"
+            else:
+                what = f"the arguments {what} require"
+            return (
+                f"cannot differentiate: {what} grad, and backend {backend!r} is not "
+                "differentiable (its results would be detached from the autograd graph); "
+                f"call under torch.no_grad() (inference), or {other}"
+            )
+
+        return reason
+
+    def grad_refusal(self, backend: str, bound: Mapping[str, Any]) -> str | None:
+        """Why ``backend`` refuses a call's bound arguments because grad is required (it
+        cannot differentiate, grad mode is on and an argument requires grad), or None:
+        the grad gate's reason, as a call would give it."""
+        if backend not in self.non_differentiable_backends or not torch.is_grad_enabled():
+            return None
+        inputs = tuple(n for n in self._sig.names if n != "backend")
+        names = grad_inputs(inputs, tuple(bound[n] for n in inputs))
+        return self._grad_reason(backend)(names) if names else None
 
     def _plan_verdicts(self) -> None:
         """Whether ``"auto"`` verdicts may be cached (see ``verdicts``): not for an API

@@ -16,7 +16,7 @@ from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import _CUDA, capability_reason
 from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
-from flashinfer.dispatch.plan import DispatchPlan
+from flashinfer.dispatch.plan import DispatchPlan, GradRequired
 from flashinfer.dispatch.restrictions import (
     BACKENDS_ENV,
     RESTRICTIONS,
@@ -134,8 +134,8 @@ class ReferenceDispatcher(DispatchPlan):
             raise BackendSupportedError(
                 f"{api} does not support backend {backend!r} with capability {cc}: {reason}"
             )
-        try:
-            fits = self._check(checker, backend, bound)
+        try:  # (a backend that cannot differentiate: its grad gate, see plan)
+            fits = self._check(self._checkers[backend], backend, bound)
         except ValueError as exc:
             raise UnsupportedInputsError(
                 f"{api} cannot run these inputs with backend {backend!r}: {exc}"
@@ -219,14 +219,17 @@ class ReferenceDispatcher(DispatchPlan):
 
         Its capability rule first, then its checker, called by its call spec as both paths
         call it (a ``ValueError``'s message is the reason): what ``"auto"`` lists for a
-        rejected backend.  Never warns, never runs the common check or the API.
+        rejected backend.  A backend that cannot differentiate is called through its grad
+        gate (see ``plan``), whose refusal when grad is required is the reason as it
+        stands.  Never warns, never runs the common check or the API.
         """
-        checker = self.backend_checks[backend]
-        reason = capability_reason(checker, cc)
+        reason = capability_reason(self.backend_checks[backend], cc)
         if reason is not None:
             return reason
         try:
-            fits = self._check(checker, backend, bound)
+            fits = self._check(self._checkers[backend], backend, bound)
+        except GradRequired as exc:
+            return str(exc)
         except ValueError as exc:
             return f"support check rejected the inputs: {exc}"
         if not self.check_result(backend, fits):  # a TypeError for a result not a bool

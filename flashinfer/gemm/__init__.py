@@ -175,7 +175,7 @@ def _heuristic(
 @backend_requirement(
     [
         Backend("torch", check=_check_torch, run=TorchRunner()),
-        Backend("triton", check=_check_triton, run=TritonRunner()),
+        Backend("triton", check=_check_triton, run=TritonRunner(), differentiable=True),
         SPLITK,
     ],
     common_check=_common_check,

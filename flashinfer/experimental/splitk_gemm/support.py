@@ -147,5 +147,7 @@ class SplitKRunner:
         return run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_matmul)
 
 
-SPLITK = Backend("splitk", check=check_splitk, run=SplitKRunner(), prefer=prefer_splitk)
+SPLITK = Backend(
+    "splitk", check=check_splitk, run=SplitKRunner(), prefer=prefer_splitk, differentiable=True
+)
 """The split-K backend of :func:`flashinfer.mm`, as its table lists it."""
