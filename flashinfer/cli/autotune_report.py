@@ -1,5 +1,11 @@
-"""What ``flashinfer autotune`` shows: the progress line on stderr, and the summary table
-with every failed (backend, tactic) pair listed under it on stdout."""
+"""What ``flashinfer autotune`` shows: the progress on stderr, and the summary table with
+every failed (backend, tactic) pair listed under it on stdout.
+
+Progress on a terminal is a ``tqdm`` bar per shape, redrawn in place in at most
+:data:`PROGRESS_WIDTH` columns, its tactic written short (:func:`short_label`: dict keys by
+their initials) so that tactics sharing a long prefix stay apart.  Written to a file or a
+pipe it is plain lines instead: one per (backend, tactic) as its timing starts, with the
+whole tactic, and one when the shape is done; no ``\r``, no line written twice."""
 
 from __future__ import annotations
 
@@ -41,16 +47,66 @@ class _Bar(tqdm):
         return {**super().format_dict, "label": self.label}
 
 
-class _Progress:
-    """The progress bar on stderr, drawn by ``tqdm``: one bar per shape, counting the
-    (backend, tactic) pairs of its key, redrawn in place (on a terminal one line per shape
-    remains; a log gets the redraws as ``\\r``-separated segments); every line at most
-    :data:`PROGRESS_WIDTH` characters."""
+def _fit_middle(text: str, width: int) -> str:
+    """:func:`_fit`, but a cut is made in the middle (``...``): labels of one backend share
+    their start, and their ends tell them apart."""
+    text = _fit(text, len(text))
+    if len(text) <= width:
+        return text
+    if width < 9:
+        return _fit(text, width)
+    tail = (width - 3) // 2
+    return text[: width - 3 - tail] + "..." + text[len(text) - tail :]
 
-    def __init__(self, stream: TextIO, total_shapes: int, width: int = 12) -> None:
+
+def _initials(key: str) -> str:
+    """``BLOCK_M`` -> ``BM``, ``num_warps`` -> ``nw``: the first letter of each part."""
+    parts = [part for part in key.replace("-", "_").split("_") if part]
+    return "".join(part[0] for part in parts) or key
+
+
+def short_label(label: str) -> str:
+    """A pair's label (``backend tactic-as-JSON``, see ``Pair.label``) written short for the
+    progress bar: a dict tactic as ``key=value`` pairs with each key by its initials (the
+    whole key where two initials clash), other JSON without spaces; any other text as is.
+    ``triton {"BLOCK_K": 64, "num_warps": 8}`` -> ``triton BK=64,nw=8``."""
+    backend, _, tactic = label.partition(" ")
+    try:
+        value = json.loads(tactic)
+    except ValueError:
+        return label
+    if isinstance(value, dict) and value:
+        short = {key: _initials(str(key)) for key in value}
+        clash = {s for s in short.values() if list(short.values()).count(s) > 1}
+        items = [
+            f"{key if short[key] in clash else short[key]}="
+            f"{json.dumps(v, sort_keys=True, separators=(',', ':'))}"
+            for key, v in value.items()
+        ]
+        return f"{backend} {','.join(items)}"
+    return f"{backend} {json.dumps(value, sort_keys=True, separators=(',', ':'))}"
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+class _Progress:
+    """The progress on stderr (see the module docstring): on a terminal a ``tqdm`` bar per
+    shape counting the (backend, tactic) pairs of its key, redrawn in place (one line per
+    shape remains), every line at most :data:`PROGRESS_WIDTH` characters; to a file or a
+    pipe, one plain line per pair and one per shape done."""
+
+    def __init__(
+        self, stream: TextIO, total_shapes: int, width: int = 12, *, tty: bool | None = None
+    ) -> None:
         self.stream = stream
         self.total_shapes = total_shapes
         self.width = width
+        self.tty = _is_terminal(stream) if tty is None else tty
         self.shape_index = 0
         self.shape_label = ""
         self._bar: _Bar | None = None
@@ -67,7 +123,7 @@ class _Progress:
         # The shape keeps what the counts and at least 16 characters of the label leave.
         room = max(PROGRESS_WIDTH - len(head) - counts - 16, 8)
         desc = _fit(head + _fit(self.shape_label, room), max(PROGRESS_WIDTH - counts - 3, 3))
-        return desc, _fit(label, max(PROGRESS_WIDTH - len(desc) - counts, 3))
+        return desc, _fit_middle(short_label(label), max(PROGRESS_WIDTH - len(desc) - counts, 3))
 
     def end_line(self) -> None:
         """Leave the current bar as drawn and end its line (before other output)."""
@@ -76,6 +132,9 @@ class _Progress:
             self._bar = None
 
     def __call__(self, done: int, total: int, label: str) -> None:
+        if not self.tty:
+            self._line(done, total, label)
+            return
         desc, label = self._fields(done, total, label)
         if self._bar is None or self._bar.total != total:
             self.end_line()
@@ -96,6 +155,12 @@ class _Progress:
             self._bar.refresh()
         if done == total:
             self.end_line()
+
+    def _line(self, done: int, total: int, label: str) -> None:
+        """One plain line (a file or a pipe): the shape, which pair of how many is being
+        timed and its label, or that the shape is done; cut as the bar's line is."""
+        desc, label = self._fields(done, total, label)
+        print(f"{desc} {done + (done < total)}/{total} {label}", file=self.stream, flush=True)
 
 
 def _median_cell(median_s: float, iqr_s: float | None) -> str:
@@ -126,6 +191,9 @@ class _ShapeResult:
         if self.choice is None:
             return (self.shape, "-", "-", "-", failed, "nothing could be timed")
         source = "tuned" if rec.timed else "reused (key already tuned)"
+        if rec.timed and getattr(rec, "too_noisy", False):
+            # a faster-looking pair was within the spread of the timed calls: not a win
+            source = "tuned; too noisy to choose (kept the earlier pair)"
         tactic = json.dumps(self.choice.tactic, sort_keys=True)
         return (
             self.shape,
