@@ -5,7 +5,7 @@ Run:  python benchmarks/bench_autotune.py [--pairs 16] [--keys 4] [--kernel-ms 2
                                          [--noise-runs 200] [--no-dispatch]
 
 1. **Noise** (what ``AutoTuner.switch_margin`` is chosen from): the same CPU matmul is timed
-   the way the tuner times a pair (1 warm-up, median of 5 calls) ``--noise-runs`` times; the
+   the way the tuner times a pair (``measure`` with its defaults) ``--noise-runs`` times; the
    relative difference between two such medians of *identical* work, by percentile.  A
    margin below the upper percentiles would let noise alone switch the choice.
 2. **Tuning wall time** of a fixed plan: one op with ``--pairs`` (backend, tactic) pairs

@@ -77,10 +77,12 @@ AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
 
 #: Relative margin a pair must beat the earliest near-fastest pair by to be picked instead.
 #: Measured with ``python benchmarks/bench_autotune.py`` (its "noise" section): medians of 5
-#: timed calls of *identical* work on a shared 2-core CPU machine differ by 0.3-0.8 % at the
-#: median, 1.4-1.7 % at the 90th percentile and 2.3-2.4 % at the 95th (CUDA events are
-#: steadier than that).  3 % keeps 95 % of such coin flips on the earlier pair while
-#: giving up at most 3 % to a pair that really is faster.
+#: timed calls of *identical* work on a shared 2-core CPU machine differed by 0.3-0.8 % at
+#: the median, 1.4-1.7 % at the 90th percentile and 2.3-2.4 % at the 95th (CUDA events are
+#: steadier than that; timing by time, see ``timing``, takes many more calls, which only
+#: narrows it).  3 % keeps 95 % of such coin flips on the earlier pair while giving up at
+#: most 3 % to a pair that really is faster.  Noise beyond that is the spread rule's (see
+#: "Too noisy to choose" above).
 DEFAULT_SWITCH_MARGIN = 0.03
 
 _logger = logging.getLogger("flashinfer.autotuner")
