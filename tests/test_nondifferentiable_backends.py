@@ -98,10 +98,13 @@ def test_a_declaration_saying_differentiable_is_not_gated():
         Backend("kernel", check=check_kernel, run=run_torch, differentiable=True),
     )
     assert op.dispatcher.non_differentiable_backends == frozenset()
+    assert op.dispatcher._checkers == op.backend_checks  # no gate anywhere
     x, w = grad_inputs()
     assert op(x, w, backend="kernel").requires_grad
-    op(x, w)
-    assert op.suitable_auto_backends == ["torch", "kernel"]
+    for _ in range(3):  # learns the types, stores the verdict, serves it
+        op(x, w)
+        assert op.suitable_auto_backends == ["torch", "kernel"]
+    assert "_grad_on" not in op.__generated_source__  # its cache key reads no grad mode
     assert op.explain(x, w).verdict("kernel").candidate
 
 
@@ -139,7 +142,7 @@ def test_the_shipped_ops_are_not_grad_gated():
     # Their non-torch backends declare differentiable=True (their runs carry a backward).
     for op in (flashinfer.rmsnorm, flashinfer.mm):
         assert op.dispatcher.non_differentiable_backends == frozenset(), op.api_name
-        assert "_grad_on" not in op.__generated_source__
+        assert op.dispatcher._checkers == op.backend_checks, op.api_name
 
 
 # --------------------------------------------------------------------------------------
@@ -250,6 +253,7 @@ def test_without_grad_it_is_a_candidate_again_alternating_calls():
     # Grad required, and not: two verdicts for the one signature (the key says which).
     tails = {key[-2] for key in op.verdict_cache.memo}
     assert tails == {True, False}
+    assert "_grad_on" in op.__generated_source__
 
 
 def test_a_restriction_lists_the_refusal_like_any_other():

@@ -161,17 +161,28 @@ class DispatchPlan:
         ns |= {
             "_grad_on": torch.is_grad_enabled,
             "_grad_inputs": grad_inputs,
+            "_requires_grad": _requires_grad,
             "_GradRequired": GradRequired,
             "_INPUTS": inputs,
+            "_isinstance": isinstance,
+            "_Tensor": torch.Tensor,
+            "_HOLDERS": (list, tuple, dict),
         }
+        # Grad mode first (off: one C call); then each argument, a tensor's flag read
+        # inline and only a list, tuple or dict looked into (as grad_inputs does).
+        needs = " or ".join(
+            f"({n}.requires_grad if _isinstance({n}, _Tensor) else "
+            f"(_isinstance({n}, _HOLDERS) and _requires_grad({n})))"
+            for n in inputs
+        )
         params = sig.def_params(ns)
         for i, name in enumerate(self.backend_checks):
             if name not in self.non_differentiable_backends:
                 continue
             ns[f"_orig{i}"], ns[f"_why{i}"] = self.backend_checks[name], self._grad_reason(name)
             lines = [
-                f"    if _grad_on() and (_n := _grad_inputs(_INPUTS, ({values}))):",
-                f"        raise _GradRequired(_why{i}(_n))",
+                f"    if _grad_on() and ({needs or 'False'}):",
+                f"        raise _GradRequired(_why{i}(_grad_inputs(_INPUTS, ({values}))))",
                 f"    return {render_call(f'_orig{i}', self._specs[name])}",
             ]
             self._checkers[name] = compile_function(
