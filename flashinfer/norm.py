@@ -25,8 +25,9 @@ from flashinfer.api_logging import flashinfer_api
 from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 from flashinfer.kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
+from flashinfer.kernels.autograd import out_with_grad_error
 
-__all__ = ["rmsnorm"]
+__all__ = ["rmsnorm", "rmsnorm_backward"]
 
 SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
@@ -133,6 +134,12 @@ def _rmsnorm_torch(
     y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float()
     if out is None:
         return y.to(input.dtype)
+    if torch.is_grad_enabled() and (
+        input.requires_grad or weight.requires_grad or out.requires_grad
+    ):
+        # copy_ would record a graph through out (and, for out=input, break it): refused as
+        # every backend refuses out= with grad (flashinfer.kernels.autograd).
+        raise out_with_grad_error("rmsnorm", "torch", input=input, weight=weight, out=out)
     return out.copy_(y)
 
 
@@ -180,6 +187,12 @@ def _check_triton(
 def _rmsnorm_triton(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
+    if torch.is_grad_enabled() and (
+        input.requires_grad or weight.requires_grad or (out is not None and out.requires_grad)
+    ):
+        if out is not None:
+            raise out_with_grad_error("rmsnorm", "triton", input=input, weight=weight, out=out)
+        return _RMSNormTriton.apply(input, weight, eps)  # type: ignore[no-any-return]
     from flashinfer.kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
 
     result = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
@@ -187,6 +200,64 @@ def _rmsnorm_triton(
     assert rows_in is not None and rows_out is not None  # guaranteed by _check_triton
     rmsnorm_rows(rows_in, weight, eps, rows_out)
     return result
+
+
+class _RMSNormTriton(torch.autograd.Function):
+    """The Triton kernel as autograd sees it when grad is required: forward runs
+    :func:`_rmsnorm_triton` (grad mode is off inside a Function's forward, so it launches the
+    kernel), backward the formula :func:`rmsnorm_backward` computes."""
+
+    @staticmethod
+    def forward(ctx: Any, input: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        ctx.save_for_backward(input, weight)
+        ctx.eps = eps
+        return _rmsnorm_triton(input, weight, eps, None)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        input, weight = ctx.saved_tensors
+        need_input, need_weight = ctx.needs_input_grad[:2]
+        return (*_rmsnorm_grads(grad, input, weight, ctx.eps, need_input, need_weight), None)
+
+
+# --------------------------------------------------------------------------------------
+# Backward: the gradient of rmsnorm, whichever backend ran the forward
+# --------------------------------------------------------------------------------------
+
+
+def _rmsnorm_grads(
+    grad: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    need_input: bool = True,
+    need_weight: bool = True,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Gradients of ``y = x * rstd * w`` (``rstd = (mean(x**2) + eps) ** -0.5`` per row) in
+    fp32, returned in the arguments' dtypes: ``dw = sum over rows of dy * x * rstd`` and
+    ``dx = rstd * (g - xhat * mean(g * xhat))`` with ``g = dy * w``, ``xhat = x * rstd``."""
+    dy, x = grad.float(), input.float()
+    rstd = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    xhat = x * rstd
+    grad_input = grad_weight = None
+    if need_weight:
+        grad_weight = (dy * xhat).reshape(-1, x.shape[-1]).sum(dim=0).to(weight.dtype)
+    if need_input:
+        g = dy * weight.float()
+        grad_input = (rstd * (g - xhat * (g * xhat).mean(dim=-1, keepdim=True))).to(input.dtype)
+    return grad_input, grad_weight
+
+
+def rmsnorm_backward(grad: torch.Tensor, inputs: dict[str, Any]) -> dict[str, torch.Tensor | None]:
+    """The gradient of :func:`rmsnorm`: ``grad`` (of the result) and ``inputs`` (the call's
+    arguments by name: ``input``, ``weight``, ``eps``; others are ignored) give
+    ``{"input": ..., "weight": ...}``, computed in fp32 and returned in the arguments'
+    dtypes, as autograd through the torch backend gives them.  The Triton backend's
+    :class:`torch.autograd.Function` uses it, and so does the compiled operator."""
+    grad_input, grad_weight = _rmsnorm_grads(
+        grad, inputs["input"], inputs["weight"], inputs.get("eps", 1e-6)
+    )
+    return {"input": grad_input, "weight": grad_weight}
 
 
 # --------------------------------------------------------------------------------------
@@ -235,6 +306,14 @@ def rmsnorm(
 
     computed with fp32 accumulation and stored in the input's dtype.
 
+    Autograd: every backend differentiates with respect to ``input`` and ``weight`` (grad
+    mode on and one of them requiring grad).  ``"torch"`` is recorded by autograd as it
+    runs; ``"triton"`` runs its kernel inside a :class:`torch.autograd.Function` whose
+    backward is :func:`rmsnorm_backward` (fp32, in torch); with no grad required it runs
+    as before, after one cheap test.  ``out=`` cannot be differentiated, as with torch's
+    own ``out=`` functions: with grad required every backend refuses it (``ValueError``,
+    also a ``RuntimeError``); drop ``out=``, or call under ``torch.no_grad()``.
+
     Args:
         input: tensor of any shape ``(..., hidden)``; float32, float16 or bfloat16.
         weight: ``(hidden,)`` tensor of the same dtype and device.
@@ -255,8 +334,9 @@ def rmsnorm(
     Raises:
         ValueError: malformed inputs (rank, shapes, dtypes, devices, ``out``), raised before
             any kernel runs; or an explicitly named backend cannot run these inputs (the
-            message says why).  ``out`` overlapping as above is refused on every backend
-            before any kernel runs, also with ``skip_check=True``.
+            message says why); or ``out=`` while grad is required (see Autograd).
+            ``out`` overlapping as above is refused on every backend before any kernel
+            runs, also with ``skip_check=True``.
         BackendSupportedError: unknown backend, or no backend can run the inputs with
             ``backend="auto"`` (the message lists each backend and why).
     """

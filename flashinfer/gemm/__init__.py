@@ -31,6 +31,7 @@ from flashinfer.gemm.runners import MM_TRITON_TACTICS, OVERLAP, _result_dtype
 from flashinfer.gemm.runners import TorchRunner as TorchRunner
 from flashinfer.gemm.runners import TritonRunner as TritonRunner
 from flashinfer.gemm.runners import _triton_tactics as _triton_tactics
+from flashinfer.gemm.runners import mm_backward as mm_backward
 from flashinfer.kernels import bf16_reason, offsets_reason, triton_device_reason
 
 try:
@@ -40,7 +41,7 @@ except ModuleNotFoundError as _exc:  # built without the autotuner: see mm's bod
         raise
     AutoTuner = None  # type: ignore[assignment,misc]
 
-__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm"]
+__all__ = ["MM_RUNNERS", "MM_TRITON_TACTICS", "mm", "mm_backward"]
 
 SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
@@ -192,6 +193,16 @@ def mm(
 ) -> torch.Tensor:
     """Matrix multiply ``a @ b`` of two 2-D matrices with fp32 accumulation.
 
+    Autograd: every backend differentiates with respect to ``a`` and ``b`` (grad mode on
+    and one of them requiring grad), gradients in the inputs' dtypes whatever
+    ``out_dtype``.  ``"torch"`` is recorded by autograd as it runs; ``"triton"`` and
+    ``"splitk"`` run their kernel inside a :class:`torch.autograd.Function` whose backward
+    is :func:`flashinfer.gemm.mm_backward` (two torch GEMMs); with no grad required they
+    run as before, after one cheap test.  ``out=`` cannot be differentiated (torch's rule for
+    ``torch.mm(..., out=...)``): with grad required every backend refuses it
+    (``ValueError``, also a ``RuntimeError``); drop ``out=``, or call under
+    ``torch.no_grad()``.
+
     Args:
         a: ``(M, K)`` matrix; float32, float16 or bfloat16.
         b: ``(K, N)`` matrix of the same dtype and device.
@@ -218,7 +229,8 @@ def mm(
         ValueError: malformed inputs (ranks, shapes, dtypes, devices, ``out``), raised
             before any kernel runs; or an explicitly named backend cannot run the inputs.
             ``out`` overlapping as above is refused by every backend before its kernel
-            runs, also with ``skip_check=True`` and inside ``flashinfer.autotune()``.
+            runs, also with ``skip_check=True`` and inside ``flashinfer.autotune()``.  Also
+            ``out=`` while grad is required (see Autograd).
         BackendSupportedError: unknown backend, or no backend can run the inputs with
             ``backend="auto"`` (the message lists each backend and why).
     """

@@ -6,7 +6,10 @@ A runner is the ``run`` of an mm backend's declaration (``flashinfer.gemm.MM_RUN
 ``runner(inputs, tactic)`` for ``inputs = (a, b, out, out_dtype)``, with ``tactic_space()``
 (every tactic of the backend) and ``tactics(inputs)`` (those worth timing, default first).
 Each runner checks :data:`OVERLAP` before its kernel, so no path to a kernel skips it.
-Kernels are imported on first use.  The experimental split-K runner is declared with its
+The gradient of mm is here too (:func:`mm_backward`): the tiled runners run their kernel
+inside a :class:`torch.autograd.Function` with it when grad is required (in
+:func:`run_tiled`), and the compiled operator registers it.  Kernels are imported on first
+use.  The experimental split-K runner is declared with its
 feature (``flashinfer/experimental/splitk_gemm/support.py``) and uses :func:`run_tiled`
 from here: a public module, which imports neither :mod:`flashinfer.gemm` nor any
 experimental code, so that a feature's runner can share it without an import cycle.
@@ -22,8 +25,16 @@ import torch
 
 from flashinfer.dispatch.overlap import OverlapRule
 from flashinfer.kernels import next_positive_power_of_2
+from flashinfer.kernels.autograd import out_with_grad_error
 
-__all__ = ["MM_TRITON_TACTICS", "OVERLAP", "TorchRunner", "TritonRunner", "run_tiled"]
+__all__ = [
+    "MM_TRITON_TACTICS",
+    "OVERLAP",
+    "TorchRunner",
+    "TritonRunner",
+    "mm_backward",
+    "run_tiled",
+]
 
 MM_TRITON_TACTICS: list[dict[str, int]] = [
     {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
@@ -77,6 +88,10 @@ class TorchRunner:
         """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)``."""
         a, b, out, out_dtype = inputs
         if out is not None:
+            if torch.is_grad_enabled() and (
+                a.requires_grad or b.requires_grad or out.requires_grad
+            ):
+                raise out_with_grad_error("mm", "torch", a=a, b=b, out=out)
             OVERLAP.check(out, a, b)
         dtype = _result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
@@ -135,8 +150,20 @@ def run_tiled(
     """Run a tiled Triton GEMM of mm (the ``triton`` and ``splitk`` runners): refuse an ``out``
     that overlaps ``a`` or ``b`` (:data:`OVERLAP`); ``tactic`` defaults to ``runner``'s first
     for these inputs and must otherwise be in ``space`` (the tactics of ``backend``);
-    ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result."""
+    ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result.
+
+    When grad is required (grad mode on and ``a``, ``b`` or ``out`` requiring it) the launch
+    runs inside :class:`_TiledMatmul`, whose backward is :func:`mm_backward`'s formula, and
+    ``out=`` is refused (:func:`~flashinfer.kernels.autograd.out_with_grad_error`)."""
     a, b, out, out_dtype = inputs
+    if torch.is_grad_enabled() and (
+        a.requires_grad or b.requires_grad or (out is not None and out.requires_grad)
+    ):
+        if out is not None:
+            raise out_with_grad_error("mm", backend, a=a, b=b, out=out)
+        return _TiledMatmul.apply(  # type: ignore[no-any-return]
+            a, b, out_dtype, (runner, tactic, space, backend, launch)
+        )
     if out is not None:
         OVERLAP.check(out, a, b)
     if tactic is None:
@@ -149,6 +176,30 @@ def run_tiled(
         )
     launch(a, b, out, tactic)
     return out
+
+
+class _TiledMatmul(torch.autograd.Function):
+    """A tiled Triton GEMM as autograd sees it when grad is required: forward is
+    :func:`run_tiled` (grad mode is off inside a Function's forward, so it launches the
+    kernel), backward the formula :func:`mm_backward` computes."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        out_dtype: torch.dtype | None,
+        launch_args: tuple[Any, Any, Sequence[Any], str, Callable[..., None]],
+    ) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        runner, tactic, space, backend, launch = launch_args
+        return run_tiled(runner, (a, b, None, out_dtype), tactic, space, backend, launch)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad[:2]
+        return (*_mm_grads(grad, a, b, need_a, need_b), None, None)
 
 
 class TritonRunner:
@@ -175,3 +226,39 @@ class TritonRunner:
         from flashinfer.kernels.mm_triton import matmul  # first use imports Triton
 
         return run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)
+
+
+# --------------------------------------------------------------------------------------
+# Backward: the gradient of mm, whichever backend ran the forward
+# --------------------------------------------------------------------------------------
+
+
+def _mm_grads(
+    grad: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    need_a: bool = True,
+    need_b: bool = True,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``grad @ b.T`` and ``a.T @ grad`` in the inputs' dtypes.  When the result had the
+    inputs' dtype (no ``out_dtype``, or the same) they are multiplied in it, as autograd
+    through the torch backend does (torch's GEMMs accumulate 16-bit products in fp32);
+    with another ``out_dtype`` all three are multiplied in fp32 (what the torch backend's
+    fp32 path records) and the gradients rounded once to the inputs' dtype."""
+    a_dtype, b_dtype = a.dtype, b.dtype
+    if grad.dtype != a_dtype or b_dtype != a_dtype:
+        grad, a, b = grad.float(), a.float(), b.float()
+    grad_a = torch.mm(grad, b.t()).to(a_dtype) if need_a else None
+    grad_b = torch.mm(a.t(), grad).to(b_dtype) if need_b else None
+    return grad_a, grad_b
+
+
+def mm_backward(grad: torch.Tensor, inputs: dict[str, Any]) -> dict[str, torch.Tensor | None]:
+    """The gradient of :func:`flashinfer.mm`: ``grad`` (of the ``(M, N)`` result, in its
+    dtype: ``out_dtype`` or the inputs') and ``inputs`` (the call's arguments by name:
+    ``a``, ``b``; others are ignored) give ``{"a": grad @ b.T, "b": a.T @ grad}`` in the
+    inputs' dtypes, as autograd through the torch backend gives them.  The Triton and
+    split-K backends' :class:`torch.autograd.Function` uses it, and so does the compiled
+    operator."""
+    grad_a, grad_b = _mm_grads(grad, inputs["a"], inputs["b"])
+    return {"a": grad_a, "b": grad_b}
