@@ -52,9 +52,19 @@ def fused_add_rmsnorm(
     overlap either of them (e.g. be a row of ``input``): it is read for every row while
     others are written.  Disjoint views of one buffer are fine.
 
+    Autograd: ``input`` and ``residual`` are written in place, so with grad mode on, a leaf
+    that requires grad (or a view of one) passed as either is refused as torch's in-place
+    operations refuse it (``RuntimeError``; pass a non-leaf, e.g. ``x.clone()``, or call
+    under ``torch.no_grad()``).  Given non-leaf tensors that require grad, or a ``weight``
+    that does, the call runs the torch composition above, which autograd records (the
+    Triton kernel's launch it would not see), so gradients flow to the tensors ``input``,
+    ``residual`` and ``weight`` were computed from.  With no grad required the kernel runs.
+
     Raises:
         ValueError: mismatched shapes, dtypes or devices, an unsupported dtype, a bad
             ``eps``, or any overlap forbidden above; raised before anything is written.
+        RuntimeError: ``input`` or ``residual`` is a leaf that requires grad (see
+            Autograd).
     """
     if (type(input) is not torch.Tensor or input.is_meta) and traced_call(input, residual, weight):
         TORCH_OP.default(input, residual, weight, eps)  # fake or meta tensors, or export

@@ -10,6 +10,11 @@ i.e. exactly the unfused composition ``residual.add_(input); rmsnorm(residual, w
 out=input)``, in one pass over memory.  The Triton kernel (:mod:`.kernel`, imported on first
 use) runs when it can: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``, with rows
 of unit stride.  Otherwise a torch composition does the same thing.
+
+Autograd (grad mode on and a tensor requiring grad): ``input`` and ``residual`` are written
+in place, so a leaf that requires grad is refused as torch's in-place operations refuse it
+(:func:`refuse_leaves`); otherwise the torch composition runs, which autograd records (the
+kernel's launch it would not see).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
 from flashinfer.kernels import offsets_reason, rows_view, triton_device_reason
 from flashinfer.norm import rmsnorm
 
-__all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason"]
+__all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason", "refuse_leaves"]
 
 
 def _validate(
@@ -53,6 +58,38 @@ def kernel_unsupported_reason(
     return None
 
 
+def refuse_leaves(input: torch.Tensor, residual: torch.Tensor) -> None:
+    """Raise as torch's in-place operations do when grad is on and ``input`` or ``residual``
+    (both written in place) is a leaf that requires grad, or a view of one: autograd cannot
+    record an in-place write to a leaf.  The message names the API and the two fixes."""
+    for name, t in (("input", input), ("residual", residual)):
+        if not t.requires_grad:
+            continue
+        base = t._base
+        if t.is_leaf:
+            what = "a leaf Variable that requires grad"
+        elif base is not None and base.is_leaf and base.requires_grad:
+            what = "a view of a leaf Variable that requires grad"
+        else:
+            continue
+        raise RuntimeError(
+            f"fused_add_rmsnorm: {name} is {what} and is being used in an in-place "
+            f"operation (fused_add_rmsnorm writes input and residual in place); pass a "
+            f"non-leaf, e.g. {name}.clone(), or call under torch.no_grad()"
+        )
+
+
+def _recorded(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> None:
+    """The unfused composition as autograd records it: the sum in place, then the norm of
+    it (the torch backend, functional: ``out=`` is not differentiable) copied into
+    ``input``."""
+    refuse_leaves(input, residual)
+    residual.add_(input)
+    input.copy_(rmsnorm(residual, weight, float(eps), backend="torch", skip_check=True))
+
+
 def fused_add_rmsnorm(
     input: torch.Tensor,
     residual: torch.Tensor,
@@ -67,6 +104,11 @@ def fused_add_rmsnorm(
     the other validation and before anything is written.  The entry point hands it down so
     that this module does not import its entry point back (imports flow one way)."""
     _validate(input, residual, weight, eps, overlap)
+    if torch.is_grad_enabled() and (
+        input.requires_grad or residual.requires_grad or weight.requires_grad
+    ):
+        _recorded(input, residual, weight, eps)
+        return
     if input.numel() == 0:
         return
     if kernel_unsupported_reason(input, residual, weight) is None:

@@ -126,7 +126,9 @@ class SplitKRunner:
     """The split-K runner (``mm.implementations["splitk"]``); the kernel, and mm's tiled-GEMM
     driver, are imported on first use (``flashinfer.gemm``, whose package imports this module
     for ``mm``'s table, is not imported here: a fresh ``import`` of this module stays light
-    and acyclic)."""
+    and acyclic).  Differentiable: when grad is required, ``run_tiled`` runs the kernel
+    inside mm's :class:`torch.autograd.Function` (backward: ``flashinfer.gemm.mm_backward``)
+    and refuses ``out=``; otherwise it runs as before, after one cheap test."""
 
     def tactic_space(self) -> Sequence[Any]:
         """Every split-K tactic (tile shape, number of K splits, warps, stages)."""
