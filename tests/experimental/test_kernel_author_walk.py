@@ -36,7 +36,9 @@ pytestmark = pytest.mark.experimental
 ROOT = Path(flashinfer.__file__).resolve().parents[1]
 STABLE_TESTS = ("tests/test_norm.py", "tests/test_gemm.py", "tests/test_conformance.py")
 GRADUATE_BY = (datetime.date.today() + datetime.timedelta(days=90)).isoformat()
-TRITON_LINE = '        Backend("triton", check=_check_triton, run=_rmsnorm_triton),'
+TRITON_LINE = (
+    '        Backend("triton", check=_check_triton, run=_rmsnorm_triton, differentiable=True),'
+)
 
 ROWWISE_SUPPORT = f'''"""Experimental row-wise RMS norm, a backend of flashinfer.rmsnorm: its
 declaration.  Light: the checker, the preference and a run function that imports the kernel
