@@ -1,0 +1,229 @@
+"""Experimental code inside ``torch.compile``, fake and meta tensors and
+``torch.library.opcheck`` (issue 19's "done when", experimental lane; the stable lane is
+tests/test_compile.py).
+
+- mm's experimental backend, named: one graph, right result, and it warns exactly once over
+  repeated compiled calls (the warning is a run-time matter: the operator's real
+  implementation is the dispatcher);
+- ``"auto"`` with the gate turned on after compiling: the compiled function's next call
+  has the experimental backend among its candidates, with no recompilation;
+- the experimental API ``fused_add_rmsnorm`` (in place on ``input`` and ``residual``): one
+  graph on every compiler backend, the same writes as eager, its warning once; opcheck on
+  its declared cases; fake and meta tensors.
+
+Split-K needs K >= 1024 (its checker says why); Triton runs through the interpreter on CPU
+(tests/conftest.py sets ``TRITON_INTERPRET=1``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import flashinfer
+from flashinfer import ExperimentalWarning, fused_add_rmsnorm, mm
+from flashinfer.testing import call_arguments, cases_for
+
+pytestmark = pytest.mark.experimental
+
+GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
+
+flashinfer.load_all_apis()  # torch.ops.flashinfer.* exist once their API modules are loaded
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _experimental_backend() -> str:
+    (backend,) = mm.experimental_backends  # the one shipped: a second one needs its own row
+    return backend
+
+
+def _small_m_large_k(rows: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(rows)
+    return torch.randn(rows, 1024, generator=g), torch.randn(1024, 16, generator=g)
+
+
+def _assert_same(actual, expected) -> None:
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-4)
+
+
+def _experimental_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, ExperimentalWarning)]
+
+
+# ---- mm's experimental backend -------------------------------------------------------------
+
+
+def _mm_program(backend: str):
+    def program(a, b):
+        out = a.new_empty(a.shape[0], b.shape[1])
+        mm(a, b, out=out, backend=backend)
+        return mm(a, b, backend=backend) * 2, out
+
+    return program
+
+
+@pytest.mark.parametrize("compiler", ["eager", "aot_eager", "inductor"])
+def test_the_named_experimental_backend_compiles_in_one_graph(compiler):
+    program = _mm_program(_experimental_backend())
+    inputs = _small_m_large_k()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        compiled = torch.compile(program, backend=compiler, fullgraph=True)
+        _assert_same(compiled(*inputs), program(*inputs))
+        if compiler == "eager":
+            torch._dynamo.reset()
+            assert torch._dynamo.explain(program)(*inputs).graph_break_count == 0
+
+
+def test_the_named_experimental_backend_warns_once_over_compiled_calls():
+    backend = _experimental_backend()
+    counted = CompileCounter()
+    compiled = torch.compile(_mm_program(backend), backend=counted, fullgraph=True)
+    inputs = _small_m_large_k()
+    flashinfer.reset_experimental_warnings()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            compiled(*inputs)
+    (message,) = _experimental_warnings(record)
+    assert repr(backend) in message and "'mm'" in message
+    flashinfer.reset_experimental_warnings()  # warns again once reset: at run time, not traced
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        compiled(*inputs)
+        compiled(*inputs)
+    assert len(_experimental_warnings(record)) == 1
+    assert counted.frame_count == 1
+
+
+def test_the_gate_turned_on_after_compiling_is_honoured(monkeypatch):
+    backend = _experimental_backend()
+    counted = CompileCounter()
+    compiled = torch.compile(lambda a, b: mm(a, b) + 1, backend=counted, fullgraph=True)
+    inputs = _small_m_large_k()
+    compiled(*inputs)
+    assert backend not in mm.suitable_auto_backends
+    assert list(mm.dropped_experimental_backends) == [backend]
+    monkeypatch.setenv(GATE, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)  # if "auto" puts it first here
+        _assert_same(compiled(*inputs), inputs[0] @ inputs[1] + 1)
+    assert backend in mm.suitable_auto_backends
+    assert list(mm.dropped_experimental_backends) == []
+    monkeypatch.delenv(GATE)
+    compiled(*inputs)
+    assert backend not in mm.suitable_auto_backends
+    assert counted.frame_count == 1
+
+
+@pytest.mark.parametrize("device", ["meta", "fake"])
+def test_the_experimental_backend_gives_the_result_metadata(device):
+    backend = _experimental_backend()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        with FakeTensorMode() if device == "fake" else torch.device("meta"):
+            a, b = (
+                torch.empty(4, 1024, dtype=torch.float16),
+                torch.empty(1024, 24, dtype=torch.float16),
+            )
+            y = mm(a, b, backend=backend)
+            assert (tuple(y.shape), y.dtype) == ((4, 24), torch.float16)
+            y = mm(a, b, out_dtype=torch.float32, backend=backend)
+            assert (tuple(y.shape), y.dtype) == ((4, 24), torch.float32)
+            out = torch.empty(4, 24)
+            assert mm(a, b, out=out, out_dtype=torch.float32, backend=backend) is out
+
+
+def test_the_experimental_backends_refusal_is_raised_at_trace_time():
+    """A named backend's checker runs on fake tensors too: K below split-K's minimum."""
+    with FakeTensorMode():
+        with pytest.raises(ValueError, match="K >= 1024"):
+            mm(torch.empty(4, 64), torch.empty(64, 16), backend=_experimental_backend())
+
+
+# ---- fused_add_rmsnorm: an experimental API that writes in place ---------------------------
+
+
+def _fused(x, r, w):
+    fused_add_rmsnorm(x, r, w)
+    return x * 2, r + 1
+
+
+def _fused_inputs(rows: int = 4):
+    g = torch.Generator().manual_seed(rows)
+    return (
+        torch.randn(rows, 64, generator=g),
+        torch.randn(rows, 64, generator=g),
+        torch.randn(64, generator=g),
+    )
+
+
+@pytest.mark.parametrize("compiler", ["eager", "aot_eager", "inductor"])
+def test_fused_add_rmsnorm_compiles_in_one_graph_and_writes_as_eager(compiler):
+    x, r, w = _fused_inputs()
+    x2, r2 = x.clone(), r.clone()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        compiled = torch.compile(_fused, backend=compiler, fullgraph=True)
+        actual = compiled(x, r, w)
+        expected = _fused(x2, r2, w)
+    _assert_same(actual, expected)
+    _assert_same((x, r), (x2, r2))  # the inputs themselves were written, as eager writes them
+
+
+def test_fused_add_rmsnorm_is_one_graph_and_warns_once_over_compiled_calls():
+    x, r, w = _fused_inputs()
+    with torch.no_grad(), warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        explanation = torch._dynamo.explain(_fused)(x.clone(), r.clone(), w)
+        torch._dynamo.reset()
+        flashinfer.reset_experimental_warnings()
+        del record[:]
+        compiled = torch.compile(_fused, backend="aot_eager", fullgraph=True)
+        for _ in range(3):
+            compiled(x, r, w)
+    assert explanation.graph_break_count == 0
+    (message,) = _experimental_warnings(record)
+    assert "fused_add_rmsnorm" in message
+
+
+@pytest.mark.parametrize("case", cases_for(fused_add_rmsnorm), ids=lambda c: c.name)
+def test_opcheck_passes_on_fused_add_rmsnorms_declared_cases(case):
+    args, kwargs = call_arguments(fused_add_rmsnorm, case.make_inputs())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        torch.library.opcheck(torch.ops.flashinfer.fused_add_rmsnorm.default, tuple(args), kwargs)
+
+
+@pytest.mark.parametrize("device", ["meta", "fake"])
+def test_fused_add_rmsnorm_on_meta_and_fake_tensors(device):
+    """Metadata only: no false overlap (fake tensors have no addresses), the shapes kept,
+    and malformed metadata refused as the eager call refuses it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        with FakeTensorMode() if device == "fake" else torch.device("meta"):
+            x, r, w = torch.empty(3, 5, 64), torch.empty(3, 5, 64), torch.empty(64)
+            assert fused_add_rmsnorm(x, r, w) is None
+            assert x.shape == r.shape == (3, 5, 64)
+            with pytest.raises(ValueError):
+                fused_add_rmsnorm(x, torch.empty(3, 5, 32), w)
+
+
+def test_fused_add_rmsnorms_generated_code_lives_in_real_modules():
+    for fn in (fused_add_rmsnorm, fused_add_rmsnorm._torchdynamo_inline):
+        module = importlib.import_module(fn.__globals__["__name__"])
+        assert module.__dict__ is fn.__globals__
+    public = importlib.import_module(fused_add_rmsnorm.__module__)
+    assert getattr(public, fused_add_rmsnorm.__name__) is fused_add_rmsnorm

@@ -1,0 +1,532 @@
+"""Every stable op inside ``torch.compile``, ``torch.export``, fake and meta tensors and
+``torch.library.opcheck`` (issue 19's "done when", stable lane).
+
+Each API is a torch operator, ``torch.ops.flashinfer.<name>``, whose real implementation is
+the dispatcher (flashinfer/dispatch/torch_op.py): so a compiled call is one graph with no
+break, and every choice (``use_backends``, the autotuner, tuned results) is still made when
+the compiled function runs, not when it was traced.  The tests check both halves:
+
+- the matrix: every op (functional and ``out=``) compiles with ``fullgraph=True`` on the
+  ``eager``, ``aot_eager`` and ``inductor`` backends, static and dynamic, and matches eager;
+- the paths: ``"auto"``, each stable backend by name, inside ``use_backends`` and inside
+  ``autotune()`` entered outside the compiled function: one graph (``explain``), right
+  result, the backend the path asks for ran (a spy on the op's implementations);
+- run time: a function compiled once honours a ``use_backends`` block and a tuned result
+  loaded afterwards, and ``autotune()`` tunes its calls, with no recompilation;
+- export (strict and not) keeps the operators in the graph; ``opcheck`` passes on every
+  declared case and every backend that runs here; fake and meta tensors give the result's
+  metadata; the generated code's globals are a real module;
+- ops a kernel author declares in a test: a fake derived from a torch-family backend, a
+  declared ``fake=``, and neither (a graph break, never a crash).
+
+Backends are read from ``op.stable_backends``; the experimental lane has the experimental
+paths (tests/experimental/test_compile_experimental.py).  Triton kernels run through the
+interpreter on CPU (tests/conftest.py sets ``TRITON_INTERPRET=1``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import pytest
+import torch
+from autotuner_fakes import clean_tuner
+from throwaway_experimental import OWNER, SOON
+from torch._dynamo.testing import CompileCounter
+from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+from torch.utils import _pytree as pytree
+
+import flashinfer
+from flashinfer.api_logging import flashinfer_experimental_api
+from flashinfer.autotuner import AutoTuner, Choice, autotune, load_configs, make_key, save_configs
+from flashinfer.backend_dispatch import Backend, backend_requirement
+from flashinfer.backend_families import TORCH, TRITON, backend_family
+from flashinfer.testing import call_arguments, cases_for, support_reason
+
+flashinfer.load_all_apis()  # torch.ops.flashinfer.* exist once their API modules are loaded
+
+OPS = ("rmsnorm", "mm")
+"""The public stable ops (each has an ``out=`` form)."""
+
+
+def _op(name: str) -> Any:
+    return getattr(flashinfer, name)
+
+
+def _operator(name: str) -> Any:
+    return getattr(torch.ops.flashinfer, name)
+
+
+TUNABLE = tuple(n for n in OPS if _op(n).api_key in AutoTuner.get().registered())
+"""The ops the autotuner tunes (read from its registrations)."""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _inputs(name: str, rows: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(rows)
+    if name == "rmsnorm":
+        return torch.randn(rows, 64, generator=g), torch.randn(64, generator=g) + 1
+    return torch.randn(rows, 32, generator=g), torch.randn(32, 16, generator=g)
+
+
+def _empty_result(name: str, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if name == "rmsnorm":
+        return torch.empty_like(x)
+    return x.new_empty(x.shape[0], y.shape[1])
+
+
+def _program(name: str, **options: Any) -> Callable[..., Any]:
+    """A model's use of the op: its functional form, its ``out=`` form, torch around both."""
+    op = _op(name)
+
+    def program(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = _empty_result(name, x, y)
+        op(x, y, out=out, **options)
+        return op(x * 1, y, **options) * 2 + 1, out - 1
+
+    return program
+
+
+def _call(name: str, **options: Any) -> Callable[..., Any]:
+    """One functional call of the op, nothing around it."""
+    op = _op(name)
+
+    def call(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return op(x, y, **options)
+
+    return call
+
+
+def _graphs_compiled() -> int:
+    """Graphs Dynamo has compiled in this process (a restart of one frame's analysis, as
+    ``aot_eager`` does for a float argument under ``dynamic=True``, is not a new graph)."""
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+
+def _assert_same(actual: Any, expected: Any) -> None:
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+class _Spy:
+    """An op's implementation (a function or an autotuner runner) that records its
+    backend's name in ``log`` on each run on real tensors (a fake derived from the torch
+    backend runs it on fake tensors while tracing); anything else is the implementation's."""
+
+    def __init__(self, name: str, target: Any, log: list[str]) -> None:
+        self.name, self.target, self.log = name, target, log
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves = pytree.tree_leaves((args, kwargs))
+        if not any(isinstance(t, torch.Tensor) and (is_fake(t) or t.is_meta) for t in leaves):
+            self.log.append(self.name)
+        return self.target(*args, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.target, attr)
+
+
+@pytest.fixture
+def ran(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The backends that ran, in order: every stable op's implementations spied on, in a
+    tuner with no results (so that no memo of the autotuner's router holds an unspied
+    runner), timing as little as a test can."""
+    log: list[str] = []
+    for name in OPS:
+        implementations = _op(name).implementations
+        for backend, run in list(implementations.items()):
+            monkeypatch.setitem(implementations, backend, _Spy(backend, run, log))
+    with clean_tuner(warmup=0, repeat=1):
+        yield log
+
+
+# ---- the matrix: every op, every compiler backend, static and dynamic ----------------------
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("compiler", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("name", OPS)
+def test_every_op_compiles_in_one_graph_and_matches_eager(name, compiler, dynamic):
+    program = _program(name)
+    compiled = torch.compile(program, backend=compiler, fullgraph=True, dynamic=dynamic)
+    graphs = _graphs_compiled()
+    inputs = _inputs(name)
+    _assert_same(compiled(*inputs), program(*inputs))
+    if dynamic:  # another number of rows runs the same graph
+        other = _inputs(name, rows=7)
+        _assert_same(compiled(*other), program(*other))
+    assert _graphs_compiled() == graphs + 1
+
+
+def test_the_graph_holds_the_operators_and_no_line_of_the_dispatcher():
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    def model(x, w, a, b):
+        return _program("rmsnorm")(x, w), _program("mm")(a, b)
+
+    torch.compile(model, backend=keep, fullgraph=True)(*_inputs("rmsnorm"), *_inputs("mm"))
+    (graph,) = graphs
+    targets = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    for name in OPS:
+        assert targets.count(_operator(name).default) == 1, targets
+        assert targets.count(_operator(name).out) == 1, targets
+
+
+# ---- the paths: auto, named, use_backends and autotune() entered outside ------------------
+
+
+def _paths() -> list[Any]:
+    params = []
+    for name in OPS:
+        params.append(pytest.param(name, "auto", None, id=f"{name}-auto"))
+        for backend in _op(name).stable_backends:
+            params.append(pytest.param(name, "named", backend, id=f"{name}-backend={backend}"))
+            params.append(pytest.param(name, "use_backends", backend, id=f"{name}-use={backend}"))
+        params.append(pytest.param(name, "autotune", None, id=f"{name}-autotune"))
+    return params
+
+
+def _block(name: str, path: str, backend: str | None) -> AbstractContextManager[Any]:
+    if path == "use_backends":
+        return flashinfer.use_backends({_op(name): [backend]})
+    if path == "autotune":
+        return autotune()
+    return nullcontext()
+
+
+@pytest.mark.parametrize("name, path, backend", _paths())
+def test_each_path_is_one_graph_and_runs_the_backend_it_asks_for(ran, name, path, backend):
+    op = _op(name)
+    options = {"backend": backend} if path == "named" else {}
+    program = _program(name, **options)
+    inputs = _inputs(name)
+    with _block(name, path, backend):  # entered outside the compiled function
+        explanation = torch._dynamo.explain(program)(*inputs)
+        torch._dynamo.reset()
+        compiled = torch.compile(program, backend="aot_eager", fullgraph=True)
+        ran.clear()
+        actual = compiled(*inputs)
+        compiled_ran = list(ran)
+        if path in ("auto", "use_backends", "autotune"):
+            expected_backend = backend or op.suitable_auto_backends[0]
+            assert op.suitable_auto_backends[0] == expected_backend
+        expected = program(*inputs)
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
+    _assert_same(actual, expected)
+    if path in ("named", "use_backends"):
+        assert compiled_ran == [backend, backend]  # the out= call, then the functional one
+    else:
+        assert compiled_ran and set(compiled_ran) <= set(op.stable_backends)
+
+
+# ---- run time: choices made when the compiled function runs, never recompiled -------------
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_a_use_backends_block_entered_after_compiling_is_honoured(ran, name):
+    op = _op(name)
+    counted = CompileCounter()
+    compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
+    inputs = _inputs(name)
+    compiled(*inputs)
+    default = op.suitable_auto_backends[0]
+    expected = _call(name, backend="torch")(*inputs)
+    for backend in [*op.stable_backends, default]:
+        ran.clear()
+        with flashinfer.use_backends({op: [backend]}):
+            _assert_same(compiled(*inputs), expected)
+            assert op.suitable_auto_backends == [backend]
+        assert ran == [backend]
+    ran.clear()
+    compiled(*inputs)  # the block left: the default again
+    assert ran == [default] and op.suitable_auto_backends[0] == default
+    assert counted.frame_count == 1
+
+
+@pytest.mark.parametrize("name", TUNABLE)
+def test_a_tuned_result_loaded_after_compiling_is_used(ran, name, tmp_path):
+    op = _op(name)
+    counted = CompileCounter()
+    compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
+    inputs = _inputs(name)
+    a, b = inputs
+    compiled(*inputs)
+    default = op.suitable_auto_backends[0]
+    other = next(b for b in op.stable_backends if b != default)
+    tuner = AutoTuner.get()
+    tactic = op.implementations[other].tactics((a, b, None, None))[0]
+    tuner.set_choice(make_key(op.api_key, (a, b, None, None)), Choice(other, tactic, 1e-6))
+    path = tmp_path / "tuned.json"
+    save_configs(path)
+    tuner.clear()
+    ran.clear()
+    compiled(*inputs)
+    assert ran == [default]
+    before = tuner.stats()[op.api_key].calls_tuned
+    assert load_configs(path).loaded == 1
+    expected = _call(name, backend="torch")(*inputs)
+    ran.clear()
+    _assert_same(compiled(*inputs), expected)
+    assert ran == [other]
+    assert tuner.stats()[op.api_key].calls_tuned == before + 1
+    assert counted.frame_count == 1
+
+
+@pytest.mark.parametrize("name", TUNABLE)
+def test_autotune_tunes_compiled_calls(ran, name):
+    op = _op(name)
+    counted = CompileCounter()
+    compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
+    inputs = _inputs(name)
+    compiled(*inputs)
+    tuner = AutoTuner.get()
+    key = make_key(op.api_key, (*inputs, None, None))
+    assert tuner.choice(key) is None
+    ran.clear()
+    with autotune():
+        compiled(*inputs)
+    record = tuner.last_tuning()
+    assert record is not None and record.key == key and record.timed
+    assert tuner.choice(key) is not None and tuner.choice(key).backend in op.stable_backends
+    assert set(ran) == set(op.stable_backends)  # every candidate was timed
+    assert counted.frame_count == 1
+
+
+# ---- export ---------------------------------------------------------------------------
+
+
+class _Block(torch.nn.Module):
+    """A layer as a model writes it: a norm, then a projection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.norm = torch.nn.Parameter(torch.randn(64, generator=g) + 1)
+        self.proj = torch.nn.Parameter(torch.randn(64, 16, generator=g))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return flashinfer.mm(flashinfer.rmsnorm(x, self.norm), self.proj) + 1
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
+def test_export_keeps_the_operators_runs_and_matches_eager(strict):
+    model, x = _Block(), torch.randn(5, 64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        program = torch.export.export(model, (x,), strict=strict)
+        targets = [n.target for n in program.graph.nodes if n.op == "call_function"]
+        assert _operator("rmsnorm").default in targets and _operator("mm").default in targets
+        _assert_same(program.module()(x), model(x))
+        other = torch.randn(5, 64)  # new values through the same program
+        _assert_same(program.module()(other), model(other))
+
+
+# ---- opcheck: every declared case, every backend that runs here ---------------------------
+
+
+def _opcheck_items() -> list[Any]:
+    params = []
+    for name in OPS:
+        op = _op(name)
+        for case in cases_for(op):
+            for backend in ["auto", *op.stable_backends]:
+                params.append(pytest.param(name, case, backend, id=f"{name}-{backend}-{case.name}"))
+    return params
+
+
+@pytest.mark.parametrize("name, case, backend", _opcheck_items())
+def test_opcheck_passes_on_every_declared_case(name, case, backend):
+    op = _op(name)
+    inputs = case.make_inputs()
+    if backend != "auto":
+        reason = support_reason(op, backend, inputs)
+        if reason is not None:
+            pytest.skip(reason)
+    args, kwargs = call_arguments(op, inputs)
+    overload = _operator(name).out if kwargs.get("out") is not None else _operator(name).default
+    torch.library.opcheck(overload, tuple(args), {**kwargs, "backend": backend})
+
+
+def test_every_op_has_declared_cases_for_opcheck():
+    assert all(cases_for(_op(name)) for name in OPS)
+
+
+# ---- meta and fake tensors -----------------------------------------------------------------
+
+
+def _metadata_cases() -> list[Any]:
+    params = []
+    for name in OPS:
+        for backend in ["auto", *_op(name).stable_backends]:
+            params.append(pytest.param(name, backend, id=f"{name}-{backend}"))
+    return params
+
+
+def _shaped(name: str, device: str) -> list[tuple[tuple, dict[str, Any], tuple, torch.dtype]]:
+    """(arguments, options, result shape, result dtype) of a few calls of the op."""
+    e = lambda *shape, dtype=torch.float32: torch.empty(*shape, dtype=dtype, device=device)  # noqa: E731
+    if name == "rmsnorm":
+        return [
+            ((e(3, 5, 64), e(64)), {}, (3, 5, 64), torch.float32),
+            (
+                (e(2, 96, dtype=torch.float16), e(96, dtype=torch.float16)),
+                {"eps": 1e-3},
+                (2, 96),
+                torch.float16,
+            ),
+        ]
+    half = torch.float16
+    return [
+        ((e(7, 64), e(64, 9)), {}, (7, 9), torch.float32),
+        (
+            (e(16, 32, dtype=half), e(32, 48, dtype=half)),
+            {"out_dtype": torch.float32},
+            (16, 48),
+            torch.float32,
+        ),
+    ]
+
+
+def _check_metadata(name: str, backend: str, device: str) -> None:
+    op = _op(name)
+    for args, options, shape, dtype in _shaped(name, device):
+        result = op(*args, **options, backend=backend)
+        assert (tuple(result.shape), result.dtype, result.device.type) == (shape, dtype, device)
+        out = torch.empty(shape, dtype=dtype, device=device)
+        assert op(*args, **options, out=out, backend=backend) is out
+
+
+@pytest.mark.parametrize("name, backend", _metadata_cases())
+def test_meta_tensors_give_the_result_metadata(name, backend):
+    _check_metadata(name, backend, "meta")
+
+
+@pytest.mark.parametrize("name, backend", _metadata_cases())
+def test_fake_tensors_give_the_result_metadata(name, backend):
+    with FakeTensorMode():
+        _check_metadata(name, backend, "cpu")
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_fake_tensors_are_validated_as_eager_calls_are(name):
+    """The trace-time checks are the eager call's: malformed metadata raises its error."""
+    with FakeTensorMode():
+        x, y = (
+            (torch.empty(4, 64), torch.empty(65))
+            if name == "rmsnorm"
+            else (torch.empty(4, 32), torch.empty(33, 8))
+        )
+        with pytest.raises(ValueError):
+            _op(name)(x, y)
+
+
+# ---- generated code lives in real modules ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_generated_code_of_each_op_lives_in_a_real_module(name):
+    op = _op(name)
+    for fn in (op, op._torchdynamo_inline):
+        module = importlib.import_module(fn.__globals__["__name__"])
+        assert module.__dict__ is fn.__globals__
+    public = importlib.import_module(op.__module__)
+    assert getattr(public, op.__name__) is op
+
+
+@pytest.mark.parametrize("name", TUNABLE)
+def test_the_autotuner_router_lives_in_a_real_module(name):
+    router = _op(name).dispatcher.auto_route
+    assert router is not None
+    module = importlib.import_module(router.__globals__["__name__"])
+    assert module.__dict__ is router.__globals__
+
+
+def test_the_experimental_marker_wrapper_lives_in_a_real_module():
+    @flashinfer_experimental_api(owner=OWNER, tracking_issue=1, graduate_by=SOON)
+    def compiled_throwaway(x):
+        return x
+
+    module = importlib.import_module(compiled_throwaway.__globals__["__name__"])
+    assert module.__dict__ is compiled_throwaway.__globals__
+    assert module.__name__ != __name__  # the generated wrapper, not this test's function
+
+
+# ---- ops a kernel author declares -------------------------------------------------------------
+
+
+def _row_sums(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(-1)
+
+
+def _author_op(*, torch_backend: bool, fake: Callable[..., Any] | None) -> Any:
+    """An op whose result has another shape than its input (so a fake result copied from
+    the input would be wrong): row sums, a Triton-family backend, and a torch one."""
+
+    @backend_family(TRITON)
+    def check_kernel(x):
+        return True
+
+    @backend_family(TORCH)
+    def check_torch(x):
+        return True
+
+    backends = [Backend("kernel", check=check_kernel, run=_row_sums)]
+    if torch_backend:
+        backends.insert(0, Backend("reference", check=check_torch, run=_row_sums))
+
+    @backend_requirement(backends, fake=fake)
+    def row_sums(x: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
+        if backend == "auto":
+            backend = row_sums.suitable_auto_backends[0]
+        return row_sums.implementations[backend](x)
+
+    return row_sums
+
+
+@pytest.mark.usefixtures("isolated_op_registry")
+@pytest.mark.parametrize("declared", ["derived", "fake="])
+def test_an_authors_op_with_a_fake_compiles_in_one_graph(declared):
+    if declared == "derived":  # from its torch-family backend
+        op = _author_op(torch_backend=True, fake=None)
+    else:
+        op = _author_op(torch_backend=False, fake=lambda x: x.new_empty(x.shape[:-1]))
+    assert op.dispatcher.torch_op is not None and op.dispatcher.torch_op.fake is not None
+
+    def model(x):
+        return op(x) + op(x, backend="kernel")
+
+    x = torch.randn(6, 8)
+    for dynamic in (False, True):
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+        _assert_same(compiled(x), model(x))
+    assert torch._dynamo.explain(model)(x).graph_break_count == 0
+    with FakeTensorMode():
+        assert op(torch.empty(3, 5, 8)).shape == (3, 5)
+
+
+@pytest.mark.usefixtures("isolated_op_registry")
+def test_an_authors_op_with_no_fake_graph_breaks_and_is_right():
+    op = _author_op(torch_backend=False, fake=None)
+    assert op.dispatcher.torch_op is not None and op.dispatcher.torch_op.fake is None
+
+    def model(x):
+        return op(x * 2) + 1
+
+    x = torch.randn(6, 8)
+    explanation = torch._dynamo.explain(model)(x)
+    assert explanation.graph_break_count >= 1
+    for compiler in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        _assert_same(torch.compile(model, backend=compiler)(x), model(x))
