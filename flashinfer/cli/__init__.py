@@ -8,7 +8,7 @@ Sub-commands::
         [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
     flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
                                         (``python -m flashinfer.experimental`` is an alias)
-    flashinfer explain mm --shapes 16x2048x32 [--dtype ...] [--device ...] [--cache F] [--json]
+    flashinfer explain mm --shapes 16x32x2048 [--dtype ...] [--device ...] [--cache F] [--json]
                                         what backend='auto' would pick for each shape, and why
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),

@@ -2,11 +2,13 @@
 
 This module is the command's front: which ops it can tune and how it builds their inputs
 (the targets), its arguments (parsed and checked before anything is timed) and its help
-text.  The run itself is in ``_cli_autotune_run.py``; what it prints, in
-``_cli_autotune_report.py``.
+text.  The run itself is in ``autotune_run.py``; what it prints, in ``autotune_report.py``.
 
 What it promises (``flashinfer autotune --help`` says the same):
 
+* the op is named either way, as for ``flashinfer explain``: ``autotune mm ...`` or
+  ``autotune --op mm ...`` (both only if they agree; neither, or two that differ, is a usage
+  error);
 * every (backend, tactic) that failed is counted and listed under the table with a one-line
   reason; a shape for which nothing could be timed makes the command exit 1 (the shapes
   that did tune are still saved);
@@ -21,7 +23,10 @@ What it promises (``flashinfer autotune --help`` says the same):
 * a bad ``--cache`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
   device; in a missing or unwritable directory; a file of a newer schema version) is a
   usage error before anything is timed, worded as the API words it where the API refuses
-  it too; a symbolic link's target is written and the link kept.
+  it too; a symbolic link's target is written and the link kept;
+* saving locks ``FILE.lock``, created beside the file written (a link's target) and left
+  there: the help of ``--cache`` and docs/api/autotuner.rst ("The lock file") say why, and
+  that it is safe to delete while no tuning runs.
 """
 
 from __future__ import annotations
@@ -35,7 +40,14 @@ from typing import Any, TextIO
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
 from flashinfer.cli.autotune_run import _TARGETS, _run, _tunable, _TuneTarget
-from flashinfer.cli.common import DTYPES, PROG, UsageError, check_shape_exists
+from flashinfer.cli.common import (
+    DTYPES,
+    PROG,
+    UsageError,
+    add_op_arguments,
+    check_shape_exists,
+    op_from_args,
+)
 
 _ENVIRONMENT_HELP = """\
 environment:
@@ -71,10 +83,14 @@ def _resolve_op(name: str) -> tuple[Any, _TuneTarget]:
     available = ", ".join(sorted(tunable)) or "none"
     if name in _TARGETS:
         raise UsageError(
-            f"--op {name}: this op is not autotunable (it registers no runners with the "
+            f"op {name!r} is not autotunable (it registers no runners with the "
             f"autotuner); autotunable ops: {available}"
         )
-    raise UsageError(f"--op {name}: unknown op; autotunable ops: {available}")
+    raise UsageError(f"unknown op {name!r}; autotunable ops: {available}")
+
+
+def _known_ops() -> str:
+    return "autotunable ops: " + (", ".join(sorted(_tunable())) or "none")
 
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -139,6 +155,7 @@ def _check_cache_path(path: str) -> str:
 def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
+    args.op = op_from_args(args, _known_ops)
     op, target = _resolve_op(args.op)
     shapes = _parse_shapes(args.shapes, target)
     for dims in shapes:
@@ -165,10 +182,11 @@ def _epilog() -> str:
             for name, (_, target) in sorted(tunable.items())
         )
         name = next(n for n in _TARGETS if n in tunable)  # mm first: the simplest
+        command = f"--shapes {tunable[name][1].example} --cache tuned.json"
         example = (
-            "example (finishes in seconds on a CPU):\n"
-            f"  {PROG} autotune --op {name} --shapes {tunable[name][1].example} "
-            "--cache tuned.json"
+            "example, the op named either way (finishes in seconds on a CPU):\n"
+            f"  {PROG} autotune {name} {command}\n"
+            f"  {PROG} autotune --op {name} {command}"
         )
     else:
         ops, example = "  none in this build", ""
@@ -195,24 +213,32 @@ def add_autotune_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="tune an op for some shapes and write the results to a cache file",
         description=(
-            "Tune OP's backend='auto' choice for each shape: time every (backend, tactic)\n"
-            "that automatic selection offers on this machine, keep the fastest, write the\n"
-            "picks to the JSON cache file (merged with what it already holds; keys already\n"
-            "in it are not timed again unless --force) and print them, with every pair\n"
-            "that failed and why, and the tuner's per-op counts.  Each result is stamped\n"
-            "with this machine's environment (versions, GPU); entries from other machines\n"
-            "stay in the file, unused here.  Use the file with\n"
-            "flashinfer.autotune(cache=PATH) or flashinfer.autotuner.load_configs(PATH)."
+            "Tune the op's backend='auto' choice for each shape (name the op as `mm` or\n"
+            "`--op mm`): time every (backend, tactic) that automatic selection offers on\n"
+            "this machine, keep the fastest, write the picks to the JSON cache file (merged\n"
+            "with what it already holds; keys already in it are not timed again unless\n"
+            "--force) and print them, with every pair that failed and why, and the\n"
+            "tuner's per-op counts.  Each result is stamped with this machine's\n"
+            "environment (versions, GPU); entries from other machines stay in the file,\n"
+            "unused here.  Use the file with flashinfer.autotune(cache=PATH) or\n"
+            "flashinfer.autotuner.load_configs(PATH)."
         ),
     )
     p.add_argument("-h", "--help", action=_HelpAction, help="show this help message and exit")
-    p.add_argument("--op", required=True, help="op to tune (see the tunable ops below)")
+    add_op_arguments(p, "to tune, e.g. mm (see the tunable ops below)")
     p.add_argument(
         "--shapes",
         required=True,
         help="comma-separated shapes, e.g. 64x64x64,128x64x32 for mm (MxNxK)",
     )
-    p.add_argument("--cache", required=True, help="JSON file to write (created or merged)")
+    p.add_argument(
+        "--cache",
+        required=True,
+        metavar="FILE",
+        help="JSON file to write (created or merged); saving locks FILE.lock, a small file "
+        "created beside it (beside a symbolic link's target) and left there for the next "
+        "save: safe to delete while no tuning runs",
+    )
     p.add_argument(
         "--dtype", default="float32", choices=DTYPES, help="input dtype (default float32)"
     )

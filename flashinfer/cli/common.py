@@ -1,12 +1,12 @@
-"""Helpers shared by the ``flashinfer`` command's sub-commands: usage errors, shapes that can
-exist, tables, the gate."""
+"""Helpers shared by the ``flashinfer`` command's sub-commands: usage errors, the op's two
+spellings, shapes that can exist, tables, the gate."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 PROG = "flashinfer"
@@ -19,6 +19,51 @@ class UsageError(Exception):
     def __init__(self, message: str, parser: argparse.ArgumentParser | None = None) -> None:
         super().__init__(message)
         self.parser = parser
+
+
+# --------------------------------------------------------------------------------------
+# The op: one spelling for every sub-command that takes one
+# --------------------------------------------------------------------------------------
+
+# ``flashinfer autotune`` and ``flashinfer explain`` both take the op either way:
+# ``autotune mm ...`` or ``autotune --op mm ...``, ``explain mm ...`` or ``explain --op mm ...``.
+_OP_OPTION_DEST = "op_option"
+
+
+def add_op_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add the op as a positional argument ``op`` and as the option ``--op`` (the same
+    thing: give either; both only if they agree).  ``what`` ends the help text, e.g.
+    ``"to tune"``.  :func:`op_from_args` reads them back."""
+    parser.add_argument(
+        "op",
+        nargs="?",
+        help=f"the op {what}; `--op OP` is the same (give either, or both alike)",
+    )
+    parser.add_argument(
+        "--op",
+        dest=_OP_OPTION_DEST,
+        metavar="OP",
+        help="the op as an option: `--op mm` is the same as the positional `mm`",
+    )
+
+
+def op_from_args(args: argparse.Namespace, known: Callable[[], str]) -> str:
+    """The op named on the command line, given as the positional ``op`` or as ``--op``
+    (:func:`add_op_arguments`).  ``UsageError`` (one line) when neither is given, ending with
+    ``known()``, e.g. ``"autotunable ops: mm"`` (called only then: listing the ops may import
+    them), or when both are given and differ."""
+    positional, option = args.op, getattr(args, _OP_OPTION_DEST)
+    command = f"{PROG} {args.command}"
+    if positional is None and option is None:
+        raise UsageError(
+            f"no op given; name one, e.g. `{command} mm ...` or `{command} --op mm ...` ({known()})"
+        )
+    if positional is not None and option is not None and positional != option:
+        raise UsageError(
+            f"two different ops given: {positional!r} and --op {option!r}; name one op, "
+            "either way (`mm` or `--op mm`)"
+        )
+    return positional if positional is not None else option
 
 
 # --------------------------------------------------------------------------------------

@@ -1,5 +1,10 @@
 """``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and why.
 
+The op is named either way, as for ``flashinfer autotune``: ``flashinfer explain mm ...`` or
+``flashinfer explain --op mm ...``.  The help's example (:data:`EXAMPLE`) is README's Quick
+look problem, so it shows what the Quick look says: the experimental backend can run and the
+gate leaves it out (``tests/test_explain_example.py`` runs it and compares).
+
 For each shape it describes inputs the way ``flashinfer autotune`` builds them (same shape
 syntax), then prints ``op.explain(...)``: per backend whether it can run and what left it out
 (capability, support check, the experimental gate, a restriction, the heuristic), the
@@ -23,9 +28,27 @@ import dataclasses
 import json
 from typing import Any, TextIO
 
-from flashinfer.cli.common import DTYPES, PROG, UsageError, check_shape_exists
+from flashinfer.cli.common import (
+    DTYPES,
+    PROG,
+    UsageError,
+    add_op_arguments,
+    check_shape_exists,
+    op_from_args,
+)
 
-__all__ = ["add_explain_parser"]
+__all__ = ["EXAMPLE", "add_explain_parser"]
+
+EXAMPLE = f"{PROG} explain mm --shapes 16x32x2048"
+"""The example in the help: README's Quick look problem, ``mm`` of a ``16x2048`` and a
+``2048x32`` float32 tensor (``--shapes`` is ``MxNxK``), the one whose experimental backend
+the Quick look shows left out of ``"auto"`` by the gate."""
+
+
+def _known_ops() -> str:
+    from flashinfer.dispatch.backend_names import flashinfer_apis
+
+    return "ops with backends: " + (", ".join(sorted(flashinfer_apis())) or "none")
 
 
 def _resolve(name: str) -> tuple[Any, Any]:
@@ -93,6 +116,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     from flashinfer.cli.autotune import _parse_shapes
 
+    args.op = op_from_args(args, _known_ops)
     op, target = _resolve(args.op)
     shapes = _parse_shapes(args.shapes, target)
     dtype = getattr(torch, args.dtype)
@@ -115,27 +139,40 @@ def add_explain_parser(sub: Any) -> None:
     """Add the ``explain`` sub-command to the ``flashinfer`` parser's sub-parsers."""
     p = sub.add_parser(
         "explain",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="what backend='auto' would pick for an op and some shapes, and why",
         description=(
-            "For each shape, describe inputs as `flashinfer autotune` builds them and print "
-            "what a backend='auto' call would do: each backend's verdict (can it run; if it "
-            "is not a candidate, what left it out), the candidates, the choice and where it "
-            "comes from (heuristic, restriction, autotuner).  Runs the checks only, no "
-            "kernel, on metadata only (fake tensors): a shape of any size allocates nothing; "
-            "a shape no tensor can have is a usage error (exit 2)."
+            "For each shape, describe inputs as `flashinfer autotune` builds them and print\n"
+            "what a backend='auto' call would do: each backend's verdict (can it run; if it\n"
+            "is not a candidate, what left it out), the candidates, the choice and where it\n"
+            "comes from (heuristic, restriction, autotuner).  Name the op as `mm` or\n"
+            "`--op mm`.  Runs the checks only, no kernel, on metadata only (fake tensors):\n"
+            "a shape of any size allocates nothing; a shape no tensor can have is a usage\n"
+            "error (exit 2)."
         ),
-        epilog=f"example: {PROG} explain mm --shapes 16x2048x32 --dtype bfloat16",
+        epilog=(
+            "example: README's Quick look problem (a 16x2048 times b 2048x32, float32),\n"
+            "whose experimental backend can run but is left out by the gate:\n"
+            f"  {EXAMPLE}\n"
+            f"  {EXAMPLE.replace(' mm ', ' --op mm ')}   (the same)"
+        ),
     )
-    p.add_argument("op", help="the API, e.g. mm or rmsnorm")
+    add_op_arguments(p, "to explain: an API with backends, e.g. mm or rmsnorm")
     p.add_argument(
         "--shapes",
         required=True,
-        help="comma-separated shapes as for autotune, e.g. 16x2048x32 for mm (MxNxK)",
+        help="comma-separated shapes as for autotune, e.g. 16x32x2048 for mm (MxNxK: "
+        "a is 16x2048, b 2048x32)",
     )
     p.add_argument(
         "--dtype", default="float32", choices=DTYPES, help="input dtype (default float32)"
     )
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device (default cpu)")
-    p.add_argument("--cache", help="load this autotuner file first (see flashinfer autotune)")
+    p.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="load this autotuner file first (see flashinfer autotune); only read: "
+        "never written, locked nor created",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=_cmd_explain)

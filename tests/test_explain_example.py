@@ -1,0 +1,180 @@
+"""``flashinfer explain``'s example is README's Quick look problem, and says what the Quick
+look says.
+
+The Quick look multiplies a 16x2048 by a 2048x32 float32 tensor and notes that mm's
+experimental backend "fits but is experimental, so it is left out" (``dropped_experimental
+_backends``).  The command's example (:data:`flashinfer.cli.explain.EXAMPLE`, shown by
+``flashinfer explain --help``, README and ``docs/backend_control.rst``) must be that problem,
+so a reader who runs it sees the same thing: here every text is checked to name the same
+shape, and the example is run (as a user would, gate off) and its table compared with the
+Quick look and with the output the docs print.
+
+Stable lane: the experimental backend's name is read from the op and from README, never
+written here.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import flashinfer
+from flashinfer.cli import build_parser
+from flashinfer.cli.explain import EXAMPLE
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BACKEND_CONTROL = (ROOT / "docs" / "backend_control.rst").read_text()
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(f"\n{title}\n") + len(title) + 2
+    end = text.find("\n## ", start)
+    return text[start : end if end >= 0 else None]
+
+
+QUICK_LOOK = _section(README, "## Quick look")
+[QUICK_LOOK_CODE] = re.findall(r"```python\n(.*?)```", QUICK_LOOK, flags=re.S)
+
+
+def _quick_look_problem() -> tuple[int, int, int]:
+    """(M, N, K) of the Quick look's ``a, b = torch.randn(M, K), torch.randn(K, N)``."""
+    for node in ast.walk(ast.parse(QUICK_LOOK_CODE)):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Tuple)
+            and [t.id for t in node.targets[0].elts if isinstance(t, ast.Name)] == ["a", "b"]
+        ):
+            assert isinstance(node.value, ast.Tuple), ast.unparse(node)
+            a, b = (tuple(ast.literal_eval(arg) for arg in c.args) for c in node.value.elts)  # type: ignore[attr-defined]
+            for call in node.value.elts:  # torch.randn(...) with no dtype: float32
+                assert ast.unparse(call).startswith("torch.randn("), ast.unparse(call)
+                assert not call.keywords, ast.unparse(call)  # type: ignore[attr-defined]
+            (m, k), (k2, n) = a, b
+            assert k == k2, (a, b)
+            return m, n, k
+    raise AssertionError("README's Quick look no longer assigns `a, b = torch.randn(...), ...`")
+
+
+def _quick_look_dropped() -> list[str]:
+    """The list the Quick look's comment shows ``dropped_experimental_backends`` to be."""
+    line = next(x for x in QUICK_LOOK_CODE.splitlines() if "dropped_experimental_backends" in x)
+    return list(ast.literal_eval(line.split("listed here:", 1)[1].strip()))
+
+
+def _console_blocks(text: str, fence: str) -> list[list[str]]:
+    """The ``$ flashinfer explain ...`` blocks of a page: [command, output lines...]."""
+    found = []
+    for block in re.findall(fence, text, flags=re.S):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if lines and lines[0].lstrip().startswith("$ flashinfer explain"):
+            indent = len(lines[0]) - len(lines[0].lstrip())
+            found.append([line[indent:] for line in lines])
+    return found
+
+
+def _run(command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` (``flashinfer ...``) as a user runs it: a fresh process, the gate off,
+    no restriction of ``"auto"``."""
+    argv = shlex.split(command)
+    assert argv[0] == "flashinfer", command
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
+    env["TRITON_INTERPRET"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "flashinfer", *argv[1:]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+# ---- every text names the same problem -------------------------------------------------
+
+
+def test_the_example_is_the_quick_look_problem():
+    m, n, k = _quick_look_problem()
+    assert EXAMPLE == f"flashinfer explain mm --shapes {m}x{n}x{k}"  # MxNxK; float32: no --dtype
+
+
+def test_the_help_readme_docs_and_module_docstring_show_the_example():
+    explain = next(
+        a.choices["explain"] for a in build_parser()._actions if getattr(a, "choices", None)
+    )
+    assert EXAMPLE in (explain.epilog or "")
+    shapes = EXAMPLE.split("--shapes ", 1)[1]
+    [shapes_help] = [a.help for a in explain._actions if "--shapes" in a.option_strings]
+    assert f"e.g. {shapes} for mm" in (shapes_help or "")
+    readme_blocks = _console_blocks(QUICK_LOOK, r"```console\n(.*?)```")
+    docs_blocks = _console_blocks(BACKEND_CONTROL, r"code-block:: console\n\n(.*?)(?:\n\S|\Z)")
+    assert [b[0] for b in readme_blocks] == [f"$ {EXAMPLE}"]
+    assert [b[0] for b in docs_blocks] == [f"$ {EXAMPLE}"]
+    import flashinfer.cli as cli
+
+    assert f"flashinfer explain mm --shapes {shapes} " in (cli.__doc__ or "")
+
+
+# ---- the example says what the Quick look says ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example_output() -> str:
+    proc = _run(EXAMPLE)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_example_shows_the_experimental_backend_viable_and_left_out_by_the_gate(
+    example_output,
+):
+    m, n, k = _quick_look_problem()
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith("FLASHINFER_"):
+                mp.delenv(name)
+        flashinfer.mm(a, b)
+        dropped = list(flashinfer.mm.dropped_experimental_backends)
+    # What the Quick look says: the experimental backends that fit are left out of "auto".
+    assert dropped == _quick_look_dropped() and dropped, dropped
+    assert example_output.startswith(
+        f"flashinfer.mm(a=float32[{m}, {k}] on cpu, b=float32[{k}, {n}]"
+    )
+    gated = re.findall(r"^ *(\w+) +experimental +yes +left out \(gate\) ", example_output, re.M)
+    assert gated == dropped, example_output
+    choice = re.search(r"^candidates: (.*)\nchoice: '(\w+)' \(heuristic\)$", example_output, re.M)
+    assert choice is not None, example_output
+    assert not set(dropped) & set(ast.literal_eval(choice[1]))
+    assert choice[2] in flashinfer.mm.stable_backends
+
+
+def test_the_op_option_spelling_of_the_example_prints_the_same(example_output):
+    proc = _run(EXAMPLE.replace(" mm ", " --op mm "))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == example_output
+
+
+@pytest.mark.parametrize(
+    "page, fence",
+    [
+        (QUICK_LOOK, r"```console\n(.*?)```"),
+        (BACKEND_CONTROL, r"code-block:: console\n\n(.*?)(?:\n\S|\Z)"),
+    ],
+    ids=["README", "backend_control.rst"],
+)
+def test_the_output_the_docs_print_is_what_the_example_prints(example_output, page, fence):
+    [block] = _console_blocks(page, fence)
+    printed = example_output.splitlines()
+    missing = [line for line in block[1:] if line not in printed]
+    assert not missing, f"lines the docs show that the command does not print: {missing}"
+    assert block[1] == printed[0]  # the call line first
