@@ -232,6 +232,18 @@ def test_cuda_first_call_is_synchronised_and_each_timed_call_follows_a_flush(fak
     assert times == [2 / 1000.0] * 3
 
 
+def test_cuda_timing_goes_on_without_the_flush_on_a_full_device(fake_cuda, monkeypatch):
+    def full(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(timing_module.torch, "empty", full)
+    clock = CudaClock(torch.device("cuda", 0))
+    clock.first(lambda: None)
+    fake_cuda.clear()
+    clock.run(lambda: fake_cuda.append("call"), 2)
+    assert fake_cuda == ["record", "call", "record"] * 2 + ["sync"]
+
+
 def test_measure_picks_the_cuda_clock_for_cuda_inputs(monkeypatch):
     made = []
 

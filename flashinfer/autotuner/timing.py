@@ -175,7 +175,9 @@ class CpuClock:
 
 class CudaClock(CpuClock):
     """Times calls with CUDA events on the current stream, zeroing a :data:`FLUSH_BYTES`
-    buffer before each call, outside the events (the L2 cache flush of ``do_bench``)."""
+    buffer before each call, outside the events (the L2 cache flush of ``do_bench``).  On a
+    device without room for the buffer the calls are timed without the flush rather than
+    every pair failing with an out-of-memory error."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -184,7 +186,10 @@ class CudaClock(CpuClock):
     def first(self, fn: Callable[[], Any]) -> None:
         fn()
         torch.cuda.synchronize(self.device)
-        self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+        try:
+            self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+        except torch.OutOfMemoryError:  # a device nearly full: time without the flush
+            self._flush = None
 
     def run(self, fn: Callable[[], Any], n: int) -> list[float]:
         flush = self._flush
