@@ -187,9 +187,10 @@ def _check_triton(
 def _rmsnorm_triton(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
-    if torch.is_grad_enabled() and (
+    # The one grad test (attribute reads first: no call when nothing requires grad).
+    if (
         input.requires_grad or weight.requires_grad or (out is not None and out.requires_grad)
-    ):
+    ) and torch.is_grad_enabled():
         if out is not None:
             raise out_with_grad_error("rmsnorm", "triton", input=input, weight=weight, out=out)
         return _RMSNormTriton.apply(input, weight, eps)  # type: ignore[no-any-return]

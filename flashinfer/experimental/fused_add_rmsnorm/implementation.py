@@ -104,9 +104,9 @@ def fused_add_rmsnorm(
     the other validation and before anything is written.  The entry point hands it down so
     that this module does not import its entry point back (imports flow one way)."""
     _validate(input, residual, weight, eps, overlap)
-    if torch.is_grad_enabled() and (
+    if (
         input.requires_grad or residual.requires_grad or weight.requires_grad
-    ):
+    ) and torch.is_grad_enabled():
         _recorded(input, residual, weight, eps)
         return
     if input.numel() == 0:
