@@ -38,7 +38,8 @@ TACTICS = [
 
 
 @pytest.fixture(autouse=True)
-def tuner():
+def tuner(monkeypatch):
+    monkeypatch.delenv("FLASHINFER_AUTOTUNER_LOG", raising=False)  # its lines share stderr
     with clean_tuner(warmup=0, repeat=1) as tuner:
         yield tuner
 
@@ -109,6 +110,7 @@ def test_a_real_run_writing_to_a_pipe_tells_the_tactics_apart(tmp_path):
     """The command in its own process, the real mm op: its Triton tactics share a long
     JSON prefix, and each progress line still names a different one."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env.pop("FLASHINFER_AUTOTUNER_LOG", None)
     proc = subprocess.run(
         [sys.executable, "-m", "flashinfer", "autotune", "--op", "mm", "--shapes", "16x64x64"]
         + ["--cache", str(tmp_path / "tuned.json")],
