@@ -156,8 +156,10 @@ def test_inductor_fullgraph_logits_match_the_unpatched_model(models):
 
 
 def _declares_backward(api: object) -> bool:
-    torch_op = getattr(api, "torch_op", None)
-    return getattr(torch_op, "_backward", None) is not None
+    """Whether ``api``'s torch operator has a backward formula registered."""
+    torch_op = api.dispatcher.torch_op  # type: ignore[attr-defined]
+    assert torch_op is not None, api
+    return torch_op._backward is not None
 
 
 def test_a_compiled_forward_with_grad_is_differentiated_or_refused_never_detached(models):
