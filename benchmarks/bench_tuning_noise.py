@@ -4,7 +4,10 @@ op, so a new key, and the tuner's results cleared), while ``--load`` other proce
 the CPU.  The 60 us backend comes first (it is the default: the tuner must find a real win
 to leave it), the 20 us one last.
 
-Run:  python benchmarks/bench_tuning_noise.py [--runs 20] [--load 2] [--json]
+Run:  python benchmarks/bench_tuning_noise.py [--runs 20] [--load 2] [--lazy-calls 0] [--json]
+
+``--lazy-calls K`` makes the first K calls of each backend 1 ms slower (one-time costs spread
+over a few calls: lazy set-up, caches filling), which a timer must warm up past.
 
 Prints ``picked 20us in N/RUNS runs``, then a summary of the per-run medians of each backend
 (min / median / max over the runs, in us) and how many runs were too noisy to choose; with
@@ -36,10 +39,11 @@ def busy(us: float) -> None:
 
 
 class BusyRunner:
-    """A tunable runner whose one tactic spins for a known time."""
+    """A tunable runner whose one tactic spins for a known time (plus 1 ms for each of its
+    first ``lazy`` calls)."""
 
-    def __init__(self, name: str, us: float) -> None:
-        self.name, self.us = name, us
+    def __init__(self, name: str, us: float, lazy: int = 0) -> None:
+        self.name, self.us, self.lazy = name, us, lazy
 
     def tactic_space(self) -> list[Any]:
         return [None]
@@ -48,18 +52,21 @@ class BusyRunner:
         return [None]
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> str:
+        if self.lazy > 0:
+            self.lazy -= 1
+            busy(1000)
         busy(self.us)
         return self.name
 
 
-def make_op(index: int) -> tuple[Any, dict[str, BusyRunner]]:
+def make_op(index: int, lazy: int = 0) -> tuple[Any, dict[str, BusyRunner]]:
     """A fresh op (its own qualified name, so its own tuning keys) with the three backends."""
     import torch
 
     from flashinfer.autotuner import AutoTuner
     from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
 
-    runners = {name: BusyRunner(name, us) for name, us in COSTS_US.items()}
+    runners = {name: BusyRunner(name, us, lazy) for name, us in COSTS_US.items()}
 
     def check(x: torch.Tensor, backend: str = "auto") -> bool:
         return True
@@ -92,7 +99,7 @@ def stop_load(procs: list[subprocess.Popen[bytes]]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def tune_runs(runs: int) -> list[dict[str, Any]]:
+def tune_runs(runs: int, lazy: int = 0) -> list[dict[str, Any]]:
     import torch
 
     from flashinfer.autotuner import AutoTuner, autotune
@@ -102,7 +109,7 @@ def tune_runs(runs: int) -> list[dict[str, Any]]:
     results = []
     for i in range(runs):
         tuner.clear()  # a fresh tuning: no result of an earlier run is reused
-        op, _ = make_op(i)
+        op, _ = make_op(i, lazy)
         LAST_MEDIANS.clear()
         with autotune():
             op(x)
@@ -142,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--load", type=int, default=2, help="spinning processes (default 2)")
+    parser.add_argument(
+        "--lazy-calls", type=int, default=0, help="first calls of each backend 1 ms slower"
+    )
     parser.add_argument("--json", action="store_true", help="a last line of JSON")
     args = parser.parse_args(argv)
 
@@ -152,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     try:
         time.sleep(0.2)  # let the load start spinning
-        results = tune_runs(args.runs)
+        results = tune_runs(args.runs, args.lazy_calls)
     finally:
         load_cpu_s = stop_load(procs)
     wall_s = time.perf_counter() - began
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             "too_noisy": noisy,
             "picks": picks,
             "load_processes": args.load,
+            "lazy_calls": args.lazy_calls,
             "load_cpu_s": load_cpu_s,
             "wall_s": wall_s,
             "medians_us": summary,
