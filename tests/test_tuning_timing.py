@@ -330,3 +330,28 @@ def test_the_refusal_is_not_taken_for_a_failed_tactic(monkeypatch, tuner):
         time_candidates(op.api_key, runners, (x,), make_key(op.api_key, (x,)), ["a"], tuner)
     assert len(build_plan(runners, (x,), ["a"])) == 2
     assert tuner.stats().get(op.api_key) is None  # nothing failed, nothing tuned
+
+
+# ---- on a real GPU (the gpu lane; skipped without a CUDA device) ------------------------
+
+
+@pytest.mark.gpu
+def test_a_real_kernel_is_timed_with_events_and_the_flush():
+    a = torch.randn(256, 256, device="cuda")
+    result = measure(lambda: a @ a, (a,), warmup=1, repeat=5, budget_s=0.5)
+    assert result.calls >= 5 and float(result) > 0 and result.iqr_s >= 0
+
+
+@pytest.mark.gpu
+def test_tuning_inside_a_real_capture_is_refused():
+    import flashinfer
+
+    a = torch.randn(64, 64, device="cuda")
+    b = torch.randn(64, 64, device="cuda")
+    flashinfer.mm(a, b)  # lazy set-up and the dispatcher's checks, outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(TuningDuringCaptureError, match="Tune before capturing"):
+        with autotune(), torch.cuda.graph(graph):
+            flashinfer.mm(a, b)  # an untuned key inside autotune(): would time
+    torch.cuda.synchronize()
