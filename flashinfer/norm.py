@@ -209,10 +209,15 @@ class _RMSNormTriton(torch.autograd.Function):
     kernel), backward the formula :func:`rmsnorm_backward` computes."""
 
     @staticmethod
-    def forward(ctx: Any, input: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    def forward(input: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        return _rmsnorm_triton(input, weight, eps, None)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        # Separate from forward, so that torch.func.grad can use the Function too.
+        input, weight, eps = inputs
         ctx.save_for_backward(input, weight)
         ctx.eps = eps
-        return _rmsnorm_triton(input, weight, eps, None)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:

@@ -301,3 +301,22 @@ def test_mm_backward_is_autograd_through_the_torch_backend(dtype, out_dtype):
     got = mm_backward(grad, inputs)
     assert set(got) == {"a", "b"}
     _assert_grads_match([got["a"], got["b"]], [al.grad, bl.grad], (a, b), dtype)
+
+
+@pytest.mark.parametrize("op", [rmsnorm, mm], ids=["rmsnorm", "mm"])
+def test_torch_func_grad_through_every_backend(op):
+    """``torch.func.grad`` differentiates through each backend too (the kernel backends'
+    Functions keep ``setup_context`` apart from ``forward``, as functorch needs)."""
+    x, y = (_rand(4, 64), _rand(64, seed=1)) if op is rmsnorm else (_rand(8, 32), _rand(32, 16))
+    r = _rand(*op(x, y, backend="torch").shape, seed=3)
+
+    def grads(backend: str) -> tuple[torch.Tensor, torch.Tensor]:
+        def loss(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+            return (op(first, second, backend=backend) * r).sum()
+
+        return torch.func.grad(loss, argnums=(0, 1))(x, y)
+
+    want = grads("torch")
+    for backend in op.stable_backends:
+        _skip_unless_runs(op, backend, x)
+        _assert_grads_match(list(grads(backend)), list(want), (x, y), torch.float32)

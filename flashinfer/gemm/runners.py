@@ -186,15 +186,18 @@ class _TiledMatmul(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any,
         a: torch.Tensor,
         b: torch.Tensor,
         out_dtype: torch.dtype | None,
         launch_args: tuple[Any, Any, Sequence[Any], str, Callable[..., None]],
     ) -> torch.Tensor:
-        ctx.save_for_backward(a, b)
         runner, tactic, space, backend, launch = launch_args
         return run_tiled(runner, (a, b, None, out_dtype), tactic, space, backend, launch)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        # Separate from forward, so that torch.func.grad can use the Function too.
+        ctx.save_for_backward(inputs[0], inputs[1])
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
