@@ -2,8 +2,9 @@
 
 Sub-commands::
 
-    flashinfer backends [--json]        environment report: versions, devices, the gate, and
-                                        every API's backends, what runs here and why not
+    flashinfer backends [--json]        environment report: every API's backends, what runs
+                                        here and why not; then versions, settings, OS, CUDA,
+                                        install (``--json``: a versioned schema)
     flashinfer autotune --op mm --shapes 128x4096x4096,64x256x512 --cache tuned.json \\
         [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
     flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
@@ -37,10 +38,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
-from flashinfer.cli.autotune import add_autotune_parser
-from flashinfer.cli.backends import _cmd_backends
-from flashinfer.cli.common import PROG, UsageError, _gate_line, _gate_state
-from flashinfer.cli.explain import add_explain_parser
+from flashinfer.cli.common import PROG, UsageError
 
 __all__ = ["EXIT_CLOSED_PIPE", "UsageError", "build_parser", "main"]
 
@@ -64,6 +62,7 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     ``python -m flashinfer.experimental`` runs this command (same output, same JSON).
     """
     from flashinfer.api_modules import load_api_modules
+    from flashinfer.cli.common import _gate_line, _gate_state
     from flashinfer.gating.lifecycle import experimental_features, format_listing
 
     missing = load_api_modules()
@@ -86,9 +85,22 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 # --------------------------------------------------------------------------------------
 
 
+def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``flashinfer backends``: its module (which imports torch) loads when the command runs."""
+    from flashinfer.cli.backends import _cmd_backends as run
+
+    return run(args, out, err)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``flashinfer`` argument parser."""
+    """The ``flashinfer`` argument parser.
+
+    Building it imports no sub-command's machinery (nor torch): ``flashinfer --version`` and
+    ``--help`` answer at once, and a sub-command's modules load when it runs.
+    """
     from flashinfer._version import __version__
+    from flashinfer.cli.autotune import add_autotune_parser
+    from flashinfer.cli.explain import add_explain_parser
 
     parser = _Parser(
         prog=PROG,
@@ -105,7 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="every API, its backends, whether each runs here, and the experimental gate",
         description="List every API (stable and experimental), its backends, which are "
         "experimental, whether each can run on this machine and why not, and the state of "
-        "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS.",
+        "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS; then the details a bug report needs: "
+        "versions, every FLASHINFER and TRITON variable set (with what it does, and unknown "
+        "names as likely typos), the OS and CPU, the CUDA runtime and driver, and how "
+        "flashinfer was installed.  `--json` follows a versioned schema (schema_version).",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_cmd_backends)
