@@ -101,8 +101,9 @@ def test_set_after_import_is_reported_everywhere_and_auto_skips_triton():
     verdicts = {v["backend"]: v for v in rmsnorm["verdicts"]}
     assert not verdicts["triton"]["can_run"] and SET_AFTER in verdicts["triton"]["why_not"]
     # The report's TRITON_INTERPRET line says it too, with what to do.
-    line = next(i for i, t in enumerate(found["table"].splitlines()) if "TRITON_INTERPRET " in t)
-    below = found["table"].splitlines()[line + 1]
+    lines = found["table"].splitlines()
+    line = next(i for i, t in enumerate(lines) if t.lstrip().startswith("TRITON_INTERPRET"))
+    below = lines[line + 1]
     assert "set after triton was imported" in below and RESTART in below
 
 

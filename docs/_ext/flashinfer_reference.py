@@ -2,8 +2,10 @@
 
 ``.. flashinfer-environment::`` renders :data:`flashinfer.settings.ENVIRONMENT` (every
 environment variable the package reads); ``.. flashinfer-cli::`` renders the ``flashinfer``
-command's parser (``flashinfer.cli.build_parser``): every sub-command, argument and option.
-The text comes from :func:`environment_rst` and :func:`cli_rst`, which the tests also call.
+command's parser (``flashinfer.cli.build_parser``): every sub-command, argument and option;
+``.. flashinfer-report-schema::`` renders the schema of ``flashinfer backends --json``
+(:data:`flashinfer.cli.report_schema.FIELDS`).  The text comes from :func:`environment_rst`,
+:func:`cli_rst` and :func:`report_schema_rst`, which the tests also call.
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ def cli_rst() -> list[str]:
     return lines
 
 
+def report_schema_rst() -> list[str]:
+    """The fields of ``flashinfer backends --json``, as a table."""
+    from flashinfer.cli.report_schema import schema_rst
+
+    return schema_rst()
+
+
 class _Rendered(Directive):
     has_content = False
     render: Any = None
@@ -127,7 +136,12 @@ class CliDirective(_Rendered):
     render = staticmethod(cli_rst)
 
 
+class ReportSchemaDirective(_Rendered):
+    render = staticmethod(report_schema_rst)
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("flashinfer-environment", EnvironmentDirective)
     app.add_directive("flashinfer-cli", CliDirective)
+    app.add_directive("flashinfer-report-schema", ReportSchemaDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

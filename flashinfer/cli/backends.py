@@ -1,11 +1,15 @@
 """``flashinfer backends``: an environment report to paste into a bug report.
 
-Versions (flashinfer, Python, torch and its CUDA/HIP build, triton, numpy), each device with
-its compute capability, ``TRITON_INTERPRET`` (and, in a process that imported Triton before
-the variable changed, that Triton runs in the other mode: every Triton backend then cannot
-run here, and the line says to restart), the experimental gate with its raw value, and
-every API by the name users call, one row per backend: whether it can run here and, if not,
-a short reason.  The advice that goes with a reason is printed once, below the table.  Whether
+The first screen is short: a header of at most three lines (versions and devices, the
+experimental gate with its raw value, and the settings in effect when any is set), then every
+API by the name users call, one row per backend: whether it can run here and, if not, a
+short reason.  The advice that goes with a reason is printed once, below the table.  The
+details follow: every ``FLASHINFER_*``/``TRITON_*`` variable set here with its meaning
+(``TRITON_INTERPRET`` always; in a process that imported Triton before the variable changed,
+that Triton runs in the other mode: every Triton backend then cannot run here, and the line
+says to restart), the versions, the OS and CPU, the CUDA runtime and driver, how flashinfer
+was installed, and the tuning file (:mod:`flashinfer.cli.environment_report`).  ``--json``
+prints the same facts, following :mod:`flashinfer.cli.report_schema`.  Whether
 a backend needs Triton is what its checker declares (its family, read with
 :func:`flashinfer.dispatch.families.family_of`; a backend that declares none is reported as
 unknown, not guessed); whether a Triton backend can run comes from the same probe its support
@@ -25,6 +29,16 @@ import textwrap
 from typing import Any, TextIO
 
 from flashinfer.cli.common import _gate_line, _gate_state, _table
+from flashinfer.cli.environment_report import (
+    cuda_info,
+    detail_lines,
+    environment_settings,
+    install_info,
+    public_name,
+    settings_summary,
+    system_info,
+)
+from flashinfer.cli.report_schema import SCHEMA_VERSION
 from flashinfer.dispatch.families import family_of
 
 WIDTH = 100  # no line of the table is longer
@@ -103,16 +117,6 @@ def _runnable(op: Any, backend: str, cc: int | None) -> tuple[bool | None, str |
     return True, None, None
 
 
-def _public_name(api_key: str) -> str:
-    """The name users call: an API of :data:`~flashinfer.api_modules.API_MODULES` is exported
-    as ``flashinfer.<name>`` (``flashinfer.gemm.mm`` -> ``flashinfer.mm``), the rule
-    ``use_backends``' names follow; any other keeps its qualified name."""
-    from flashinfer.api_modules import API_MODULES
-
-    module, _, name = api_key.rpartition(".")
-    return f"flashinfer.{name}" if module in API_MODULES else api_key
-
-
 def backends_report() -> dict[str, Any]:
     """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
     from flashinfer.api_modules import load_api_modules
@@ -147,7 +151,7 @@ def backends_report() -> dict[str, Any]:
             )
         entries.append(
             {
-                "api": _public_name(key),
+                "api": public_name(key),
                 "qualified_name": key,
                 "experimental": apis[key]["experimental"],
                 "backends": backends,
@@ -155,12 +159,18 @@ def backends_report() -> dict[str, Any]:
         )
     entries.sort(key=lambda e: e["api"])
     return {
+        "schema_version": SCHEMA_VERSION,
         "versions": _versions(),
+        "cuda": cuda_info(),
         "devices": devices,
         "compute_capability": cc,
         "triton_interpret": os.environ.get("TRITON_INTERPRET"),
         "triton_interpret_at_import": triton_imported_interpreted(),
         "gate": _gate_state(),
+        "environment": environment_settings(),
+        "system": system_info(),
+        "install": install_info(),
+        "autotuner_file": None,
         "apis": entries,
         "missing_modules": missing,
     }
@@ -172,21 +182,47 @@ def _interpret_mismatch() -> Any:
     return interpret_mismatch()
 
 
-def _environment_lines(report: dict[str, Any]) -> list[str]:
-    from flashinfer.kernels.availability import triton_true
+def _build(v: dict[str, Any]) -> str:
+    if v["torch_cuda"]:
+        return f"CUDA {v['torch_cuda']}"
+    return f"HIP {v['torch_hip']}" if v["torch_hip"] else "CPU-only build"
 
+
+def _header_lines(report: dict[str, Any]) -> list[str]:
+    """At most three lines above the table: versions and devices, the gate, the settings."""
     v = report["versions"]
-    build = (
-        f"CUDA {v['torch_cuda']}"
-        if v["torch_cuda"]
-        else f"HIP {v['torch_hip']}"
-        if v["torch_hip"]
-        else "CPU-only build"
-    )
+    devices = report["devices"]
+    if not devices:
+        where = "cpu only (no CUDA device)"
+    else:
+        first = devices[0]
+        where = f"cuda:0 {first['name']} (compute capability {first['compute_capability']})"
+        if len(devices) > 1:
+            where += f" and {len(devices) - 1} more"
+    lines = [
+        f"flashinfer {v['flashinfer']}, torch {v['torch']} ({_build(v)}), "
+        f"triton {v['triton'] or 'not installed'}; {where}",
+        _short_gate_line(report["gate"]),
+    ]
+    summary = settings_summary(report)
+    if summary is not None:
+        lines.append(summary)
+    return lines
+
+
+def _short_gate_line(gate: dict[str, Any]) -> str:
+    """The gate in one line: its variable, raw value and state (the meaning is below)."""
+    line = _gate_line(gate).partition("\n")[0]
+    return f"{line} (unrecognised value)" if gate["note"] else line
+
+
+def _version_lines(report: dict[str, Any]) -> list[str]:
+    """The versions and devices, one per line (below the table)."""
+    v = report["versions"]
     lines = [
         f"flashinfer        {v['flashinfer']}",
         f"python            {v['python']}",
-        f"torch             {v['torch']} ({build})",
+        f"torch             {v['torch']} ({_build(v)})",
         f"triton            {v['triton'] or 'not installed'}",
         f"numpy             {v['numpy'] or 'not installed'}",
     ]
@@ -196,18 +232,20 @@ def _environment_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
     else:
         lines.append("devices           cpu only (no CUDA device)")
-    interpret = report["triton_interpret"]
-    meaning = (
-        "Triton kernels run on CPU tensors through the interpreter"
-        if triton_true(interpret)
-        else "Triton kernels need CUDA tensors"
-    )
-    shown = "unset" if interpret is None else repr(interpret)
-    lines.append(f"TRITON_INTERPRET  {shown} ({meaning})")
-    mismatch = _interpret_mismatch()
-    if mismatch is not None:  # changed after `import triton`: Triton runs in the other mode
-        lines.append(f"  but {mismatch.reason.removeprefix('cannot run here: ')}: {mismatch.fix}")
-    lines.append(_gate_line(report["gate"]))
+    return lines
+
+
+def _details(report: dict[str, Any]) -> list[str]:
+    """Everything below the table: versions, settings (with the interpreter mismatch under
+    ``TRITON_INTERPRET``), system, CUDA, install, tuning file."""
+    lines = [*_version_lines(report), *_gate_line(report["gate"]).splitlines()]
+    for line in detail_lines(report):
+        lines.append(line)
+        if line.lstrip().startswith(("TRITON_INTERPRET=", "TRITON_INTERPRET unset")):
+            mismatch = _interpret_mismatch()
+            if mismatch is not None:  # changed after `import triton`: the other mode
+                reason = mismatch.reason.removeprefix("cannot run here: ")
+                lines.append(f"    but {reason}: {mismatch.fix}")
     return lines
 
 
@@ -256,13 +294,21 @@ def _fit(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]
     return fitted
 
 
+def _wrapped(line: str) -> str:
+    """``line`` within :data:`WIDTH`, continued lines indented under its start."""
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return textwrap.fill(
+        line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
+
+
 def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report = backends_report()
     if args.json:
         print(json.dumps(report, indent=2), file=out)
         return 0
-    for line in _environment_lines(report):
-        print(line, file=out)
+    for line in _header_lines(report):
+        print(_wrapped(line), file=out)
     print(file=out)
     rows, notes = _api_rows(report)
     print(_table(_fit(rows, notes)), file=out)
@@ -270,6 +316,9 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(file=out)
         for i, text in enumerate(notes, 1):
             print(textwrap.fill(f"[{i}] {text}", WIDTH, subsequent_indent="    "), file=out)
+    print(file=out)
+    for line in _details(report):
+        print(_wrapped(line), file=out)
     for module in report["missing_modules"]:
         print(f"note: API module {module} is missing from this build; not listed", file=err)
     return 0
