@@ -184,6 +184,58 @@ def test_the_graph_holds_the_operators_and_no_line_of_the_dispatcher():
         assert targets.count(_operator(name).out) == 1, targets
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_float_argument_is_never_a_stale_constant(dynamic):
+    """``eps`` passed into the compiled function: each value gives its own result (the
+    operator's ``float`` argument is guarded on, never baked in from the first call)."""
+
+    def norm(x, w, eps):
+        return flashinfer.rmsnorm(x, w, eps) + 1
+
+    compiled = torch.compile(norm, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+    x, w = _inputs("rmsnorm")
+    for eps in (1e-6, 0.25, 4.0, 1e-6):
+        _assert_same(compiled(x, w, eps), norm(x, w, eps))
+
+
+def _in_place(name: str, backend: str):
+    """The op writing into tensors the caller passed: the input itself (rmsnorm), a
+    caller's ``out`` (both)."""
+    op = _op(name)
+
+    def program(x, y, out):
+        op(x, y, out=out, backend=backend)
+        if name == "rmsnorm":
+            op(x, y, out=x, backend=backend)
+        return out * 2
+
+    return program
+
+
+@pytest.mark.parametrize("compiler", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", OPS)
+def test_writes_into_the_callers_tensors_are_as_eager(name, compiler):
+    for backend in ["auto", *_op(name).stable_backends]:
+        torch._dynamo.reset()
+        program = _in_place(name, backend)
+        x, y = _inputs(name)
+        out = _empty_result(name, x, y)
+        x2, out2 = x.clone(), out.clone()
+        compiled = torch.compile(program, backend=compiler, fullgraph=True)
+        _assert_same(compiled(x, y, out), program(x2, y, out2))
+        _assert_same((x, out), (x2, out2))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_writes_into_the_callers_tensors_are_as_eager_under_inductor(name):
+    program = _in_place(name, "auto")
+    x, y = _inputs(name)
+    out = _empty_result(name, x, y)
+    x2, out2 = x.clone(), out.clone()
+    _assert_same(torch.compile(program, fullgraph=True)(x, y, out), program(x2, y, out2))
+    _assert_same((x, out), (x2, out2))
+
+
 # ---- the paths: auto, named, use_backends and autotune() entered outside ------------------
 
 
@@ -530,3 +582,54 @@ def test_an_authors_op_with_no_fake_graph_breaks_and_is_right():
     for compiler in ("eager", "aot_eager"):
         torch._dynamo.reset()
         _assert_same(torch.compile(model, backend=compiler)(x), model(x))
+
+
+def _schemaless_op() -> Any:
+    """An op whose signature has no torch schema (a ``list`` argument): no operator."""
+
+    @backend_family(TRITON)
+    def check_kernel(xs):
+        return True
+
+    @backend_requirement([Backend("kernel", check=check_kernel, run=lambda xs: _row_sums(xs[0]))])
+    def row_sums_of_first(xs: list, *, backend: str = "auto") -> torch.Tensor:
+        if backend == "auto":
+            backend = row_sums_of_first.suitable_auto_backends[0]
+        return row_sums_of_first.implementations[backend](xs)
+
+    assert row_sums_of_first.dispatcher.torch_op is None
+    return row_sums_of_first
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="after the graph break Dynamo traces the op's own frames (the generated "
+    "dispatcher, the checking dispatcher, the API body, the backend's run): "
+    "_torchdynamo_disable stops inlining only, not Dynamo's frame hook on the call",
+)
+@pytest.mark.usefixtures("isolated_op_registry")
+@pytest.mark.parametrize("kind", ["no fake", "no schema"])
+def test_a_graph_breaking_op_runs_outside_dynamo(kind):
+    """An op compilers cannot trace runs as eager code runs: Dynamo compiles the caller's
+    frames around the break, never a frame of the dispatcher, the API's body or a backend
+    (each would be traced, guarded and graph-broken again on its locks and context
+    variables, on every first call)."""
+    if kind == "no fake":
+        op = _author_op(torch_backend=False, fake=None)
+        call = lambda x: op(x * 2)  # noqa: E731
+    else:
+        op = _schemaless_op()
+        call = lambda x: op([x * 2])  # noqa: E731
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    def model(x):
+        return call(x) + 1
+
+    x = torch.randn(6, 8)
+    _assert_same(torch.compile(model, backend=keep)(x), model(x))
+    traced = [str(n.target) for gm in graphs for n in gm.graph.nodes if n.op != "placeholder"]
+    assert not any("sum" in t for t in traced), traced  # the backend's x.sum(-1)
