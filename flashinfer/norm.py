@@ -296,6 +296,8 @@ def _heuristic(
     ],
     common_check=_common_check,
     heuristic_func=_heuristic,
+    overlap=OVERLAP,
+    backward=rmsnorm_backward,
 )
 def rmsnorm(
     input: torch.Tensor,

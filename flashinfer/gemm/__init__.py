@@ -181,6 +181,8 @@ def _heuristic(
     ],
     common_check=_common_check,
     heuristic_func=_heuristic,
+    overlap=OVERLAP,
+    backward=mm_backward,
 )
 def mm(
     a: torch.Tensor,
