@@ -13,11 +13,15 @@ the compiled function runs, not when it was traced.  The tests check both halves
   result, the backend the path asks for ran (a spy on the op's implementations);
 - run time: a function compiled once honours a ``use_backends`` block and a tuned result
   loaded afterwards, and ``autotune()`` tunes its calls, with no recompilation;
+- writes into the caller's tensors (``out=``, in place) are eager's; a float argument is
+  never a stale constant; gradients through a compiled call match the torch backend's, and
+  ``out=`` with a tensor that requires grad is refused;
 - export (strict and not) keeps the operators in the graph; ``opcheck`` passes on every
   declared case and every backend that runs here; fake and meta tensors give the result's
   metadata; the generated code's globals are a real module;
 - ops a kernel author declares in a test: a fake derived from a torch-family backend, a
-  declared ``fake=``, and neither (a graph break, never a crash).
+  declared ``fake=``, and neither (a graph break, never a crash); such an op should run
+  outside Dynamo after the break (xfail: Dynamo traces its dispatcher today).
 
 Backends are read from ``op.stable_backends``; the experimental lane has the experimental
 paths (tests/experimental/test_compile_experimental.py).  Triton kernels run through the
@@ -354,6 +358,56 @@ def test_autotune_tunes_compiled_calls(ran, name):
     assert tuner.choice(key) is not None and tuner.choice(key).backend in op.stable_backends
     assert set(ran) == set(op.stable_backends)  # every candidate was timed
     assert counted.frame_count == 1
+
+
+# ---- autograd through compiled calls ------------------------------------------------------
+
+
+def _loss(name: str, backend: str) -> Callable[..., Any]:
+    op = _op(name)
+
+    def loss(x, y):
+        return (op(x, y, backend=backend) * 2).square().sum()
+
+    return loss
+
+
+def _grads(loss: Callable[..., Any], x: torch.Tensor, y: torch.Tensor) -> tuple:
+    x, y = x.detach().requires_grad_(), y.detach().requires_grad_()
+    return torch.autograd.grad(loss(x, y), (x, y))
+
+
+def _grad_paths() -> list[Any]:
+    params = []
+    for name in OPS:
+        for backend in ["auto", *_op(name).stable_backends]:
+            params.append(pytest.param(name, backend, "aot_eager", id=f"{name}-{backend}"))
+        params.append(pytest.param(name, "auto", "inductor", id=f"{name}-auto-inductor"))
+    return params
+
+
+@pytest.mark.parametrize("name, backend, compiler", _grad_paths())
+def test_gradients_through_a_compiled_call_match_the_torch_backends(name, backend, compiler):
+    inputs = _inputs(name)
+    expected = _grads(_loss(name, "torch"), *inputs)  # eager autograd through torch's ops
+    compiled = torch.compile(_loss(name, backend), backend=compiler, fullgraph=True)
+    _assert_same(_grads(compiled, *inputs), expected)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_a_compiled_out_call_given_a_tensor_that_requires_grad_is_refused(name):
+    """``out=`` has no gradient (torch's rule): refused at the call, never detached."""
+    op = _op(name)
+
+    def program(x, y):
+        out = _empty_result(name, x, y)
+        op(x, y, out=out)
+        return out
+
+    x, y = _inputs(name)
+    compiled = torch.compile(program, backend="aot_eager", fullgraph=True)
+    with pytest.raises(Exception, match=r"requires grad.*torch\.no_grad\(\)"):
+        compiled(x, y.requires_grad_())
 
 
 # ---- export ---------------------------------------------------------------------------
