@@ -287,6 +287,14 @@ def test_install_kind_from_direct_url(monkeypatch, tmp_path, direct, version, ki
     if kind == "editable":
         assert info["source_path"] == "/src/fi" and info["git_commit"] == SHA
         assert "not from the editable checkout" in info["note"]  # imported from elsewhere
+        # The checkout this package is imported from: no note (and a path that only starts
+        # with the same letters is another folder).
+        here = Path(er.__file__).resolve().parents[2]
+        monkeypatch.setattr(er, "_direct_url", lambda: {**direct, "url": here.as_uri()})
+        assert er.install_info()["note"] is None
+        shorter = here.with_name(here.name[:-1]).as_uri()  # "/work/mai" for "/work/main"
+        monkeypatch.setattr(er, "_direct_url", lambda: {**direct, "url": shorter})
+        assert er.install_info()["note"] is not None
     elif kind == "vcs":
         assert info["git_commit"] == SHA and info["git_branch"] is None
     elif kind == "not installed":

@@ -423,7 +423,9 @@ def install_info() -> dict[str, Any]:
         info["source_path"] = source
         if info["kind"] != "local directory":  # a copy was built: the tree may have moved on
             info["git_commit"], info["git_branch"] = git_commit(Path(source))
-        if info["kind"] == "editable" and not imported_from.startswith(str(Path(source).resolve())):
+        if info["kind"] == "editable" and not Path(imported_from).is_relative_to(
+            Path(source).resolve()
+        ):
             info["note"] = f"imported from {imported_from}, not from the editable checkout"
     return info
 
