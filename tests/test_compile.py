@@ -31,6 +31,7 @@ interpreter on CPU (tests/conftest.py sets ``TRITON_INTERPRET=1``).
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -308,6 +309,44 @@ def test_a_use_backends_block_entered_after_compiling_is_honoured(ran, name):
     ran.clear()
     compiled(*inputs)  # the block left: the default again
     assert ran == [default] and op.suitable_auto_backends[0] == default
+    assert counted.frame_count == 1
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_each_thread_calling_one_compiled_function_gets_its_own_restriction(ran, name):
+    """Choices are made in the caller's thread: two threads in ``use_backends`` blocks of
+    different backends call one compiled function in lockstep, each runs its own."""
+    op = _op(name)
+    counted = CompileCounter()
+    compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
+    inputs = _inputs(name)
+    compiled(*inputs)
+    backends = list(op.stable_backends)
+    rounds = 4
+    barrier = threading.Barrier(len(backends))
+    seen: dict[str, list[list[str]]] = {}
+    errors: list[BaseException] = []
+
+    def worker(backend: str) -> None:
+        try:
+            with flashinfer.use_backends({op: [backend]}):
+                for _ in range(rounds):
+                    barrier.wait(timeout=60)
+                    compiled(*inputs)
+                    seen.setdefault(backend, []).append(list(op.suitable_auto_backends))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            barrier.abort()
+
+    ran.clear()
+    threads = [threading.Thread(target=worker, args=(b,)) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert seen == {b: [[b]] * rounds for b in backends}
+    assert sorted(ran) == sorted(backends * rounds)
     assert counted.frame_count == 1
 
 

@@ -153,6 +153,24 @@ def test_the_experimental_backends_refusal_is_raised_at_trace_time():
             mm(torch.empty(4, 64), torch.empty(64, 16), backend=_experimental_backend())
 
 
+def test_gradients_through_the_compiled_experimental_backend_match_eager():
+    backend = _experimental_backend()
+    a, b = _small_m_large_k()
+
+    def loss(a, b, backend):
+        return (mm(a, b, backend=backend) * 2).square().sum()
+
+    def grads(fn, backend):
+        x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+        return torch.autograd.grad(fn(x, y, backend), (x, y))
+
+    expected = grads(loss, "torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(grads(compiled, backend), expected, rtol=1e-4, atol=1e-3)
+
+
 # ---- fused_add_rmsnorm: an experimental API that writes in place ---------------------------
 
 
@@ -197,6 +215,17 @@ def test_fused_add_rmsnorm_is_one_graph_and_warns_once_over_compiled_calls():
     assert explanation.graph_break_count == 0
     (message,) = _experimental_warnings(record)
     assert "fused_add_rmsnorm" in message
+
+
+def test_fused_add_rmsnorm_refuses_a_leaf_that_requires_grad_when_compiled():
+    """As torch's in-place ops do, and as the eager call does: never a silent write into a
+    leaf autograd tracks."""
+    x, r, w = _fused_inputs()
+    compiled = torch.compile(_fused, backend="aot_eager", fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        with pytest.raises(Exception, match=r"requires grad.*torch\.no_grad\(\)"):
+            compiled(x.requires_grad_(), r, w)
 
 
 @pytest.mark.parametrize("case", cases_for(fused_add_rmsnorm), ids=lambda c: c.name)
