@@ -28,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import flashinfer
 from flashinfer import ExperimentalWarning, fused_add_rmsnorm, mm
-from flashinfer.testing import call_arguments, cases_for
+from flashinfer.testing import call_arguments, cases_for, support_reason
 
 pytestmark = pytest.mark.experimental
 
@@ -126,6 +126,47 @@ def test_the_gate_turned_on_after_compiling_is_honoured(monkeypatch):
     compiled(*inputs)
     assert backend not in mm.suitable_auto_backends
     assert counted.frame_count == 1
+
+
+def test_a_use_backends_block_naming_it_after_compiling_runs_it_and_warns_once():
+    backend = _experimental_backend()
+    counted = CompileCounter()
+    compiled = torch.compile(lambda a, b: mm(a, b) + 1, backend=counted, fullgraph=True)
+    inputs = _small_m_large_k()
+    compiled(*inputs)
+    flashinfer.reset_experimental_warnings()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with flashinfer.use_backends(mm=[backend]):
+            for _ in range(3):
+                _assert_same(compiled(*inputs), inputs[0] @ inputs[1] + 1)
+                assert mm.suitable_auto_backends == [backend]
+    (message,) = _experimental_warnings(record)
+    assert repr(backend) in message
+    assert counted.frame_count == 1
+
+
+def _experimental_opcheck_items() -> list:
+    backend = _experimental_backend()
+    return [pytest.param(case, id=f"mm-{backend}-{case.name}") for case in cases_for(mm)]
+
+
+@pytest.mark.parametrize("case", _experimental_opcheck_items())
+def test_opcheck_passes_on_mms_declared_cases_with_the_experimental_backend(case):
+    backend = _experimental_backend()
+    inputs = case.make_inputs()
+    reason = support_reason(mm, backend, inputs)
+    if reason is not None:
+        pytest.skip(reason)
+    args, kwargs = call_arguments(mm, inputs)
+    overload = (
+        torch.ops.flashinfer.mm.out
+        if kwargs.get("out") is not None
+        else torch.ops.flashinfer.mm.default
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        torch.library.opcheck(overload, tuple(args), {**kwargs, "backend": backend})
 
 
 @pytest.mark.parametrize("device", ["meta", "fake"])
