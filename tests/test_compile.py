@@ -694,12 +694,6 @@ def _schemaless_op() -> Any:
     return row_sums_of_first
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the graph break Dynamo traces the op's own frames (the generated "
-    "dispatcher, the checking dispatcher, the API body, the backend's run): "
-    "_torchdynamo_disable stops inlining only, not Dynamo's frame hook on the call",
-)
 @pytest.mark.usefixtures("isolated_op_registry")
 @pytest.mark.parametrize("kind", ["no fake", "no schema"])
 def test_a_graph_breaking_op_runs_outside_dynamo(kind):

@@ -38,6 +38,7 @@ from flashinfer.dispatch.signature import (
     cacheable_pattern,
     pattern_source,
 )
+from flashinfer.dispatch.torch_op import run_outside_dynamo
 from flashinfer.dispatch.tracing import route_lines
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -101,6 +102,8 @@ class Front:
             fn = self.function
             fn.__code__ = new.__code__
             fn.__generated_source__ = new.__generated_source__
+            if getattr(fn, "_flashinfer_eager_only", False):  # see tracing._eager_only
+                run_outside_dynamo(fn.__code__)
 
     # ---- the generated source --------------------------------------------------------------
 

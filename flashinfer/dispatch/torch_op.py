@@ -46,7 +46,14 @@ import torch
 from flashinfer.dispatch.codegen import ParameterList, compile_function, module_namespace
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 
-__all__ = ["NAMESPACE", "TorchOp", "build_torch_op", "register_api_op", "traced_call"]
+__all__ = [
+    "NAMESPACE",
+    "TorchOp",
+    "build_torch_op",
+    "register_api_op",
+    "run_outside_dynamo",
+    "traced_call",
+]
 
 NAMESPACE = "flashinfer"
 """The namespace of every API's operator: ``torch.ops.flashinfer.rmsnorm``."""
@@ -266,6 +273,9 @@ class TorchOp:
                 params(True), autograd(True), ns, role="autograd out kernel", api=self.api_key
             )
         self._kernel_ns = ns  # the overloads are set once registered (see __init__)
+        if self._fake is None:  # a compiled call breaks the graph and runs these eagerly
+            for kernel in built.values():
+                run_outside_dynamo(kernel.__code__)
         return built
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
@@ -363,19 +373,36 @@ class TorchOp:
         )
 
 
-def _no_metadata(overload: str) -> Callable[..., Any]:
-    """The ``Meta`` kernel of an operator without a fake implementation: says so in the
-    exception fake tensors raise for an operator they cannot run, on which Dynamo breaks the
-    graph (the call then runs eagerly) rather than failing."""
-    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+def run_outside_dynamo(code: Any) -> None:
+    """Never let Dynamo trace a frame of ``code`` nor any frame it calls.
 
-    message: Any = (  # torch gives the operator; it only ever formats it
+    For the calls a compiled program makes eagerly after a graph break (an op without a fake
+    or without an operator): Dynamo would otherwise compile each frame of the dispatcher, the
+    API's body and the backend as it is entered, guard them, and break again on their locks
+    and context variables.  What ``torch.compiler.disable`` does to a function, done to a
+    code object through the interpreter hook's own table, without importing Dynamo; on a
+    torch without that table, the frames are traced as before (slower, still correct).
+    """
+    hook: Any = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    strategy = getattr(hook, "_FrameExecStrategy", None)
+    action = getattr(hook, "_FrameAction", None)
+    if strategy is None or action is None or not hasattr(hook, "set_code_exec_strategy"):
+        return
+    hook.set_code_exec_strategy(code, strategy(action.SKIP, action.SKIP))
+
+
+def _no_metadata(overload: str) -> Callable[..., Any]:
+    """The ``Meta`` kernel of an operator without a fake implementation (else the real one
+    would run on meta tensors): ``NotImplementedError``, which fake tensors turn into the
+    exception they raise for an operator they cannot run, and on which Dynamo breaks the
+    graph (the call then runs eagerly) rather than failing."""
+    message = (
         f"{overload} has no fake implementation: its API declares no fake= and has no "
         "torch-family backend to derive one from"
     )
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedOperatorException(message)
+        raise NotImplementedError(message)
 
     return kernel
 

@@ -25,7 +25,7 @@ from typing import Any
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.codegen import render_call
 from flashinfer.dispatch.families import TORCH, family_of
-from flashinfer.dispatch.torch_op import build_torch_op
+from flashinfer.dispatch.torch_op import build_torch_op, run_outside_dynamo
 
 __all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
 
@@ -57,11 +57,21 @@ def attach_torch_op(
         # compiled call breaks the graph there and runs the dispatcher eagerly.
         op.function._torchdynamo_disable = True
         op.function._torchdynamo_disable_msg = reason
+        _eager_only(op.function)
         return
     op._ns["_traceable"] = torch_op.traceable
     if torch_op.fake is None:  # meta and fake calls run the dispatcher, as they always did
         op._ns["_traced"] = _never
+        _eager_only(op.function)  # a compiled call breaks the graph and calls it eagerly
     op.function._torchdynamo_inline = torch_op.traceable
+
+
+def _eager_only(function: Any) -> None:
+    """Mark the public function of an op that compiled code calls eagerly (after a graph
+    break): Dynamo traces none of its frames (see ``run_outside_dynamo``), also once its
+    code is regenerated (``front``)."""
+    function._flashinfer_eager_only = True
+    run_outside_dynamo(function.__code__)
 
 
 def _never(*values: Any) -> bool:
