@@ -35,6 +35,7 @@ from flashinfer.autotuner.distributed import (
     set_autotune_process_group,
 )
 from flashinfer.autotuner.keys import EnumValue, bucket_dim, make_key
+from flashinfer.autotuner.timing import TuningDuringCaptureError
 from flashinfer.autotuner.tuner import (
     AUTOTUNER_LOG_ENV,
     AutoTuner,
@@ -73,6 +74,7 @@ __all__ = [
     "TacticFailure",
     "TunableOp",
     "TunableRunner",
+    "TuningDuringCaptureError",
     "TuningRecord",
     "autotune",
     "bucket_dim",
