@@ -167,7 +167,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     lines = [
         "    if skip_check:",
         "        if backend != 'auto':",
-        *(f"        {c}" for c in route_lines(op, "named")),
+        *(f"        {c}" for c in route_lines(op, "unchecked")),
         f"            return {call_func}",
         f"        return {render_call('_skip_auto', specs['__func__'])}",
         f"    {scan}",

@@ -117,7 +117,7 @@ class Front:
         lines = [
             "    if skip_check:",
             "        if backend != 'auto':",
-            *(f"        {c}" for c in route_lines(op, "named")),
+            *(f"        {c}" for c in route_lines(op, "unchecked")),
             f"            return {call}",
             f"    _cc = None if _CUDA.absent else _CUDA.find({scanned})",
         ]

@@ -136,17 +136,22 @@ def _fake_for(op: Any, fake: Callable[..., Any] | None) -> Callable[[dict[str, A
 def route_lines(op: Any, where: str) -> list[str]:
     """Generated lines (at function-body indent) that hand a traced call to the operator.
 
-    ``where``: ``"named"`` (a named backend's path: a type test on the first tensor
-    argument first, so that a plain eager call pays only that) or ``"uncached"`` (a call
-    the verdict cache could not key: already the slow path)."""
+    ``where``: ``"named"`` (a named backend's checked path: a type test and a meta test on
+    the first tensor argument first, so that a plain eager call pays only those),
+    ``"unchecked"`` (``skip_check=True`` with a named backend: the type test only, so fake
+    and functional tensors are routed but meta ones run the backend, as everything that
+    call skips is skipped) or ``"uncached"`` (a call the verdict cache could not key:
+    already the slow path)."""
     tensors = _tensor_parameters(op)
     if not tensors:
         return []
     call = render_call("_traceable", op._specs["__func__"])[:-1] + ", skip_check=skip_check)"
     test = f"_traced({', '.join(tensors)})"
+    first = tensors[0]
     if where == "named":
-        first = tensors[0]
         test = f"(_type({first}) is not _Tensor or {first}.is_meta) and {test}"
+    elif where == "unchecked":
+        test = f"_type({first}) is not _Tensor and {test}"
     return [f"    if {test}:", f"        return {call}"]
 
 
