@@ -459,7 +459,7 @@ def detail_lines(report: dict[str, Any]) -> list[str]:
     """The details printed below the table: settings, system, CUDA, install, tuning file."""
     lines = ["settings (FLASHINFER_* and TRITON_* variables set here):"]
     for row in report["environment"]:
-        shown = " unset" if row["value"] is None else f"={row['value']!r}"
+        shown = "" if row["value"] is None else f"={row['value']!r}"  # meaning says unset
         lines.append(f"  {row['name']}{shown}: {row['meaning']}")
     system = report["system"]
     distro = f", {system['distribution']}" if system["distribution"] else ""
