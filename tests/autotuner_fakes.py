@@ -139,3 +139,18 @@ class SpyRunner:
     def __call__(self, inputs: tuple, tactic: Any = None) -> Any:
         self.log.append(self.name)
         return self.runner(inputs, tactic)
+
+
+def tune_from_cli(monkeypatch: Any, runners: dict[str, Any]) -> Any:
+    """A fake op (``make_op(runners)``) that ``flashinfer autotune --op <its api_name>
+    --shapes N`` can tune: its inputs are zeros of shape ``(N,)``.  Returns the op."""
+    from flashinfer.cli import autotune as cli_autotune
+
+    op = make_op(runners)
+
+    def zeros(op: Any, dims: Sequence[int], dtype: Any, device: Any) -> Any:
+        return op(torch.zeros(*dims))
+
+    target = cli_autotune._TuneTarget(op.api_name, "N", (1,), zeros, "4")
+    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
+    return op

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, make_op, tune_from_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,9 +19,7 @@ from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.autotuner import _time_candidates as timing_module
 from flashinfer.autotuner._time_candidates import DEFAULT_SWITCH_MARGIN, pick
 from flashinfer.autotuner.timing import CpuClock, Median, interquartile_range, measure
-from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import _TuneTarget
 
 
 @pytest.fixture(autouse=True)
@@ -163,13 +161,7 @@ def test_the_log_says_when_the_margin_kept_an_earlier_pair(monkeypatch, capsys):
 
 def test_the_cli_table_gives_the_median_with_its_spread(monkeypatch, capsys, tmp_path):
     scripted(monkeypatch, {("a", 1): 2.0, ("a", 2): 1.0})
-    op = make_op({"a": FakeRunner("a", [1, 2])})
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    target = _TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
+    op = tune_from_cli(monkeypatch, {"a": FakeRunner("a", [1, 2])})
     argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--cache", str(tmp_path / "c")]
     assert main(argv) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]

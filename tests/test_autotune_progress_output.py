@@ -20,12 +20,9 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, tune_from_cli
 
-from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import _TuneTarget
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH, _Progress, short_label
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,14 +42,7 @@ def tuner(monkeypatch):
 
 
 def fake_target(monkeypatch):
-    op = make_op({"a": FakeRunner("a", TACTICS), "b": FakeRunner("b")})
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    target = _TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
-    return op
+    return tune_from_cli(monkeypatch, {"a": FakeRunner("a", TACTICS), "b": FakeRunner("b")})
 
 
 def run_with_stderr(monkeypatch, op, stream, tmp_path) -> int:

@@ -27,7 +27,7 @@ import time
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, make_op, tune_from_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,9 +44,7 @@ from flashinfer.autotuner import (
 from flashinfer.autotuner.cache import format as format_module
 from flashinfer.autotuner.cache import paths
 from flashinfer.autotuner.cache import save as save_module
-from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import _TuneTarget
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,15 +67,7 @@ def tune_once(op, n=4):
 
 def cli_target(monkeypatch, runners):
     """A fake op the command can tune: ``--op <its name> --shapes N``."""
-    op = make_op(runners)
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    monkeypatch.setitem(
-        cli_autotune._TARGETS, op.api_name, _TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    )
-    return op
+    return tune_from_cli(monkeypatch, runners)
 
 
 def cli_tune(op, cache, shapes="4"):

@@ -16,12 +16,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, tune_from_cli
 
-from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import _TuneTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,15 +31,7 @@ def fresh_tuner():
 
 @pytest.fixture
 def fake_op(monkeypatch, isolated_op_registry) -> str:
-    op = make_op({"a": FakeRunner("a", [0, 1]), "b": FakeRunner("b")})
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    monkeypatch.setitem(
-        cli_autotune._TARGETS, op.api_name, _TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    )
-    return op.api_name
+    return tune_from_cli(monkeypatch, {"a": FakeRunner("a", [0, 1]), "b": FakeRunner("b")}).api_name
 
 
 def _tune(op: str, cache: Path, *extra: str) -> int:

@@ -14,12 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, tune_from_cli
 
-from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import _TuneTarget
 
 
 @pytest.fixture(autouse=True)
@@ -31,14 +28,7 @@ def fresh_tuner():
 @pytest.fixture
 def fake_op(monkeypatch, isolated_op_registry) -> str:
     """A fake autotunable op the command can build inputs for; returns its name."""
-    op = make_op({"a": FakeRunner("a", [0, 1]), "b": FakeRunner("b")})
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    target = _TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
-    return op.api_name
+    return tune_from_cli(monkeypatch, {"a": FakeRunner("a", [0, 1]), "b": FakeRunner("b")}).api_name
 
 
 def _spellings(op: str, where: str) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, make_op, tune_from_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,9 +17,7 @@ from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.autotuner import _time_candidates as timing_module
 from flashinfer.autotuner._time_candidates import pick
 from flashinfer.autotuner.timing import Median
-from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import _TuneTarget
 
 
 @pytest.fixture(autouse=True)
@@ -105,13 +103,7 @@ def test_unknown_spreads_leave_the_margin_alone(monkeypatch):
 
 def test_the_cli_table_says_too_noisy_to_choose(monkeypatch, capsys, tmp_path):
     scripted(monkeypatch, {("a", 1): (1.0, 0.5), ("a", 2): (0.8, 0.5)})
-    op = make_op({"a": FakeRunner("a", [1, 2])})
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    target = _TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
+    op = tune_from_cli(monkeypatch, {"a": FakeRunner("a", [1, 2])})
     argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--cache", str(tmp_path / "c")]
     assert main(argv) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]
