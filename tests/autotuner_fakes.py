@@ -154,3 +154,32 @@ def tune_from_cli(monkeypatch: Any, runners: dict[str, Any]) -> Any:
     target = cli_autotune._TuneTarget(op.api_name, "N", (1,), zeros, "4")
     monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
     return op
+
+
+def script_timings(
+    monkeypatch: Any, timings_ms: dict[tuple[str, Any], Any], spread: float = 0.1
+) -> None:
+    """Replace the tuner's timer: pair ``(backend, tactic)`` measures ``timings_ms[...]``,
+    either ``median`` in ms (its IQR ``spread`` of that) or ``(median, iqr)`` in ms.  Each
+    pair's runner is still called once, as the timer would."""
+    from flashinfer.autotuner import _time_candidates
+    from flashinfer.autotuner.timing import Median
+
+    def fake_measure(fn: Any, inputs: Any, **kwargs: Any) -> Median:
+        fn()
+        value = timings_ms[(fn.func.name, fn.args[1])]
+        median, iqr = value if isinstance(value, tuple) else (value, value * spread)
+        return Median(median / 1e3, iqr / 1e3)
+
+    monkeypatch.setattr(_time_candidates, "measure", fake_measure)
+
+
+def tuned_choice(runners: dict[str, Any]) -> tuple[tuple[str, Any], Any]:
+    """Tune a fresh fake op of ``runners`` on one call: ``((backend, tactic), record)``."""
+    from flashinfer.autotuner import autotune
+
+    op = make_op(runners)
+    with autotune():
+        op(torch.zeros(4))
+    record = AutoTuner.get().last_tuning()
+    return (record.choice.backend, record.choice.tactic), record

@@ -10,15 +10,18 @@ from __future__ import annotations
 import statistics
 
 import pytest
-import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op, tune_from_cli
+from autotuner_fakes import (
+    FakeRunner,
+    clean_tuner,
+    script_timings,
+    tune_from_cli,
+    tuned_choice,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer.autotuner import AutoTuner, autotune
-from flashinfer.autotuner import _time_candidates as timing_module
 from flashinfer.autotuner._time_candidates import DEFAULT_SWITCH_MARGIN, pick
-from flashinfer.autotuner.timing import CpuClock, Median, interquartile_range, measure
+from flashinfer.autotuner.timing import CpuClock, interquartile_range, measure
 from flashinfer.cli import main
 
 
@@ -30,32 +33,12 @@ def tuner():
         tuner.switch_margin = saved
 
 
-def scripted(monkeypatch, times_ms, spread=0.1):
-    """Pair ``(backend, tactic)`` takes ``times_ms[...]`` ms, with an IQR of ``spread`` of
-    that (a tenth by default)."""
-
-    def fake_measure(fn, inputs, **kwargs):
-        fn()
-        ms = times_ms[(fn.func.name, fn.args[1])]
-        return Median(ms / 1e3, ms * spread / 1e3)
-
-    monkeypatch.setattr(timing_module, "measure", fake_measure)
-
-
-def tuned_choice(runners):
-    op = make_op(runners)
-    with autotune():
-        op(torch.zeros(4))
-    record = AutoTuner.get().last_tuning()
-    return (record.choice.backend, record.choice.tactic), record
-
-
 def test_the_default_margin_is_the_documented_constant(tuner):
     assert tuner.switch_margin == DEFAULT_SWITCH_MARGIN == 0.03
 
 
 def test_a_near_tie_keeps_the_default(monkeypatch, tuner):
-    scripted(monkeypatch, {("a", None): 1.00, ("b", None): 0.99}, spread=0.001)
+    script_timings(monkeypatch, {("a", None): 1.00, ("b", None): 0.99}, spread=0.001)
     runners = {"a": FakeRunner("a"), "b": FakeRunner("b")}
     assert tuned_choice(runners)[0] == ("a", None)
     tuner.switch_margin = 0.0  # without the margin (and with a small spread) 1 % faster wins
@@ -63,18 +46,18 @@ def test_a_near_tie_keeps_the_default(monkeypatch, tuner):
 
 
 def test_a_clear_win_switches(monkeypatch):
-    scripted(monkeypatch, {("a", None): 1.0, ("b", None): 0.5})
+    script_timings(monkeypatch, {("a", None): 1.0, ("b", None): 0.5})
     assert tuned_choice({"a": FakeRunner("a"), "b": FakeRunner("b")})[0] == ("b", None)
 
 
 def test_a_near_tie_among_the_others_goes_to_the_earlier(monkeypatch):
-    scripted(monkeypatch, {("a", 1): 1.0, ("a", 2): 0.50, ("b", None): 0.495})
+    script_timings(monkeypatch, {("a", 1): 1.0, ("a", 2): 0.50, ("b", None): 0.495})
     runners = {"a": FakeRunner("a", [1, 2]), "b": FakeRunner("b")}
     assert tuned_choice(runners)[0] == ("a", 2)
 
 
 def test_a_failed_default_leaves_the_choice_to_the_others(monkeypatch):
-    scripted(monkeypatch, {("a", 2): 0.50, ("b", None): 0.40})
+    script_timings(monkeypatch, {("a", 2): 0.50, ("b", None): 0.40})
     runners = {"a": FakeRunner("a", [1, 2], fail=[1]), "b": FakeRunner("b")}
     assert tuned_choice(runners)[0] == ("b", None)
 
@@ -143,7 +126,7 @@ def test_measure_returns_the_median_with_the_spread_of_its_calls():
 
 def test_the_log_gives_each_median_and_the_pick_with_their_spread(monkeypatch, capsys):
     monkeypatch.setenv("FLASHINFER_AUTOTUNER_LOG", "1")
-    scripted(monkeypatch, {("a", None): 2.0, ("b", None): 1.0})
+    script_timings(monkeypatch, {("a", None): 2.0, ("b", None): 1.0})
     _, record = tuned_choice({"a": FakeRunner("a"), "b": FakeRunner("b")})
     err = capsys.readouterr().err
     assert "a null: median 2.0000 ms (IQR 0.2000 ms)" in err
@@ -154,13 +137,13 @@ def test_the_log_gives_each_median_and_the_pick_with_their_spread(monkeypatch, c
 
 def test_the_log_says_when_the_margin_kept_an_earlier_pair(monkeypatch, capsys):
     monkeypatch.setenv("FLASHINFER_AUTOTUNER_LOG", "1")
-    scripted(monkeypatch, {("a", None): 1.00, ("b", None): 0.99})
+    script_timings(monkeypatch, {("a", None): 1.00, ("b", None): 0.99})
     tuned_choice({"a": FakeRunner("a"), "b": FakeRunner("b")})
     assert "b null (0.9900 ms) is within the 3% switch margin" in capsys.readouterr().err
 
 
 def test_the_cli_table_gives_the_median_with_its_spread(monkeypatch, capsys, tmp_path):
-    scripted(monkeypatch, {("a", 1): 2.0, ("a", 2): 1.0})
+    script_timings(monkeypatch, {("a", 1): 2.0, ("a", 2): 1.0})
     op = tune_from_cli(monkeypatch, {"a": FakeRunner("a", [1, 2])})
     argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--cache", str(tmp_path / "c")]
     assert main(argv) == 0

@@ -8,15 +8,18 @@ the cases are exact.
 from __future__ import annotations
 
 import pytest
-import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op, tune_from_cli
+from autotuner_fakes import (
+    FakeRunner,
+    clean_tuner,
+    script_timings,
+    tune_from_cli,
+    tuned_choice,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.autotuner import _time_candidates as timing_module
 from flashinfer.autotuner._time_candidates import pick
-from flashinfer.autotuner.timing import Median
 from flashinfer.cli import main
 
 
@@ -28,25 +31,6 @@ def tuner():
         tuner.switch_margin = saved
 
 
-def scripted(monkeypatch, timings_ms):
-    """Pair ``(backend, tactic)`` has ``timings_ms[...] = (median, iqr)`` in ms."""
-
-    def fake_measure(fn, inputs, **kwargs):
-        fn()
-        median, iqr = timings_ms[(fn.func.name, fn.args[1])]
-        return Median(median / 1e3, iqr / 1e3)
-
-    monkeypatch.setattr(timing_module, "measure", fake_measure)
-
-
-def tune(runners):
-    op = make_op(runners)
-    with autotune():
-        op(torch.zeros(4))
-    record = AutoTuner.get().last_tuning()
-    return (record.choice.backend, record.choice.tactic), record
-
-
 def two():
     return {"a": FakeRunner("a"), "b": FakeRunner("b")}
 
@@ -54,8 +38,8 @@ def two():
 def test_a_win_smaller_than_the_spread_keeps_the_default(monkeypatch, capsys):
     """b looks 20 % faster, far past the 3 % margin, but the calls spread by 0.5 ms."""
     monkeypatch.setenv("FLASHINFER_AUTOTUNER_LOG", "1")
-    scripted(monkeypatch, {("a", None): (1.0, 0.5), ("b", None): (0.8, 0.5)})
-    choice, record = tune(two())
+    script_timings(monkeypatch, {("a", None): (1.0, 0.5), ("b", None): (0.8, 0.5)})
+    choice, record = tuned_choice(two())
     assert choice == ("a", None) and record.too_noisy
     err = capsys.readouterr().err
     assert "picked a null" in err and "too noisy to choose" in err
@@ -64,8 +48,8 @@ def test_a_win_smaller_than_the_spread_keeps_the_default(monkeypatch, capsys):
 
 def test_a_win_larger_than_the_spread_switches(monkeypatch, capsys):
     monkeypatch.setenv("FLASHINFER_AUTOTUNER_LOG", "1")
-    scripted(monkeypatch, {("a", None): (1.0, 0.05), ("b", None): (0.8, 0.05)})
-    choice, record = tune(two())
+    script_timings(monkeypatch, {("a", None): (1.0, 0.05), ("b", None): (0.8, 0.05)})
+    choice, record = tuned_choice(two())
     assert choice == ("b", None) and not record.too_noisy
     assert "too noisy" not in capsys.readouterr().err
 
@@ -73,19 +57,19 @@ def test_a_win_larger_than_the_spread_switches(monkeypatch, capsys):
 def test_noise_between_two_others_keeps_the_earlier_one_not_the_slow_default(monkeypatch):
     """The default is clearly slower; b and c are within their spread of each other: b,
     which comes first, is kept, and the record says the choice between them was noise."""
-    scripted(
+    script_timings(
         monkeypatch,
         {("a", None): (5.0, 0.1), ("b", None): (1.0, 0.3), ("c", None): (0.9, 0.3)},
     )
     runners = {"a": FakeRunner("a"), "b": FakeRunner("b"), "c": FakeRunner("c")}
-    choice, record = tune(runners)
+    choice, record = tuned_choice(runners)
     assert choice == ("b", None) and record.too_noisy
 
 
 def test_the_margin_keeping_the_default_is_not_called_noise(monkeypatch):
     """A near-tie within the switch margin is the margin's rule, already reported as such."""
-    scripted(monkeypatch, {("a", None): (1.0, 0.0), ("b", None): (0.99, 0.0)})
-    choice, record = tune(two())
+    script_timings(monkeypatch, {("a", None): (1.0, 0.0), ("b", None): (0.99, 0.0)})
+    choice, record = tuned_choice(two())
     assert choice == ("a", None) and not record.too_noisy
 
 
@@ -97,12 +81,12 @@ def test_unknown_spreads_leave_the_margin_alone(monkeypatch):
         return {"a": 1e-3, "b": 0.8e-3}[fn.func.name]
 
     monkeypatch.setattr(timing_module, "measure", fake_measure)
-    choice, record = tune(two())
+    choice, record = tuned_choice(two())
     assert choice == ("b", None) and not record.too_noisy
 
 
 def test_the_cli_table_says_too_noisy_to_choose(monkeypatch, capsys, tmp_path):
-    scripted(monkeypatch, {("a", 1): (1.0, 0.5), ("a", 2): (0.8, 0.5)})
+    script_timings(monkeypatch, {("a", 1): (1.0, 0.5), ("a", 2): (0.8, 0.5)})
     op = tune_from_cli(monkeypatch, {"a": FakeRunner("a", [1, 2])})
     argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--cache", str(tmp_path / "c")]
     assert main(argv) == 0
