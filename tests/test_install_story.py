@@ -6,6 +6,7 @@ editable install it recommends for type checking is one that type checkers can s
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
 from repo_copy import copy_repository
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +93,65 @@ def test_the_strict_editable_install_is_visible_to_a_type_checker(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, cwd=app.parent, timeout=600)
     assert "import-not-found" not in done.stdout, done.stdout
     assert "Revealed type is" in done.stdout and '"Any"' not in done.stdout, done.stdout
+
+
+def _readme_command(heading: str) -> str:
+    """The command of README's ``bash`` block under ``heading``'s paragraph (the first block
+    after the line that starts with it)."""
+    start = README.index(heading)
+    block = README.index("```bash\n", start) + len("```bash\n")
+    return README[block : README.index("\n```", block)].strip()
+
+
+def _new_venv(path: Path) -> dict[str, str]:
+    """A brand-new virtual environment and the environment variables that put it first on
+    ``PATH`` (as ``source bin/activate`` would), with nothing inherited from this one."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(path)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _torch_files(env: dict[str, str]) -> tuple[str, str]:
+    code = "import torch; print(torch.__version__); print(torch.__file__)"
+    out = subprocess.run(["python", "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    version, where = out.stdout.split()
+    return version, where
+
+
+@pytest.mark.slow
+def test_readmes_two_ways_work_as_written_in_new_venvs(tmp_path):
+    """Both ways README gives, run word for word in brand-new virtual environments on a copy
+    of the checkout: the fresh CPU-only machine's main command (install, then the report);
+    and, into an environment that already has its torch, ``pip install -e .`` alone, which
+    leaves that torch as it was (same version, same files) and gives a working package."""
+    repo = copy_repository(tmp_path / "checkout")
+    fresh = _new_venv(tmp_path / "fresh")
+    command = _readme_command("The main job")
+    assert command.startswith("pip install torch==") and command.endswith("flashinfer backends")
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=repo, env=fresh, capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "flashinfer.rmsnorm" in done.stdout and "RUNS HERE" in done.stdout
+
+    # The user's environment: its torch first (here the same pin, as the user's own).
+    existing = _new_venv(tmp_path / "serving")
+    pin = command.split("&&")[0].strip()
+    subprocess.run(["bash", "-c", pin], env=existing, check=True, capture_output=True, timeout=1200)
+    before = _torch_files(existing)
+    (way,) = [c for c in _install_lines(README, "`") if c == "pip install -e ."]
+    done = subprocess.run(
+        ["bash", "-c", way], cwd=repo, env=existing, capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _torch_files(existing) == before
+    assert not re.search(r"(?m)^Successfully installed .*\btorch-", done.stdout), done.stdout
+    check = (
+        "import torch, flashinfer; print(flashinfer.rmsnorm(torch.ones(2, 4), torch.ones(4)).shape)"
+    )
+    out = subprocess.run(["python", "-c", check], env=existing, capture_output=True, text=True)
+    assert out.returncode == 0 and "torch.Size([2, 4])" in out.stdout, out.stderr[-2000:]
