@@ -21,7 +21,7 @@ from flashinfer.dispatch.front import Front
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.registry import register_op, registered_ops
 from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
-from flashinfer.dispatch.torch_op import TorchOp
+from flashinfer.dispatch.torch_op import TorchOp, schema_of
 from flashinfer.dispatch.tracing import attach_torch_op
 from flashinfer.dispatch.verdicts import VerdictCache
 
@@ -45,6 +45,13 @@ class BackendRequirementOp(ReferenceDispatcher):
         super().__init__(func, backend_checks, common_check, heuristic_func)
         #: What the API writes (its ``OverlapRule``), or None: the operator's mutations.
         self.overlap = overlap
+        #: The API's torch operator (``torch.ops.flashinfer.<name>``, built below), its
+        #: schema (the generated code routes traced calls by it), or None for both, with
+        #: the reason in ``torch_op_reason`` (see ``tracing``).
+        self.torch_op: TorchOp | None = None
+        self.torch_schema, self.torch_op_reason = schema_of(
+            self.api_key, func, overlap, dispatcher=True
+        )
         self._state = CallState()
         self._live = LiveFlags()
         self.suitable_auto_backends = PerThreadList(self._state, "suitable")
@@ -60,11 +67,7 @@ class BackendRequirementOp(ReferenceDispatcher):
             self._front = Front(self, self._ns)
             generated = self._front.build()
         self.function = self._public_function(generated)
-        #: The API's torch operator (``torch.ops.flashinfer.<name>``), or None with the
-        #: reason in ``torch_op_reason`` (see ``tracing``).
-        self.torch_op: TorchOp | None = None
-        self.torch_op_reason: str | None = None
-        attach_torch_op(self, overlap, fake, backward)
+        attach_torch_op(self, fake, backward)
         register_op(self.api_key, self.function)
 
     def _public_function(self, fn: Any) -> Any:

@@ -59,6 +59,8 @@ class OpSchema:
         positional: parameters passed positionally, in order (every other one by keyword).
         keyword: keyword-only parameters, in order (``out_param`` left out).
         tensors: the parameters typed ``Tensor`` or ``Tensor | None``.
+        required: the parameters without a default (a call always passes them).
+        mutated: the arguments the default overload writes in place.
         returns: ``"tensor"``, ``"tensors"`` (a tuple of them, ``count`` long) or ``"none"``.
     """
 
@@ -68,6 +70,8 @@ class OpSchema:
     positional: tuple[str, ...]
     keyword: tuple[str, ...]
     tensors: tuple[str, ...]
+    required: tuple[str, ...]
+    mutated: tuple[str, ...]
     returns: str
     count: int = 1
 
@@ -90,9 +94,11 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     positional: list[str] = []
     keyword: list[str] = []
     tensors: list[str] = []
+    required: list[str] = []
+    mutated_names: list[str] = []
     pieces: list[tuple[str, str, bool]] = []  # (name, declaration, keyword-only)
     out_param: str | None = None
-    mutated = iter("abcdefghijklmnopqrstuvwxyz")
+    alias_sets = iter("abcdefghijklmnopqrstuvwxyz")
     for p in signature.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise SchemaUnavailable(f"it takes *{p.name} or **{p.name}")
@@ -103,6 +109,8 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         kind, optional = _schema_type(hints[p.name], p.name)
         if kind == "Tensor":
             tensors.append(p.name)
+        if p.default is p.empty:
+            required.append(p.name)
         if p.name in written:
             if kind != "Tensor":
                 raise SchemaUnavailable(f"it writes {p.name!r}, which is not a tensor")
@@ -113,7 +121,8 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
                     )
                 out_param = p.name
                 continue
-            kind = f"Tensor({next(mutated)}!)"
+            kind = f"Tensor({next(alias_sets)}!)"
+            mutated_names.append(p.name)
         text = f"{kind}{'?' if optional else ''} {p.name}"
         if p.default is not p.empty:
             text += f"={_default(p.default, p.name)}"
@@ -129,7 +138,16 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     if out_param is not None:
         out = _render(pieces, [f"Tensor(z!) {out_param}"], extra, "()")
     return OpSchema(
-        default, out, out_param, tuple(positional), tuple(keyword), tuple(tensors), returns, count
+        default,
+        out,
+        out_param,
+        tuple(positional),
+        tuple(keyword),
+        tuple(tensors),
+        tuple(required),
+        tuple(mutated_names),
+        returns,
+        count,
     )
 
 

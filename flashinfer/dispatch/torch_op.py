@@ -49,9 +49,9 @@ from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 __all__ = [
     "NAMESPACE",
     "TorchOp",
-    "build_torch_op",
     "register_api_op",
     "run_outside_dynamo",
+    "schema_of",
     "traced_call",
 ]
 
@@ -70,7 +70,8 @@ def operator_name(api_key: str) -> str:
     module, _, name = api_key.rpartition(".")
     if not (module == "flashinfer" or module.startswith("flashinfer.")) or "<" in api_key:
         spelled = "".join(
-            c if c.isalnum() or c == "_" else " " for c in api_key.replace("<locals>", "")
+            c if c.isascii() and (c.isalnum() or c == "_") else " "
+            for c in api_key.replace("<locals>", "")
         )
         name = "_".join(spelled.split()) or "op"
     if not name[0].isalpha():
@@ -105,13 +106,12 @@ class TorchOp:
         api_key: str,
         public: Callable[..., Any],
         func: Callable[..., Any],
-        params: ParameterList,
         schema: OpSchema,
         *,
+        dispatcher: bool,
         validate: Callable[[dict[str, Any]], None],
         fake: Callable[[dict[str, Any]], Any] | None,
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
-        extra_kwonly: str | None,
     ) -> None:
         self.api_key = api_key
         self.schema = schema
@@ -121,13 +121,12 @@ class TorchOp:
         self.default_name = f"{self.qualname}.default"
         self._validate = validate
         self._func = func
-        self._dispatcher = extra_kwonly is not None
-        self._fake = fake
+        self._dispatcher = dispatcher
         self.fake = fake  # the fake implementation, or None (see the class docstring)
         self._backward = backward
         # Every argument of the default overload, in schema order (autograd's inputs).
         self._names = [*schema.positional, *schema.keyword]
-        if extra_kwonly:
+        if dispatcher:
             self._names += ["backend", "skip_check"]
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")  # lives with the op
         self._register()
@@ -136,7 +135,7 @@ class TorchOp:
         self.default = packet.default
         self.out = packet.out if schema.out is not None else None
         self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
-        self.traceable = self._traceable(params, extra_kwonly)
+        self.traceable = self._traceable()
 
     # ---- registration --------------------------------------------------------------------
 
@@ -146,7 +145,7 @@ class TorchOp:
         lib.define(f"{name}{schema.default}")
         lib.impl(name, kernels["real"], "CompositeExplicitAutograd")
         lib.impl(name, kernels["autograd"], "Autograd")
-        if self._fake is not None:
+        if self.fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
@@ -154,7 +153,7 @@ class TorchOp:
             lib.define(f"{name}.out{schema.out}")
             lib.impl(f"{name}.out", kernels["real_out"], "CompositeExplicitAutograd")
             lib.impl(f"{name}.out", kernels["autograd_out"], "Autograd")
-            if self._fake is not None:
+            if self.fake is not None:
                 torch.library.register_fake(f"{self.qualname}.out", self._fake_out, lib=lib)
             else:
                 lib.impl(f"{name}.out", _no_metadata(f"{self.qualname}.out"), "Meta")
@@ -247,7 +246,7 @@ class TorchOp:
             overload = "out" if with_out else "default"
             names = f"({', '.join(repr(t) for t in own)},)"
             values = f"({', '.join(own)},)"
-            grads = self._backward is not None and not with_out and not _mutates(schema)
+            grads = self._backward is not None and not with_out and not schema.mutated
             lines = [f"    if _grad_on() and ({needs or 'False'}) and not _exporting():"]
             if grads:
                 ns["_Fn"] = self._function()
@@ -273,7 +272,7 @@ class TorchOp:
                 params(True), autograd(True), ns, role="autograd out kernel", api=self.api_key
             )
         self._kernel_ns = ns  # the overloads are set once registered (see __init__)
-        if self._fake is None:  # a compiled call breaks the graph and runs these eagerly
+        if self.fake is None:  # a compiled call breaks the graph and runs these eagerly
             for kernel in built.values():
                 run_outside_dynamo(kernel.__code__)
         return built
@@ -328,8 +327,8 @@ class TorchOp:
     def _fake_impl(self, *args: Any, **kwargs: Any) -> Any:
         values = self._values(args, kwargs)
         self._validate(values)
-        assert self._fake is not None
-        result = self._fake(values)
+        assert self.fake is not None
+        result = self.fake(values)
         if self.schema.returns == "tensor":
             return _contiguous_like(result)
         if self.schema.returns == "tensors":
@@ -341,10 +340,11 @@ class TorchOp:
 
     # ---- the function compilers inline ---------------------------------------------------
 
-    def _traceable(self, params: ParameterList, extra_kwonly: str | None) -> Callable[..., Any]:
+    def _traceable(self) -> Callable[..., Any]:
         """The API's parameter list, calling the operator: ``out=`` given, the ``out``
         overload (the API returns ``out``); otherwise the default one."""
         ns = module_namespace(self.api_key, "traceable")
+        params = ParameterList(self._func, omit=("skip_check",) if self._dispatcher else ())
         ns["_default"], ns["_out"] = self.default, self.out
         schema = self.schema
 
@@ -353,7 +353,7 @@ class TorchOp:
             kws = [f"{n}={n}" for n in schema.keyword]
             if out:
                 kws.append(f"{schema.out_param}={schema.out_param}")
-            if extra_kwonly:  # backend and skip_check
+            if self._dispatcher:  # backend and skip_check
                 kws += ["backend=backend", "skip_check=skip_check"]
             return f"{target}({', '.join(filter(None, [pos, *kws]))})"
 
@@ -368,8 +368,9 @@ class TorchOp:
             lines += [f"    {call('_default', False)}", "    return None"]
         else:
             lines.append(f"    return {call('_default', False)}")
+        extra = "skip_check=False" if self._dispatcher else None
         return compile_function(
-            params.def_params(ns, extra_kwonly), lines, ns, role="traceable", api=self.api_key
+            params.def_params(ns, extra), lines, ns, role="traceable", api=self.api_key
         )
 
 
@@ -405,10 +406,6 @@ def _no_metadata(overload: str) -> Callable[..., Any]:
         raise NotImplementedError(message)
 
     return kernel
-
-
-def _mutates(schema: OpSchema) -> bool:
-    return "!)" in schema.default
 
 
 def _fresh(result: Any, inputs: Iterable[torch.Tensor]) -> Any:
@@ -466,53 +463,24 @@ def register_api_op(
     the signature has no schema (say why in the API, or do not register one)."""
     func = getattr(public, "__wrapped__", public)
     key = f"{func.__module__}.{func.__qualname__}"
-    written = tuple(overlap.written) if overlap is not None else ()
-    op, reason = build_torch_op(
-        key,
-        public,
-        func,
-        written,
-        dispatcher=False,
-        validate=validate,
-        fake=fake,
-        backward=backward,
-    )
-    if op is None:
+    schema, reason = schema_of(key, func, overlap, dispatcher=False)
+    if schema is None:
         raise TypeError(reason)
+    op = TorchOp(
+        key, public, func, schema, dispatcher=False, validate=validate, fake=fake, backward=backward
+    )
     public._torchdynamo_inline = op.traceable  # type: ignore[attr-defined]
     return op
 
 
-def build_torch_op(
-    api_key: str,
-    public: Callable[..., Any],
-    func: Callable[..., Any],
-    written: Iterable[str],
-    *,
-    dispatcher: bool,
-    validate: Callable[[dict[str, Any]], None],
-    fake: Callable[[dict[str, Any]], Any] | None,
-    backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
-) -> tuple[TorchOp | None, str | None]:
-    """The operator of an API, or ``None`` and why there is none (its signature has no
-    schema).  ``func`` is the API's own function (its annotations); ``public`` what users
-    call."""
+def schema_of(
+    api_key: str, func: Callable[..., Any], overlap: Any, *, dispatcher: bool
+) -> tuple[OpSchema | None, str | None]:
+    """The schema of an API's operator (``func``: the API's own function, its annotations;
+    ``overlap``: its overlap rule or None, whose written arguments are mutated), or ``None``
+    and why it has none, as a sentence."""
+    written = frozenset(overlap.written) if overlap is not None else frozenset()
     try:
-        schema = op_schema(func, frozenset(written), dispatcher=dispatcher)
+        return op_schema(func, written, dispatcher=dispatcher), None
     except SchemaUnavailable as exc:
         return None, f"{api_key} has no torch operator: {exc}"
-    omit = ("skip_check",) if dispatcher else ()
-    params = ParameterList(func, omit=omit)
-    extra = "skip_check=False" if dispatcher else None
-    op = TorchOp(
-        api_key,
-        public,
-        func,
-        params,
-        schema,
-        validate=validate,
-        fake=fake,
-        backward=backward,
-        extra_kwonly=extra,
-    )
-    return op, None

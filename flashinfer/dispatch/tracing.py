@@ -25,40 +25,40 @@ from typing import Any
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.codegen import render_call
 from flashinfer.dispatch.families import TORCH, family_of
-from flashinfer.dispatch.torch_op import build_torch_op, run_outside_dynamo
+from flashinfer.dispatch.torch_op import TorchOp, run_outside_dynamo
 
 __all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
 
 
 def attach_torch_op(
     op: Any,
-    overlap: Any,
     fake: Callable[..., Any] | None,
     backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
 ) -> None:
-    """Build ``op``'s operator and hand it to its generated code (``_traceable``) and to
-    Dynamo (``op.function._torchdynamo_inline``); ``op.torch_op`` is it, or None with
-    ``op.torch_op_reason`` saying why."""
-    written = tuple(overlap.written) if overlap is not None else ()
-    torch_op, reason = build_torch_op(
+    """Build ``op``'s operator from its schema (``op.torch_schema``) and hand it to its
+    generated code (``_traceable``) and to Dynamo (``op.function._torchdynamo_inline``):
+    ``op.torch_op``.  An op without a schema keeps ``op.torch_op`` None and is marked so
+    that Dynamo calls it eagerly."""
+    schema = op.torch_schema
+    if schema is None:
+        op._ns["_traced"] = _never
+        # Dynamo does not inline a function so marked (torch.compiler.disable's mark): a
+        # compiled call breaks the graph there and runs the dispatcher eagerly.
+        op.function._torchdynamo_disable = True
+        op.function._torchdynamo_disable_msg = op.torch_op_reason
+        _eager_only(op.function)
+        return
+    torch_op = TorchOp(
         op.api_key,
         op.function,
         op.__wrapped__,
-        written,
+        schema,
         dispatcher=True,
         validate=lambda values: metadata_checks(op, values),
         fake=_fake_for(op, fake),
         backward=backward,
     )
-    op.torch_op, op.torch_op_reason = torch_op, reason
-    if torch_op is None:
-        op._ns["_traced"] = _never
-        # Dynamo does not inline a function so marked (torch.compiler.disable's mark): a
-        # compiled call breaks the graph there and runs the dispatcher eagerly.
-        op.function._torchdynamo_disable = True
-        op.function._torchdynamo_disable_msg = reason
-        _eager_only(op.function)
-        return
+    op.torch_op = torch_op
     op._ns["_traceable"] = torch_op.traceable
     if torch_op.fake is None:  # meta and fake calls run the dispatcher, as they always did
         op._ns["_traced"] = _never
@@ -142,9 +142,11 @@ def route_lines(op: Any, where: str) -> list[str]:
     and functional tensors are routed but meta ones run the backend, as everything that
     call skips is skipped) or ``"uncached"`` (a call the verdict cache could not key:
     already the slow path)."""
-    tensors = _tensor_parameters(op)
-    if not tensors:
+    schema = op.torch_schema
+    required = [t for t in schema.tensors if t in schema.required] if schema else []
+    if not required:  # no tensor a call always passes: nothing cheap to test first
         return []
+    tensors = required + [t for t in schema.tensors if t not in required]
     call = render_call("_traceable", op._specs["__func__"])[:-1] + ", skip_check=skip_check)"
     test = f"_traced({', '.join(tensors)})"
     first = tensors[0]
@@ -153,25 +155,3 @@ def route_lines(op: Any, where: str) -> list[str]:
     elif where == "unchecked":
         test = f"_type({first}) is not _Tensor and {test}"
     return [f"    if {test}:", f"        return {call}"]
-
-
-def _tensor_parameters(op: Any) -> list[str]:
-    """The API's parameters annotated as tensors, required ones first (the pre-test reads
-    the first, which a call always passes)."""
-    import inspect
-    import typing
-
-    import torch
-
-    try:
-        hints = typing.get_type_hints(op.__wrapped__)
-    except Exception:
-        return []
-    required, optional = [], []
-    for p in inspect.signature(op.__wrapped__).parameters.values():
-        hint = hints.get(p.name)
-        if hint is torch.Tensor and p.default is p.empty:
-            required.append(p.name)
-        elif hint is not None and torch.Tensor in typing.get_args(hint):
-            optional.append(p.name)
-    return required + optional if required else []
