@@ -42,15 +42,16 @@ TEST_BUDGET_S = 0.002
 def clean_tuner(
     warmup: int, repeat: int, budget_s: float | None = TEST_BUDGET_S
 ) -> Iterator[AutoTuner]:
-    """The autotuner with these timings and no tuned results; both restored on exit."""
+    """The autotuner with these timings and no tuned results; both, and the switch margin
+    (a test may change it), restored on exit."""
     tuner = AutoTuner.get()
-    saved = (tuner.warmup, tuner.repeat, tuner.budget_s)
+    saved = (tuner.warmup, tuner.repeat, tuner.budget_s, tuner.switch_margin)
     tuner.warmup, tuner.repeat, tuner.budget_s = warmup, repeat, budget_s
     tuner.clear()
     try:
         yield tuner
     finally:
-        tuner.warmup, tuner.repeat, tuner.budget_s = saved
+        tuner.warmup, tuner.repeat, tuner.budget_s, tuner.switch_margin = saved
         tuner.clear()
 
 

@@ -28,9 +28,7 @@ from flashinfer.cli import main
 @pytest.fixture(autouse=True)
 def tuner():
     with clean_tuner(warmup=0, repeat=1) as tuner:
-        saved = tuner.switch_margin
         yield tuner
-        tuner.switch_margin = saved
 
 
 def test_the_default_margin_is_the_documented_constant(tuner):
