@@ -18,7 +18,7 @@ if not _HAS_CUDA:
 import pytest  # noqa: E402
 
 import flashinfer  # noqa: E402
-import flashinfer.dispatch.registry as registry  # noqa: E402
+import flashinfer.gating.op_registry as registry  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

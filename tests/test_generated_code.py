@@ -2,7 +2,7 @@
 
 Every kind of code the package generates (the dispatcher's fast path and its
 ``skip_check=True, backend="auto"`` variant, the experimental API wrapper, the autotuner's
-router and its key reader) is compiled by ``flashinfer.dispatch.codegen.compile_function``, which
+router and its key reader) is compiled by ``flashinfer.codegen.compiler.compile_function``, which
 registers the source in ``linecache`` under a filename of its own and names the function
 for its API and role.  Each kind here has an exception raised through it; the tests read
 the generated frame as a user would meet it.
@@ -33,7 +33,7 @@ import flashinfer
 from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.autotuner.keys import exact_signature
 from flashinfer.backend_dispatch import backend_requirement
-from flashinfer.dispatch.codegen import compile_function
+from flashinfer.codegen.compiler import compile_function
 
 PACKAGE = Path(flashinfer.__file__).parent
 GENERATED = "<flashinfer generated "
@@ -310,11 +310,11 @@ def test_names_the_generated_code_uses_are_never_taken():
 
 
 def test_compile_function_is_the_only_exec_in_the_package():
-    """Every generated function goes through dispatch.codegen.compile_function, so all of them
+    """Every generated function goes through codegen.compiler.compile_function, so all of them
     get their source registered and their role named."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == PACKAGE / "dispatch" / "codegen.py":
+        if path == PACKAGE / "codegen" / "compiler.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import flashinfer
-import flashinfer.dispatch.registry as registry
+import flashinfer.gating.op_registry as registry
 import flashinfer.gating.records as api_records
 from flashinfer.api_logging import api_inventory, flashinfer_experimental_api
 from flashinfer.api_modules import API_MODULES

@@ -48,8 +48,8 @@ from flashinfer.autotuner._key_inputs import (
     in_key,
     key_value,
 )
+from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.dispatch.capability import device_capability
-from flashinfer.dispatch.codegen import compile_function, module_namespace
 from flashinfer.dispatch.families import dtype_name
 from flashinfer.kernels import next_positive_power_of_2
 

@@ -39,7 +39,7 @@ from flashinfer.autotuner._state import tuning_now
 from flashinfer.autotuner._stats import CallCounter
 from flashinfer.autotuner._types import Choice, TunableOp, TunableRunner
 from flashinfer.autotuner.keys import Key, make_key, pattern_reads
-from flashinfer.dispatch.codegen import compile_function, module_namespace
+from flashinfer.codegen.compiler import compile_function, module_namespace
 
 __all__ = ["MAX_PATTERNS", "RoutedTuner", "Router", "RouteEntry"]
 

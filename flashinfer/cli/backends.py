@@ -120,7 +120,7 @@ def _runnable(op: Any, backend: str, cc: int | None) -> tuple[bool | None, str |
 def backends_report() -> dict[str, Any]:
     """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
     from flashinfer.api_modules import load_api_modules
-    from flashinfer.dispatch.op import registered_ops
+    from flashinfer.gating.op_registry import registered_ops
     from flashinfer.gating.records import api_inventory
     from flashinfer.kernels.availability import triton_imported_interpreted
 

@@ -2,20 +2,19 @@
 (``flashinfer.backend_families`` and ``flashinfer.aliasing`` for the families and the overlap
 rules).
 
-Imports flow one way, each module only from those above it:
+Imports flow one way, each module only from those above it (code generation is the leaf
+package ``flashinfer.codegen``; the op registry is ``flashinfer.gating.op_registry``):
 
-- ``codegen``: the one compiler of generated code (the package's only ``exec``).
 - ``overlap``: :class:`OverlapRule`, whether an op's written tensors may overlap.
 - ``families``: what the torch and Triton backend families support, as data.
 - ``errors``: the exceptions a call raises.
-- ``markers``: the marks a backend's support checker carries (capabilities, experimental).
+- ``markers``: the compute capabilities a backend's support checker declares.
 - ``capability``: the compute capability of a call and what a checker's marks say about it.
 - ``results``: what a check may return (a checker: a bool; a heuristic: a list of names),
   and the error naming a check that returns anything else.
 - ``call_specs``: how to call a checker or the heuristic with the API's arguments.
 - ``thread_state``: each thread's record of its last ``"auto"`` call (and of the call whose
   body runs, for calls nested in it).
-- ``registry``: every op built, by qualified name (the one way to find the ops).
 - ``tuner_view``: what the dispatcher may ask the autotuner, without importing it.
 - ``backend_names``: API and backend names as users write them, checked.
 - ``restrictions``: ``use_backends`` and ``FLASHINFER_BACKENDS``: what ``"auto"`` may use.
@@ -28,5 +27,5 @@ Imports flow one way, each module only from those above it:
 - ``emitter``: the source of the generated fast path.
 - ``explain``: ``op.explain()``, what an ``"auto"`` call would do and why.
 - ``op``: :class:`BackendRequirementOp` (routing, upstream's query API), recorded in
-  ``registry`` when built.
+  ``flashinfer.gating.op_registry`` when built.
 """

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flashinfer.api_modules import API_MODULES, load_api_modules
-from flashinfer.dispatch.registry import registered_ops
+from flashinfer.gating.op_registry import registered_ops
 
 __all__ = [
     "ENV_FORMAT",

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flashinfer.dispatch.codegen import _POSITIONAL, CallSpec, ParameterList
+from flashinfer.codegen.compiler import _POSITIONAL, CallSpec, ParameterList
 from flashinfer.dispatch.results import heuristic_names
 
 __all__ = ["checker_spec", "filter_heuristic", "invoke"]

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from flashinfer.codegen.compiler import compile_function, module_namespace, render_call
 from flashinfer.dispatch.capability import _CUDA, capability_reason, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
-from flashinfer.dispatch.codegen import compile_function, module_namespace, render_call
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
 from flashinfer.dispatch.torch_op import traced_call

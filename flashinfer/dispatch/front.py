@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from flashinfer.dispatch.codegen import compile_function, render_call
+from flashinfer.codegen.compiler import compile_function, render_call
 from flashinfer.dispatch.emitter import body_call, explicit_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import (

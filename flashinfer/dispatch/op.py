@@ -19,11 +19,11 @@ from flashinfer.dispatch.emitter import emit_fast_path
 from flashinfer.dispatch.explain import Explanation, explain_call
 from flashinfer.dispatch.front import Front
 from flashinfer.dispatch.reference import ReferenceDispatcher
-from flashinfer.dispatch.registry import register_op, registered_ops
 from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
 from flashinfer.dispatch.torch_op import TorchOp, schema_of
 from flashinfer.dispatch.tracing import attach_torch_op
 from flashinfer.dispatch.verdicts import VerdictCache
+from flashinfer.gating.op_registry import register_op, registered_ops
 
 __all__ = ["BackendRequirementOp", "registered_ops"]
 

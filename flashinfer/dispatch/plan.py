@@ -23,14 +23,14 @@ from typing import Any
 
 import torch
 
-from flashinfer.dispatch.call_specs import checker_spec, filter_heuristic, invoke
-from flashinfer.dispatch.codegen import (
+from flashinfer.codegen.compiler import (
     CallSpec,
     ParameterList,
     compile_function,
     module_namespace,
     render_call,
 )
+from flashinfer.dispatch.call_specs import checker_spec, filter_heuristic, invoke
 from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
 from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
 from flashinfer.dispatch.results import check_verdict

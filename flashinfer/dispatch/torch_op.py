@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from flashinfer.dispatch.codegen import ParameterList, compile_function, module_namespace
+from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 
 __all__ = [

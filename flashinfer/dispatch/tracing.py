@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flashinfer.codegen.compiler import render_call
 from flashinfer.dispatch.capability import find_compute_capability
-from flashinfer.dispatch.codegen import render_call
 from flashinfer.dispatch.families import TORCH, family_of
 from flashinfer.dispatch.torch_op import TorchOp, run_outside_dynamo
 

@@ -2,7 +2,7 @@
 
 A frame is flashinfer's own when its module is ``flashinfer`` or ``flashinfer.<anything>``
 (every module of the package, private ones included, and generated code, which runs in
-``flashinfer._generated``), or is ``wrapt``'s or ``functools``'.
+``flashinfer.codegen.generated``), or is ``wrapt``'s or ``functools``'.
 """
 
 from __future__ import annotations

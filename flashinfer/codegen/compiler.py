@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
-from flashinfer.dispatch import generated as _generated_package
+from flashinfer.codegen import generated as _generated_package
 
 __all__ = [
     "GENERATED_PACKAGE",
@@ -36,7 +36,7 @@ __all__ = [
     "render_call",
 ]
 
-GENERATED_PACKAGE = "flashinfer.dispatch.generated"
+GENERATED_PACKAGE = "flashinfer.codegen.generated"
 """The module under which each generated namespace is a module of its own."""
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -181,9 +181,9 @@ _modules_given: dict[str, int] = {}
 
 def module_namespace(api: str, role: str) -> dict[str, Any]:
     """A new, empty module namespace for generated code: the ``__dict__`` of a module
-    registered in :data:`sys.modules` as ``flashinfer.dispatch.generated.<name>``
+    registered in :data:`sys.modules` as ``flashinfer.codegen.generated.<name>``
     (``..._rmsnorm_dispatcher``, numbered from the second), and set as that attribute of
-    :mod:`flashinfer.dispatch.generated`.
+    :mod:`flashinfer.codegen.generated`.
 
     The globals of generated code are a real, importable module: a tool that finds a
     function's globals by its ``__module__`` or its frame's ``__name__`` (Dynamo builds its
