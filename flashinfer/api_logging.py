@@ -10,9 +10,9 @@ The gate for *automatic* selection of experimental backends is
 ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS``; it is read at call time by
 :func:`experimental_auto_backends_allowed`.  Explicit opt-ins never read it.
 
-This module is the public face: it re-exports names from the modules that do each job
-(``_stacklevel``, ``_experimental_gate``, ``_experimental_warnings``, ``_api_records``,
-``_stable_marker``, ``_experimental_marker``) and keeps upstream's private aliases.
+This module is the public face: it re-exports names from the modules of ``flashinfer.gating``
+that do each job (``stacklevel``, ``gate``, ``warn_once``, ``records``, ``stable_marker``,
+``experimental_marker``) and keeps upstream's private aliases.
 ``ExperimentalWarning`` names this module as its ``__module__``, which warning filters match.
 """
 

@@ -26,8 +26,8 @@ from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.declarations import Backend, ImplementationTable
 from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
 from flashinfer.dispatch.explain import BackendVerdict, Explanation
-from flashinfer.dispatch.markers import experimental_backend, supported_compute_capability
-from flashinfer.dispatch.op import BackendRequirementOp, registered_ops
+from flashinfer.dispatch.markers import supported_compute_capability
+from flashinfer.dispatch.op import BackendRequirementOp
 from flashinfer.dispatch.overlap import OverlapRule
 from flashinfer.dispatch.restrictions import use_backends
 from flashinfer.dispatch.thread_state import PerThreadList
@@ -38,6 +38,8 @@ from flashinfer.dispatch.verdicts import (
     reads_environment,
     reads_tensor_data,
 )
+from flashinfer.gating.experimental_marker import experimental_backend
+from flashinfer.gating.op_registry import registered_ops
 
 __all__ = [
     "Backend",
@@ -66,7 +68,7 @@ R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
 
-# Defined here, not in _dispatch: type checkers name a type by the module that defines it.
+# Defined here, not in flashinfer.dispatch: type checkers name a type by its defining module.
 class BackendOp(Protocol[P, R_co]):
     """What :func:`backend_requirement` returns, as a type checker sees it.
 

@@ -1,18 +1,17 @@
-"""The marks a backend's support checker carries: its compute capabilities, and whether the
-backend is experimental.
+"""The compute capabilities a backend's support checker declares.
 
-Both decorators return the checker itself with attributes set (no wrapper, so no call
-overhead); the dispatcher reads the marks once, at decoration (see ``capability``).
+The decorator returns the checker itself with attributes set (no wrapper, so no call
+overhead); the dispatcher reads the marks once, at decoration (see ``capability``).  The
+other mark a checker carries, ``@experimental_backend``, is the gate's
+(``flashinfer.gating.experimental_marker``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
-from flashinfer.gating.records import feature_of_module, given_name, make_experimental_info
-
-__all__ = ["experimental_backend", "supported_compute_capability"]
+__all__ = ["supported_compute_capability"]
 
 C = TypeVar("C", bound=Callable[..., Any])
 
@@ -51,60 +50,3 @@ def supported_compute_capability(
         return checker
 
     return decorator
-
-
-@overload
-def experimental_backend(checker: C, /) -> C: ...
-
-
-@overload
-def experimental_backend(
-    checker: None = None,
-    /,
-    *,
-    owner: str | None = None,
-    tracking_issue: str | int | None = None,
-    graduate_by: str | None = None,
-    feature: str | None = None,
-) -> Callable[[C], C]: ...
-
-
-def experimental_backend(
-    checker: Any = None,
-    /,
-    *,
-    owner: str | None = None,
-    tracking_issue: str | int | None = None,
-    graduate_by: str | None = None,
-    feature: str | None = None,
-) -> Any:
-    """Mark a backend's support checker as experimental and return it.
-
-    An experimental backend runs when named (``backend="name"``, warning once per API and
-    backend) and is skipped by ``backend="auto"`` unless
-    ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``.  Composes with
-    :func:`supported_compute_capability` in either order.  Used bare or with lifecycle
-    metadata: ``owner="@handle"`` (a person), ``tracking_issue=`` (an issue number or URL),
-    ``graduate_by="YYYY-MM-DD"``.  ``feature=`` names the feature in listings; by default it
-    is the folder of ``flashinfer/experimental/<feature>/support.py`` where the checker
-    lives (elsewhere: the checker's qualified name).  Malformed metadata never raises: it
-    is recorded and warned about once (``ExperimentalMetadataWarning``), and the lifecycle
-    check fails in CI.
-    """
-
-    def mark(fn: C) -> C:
-        module = getattr(fn, "__module__", None)
-        module = module if isinstance(module, str) else ""
-        qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-        name = (
-            feature if given_name(feature) else feature_of_module(module) or f"{module}.{qualname}"
-        )
-        fn.experimental_info = make_experimental_info(  # type: ignore[attr-defined]
-            name, owner, tracking_issue, graduate_by, marked=fn
-        )
-        fn.is_experimental_backend = True  # type: ignore[attr-defined]
-        return fn
-
-    if checker is None:
-        return mark
-    return mark(checker)

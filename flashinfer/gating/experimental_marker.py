@@ -1,19 +1,22 @@
-"""``@flashinfer_experimental_api``: mark a function, method or class as experimental.
+"""The experimental markers: ``@flashinfer_experimental_api`` and ``@experimental_backend``.
 
-The marked API always runs and warns once: functions (``async def``, generators and async
+``@flashinfer_experimental_api`` marks a function, method or class as experimental: the
+marked API always runs and warns once; functions (``async def``, generators and async
 generators included) are wrapped by generated code of the same kind, classes by a
-``__new__`` wrapper.  Re-exported by ``flashinfer.api_logging`` (upstream's import path).
+``__new__`` wrapper.  ``@experimental_backend`` marks a backend's support checker.  Both take
+the fields of :class:`~flashinfer.gating.records.ExperimentalInfo` as keywords (checked
+against it, never repeated here).  Re-exported by ``flashinfer.api_logging`` and
+``flashinfer.backend_dispatch`` (upstream's import paths).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from flashinfer.dispatch.codegen import (
+from flashinfer.codegen.compiler import (
     ParameterList,
     compile_function,
     module_namespace,
@@ -22,13 +25,16 @@ from flashinfer.dispatch.codegen import (
 from flashinfer.gating.messages import experimental_api_banner, experimental_api_used
 from flashinfer.gating.records import (
     ExperimentalInfo,
+    MetadataValue,
+    check_metadata_names,
+    feature_of_module,
     given_name,
     make_experimental_info,
     record_api,
 )
 from flashinfer.gating.warn_once import issue_experimental_warning, new_once_flag
 
-__all__ = ["experimental_api", "flashinfer_experimental_api"]
+__all__ = ["experimental_api", "experimental_backend", "flashinfer_experimental_api"]
 
 # What the experimental marker accepts and gives back unchanged in type: a function (its
 # parameters, return type and overloads stay visible to a type checker), a class (still
@@ -231,24 +237,10 @@ def flashinfer_experimental_api(func: _Marked, /) -> _Marked: ...
 
 
 @overload
-def flashinfer_experimental_api(
-    *,
-    feature: str | None = None,
-    owner: str | None = None,
-    tracking_issue: str | int | None = None,
-    graduate_by: str | _dt.date | None = None,
-) -> Callable[[_Marked], _Marked]: ...
+def flashinfer_experimental_api(**metadata: MetadataValue) -> Callable[[_Marked], _Marked]: ...
 
 
-def flashinfer_experimental_api(
-    func: Any = None,
-    /,
-    *,
-    feature: str | None = None,
-    owner: str | None = None,
-    tracking_issue: str | int | None = None,
-    graduate_by: str | _dt.date | None = None,
-) -> Any:
+def flashinfer_experimental_api(func: Any = None, /, **metadata: MetadataValue) -> Any:
     """Mark a public function, method or class as an experimental API.
 
     Use bare (``@flashinfer_experimental_api``) or with arguments
@@ -276,9 +268,12 @@ def flashinfer_experimental_api(
     and overloads, a class stays the class.  It never reads the gate variable.
     """
 
+    check_metadata_names("flashinfer_experimental_api", metadata)
+
     def make_info(obj: Any) -> ExperimentalInfo:  # checked when applied, per object
-        named = feature if given_name(feature) else obj.__qualname__
-        return make_experimental_info(named, owner, tracking_issue, graduate_by, marked=obj)
+        named = metadata.get("feature")
+        named = named if given_name(named) else obj.__qualname__
+        return make_experimental_info(marked=obj, **{**metadata, "feature": named})
 
     if func is None:
         return lambda obj: _experimental(obj, make_info)
@@ -286,3 +281,57 @@ def flashinfer_experimental_api(
 
 
 experimental_api = flashinfer_experimental_api
+
+
+# -- @experimental_backend ---------------------------------------------------------------------
+
+C = TypeVar("C", bound=Callable[..., Any])
+
+
+@overload
+def experimental_backend(checker: C, /) -> C: ...
+
+
+@overload
+def experimental_backend(
+    checker: None = None, /, **metadata: MetadataValue
+) -> Callable[[C], C]: ...
+
+
+def experimental_backend(checker: Any = None, /, **metadata: MetadataValue) -> Any:
+    """Mark a backend's support checker as experimental and return it.
+
+    An experimental backend runs when named (``backend="name"``, warning once per API and
+    backend) and is skipped by ``backend="auto"`` unless
+    ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``.  Composes with
+    ``supported_compute_capability`` in either order.  Used bare or with lifecycle
+    metadata, the fields of :class:`~flashinfer.api_logging.ExperimentalInfo`:
+    ``owner="@handle"`` (a person), ``tracking_issue=`` (an issue number or URL),
+    ``graduate_by="YYYY-MM-DD"``.  ``feature=`` names the feature in listings; by default it
+    is the folder of ``flashinfer/experimental/<feature>/support.py`` where the checker
+    lives (elsewhere: the checker's qualified name).  Malformed metadata never raises: it
+    is recorded and warned about once (``ExperimentalMetadataWarning``), and the lifecycle
+    check fails in CI; an unknown keyword is a ``TypeError`` naming it.
+
+    Returns the checker itself with attributes set (no wrapper, so no call overhead); the
+    dispatcher reads the marks once, at decoration.
+    """
+    check_metadata_names("experimental_backend", metadata)
+
+    def mark(fn: C) -> C:
+        module = getattr(fn, "__module__", None)
+        module = module if isinstance(module, str) else ""
+        qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        feature = metadata.get("feature")
+        name = (
+            feature if given_name(feature) else feature_of_module(module) or f"{module}.{qualname}"
+        )
+        fn.experimental_info = make_experimental_info(  # type: ignore[attr-defined]
+            marked=fn, **{**metadata, "feature": name}
+        )
+        fn.is_experimental_backend = True  # type: ignore[attr-defined]
+        return fn
+
+    if checker is None:
+        return mark
+    return mark(checker)

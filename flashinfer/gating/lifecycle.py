@@ -34,13 +34,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flashinfer.api_modules import load_api_modules
-from flashinfer.dispatch.op import registered_ops
+from flashinfer.gating.op_registry import registered_ops
 from flashinfer.gating.records import (
     ExperimentalInfo,
     ExperimentalMetadataWarning,
     api_inventory,
     as_text,
     make_experimental_info,
+    metadata_fields,
+    metadata_names,
+    record_metadata,
     shown,
 )
 
@@ -91,7 +94,8 @@ class ExperimentalFeature:
     info: ExperimentalInfo
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (texts, and dates as ``YYYY-MM-DD``), whatever the metadata."""
+        """A JSON-ready view (texts, and dates as ``YYYY-MM-DD``), whatever the metadata:
+        the entry's place, then each metadata field of :class:`ExperimentalInfo`."""
         info = checked_info(self.info)
         return {
             "kind": as_text(self.kind),
@@ -99,11 +103,17 @@ class ExperimentalFeature:
             "module": as_text(self.module),
             "api": as_text(self.api),
             "backend": None if self.backend is None else as_text(self.backend),
-            "feature": info.feature,
-            "owner": info.owner,
-            "tracking_issue": info.tracking_issue,
-            "graduate_by": None if info.graduate_by is None else info.graduate_by.isoformat(),
+            **{name: _json_value(getattr(info, name)) for name in metadata_names()},
         }
+
+
+def _json_value(value: object) -> str | None:
+    """A recorded metadata value as JSON text: a date as ``YYYY-MM-DD``."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    return as_text(value)
 
 
 def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
@@ -112,29 +122,24 @@ def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
     other types is checked again as a marker would check them (what is malformed joins its
     problems), so that the listing and the lifecycle check never fail on it."""
     problems = info.problems
+    given = {name: getattr(info, name) for name in metadata_names()}
+    recorded, _ = record_metadata(given)
+    # Recorded as a marker records (each value what recording it gives back, the very
+    # object): kept as it is, so a hand-built info of well-typed values is not re-judged.
     well_formed = (
-        isinstance(info.feature, str)
-        and (info.owner is None or isinstance(info.owner, str))
-        and (info.tracking_issue is None or isinstance(info.tracking_issue, str))
-        and (
-            info.graduate_by is None
-            or (
-                isinstance(info.graduate_by, _dt.date)
-                and not isinstance(info.graduate_by, _dt.datetime)
-            )
-        )
+        all(recorded[name] is value for name, value in given.items())
         and isinstance(problems, tuple)
         and all(isinstance(p, str) for p in problems)
     )
     if well_formed:
         return info
-    again = make_experimental_info(info.feature, info.owner, info.tracking_issue, info.graduate_by)
     if problems is None:
         earlier: tuple[str, ...] = ()
     elif isinstance(problems, (tuple, list)):
         earlier = tuple(as_text(p) for p in problems)
     else:
         earlier = (as_text(problems),)
+    again = make_experimental_info(**given)
     return replace(again, problems=tuple(dict.fromkeys(earlier + again.problems)))
 
 
@@ -230,17 +235,16 @@ def lifecycle_problems(
 
 
 def _missing(info: ExperimentalInfo) -> list[str]:
-    """What ``info`` lacks (a malformed value was recorded as a problem, not as missing)."""
+    """What ``info`` lacks of the fields :class:`ExperimentalInfo` declares required (a
+    malformed value was recorded as a problem, not as missing)."""
     found = []
-    if not (info.owner or "").strip():
-        found.append("no owner; pass owner='@handle' (the person who answers for it)")
-    if not (info.tracking_issue or "").strip():
-        found.append("no tracking issue; pass tracking_issue=<issue number or URL>")
-    if info.graduate_by is None and not any(p.startswith("graduate_by") for p in info.problems):
-        found.append(
-            "no graduate_by date; pass graduate_by='YYYY-MM-DD', at most "
-            f"{GRADUATION_HORIZON_MONTHS} months ahead"
-        )
+    for f in metadata_fields():
+        missing = f.metadata["missing"]
+        value = getattr(info, f.name)
+        empty = value is None or (isinstance(value, str) and not value.strip())
+        judged = any(p.startswith(f"{f.name} ") for p in info.problems)
+        if missing is not None and empty and not judged:
+            found.append(missing.format(horizon=GRADUATION_HORIZON_MONTHS))
     return found
 
 
@@ -285,7 +289,8 @@ def format_listing(features: Sequence[ExperimentalFeature]) -> str:
     view, :meth:`ExperimentalFeature.as_dict`, has it whole)."""
     if not features:
         return "No experimental APIs or backends are defined."
-    header = ("KIND", "NAME", "FEATURE", "OWNER", "TRACKING ISSUE", "GRADUATE BY")
+    names = metadata_names()
+    header = ("KIND", "NAME", *(name.upper().replace("_", " ") for name in names))
     rows = [header]
     for f in features:
         info = checked_info(f.info)
@@ -293,10 +298,7 @@ def format_listing(features: Sequence[ExperimentalFeature]) -> str:
             (
                 _cell(as_text(f.kind), cut=False),
                 _cell(as_text(f.name), cut=False),
-                _cell(info.feature),
-                _cell(info.owner),
-                _cell(info.tracking_issue),
-                info.graduate_by.isoformat() if info.graduate_by else "-",
+                *(_cell(_json_value(getattr(info, name))) for name in names),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -17,9 +17,11 @@ fails in CI naming it.
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import inspect
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 __all__ = [
@@ -27,8 +29,10 @@ __all__ = [
     "ExperimentalInfo",
     "ExperimentalMetadataWarning",
     "TEAM_HANDLE_PREFIX",
+    "MetadataValue",
     "api_inventory",
     "as_text",
+    "check_metadata_names",
     "feature_of_module",
     "feature_problem",
     "given_name",
@@ -36,9 +40,12 @@ __all__ = [
     "graduate_by_problem",
     "inventory",
     "make_experimental_info",
+    "metadata_fields",
+    "metadata_names",
     "owner_problem",
     "qualified_name",
     "record_api",
+    "record_metadata",
     "shown",
     "tracking_issue_problem",
 ]
@@ -97,23 +104,6 @@ class ExperimentalMetadataWarning(UserWarning):
     still not stopped (the record stays and CI still fails): a stable API must stay
     importable whatever its experimental backends declare.
     """
-
-
-@dataclass(frozen=True)
-class ExperimentalInfo:
-    """Lifecycle metadata of an experimental API or backend.
-
-    ``owner`` and ``tracking_issue`` are kept as given (as text); ``graduate_by`` is the
-    date, or ``None`` when none was given or it was malformed.  ``problems`` lists what was
-    malformed when the marker was applied, one phrase each (empty when all is well); what
-    is *missing*, or a date too far ahead or past, is the lifecycle check's to say.
-    """
-
-    feature: str
-    owner: str | None = None
-    tracking_issue: str | None = None
-    graduate_by: _dt.date | None = None
-    problems: tuple[str, ...] = ()
 
 
 def owner_problem(owner: object) -> str | None:
@@ -268,35 +258,148 @@ def feature_of_module(module: str) -> str | None:
     return module[len(EXPERIMENTAL_PACKAGE) + 1 :].split(".", 1)[0] or None
 
 
+# -- the one type of experimental metadata -----------------------------------------------------
+
+MetadataValue = str | int | _dt.date | None
+"""What a marker's metadata keyword may be given (a malformed value is recorded, not refused)."""
+
+# How a field's given value is recorded: ``(recorded value, problem or None)``.
+Recorder = Callable[[object], tuple[object, "str | None"]]
+
+
+def _as_text(problem_of: Callable[[object], str | None]) -> Recorder:
+    """Record a value as text (``None`` stays ``None``), judged by ``problem_of``."""
+
+    def record(value: object) -> tuple[object, str | None]:
+        return (None if value is None else as_text(value)), problem_of(value)
+
+    return record
+
+
+def _no_problem(value: object) -> None:
+    return None
+
+
+# A field declared with no rule of its own: text, never a problem.
+_PLAIN_TEXT = _as_text(_no_problem)
+
+
+def _metadata(
+    *, record: Recorder = _PLAIN_TEXT, missing: str | None = None, given: bool = True
+) -> dict[str, Any]:
+    """The declaration of one field of :class:`ExperimentalInfo`: how a marker records what
+    it is given (by default as text, with no rule), and, if the lifecycle check requires
+    the field, what it says when it is missing.  ``given=False``: the record's own field,
+    not a marker keyword."""
+    return {"record": record, "missing": missing, "given": given}
+
+
+@dataclass(frozen=True)
+class ExperimentalInfo:
+    """Lifecycle metadata of an experimental API or backend: the one declaration of it.
+
+    Each field but ``problems`` is a keyword both markers take (``feature=``, ``owner=``,
+    ...); the markers, :func:`make_experimental_info`, the listing and the lifecycle check
+    read the fields from here (:func:`metadata_fields`), so a new field is one line here
+    (its ``_metadata`` says how it is checked and whether it is required).
+
+    ``owner`` and ``tracking_issue`` are kept as given (as text); ``graduate_by`` is the
+    date, or ``None`` when none was given or it was malformed.  ``problems`` lists what was
+    malformed when the marker was applied, one phrase each (empty when all is well); what
+    is *missing*, or a date too far ahead or past, is the lifecycle check's to say.
+    """
+
+    feature: str = field(metadata=_metadata(record=lambda v: (as_text(v), feature_problem(v))))
+    owner: str | None = field(
+        default=None,
+        metadata=_metadata(
+            record=_as_text(owner_problem),
+            missing="no owner; pass owner='@handle' (the person who answers for it)",
+        ),
+    )
+    tracking_issue: str | None = field(
+        default=None,
+        metadata=_metadata(
+            record=_as_text(tracking_issue_problem),
+            missing="no tracking issue; pass tracking_issue=<issue number or URL>",
+        ),
+    )
+    graduate_by: _dt.date | None = field(
+        default=None,
+        metadata=_metadata(
+            record=graduate_by_problem,
+            # The horizon is the lifecycle check's: it fills in {horizon}.
+            missing="no graduate_by date; pass graduate_by='YYYY-MM-DD', at most {horizon} "
+            "months ahead",
+        ),
+    )
+    problems: tuple[str, ...] = field(default=(), metadata=_metadata(given=False))
+
+
+def metadata_fields() -> tuple[Field[Any], ...]:
+    """The fields of :class:`ExperimentalInfo` a marker is given, in declaration order."""
+    return tuple(f for f in fields(ExperimentalInfo) if f.metadata["given"])
+
+
+def metadata_names() -> tuple[str, ...]:
+    """The markers' metadata keywords: the names of :func:`metadata_fields`."""
+    return tuple(f.name for f in metadata_fields())
+
+
+def check_metadata_names(marker: str, metadata: Mapping[str, object]) -> None:
+    """Refuse a keyword that is not a field of :class:`ExperimentalInfo`, naming it, the
+    closest field and every field (a typo must not vanish into a record)."""
+    names = metadata_names()
+    for name in metadata:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {close[0]}=?)" if close else ""
+            raise TypeError(
+                f"{marker}() got an unexpected keyword argument {name!r}{hint}; its metadata "
+                f"keywords are the fields of ExperimentalInfo: {', '.join(names)}"
+            )
+
+
+def record_metadata(
+    metadata: Mapping[str, object],
+) -> tuple[dict[str, object], tuple[str, ...]]:
+    """Each field's recorded value and the problems found, in field order (never raising)."""
+    values: dict[str, object] = {}
+    problems = []
+    for f in metadata_fields():
+        value, problem = f.metadata["record"](metadata.get(f.name))
+        values[f.name] = value
+        if problem is not None:
+            problems.append(problem)
+    return values, tuple(problems)
+
+
 def make_experimental_info(
-    feature: object,
-    owner: str | None,
-    tracking_issue: str | int | None,
-    graduate_by: str | _dt.date | None,
-    marked: Any = None,
+    *values: object, marked: Any = None, **metadata: object
 ) -> ExperimentalInfo:
     """The metadata given to a marker (shared by API and backend markers), checked.
 
-    Never raises, whatever the values are: each malformed one (a ``feature`` that is not a
-    ``str`` included) is recorded in ``problems`` and, when ``marked`` (the decorated
-    object) is given, reported by one :class:`ExperimentalMetadataWarning` at its
-    definition.  The info keeps ``feature``, ``owner`` and ``tracking_issue`` as text.
+    The fields of :class:`ExperimentalInfo` are given by keyword, or in their order
+    (``make_experimental_info("f", "@alice", 12, "2027-05-31")``).  Never raises for a
+    value, whatever it is: each malformed one (a ``feature`` that is not a ``str``
+    included) is recorded in ``problems`` and, when ``marked`` (the decorated object) is
+    given, reported by one :class:`ExperimentalMetadataWarning` at its definition.  The
+    info keeps ``feature``, ``owner`` and ``tracking_issue`` as text.  An unknown keyword,
+    or more values than fields, is a ``TypeError``.
     """
-    date, date_problem = graduate_by_problem(graduate_by)
-    found = (
-        feature_problem(feature),
-        owner_problem(owner),
-        tracking_issue_problem(tracking_issue),
-        date_problem,
-    )
-    problems = tuple(p for p in found if p is not None)
-    info = ExperimentalInfo(
-        feature=as_text(feature),
-        owner=None if owner is None else as_text(owner),
-        tracking_issue=None if tracking_issue is None else as_text(tracking_issue),
-        graduate_by=date,
-        problems=problems,
-    )
+    names = metadata_names()
+    if len(values) > len(names):
+        raise TypeError(
+            f"make_experimental_info() takes at most {len(names)} values ({', '.join(names)}), "
+            f"got {len(values)}"
+        )
+    for name, value in zip(names, values, strict=False):
+        if name in metadata:
+            raise TypeError(f"make_experimental_info() got {name!r} twice")
+        metadata[name] = value
+    check_metadata_names("make_experimental_info", metadata)
+    recorded, problems = record_metadata(metadata)
+    info = ExperimentalInfo(**recorded, problems=problems)  # type: ignore[arg-type]
     if problems and marked is not None:
         _warn_at_definition(marked, info)
     return info
