@@ -173,3 +173,84 @@ def unlisted_api_modules(sources: Mapping[str, str], api_modules: Iterable[str])
         and module not in FACADES
         and defines_an_api(source)
     ]
+
+
+# -- layers: imports point one way -----------------------------------------------------------
+
+LEAVES = "leaves"
+"""The bottom layer: each of its units (code generation, which serves gating, dispatch and
+the autotuner alike; the settings table; the kernels; the version; the one list of ops)
+imports nothing else of the package."""
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        LEAVES,
+        (
+            "flashinfer.codegen",
+            "flashinfer.settings",
+            "flashinfer.kernels",
+            "flashinfer._version",
+            "flashinfer.api_modules",
+        ),
+    ),
+    ("gating", ("flashinfer.gating",)),
+    ("dispatch", ("flashinfer.dispatch",)),
+    ("autotuner", ("flashinfer.autotuner",)),
+    ("testing", ("flashinfer.testing",)),
+    ("facades", tuple(sorted(FACADES))),
+    ("ops", ("flashinfer.experimental",)),  # and every module of OPS, with its folder
+    ("cli", ("flashinfer.cli",)),
+    ("entry points", ("flashinfer", "flashinfer.__main__", "flashinfer.experimental.__main__")),
+)
+"""The package's layers, lowest first.  A module imports only from its own layer or a lower
+one; a unit of :data:`LEAVES` only from itself.  Every import counts: module level, inside a
+function, and under ``TYPE_CHECKING`` (a type a lower layer names from a higher one is a
+dependency all the same; the lower layer declares a Protocol instead, as dispatch's
+``TunerView`` does).  A module is in the layer of its longest matching prefix; the op modules
+(:data:`flashinfer.api_modules.API_MODULES`, and the folders they head) are ``ops``."""
+
+
+def layer_of(module: str, api_modules: Iterable[str]) -> tuple[int, str, str] | None:
+    """``(rank, layer, unit)`` of ``module`` (``unit``: the prefix that placed it), or None."""
+    best: tuple[int, str, str] | None = None
+    prefixes = [(rank, name, p) for rank, (name, ps) in enumerate(LAYERS) for p in ps]
+    ops_rank = next(rank for rank, (name, _) in enumerate(LAYERS) if name == "ops")
+    prefixes += [(ops_rank, "ops", m) for m in api_modules]
+    for rank, name, prefix in prefixes:
+        # The package root's name places only the root module, not everything under it.
+        exact_only = prefix == "flashinfer"
+        matches = module == prefix or (not exact_only and module.startswith(prefix + "."))
+        if matches and (best is None or len(prefix) > len(best[2])):
+            best = (rank, name, prefix)
+    return best
+
+
+def layer_problems(graph: Mapping[str, set[str]], api_modules: Iterable[str]) -> list[str]:
+    """Each import that points up the layers (or out of a leaf), and each module in no layer."""
+    api_modules = tuple(api_modules)
+    order = " -> ".join(name for name, _ in LAYERS)
+    problems = []
+    for module, imported in sorted(graph.items()):
+        here = layer_of(module, api_modules)
+        if here is None:
+            problems.append(
+                f"{module} is in no layer: add its folder to tests/layout_rules.py's LAYERS "
+                f"({order}), below everything that imports it"
+            )
+            continue
+        for target in sorted(imported):
+            there = layer_of(target, api_modules)
+            if there is None:
+                continue  # reported as a module of its own
+            if there[0] > here[0]:
+                problems.append(
+                    f"{module} ({here[1]}) imports {target} ({there[1]}): layers point one "
+                    f"way ({order}), a module imports only from its own layer or below; move "
+                    "what both need down, or have the higher layer install it"
+                )
+            elif here[1] == LEAVES and there[2] != here[2]:
+                problems.append(
+                    f"{module} ({here[1]}) imports {target}: {here[2]} is a leaf and imports "
+                    "nothing else of flashinfer"
+                )
+    return problems

@@ -1,12 +1,17 @@
-"""The package's house: imports flow one way (no module reaches itself through the modules
-it imports, counting imports inside functions and under ``TYPE_CHECKING``), and each module
-has one job that its docstring states (the folder and facade rules: tests/test_layout.py)."""
+"""The package's house: imports flow one way (down the ordered layers of
+tests/layout_rules.py's ``LAYERS``, and no module reaches itself through the modules it
+imports, counting imports inside functions and under ``TYPE_CHECKING``), and each module has
+one job that its docstring states (the folder and facade rules: tests/test_layout.py)."""
 
 from __future__ import annotations
 
 import ast
 
-from import_graph import find_cycle, import_graph, package_modules
+import pytest
+from import_graph import find_cycle, import_graph, imported_modules, package_modules
+from layout_rules import LAYERS, layer_of, layer_problems
+
+from flashinfer.api_modules import API_MODULES
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -101,3 +106,73 @@ def test_the_dispatcher_never_imports_the_autotuner():
     for module, imported in graph.items():
         if module.startswith("flashinfer.dispatch"):
             assert not {m for m in imported if m.startswith("flashinfer.autotuner")}, module
+
+
+def test_imports_point_down_the_layers():
+    """leaves (codegen, settings, kernels, the version, the op list) -> gating -> dispatch ->
+    autotuner -> testing -> facades -> ops -> cli -> entry points: a module imports only from
+    its own layer or a lower one, and every module is in a layer."""
+    problems = layer_problems(import_graph(), API_MODULES)
+    assert not problems, "\n".join(problems)
+
+
+def test_codegen_is_a_leaf_that_gating_dispatch_and_the_autotuner_use():
+    graph = import_graph()
+    codegen = {m for m in graph if m.startswith("flashinfer.codegen")}
+    assert codegen >= {"flashinfer.codegen.compiler", "flashinfer.codegen.generated"}
+    assert all(imported <= codegen for m in codegen for imported in [graph[m]])
+    users = {m.split(".")[1] for m, imported in graph.items() if imported & codegen} - {"codegen"}
+    assert users >= {"gating", "dispatch", "autotuner"}
+
+
+def test_the_layers_place_each_module_by_its_longest_prefix():
+    assert layer_of("flashinfer", API_MODULES)[1] == "entry points"
+    assert layer_of("flashinfer.experimental.__main__", API_MODULES)[1] == "entry points"
+    assert layer_of("flashinfer.experimental.splitk_gemm.support", API_MODULES)[1] == "ops"
+    assert layer_of("flashinfer.gemm.runners", API_MODULES)[1] == "ops"
+    assert layer_of("flashinfer.api_logging", API_MODULES)[1] == "facades"
+    assert layer_of("flashinfer.gating.op_registry", API_MODULES)[1] == "gating"
+    assert layer_of("flashinfer.newfolder.job", API_MODULES) is None
+    assert [name for name, _ in LAYERS].index("gating") < [n for n, _ in LAYERS].index("dispatch")
+
+
+_BACK_EDGES = {
+    "module level": "from flashinfer.dispatch.op import registered_ops\n",
+    "function level": "def f():\n    from flashinfer.autotuner import tuner\n    return tuner\n",
+    "type checking": (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from flashinfer.dispatch.op import BackendRequirementOp\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("where", sorted(_BACK_EDGES))
+def test_a_back_edge_fails_naming_both_modules_and_the_rule(tmp_path, where):
+    """A synthetic gating module that imports up (dispatch, the autotuner), read from source
+    as the real graph is: the problem names the importer, the imported module and the rule."""
+    module = tmp_path / "flashinfer" / "gating" / "newjob.py"
+    module.parent.mkdir(parents=True)
+    module.write_text('"""A new job."""\n' + _BACK_EDGES[where])
+    modules = {**package_modules(), "flashinfer.gating.newjob": module}
+    imported = imported_modules(module, modules, "flashinfer.gating.newjob")
+    graph = {**import_graph(), "flashinfer.gating.newjob": imported}
+    (problem,) = layer_problems(graph, API_MODULES)
+    target = "flashinfer.autotuner.tuner" if where == "function level" else "flashinfer.dispatch.op"
+    layer = target.split(".")[1]
+    assert problem.startswith(f"flashinfer.gating.newjob (gating) imports {target} ({layer}): ")
+    assert "layers point one way (leaves -> gating -> dispatch -> autotuner -> " in problem
+
+
+def test_a_leaf_importing_the_package_fails():
+    graph = {**import_graph(), "flashinfer.codegen.compiler": {"flashinfer.settings.environment"}}
+    (problem,) = layer_problems(graph, API_MODULES)
+    assert problem == (
+        "flashinfer.codegen.compiler (leaves) imports flashinfer.settings.environment: "
+        "flashinfer.codegen is a leaf and imports nothing else of flashinfer"
+    )
+
+
+def test_a_module_in_no_layer_fails():
+    graph = {**import_graph(), "flashinfer.newfolder.job": set()}
+    (problem,) = layer_problems(graph, API_MODULES)
+    assert problem.startswith("flashinfer.newfolder.job is in no layer: add its folder to ")
