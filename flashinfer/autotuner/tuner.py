@@ -5,12 +5,12 @@ How an op uses it (``flashinfer/gemm/__init__.py`` is the worked example)::
     @backend_requirement({...}, heuristic_func=...)
     def mm(a, b, *, out=None, backend="auto"):
         if backend == "auto":
-            return AutoTuner.get().run(mm, _RUNNERS, (a, b, out))
-        return _RUNNERS[backend]((a, b, out))
+            return AutoTuner.get().run(mm, MM_RUNNERS, (a, b, out))
+        return MM_RUNNERS[backend]((a, b, out))
 
-    AutoTuner.register(mm, _RUNNERS)   # at import: lets persisted results be validated
+    AutoTuner.register(mm, MM_RUNNERS)   # at import: lets persisted results be validated
 
-or, faster, ``AutoTuner.register(mm, _RUNNERS, direct=True)``: the dispatcher then hands
+or, faster, ``AutoTuner.register(mm, MM_RUNNERS, direct=True)``: the dispatcher then hands
 ``backend="auto"`` calls straight to a router generated for the op (:mod:`.router`), with
 this call's candidates and ``inputs`` = the arguments of every parameter but ``backend``, in
 order (here ``(a, b, out)``), and the body only runs for explicit backends.

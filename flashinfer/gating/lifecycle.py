@@ -2,8 +2,8 @@
 
 After :func:`flashinfer.load_all_apis` every module that defines public APIs has been
 imported, so the API inventory (:func:`flashinfer.api_inventory`) holds every experimental API
-and the dispatcher's registry (:func:`flashinfer.utils.registered_ops`) holds every API with
-backends, experimental ones included.  :func:`experimental_features` joins the two into one
+and the op registry (:func:`flashinfer.gating.op_registry.registered_ops`) holds every API
+with backends, experimental ones included.  :func:`experimental_features` joins the two into one
 list of :class:`ExperimentalFeature` entries, each with its
 :class:`~flashinfer.api_logging.ExperimentalInfo` (feature, owner, tracking issue,
 graduation date).

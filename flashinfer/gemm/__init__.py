@@ -6,7 +6,7 @@ the backend table (one :class:`~flashinfer.backend_dispatch.Backend` declaration
 checker and runner together), the heuristic, :func:`mm` itself, and its declared test cases.
 A backend's ``run`` is an autotuner runner (``runner(inputs, tactic=None)`` for ``inputs =
 (a, b, out, out_dtype)``, with ``tactic_space()`` and ``tactics(inputs)``; the stable ones are
-in ``mm_runners.py``); :data:`MM_RUNNERS` is ``mm.implementations``.  ``backend="auto"``
+in ``runners.py``); :data:`MM_RUNNERS` is ``mm.implementations``.  ``backend="auto"``
 goes through :class:`flashinfer.autotuner.AutoTuner`, which only ever sees the dispatcher's
 candidates for the call (so the experimental gate applies to tuning too).
 """
@@ -111,7 +111,7 @@ def _common_check(
 
 
 # --------------------------------------------------------------------------------------
-# What each stable backend supports (their runners are in mm_runners.py)
+# What each stable backend supports (their runners are in runners.py)
 # --------------------------------------------------------------------------------------
 
 

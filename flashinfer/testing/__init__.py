@@ -33,9 +33,9 @@ body of each lane's conformance test), and :func:`assert_runs_in_fresh_interpret
 
 This module is the import path for all of it, and its own job is the registry: which ops
 declared which cases, and the test items collected from them (:func:`conformance_items`,
-:func:`overlap_items`).  The pieces live in ``_testing_cases.py`` (:class:`Case`, the
-comparators), ``_testing_conformance.py`` (running one case on one backend) and
-``_testing_overlap.py`` (the attacks).
+:func:`overlap_items`).  The pieces live in ``cases.py`` (:class:`Case`, the
+comparators), ``conformance.py`` (running one case on one backend) and ``overlap.py`` (the
+attacks).
 
 At import this module loads torch only; no pytest, no Triton, no ``flashinfer.experimental``
 (the pytest helpers import pytest when called).
