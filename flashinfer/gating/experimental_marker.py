@@ -247,9 +247,11 @@ def flashinfer_experimental_api(func: Any = None, /, **metadata: MetadataValue) 
     (``@flashinfer_experimental_api(feature="fused_norm", owner="@alice",
     tracking_issue=123, graduate_by="2027-05-31")``).  ``feature=`` names the feature in
     listings (default: the API's qualified name); ``owner`` is a person's ``@handle``,
-    ``tracking_issue`` an issue number or URL, ``graduate_by`` a ``YYYY-MM-DD`` date.
-    Malformed metadata never raises: it is recorded, warned about once
-    (``ExperimentalMetadataWarning``) and fails the lifecycle check in CI.
+    ``tracking_issue`` an issue number or URL, ``graduate_by`` a ``YYYY-MM-DD`` date: the
+    keywords are the fields of :class:`~flashinfer.api_logging.ExperimentalInfo`, and an
+    unknown one is a ``TypeError`` naming it.  Malformed metadata never raises: it is
+    recorded, warned about once (``ExperimentalMetadataWarning``) and fails the lifecycle
+    check in CI.
 
     The marked API always runs: calling it is the opt-in.  Its first call in the process
     emits one :class:`ExperimentalWarning`, pointing at the caller's line; later calls are

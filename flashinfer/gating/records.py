@@ -299,9 +299,10 @@ class ExperimentalInfo:
     """Lifecycle metadata of an experimental API or backend: the one declaration of it.
 
     Each field but ``problems`` is a keyword both markers take (``feature=``, ``owner=``,
-    ...); the markers, :func:`make_experimental_info`, the listing and the lifecycle check
-    read the fields from here (:func:`metadata_fields`), so a new field is one line here
-    (its ``_metadata`` says how it is checked and whether it is required).
+    ...); the markers, ``make_experimental_info``, the listing (a column each) and the
+    lifecycle check read the fields from here (``metadata_fields()``), so a new field is
+    one declaration here, whose ``field(metadata=...)`` says how a given value is recorded
+    and checked and whether the lifecycle check requires it.
 
     ``owner`` and ``tracking_issue`` are kept as given (as text); ``graduate_by`` is the
     date, or ``None`` when none was given or it was malformed.  ``problems`` lists what was
