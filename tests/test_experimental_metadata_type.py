@@ -93,7 +93,7 @@ def test_a_new_field_is_one_declaration(monkeypatch):
     @dataclasses.dataclass(frozen=True)
     class WithDesignDoc(ExperimentalInfo):
         design_doc: str | None = dataclasses.field(
-            default=None, metadata=records._metadata(missing="no design_doc; link the design")
+            default=None, metadata=records.field_rule(missing="no design_doc; link the design")
         )
 
     monkeypatch.setattr(records, "ExperimentalInfo", WithDesignDoc)
@@ -120,3 +120,25 @@ def test_a_new_field_is_one_declaration(monkeypatch):
     assert entries[0].as_dict()["design_doc"] == "https://example.org/d"
     problems = lifecycle.lifecycle_problems(entries, dt.date(2027, 1, 1))
     assert [p.split(": ", 1)[1] for p in problems] == ["no design_doc; link the design"]
+
+
+def test_a_field_declared_plainly_is_an_optional_text_keyword(monkeypatch):
+    """``design_doc: str | None = None`` and nothing else: taken, kept as text, listed, and
+    never required."""
+
+    @dataclasses.dataclass(frozen=True)
+    class WithDesignDoc(ExperimentalInfo):
+        design_doc: str | None = None
+
+    monkeypatch.setattr(records, "ExperimentalInfo", WithDesignDoc)
+
+    @flashinfer_experimental_api(feature="feat", design_doc="docs/design.md", **OK)
+    def api(x):
+        return x
+
+    assert api.experimental_info.design_doc == "docs/design.md"
+    entry = lifecycle.ExperimentalFeature("api", "m.api", "m", "m.api", None, api.experimental_info)
+    assert entry.as_dict()["design_doc"] == "docs/design.md"
+    assert lifecycle.lifecycle_problems([entry], dt.date(2027, 1, 1)) == []
+    with pytest.raises(TypeError, match="did you mean design_doc="):
+        experimental_backend(design_dok="x")

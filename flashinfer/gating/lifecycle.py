@@ -43,6 +43,7 @@ from flashinfer.gating.records import (
     make_experimental_info,
     metadata_fields,
     metadata_names,
+    missing_text,
     record_metadata,
     shown,
 )
@@ -239,7 +240,7 @@ def _missing(info: ExperimentalInfo) -> list[str]:
     malformed value was recorded as a problem, not as missing)."""
     found = []
     for f in metadata_fields():
-        missing = f.metadata["missing"]
+        missing = missing_text(f)
         value = getattr(info, f.name)
         empty = value is None or (isinstance(value, str) and not value.strip())
         judged = any(p.startswith(f"{f.name} ") for p in info.problems)

@@ -35,6 +35,7 @@ __all__ = [
     "check_metadata_names",
     "feature_of_module",
     "feature_problem",
+    "field_rule",
     "given_name",
     "in_experimental_package",
     "graduate_by_problem",
@@ -42,6 +43,7 @@ __all__ = [
     "make_experimental_info",
     "metadata_fields",
     "metadata_names",
+    "missing_text",
     "owner_problem",
     "qualified_name",
     "record_api",
@@ -284,14 +286,19 @@ def _no_problem(value: object) -> None:
 _PLAIN_TEXT = _as_text(_no_problem)
 
 
-def _metadata(
+def field_rule(
     *, record: Recorder = _PLAIN_TEXT, missing: str | None = None, given: bool = True
 ) -> dict[str, Any]:
-    """The declaration of one field of :class:`ExperimentalInfo`: how a marker records what
+    """The ``metadata=`` of one field of :class:`ExperimentalInfo`: how a marker records what
     it is given (by default as text, with no rule), and, if the lifecycle check requires
     the field, what it says when it is missing.  ``given=False``: the record's own field,
-    not a marker keyword."""
+    not a marker keyword.  A field declared without one (``design_doc: str | None =
+    None``) is an optional text keyword."""
     return {"record": record, "missing": missing, "given": given}
+
+
+def _rule(f: Field[Any]) -> dict[str, Any]:
+    return {**field_rule(), **f.metadata}
 
 
 @dataclass(frozen=True)
@@ -310,36 +317,42 @@ class ExperimentalInfo:
     is *missing*, or a date too far ahead or past, is the lifecycle check's to say.
     """
 
-    feature: str = field(metadata=_metadata(record=lambda v: (as_text(v), feature_problem(v))))
+    feature: str = field(metadata=field_rule(record=lambda v: (as_text(v), feature_problem(v))))
     owner: str | None = field(
         default=None,
-        metadata=_metadata(
+        metadata=field_rule(
             record=_as_text(owner_problem),
             missing="no owner; pass owner='@handle' (the person who answers for it)",
         ),
     )
     tracking_issue: str | None = field(
         default=None,
-        metadata=_metadata(
+        metadata=field_rule(
             record=_as_text(tracking_issue_problem),
             missing="no tracking issue; pass tracking_issue=<issue number or URL>",
         ),
     )
     graduate_by: _dt.date | None = field(
         default=None,
-        metadata=_metadata(
+        metadata=field_rule(
             record=graduate_by_problem,
             # The horizon is the lifecycle check's: it fills in {horizon}.
             missing="no graduate_by date; pass graduate_by='YYYY-MM-DD', at most {horizon} "
             "months ahead",
         ),
     )
-    problems: tuple[str, ...] = field(default=(), metadata=_metadata(given=False))
+    problems: tuple[str, ...] = field(default=(), metadata=field_rule(given=False))
 
 
 def metadata_fields() -> tuple[Field[Any], ...]:
     """The fields of :class:`ExperimentalInfo` a marker is given, in declaration order."""
-    return tuple(f for f in fields(ExperimentalInfo) if f.metadata["given"])
+    return tuple(f for f in fields(ExperimentalInfo) if _rule(f)["given"])
+
+
+def missing_text(f: Field[Any]) -> str | None:
+    """What the lifecycle check says when field ``f`` is missing; ``None``: it is optional."""
+    missing: str | None = _rule(f)["missing"]
+    return missing
 
 
 def metadata_names() -> tuple[str, ...]:
@@ -368,7 +381,7 @@ def record_metadata(
     values: dict[str, object] = {}
     problems = []
     for f in metadata_fields():
-        value, problem = f.metadata["record"](metadata.get(f.name))
+        value, problem = _rule(f)["record"](metadata.get(f.name))
         values[f.name] = value
         if problem is not None:
             problems.append(problem)
