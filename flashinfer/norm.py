@@ -394,8 +394,16 @@ def _case_inputs(
     return make
 
 
+def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
+    """The CLI's inputs for ``--shapes TOKENSxHIDDEN``: ``input`` of that shape, its weight."""
+    return {
+        "input": torch.randn(*dims, dtype=dtype, device=device),
+        "weight": torch.randn(dims[-1], dtype=dtype, device=device),
+    }
+
+
 def _declare_cases() -> None:
-    from flashinfer.testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs: list[tuple[str, Any, Any, dict[str, Any]]] = [
         ("f32_4x64", (4, 64), torch.float32, {}),
@@ -414,6 +422,13 @@ def _declare_cases() -> None:
             for i, (name, shape, dtype, kw) in enumerate(specs)
         ],
         overlap=OVERLAP,
+        examples=ExampleInputs(
+            shape_help="TOKENSxHIDDEN (or any AxBx...xHIDDEN)",
+            ndims=(1, 2, 3, 4),
+            make=_example_inputs,
+            example="64x256,128x512",
+            tensors=lambda d: {"input": d, "weight": (d[-1],), "the result": d},
+        ),
     )
 
 
