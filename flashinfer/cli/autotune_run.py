@@ -33,11 +33,11 @@ def _tunable() -> dict[str, tuple[Any, ExampleInputs]]:
     from flashinfer.testing import example_inputs_for
 
     load_api_modules()
-    found = {}
+    found: dict[str, tuple[Any, ExampleInputs]] = {}
     for op, _ in AutoTuner.get().registered().values():
         name = getattr(op, "api_name", None)
-        target = example_inputs_for(name) if name is not None else None
-        if target is not None:
+        target = example_inputs_for(name) if isinstance(name, str) else None
+        if isinstance(name, str) and target is not None:
             found[name] = (op, target)
     order = {name: i for i, name in enumerate(OPS)}
     return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))

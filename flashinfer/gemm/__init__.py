@@ -329,7 +329,6 @@ def _declare_cases() -> None:
             Case(name, _case_inputs(*dims, **kw), _reference, rel_frobenius(), seed=100 + i)
             for i, (name, dims, kw) in enumerate(specs)
         ],
-        overlap=OVERLAP,
         examples=ExampleInputs(
             shape_help="MxNxK (a is MxK, b is KxN)",
             ndims=(3,),

@@ -127,8 +127,10 @@ def declare_cases(
 ) -> None:
     """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function),
     ``overlap``, the rule the op checks for the tensors it writes (see
-    :func:`overlap_items`), and ``examples``, the inputs ``flashinfer autotune`` and
-    ``flashinfer explain`` build from a shape (:class:`ExampleInputs`).
+    :func:`overlap_items`; an op with a dispatcher declares it to ``backend_requirement``,
+    which applies it, and it is read from there), and ``examples``, the inputs
+    ``flashinfer autotune`` and ``flashinfer explain`` build from a shape
+    (:class:`ExampleInputs`).
 
     Call at import of the op's module.  Names must be unique per op; declaring again
     replaces the op's cases and rule (module reloads stay idempotent).
@@ -138,6 +140,17 @@ def declare_cases(
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"declare_cases({_op_key(op)}): duplicate case names {dupes}")
+    # An op with a dispatcher declares its rule once, to backend_requirement(overlap=),
+    # which applies it: its cases are attacked with that rule.
+    dispatcher = getattr(op, "dispatcher", None)
+    if dispatcher is not None and overlap is not None and overlap != dispatcher.overlap:
+        raise ValueError(
+            f"declare_cases({_op_key(op)}): overlap={overlap!r} is not the rule the "
+            f"dispatcher applies ({dispatcher.overlap!r}); pass it to "
+            "backend_requirement(..., overlap=...) instead, which declares it for the cases too"
+        )
+    if overlap is None and dispatcher is not None:
+        overlap = dispatcher.overlap
     _declared[_op_key(op)] = (op, cases)
     _declare_overlap_rule(op, overlap)
     if examples is not None:
