@@ -38,8 +38,10 @@ SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (back
 OVERLAP = OverlapRule("rmsnorm", ("out",), ("input", "weight"), frozenset({("out", "input")}))
 """What :func:`rmsnorm` writes and reads: ``out=input`` is in place (each row is read before
 it is written, by every backend); any other overlap of ``out`` with ``input``, ``weight``
-or itself is refused.  Checked in the op's body, just before the backend runs, so that every
-path (explicit, ``"auto"``, ``skip_check=True``) goes through it."""
+or itself is refused.  Declared with ``backend_requirement(..., overlap=OVERLAP)``: the
+dispatcher checks it after the shared validation and before any backend's checker or body,
+on every path (explicit, ``"auto"``, ``skip_check=True``, the compiled operator's real
+call), so an overlapping ``out`` that is also badly laid out reports the overlap."""
 
 
 def _common_check(
@@ -166,8 +168,6 @@ def _check_triton(
         raise ValueError(reason)
     for name, t in (("input", input), ("out", out)):
         if t is not None and rows_view(t) is None:
-            if t is out:  # an out that overlaps is the error to report, not its layout
-                OVERLAP.check(out, input, weight)
             raise ValueError(
                 f"{name} of shape {tuple(t.shape)} and strides {t.stride()} is not a stack of "
                 "rows with a contiguous last dimension (stride 1) and one row stride; pass "
@@ -348,8 +348,6 @@ def rmsnorm(
         BackendSupportedError: unknown backend, or no backend can run the inputs with
             ``backend="auto"`` (the message lists each backend and why).
     """
-    if out is not None:  # also under skip_check=True: wrong numbers cost more than the check
-        OVERLAP.check(out, input, weight)
     if backend == "auto":
         backend = rmsnorm.suitable_auto_backends[0]
     return rmsnorm.implementations[backend](input, weight, eps, out)
@@ -394,8 +392,16 @@ def _case_inputs(
     return make
 
 
+def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
+    """The CLI's inputs for ``--shapes TOKENSxHIDDEN``: ``input`` of that shape, its weight."""
+    return {
+        "input": torch.randn(*dims, dtype=dtype, device=device),
+        "weight": torch.randn(dims[-1], dtype=dtype, device=device),
+    }
+
+
 def _declare_cases() -> None:
-    from flashinfer.testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs: list[tuple[str, Any, Any, dict[str, Any]]] = [
         ("f32_4x64", (4, 64), torch.float32, {}),
@@ -413,7 +419,13 @@ def _declare_cases() -> None:
             Case(name, _case_inputs(shape, dtype, **kw), _reference, allclose(), seed=i)
             for i, (name, shape, dtype, kw) in enumerate(specs)
         ],
-        overlap=OVERLAP,
+        examples=ExampleInputs(
+            shape_help="TOKENSxHIDDEN (or any AxBx...xHIDDEN)",
+            ndims=(1, 2, 3, 4),
+            make=_example_inputs,
+            example="64x256,128x512",
+            tensors=lambda d: {"input": d, "weight": (d[-1],), "the result": d},
+        ),
     )
 
 

@@ -142,18 +142,31 @@ class SpyRunner:
         return self.runner(inputs, tactic)
 
 
+def zeros_of(dims: Sequence[int], dtype: Any, device: Any) -> dict[str, Any]:
+    """A fake op's inputs for ``--shapes N``: ``x``, zeros of shape ``(N,)``."""
+    return {"x": torch.zeros(*dims)}
+
+
+def declare_cli_inputs(
+    monkeypatch: Any,
+    op: Any,
+    make: Callable[..., dict[str, Any]] = zeros_of,
+    ndims: tuple[int, ...] = (1,),
+    example: str = "4",
+) -> None:
+    """Declare ``op``'s example inputs (``flashinfer.testing.EXAMPLE_INPUTS``) for this test
+    only, as an op module declares its own: ``--shapes N`` builds ``make((N,), ...)``."""
+    from flashinfer.testing import EXAMPLE_INPUTS, ExampleInputs
+
+    inputs = ExampleInputs("N", ndims, make, example, op_name=op.api_name)
+    monkeypatch.setitem(EXAMPLE_INPUTS, op.api_name, inputs)
+
+
 def tune_from_cli(monkeypatch: Any, runners: dict[str, Any]) -> Any:
     """A fake op (``make_op(runners)``) that ``flashinfer autotune --op <its api_name>
     --shapes N`` can tune: its inputs are zeros of shape ``(N,)``.  Returns the op."""
-    from flashinfer.cli import autotune as cli_autotune
-
     op = make_op(runners)
-
-    def zeros(op: Any, dims: Sequence[int], dtype: Any, device: Any) -> Any:
-        return op(torch.zeros(*dims))
-
-    target = cli_autotune._TuneTarget(op.api_name, "N", (1,), zeros, "4")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
+    declare_cli_inputs(monkeypatch, op)
     return op
 
 
@@ -184,3 +197,12 @@ def tuned_choice(runners: dict[str, Any]) -> tuple[tuple[str, Any], Any]:
         op(torch.zeros(4))
     record = AutoTuner.get().last_tuning()
     return (record.choice.backend, record.choice.tactic), record
+
+
+def ops_with_backends() -> str:
+    """The ops of the one list (``flashinfer.api_modules.OPS``) that have backends, sorted
+    and joined as the commands list them ("ops with backends: ...")."""
+    import flashinfer
+    from flashinfer.api_modules import OPS
+
+    return ", ".join(sorted(n for n in OPS if hasattr(getattr(flashinfer, n), "dispatcher")))

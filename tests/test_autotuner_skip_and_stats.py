@@ -10,7 +10,7 @@ import threading
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, declare_cli_inputs, make_op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -173,12 +173,8 @@ def test_stats_of_a_skipped_op_count_default_calls_only(direct):
 
 
 def test_the_autotune_command_prints_the_stats(tmp_path, capsys, monkeypatch):
-    from flashinfer.cli import autotune as cli_autotune
-
     op, _ = fake_op(False, fail=[2])
-    call = lambda op, dims, dtype, device: op(torch.zeros(*dims))  # noqa: E731
-    target = cli_autotune._TuneTarget(op.api_name, "N", (1,), call, "4")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
+    declare_cli_inputs(monkeypatch, op)
     cache = tmp_path / "c.json"
     assert main(["autotune", "--op", op.api_name, "--shapes", "4,8", "--cache", str(cache)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
+from autotuner_fakes import FakeRunner, clean_tuner, declare_cli_inputs, make_op, zeros_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ import flashinfer
 from flashinfer.autotuner import AutoTuner
 from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
-from flashinfer.cli.autotune import PROGRESS_WIDTH, _TuneTarget
+from flashinfer.cli.autotune import PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import _Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,15 +40,10 @@ def fresh_tuner():
         yield tuner
 
 
-def fake_target(monkeypatch, runners, call=None, ndims=(1,)):
+def fake_target(monkeypatch, runners, make=zeros_of, ndims=(1,)):
     """Register a fake op and let the command tune it: ``--op <its name> --shapes N,...``."""
     op = make_op(runners)
-
-    def zeros(op, dims, dtype, device):
-        return op(torch.zeros(*dims))
-
-    target = _TuneTarget(op.api_name, "N", ndims, call or zeros, "4,8")
-    monkeypatch.setitem(cli_autotune._TARGETS, op.api_name, target)
+    declare_cli_inputs(monkeypatch, op, make, ndims, "4,8")
     return op
 
 
@@ -169,12 +164,12 @@ def test_issue_case_every_triton_tactic_of_mm_failing_is_reported(tmp_path, caps
 
 
 def test_ctrl_c_saves_the_shapes_tuned_so_far_says_so_and_exits_130(tmp_path, capsys, monkeypatch):
-    def call(op, dims, dtype, device):
+    def make(dims, dtype, device):
         if dims == (16,):
             raise KeyboardInterrupt
-        return op(torch.zeros(*dims))
+        return {"x": torch.zeros(*dims)}
 
-    op = fake_target(monkeypatch, {"a": FakeRunner("a", [1, 2])}, call=call)
+    op = fake_target(monkeypatch, {"a": FakeRunner("a", [1, 2])}, make=make)
     cache = tmp_path / "c.json"
     assert tune(op, "4,8,16,32", cache) == 130
     captured = capsys.readouterr()
@@ -210,8 +205,8 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
         sys.path.insert(0, {os.path.join(REPO, "tests")!r})
         import torch
         from autotuner_fakes import FakeRunner, make_op
-        from flashinfer.cli import autotune as cli_autotune
         from flashinfer.cli import main
+        from flashinfer.testing import EXAMPLE_INPUTS, ExampleInputs
 
         class Sigint(FakeRunner):
             def __call__(self, inputs, tactic=None):
@@ -220,9 +215,8 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
                 return super().__call__(inputs, tactic)
 
         op = make_op({{"a": Sigint("a", [1, 2])}})
-        call = lambda op, dims, dtype, device: op(torch.zeros(*dims))
-        cli_autotune._TARGETS[op.api_name] = cli_autotune._TuneTarget(
-            op.api_name, "N", (1,), call, "4")
+        make = lambda dims, dtype, device: {{"x": torch.zeros(*dims)}}
+        EXAMPLE_INPUTS[op.api_name] = ExampleInputs("N", (1,), make, "4", op_name=op.api_name)
         sys.exit(main(["autotune", "--op", op.api_name, "--shapes", "4,8,16",
                        "--cache", {str(cache)!r}]))
         """

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from autotuner_fakes import FakeRunner, clean_tuner, tune_from_cli
+from autotuner_fakes import FakeRunner, clean_tuner, ops_with_backends, tune_from_cli
 
 from flashinfer.cli import main
 
@@ -127,7 +127,7 @@ def test_explain_takes_every_spelling_and_prints_the_same(capsys, where):
         (
             [],
             "no op given; name one, e.g. `flashinfer explain mm ...` or "
-            "`flashinfer explain --op mm ...` (ops with backends: mm, rmsnorm",
+            f"`flashinfer explain --op mm ...` (ops with backends: {ops_with_backends()}",
         ),
         (["mm", "--op", "rmsnorm"], "two different ops given: 'mm' and --op 'rmsnorm'"),
         (["--op", "rmsnorm", "mm"], "two different ops given: 'mm' and --op 'rmsnorm'"),

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from flashinfer.cli import UsageError, main
 from flashinfer.cli.autotune import _parse_shapes
-from flashinfer.cli.autotune_run import _TARGETS
+from flashinfer.testing import example_inputs_for
 
-MM = _TARGETS["mm"]
+MM = example_inputs_for("mm")
 
 
 def run(argv: list[str]) -> tuple[int, str]:

@@ -153,20 +153,6 @@ def test_out_overlapping_an_input_raises_else_is_right(backend, skip_check, at):
     assert torch.equal(buf[untouched], before[untouched])
 
 
-@pytest.mark.parametrize("name", ["torch", "triton"])
-def test_every_runner_refuses_overlap_when_called_directly(name):
-    """MM_RUNNERS are public (the autotuner and kernel authors call them): each one checks."""
-    buf = torch.zeros(5, 4)
-    inputs = (buf[:4], torch.ones(4, 4), buf[1:], None)
-    with pytest.raises(ValueError, match="mm: out overlaps a"):
-        gemm.MM_RUNNERS[name](inputs)
-    with pytest.raises(ValueError, match="mm: out overlaps itself"):
-        gemm.MM_RUNNERS[name](
-            (torch.ones(4, 4), torch.ones(4, 4), torch.zeros(1, 4).expand(4, 4), None)
-        )
-    assert not buf.any()
-
-
 def test_tuning_with_an_overlapping_out_raises_and_writes_nothing(clean_tuner):
     buf = torch.zeros(5, 4)
     with autotune(), pytest.raises(ValueError, match="mm: out overlaps a"):

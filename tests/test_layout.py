@@ -9,6 +9,8 @@ out of the one list.
 from __future__ import annotations
 
 import ast
+import re
+from pathlib import Path
 
 import pytest
 from import_graph import PACKAGE_DIR, import_graph, imported_modules, package_modules
@@ -92,23 +94,31 @@ def test_the_type_checkers_names_match_the_one_list():
     )
 
 
-def test_every_tunable_op_has_a_cli_target():
-    """``flashinfer autotune`` builds inputs per op: an op registered with the autotuner
-    without a target would be missing from the command, silently."""
+def test_every_op_with_backends_declares_its_cli_inputs():
+    """``flashinfer autotune`` and ``flashinfer explain`` build an op's inputs from what the
+    op declares (``declare_cases(..., examples=ExampleInputs(...))``): an op of the one list
+    with backends but without them would be missing from both commands, silently; and no
+    table in ``flashinfer/cli/`` names an op."""
     from flashinfer.autotuner import AutoTuner
-    from flashinfer.cli.autotune_run import _TARGETS
+    from flashinfer.testing import EXAMPLE_INPUTS
 
     flashinfer.load_all_apis()
+    with_backends = {n for n in OPS if hasattr(getattr(flashinfer, n), "dispatcher")}
+    assert with_backends, "no op of the one list has backends"
+    missing = with_backends - set(EXAMPLE_INPUTS)
+    assert not missing, f"declare example inputs (declare_cases(..., examples=)) for {missing}"
     tunable = {
         op.api_name
         for op, _ in AutoTuner.get().registered().values()
         if op.api_key.rpartition(".")[0] in API_MODULES
     }
     assert tunable, "no op of the one list is registered with the autotuner"
-    assert tunable <= set(_TARGETS), (
-        f"add a target to flashinfer/cli/autotune_run.py's _TARGETS for {tunable - set(_TARGETS)}"
-    )
-    assert set(_TARGETS) <= set(OPS), "a CLI target names an op that is not in OPS"
+    assert tunable <= set(EXAMPLE_INPUTS)
+    cli = Path(flashinfer.__file__).parent / "cli"
+    for path in sorted(cli.glob("*.py")):
+        for line in path.read_text().splitlines():
+            keys = re.findall(r"""["']([a-z_]+)["']\s*:""", line)
+            assert not set(keys) & set(OPS), f"{path.name} names an op in a table: {line.strip()}"
 
 
 # -- fixtures: each rule catches what it is for ---------------------------------------------

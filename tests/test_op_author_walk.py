@@ -124,8 +124,8 @@ __all__ = ["silu_and_mul"]
 
 OVERLAP = OverlapRule("silu_and_mul", ("out",), ("x",))
 """What :func:`silu_and_mul` writes and reads: ``out`` may overlap neither ``x`` nor itself
-(there is no in-place form: the result is half as wide as ``x``).  Checked in the op's body,
-just before the backend runs, so that every path goes through it."""
+(there is no in-place form: the result is half as wide as ``x``).  Declared with
+``backend_requirement(..., overlap=OVERLAP)``: the dispatcher checks it on every path."""
 
 MAX_BLOCK = 1024
 """Columns of the result one Triton program computes."""
@@ -252,6 +252,7 @@ def _heuristic(
     ],
     common_check=_common_check,
     heuristic_func=_heuristic,
+    overlap=OVERLAP,
 )
 def silu_and_mul(
     x: torch.Tensor,
@@ -287,8 +288,6 @@ def silu_and_mul(
         BackendSupportedError: unknown backend, or none can run the inputs with
             ``backend="auto"``.
     """
-    if out is not None:  # also under skip_check=True
-        OVERLAP.check(out, x)
     if backend == "auto":
         backend = silu_and_mul.suitable_auto_backends[0]
     return silu_and_mul.implementations[backend](x, out)
@@ -320,7 +319,7 @@ def _case_inputs(
 
 
 def _declare_cases() -> None:
-    from flashinfer.testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs: list[tuple[str, tuple[int, ...], torch.dtype, dict[str, Any]]] = [
         ("f32_4x64", (4, 64), torch.float32, {}),
@@ -334,7 +333,13 @@ def _declare_cases() -> None:
             Case(name, _case_inputs(shape, dtype, **kw), _reference, allclose(), seed=i)
             for i, (name, shape, dtype, kw) in enumerate(specs)
         ],
-        overlap=OVERLAP,
+        examples=ExampleInputs(
+            shape_help="TOKENSx2D (or any AxBx...x2D)",
+            ndims=(1, 2, 3),
+            make=lambda d, dtype, device: {"x": torch.randn(*d, dtype=dtype, device=device)},
+            example="4x64",
+            tensors=lambda d: {"x": d, "the result": (*d[:-1], d[-1] // 2)},
+        ),
     )
 
 
@@ -490,6 +495,19 @@ def test_the_op_is_listed_documented_and_runs(repo):
     assert "torch (3, 2, 20) ok" in output and "triton (3, 2, 20) ok" in output, output
     if "on cpu" in output:  # the heuristic picks torch on CPU: Triton is not even imported
         assert "on cpu False" in output, output
+
+
+def test_the_command_explains_the_op_from_its_own_declaration(repo):
+    """``flashinfer explain`` builds the op's inputs from what its module declares
+    (``declare_cases(..., examples=...)``): no edit of ``flashinfer/cli/``."""
+    [found] = json.loads(
+        _run(repo, "-m", "flashinfer", "explain", "silu_and_mul", "--shapes", "4x64", "--json")
+    )
+    assert found["api"] == "flashinfer.silu_and_mul" and found["chosen"] == "torch", found
+    output = _run(
+        repo, "-m", "flashinfer", "explain", "silu_and_mul", "--shapes", "4x6x7x8", ok=False
+    )
+    assert "silu_and_mul takes TOKENSx2D" in output, output
 
 
 def test_leaving_out_the_ops_line_is_caught(repo):

@@ -35,11 +35,11 @@ import argparse
 import os
 import re
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
-from flashinfer.cli.autotune_run import _TARGETS, _run, _tunable, _TuneTarget
+from flashinfer.cli.autotune_run import _run, _tunable
 from flashinfer.cli.common import (
     DTYPES,
     PROG,
@@ -48,6 +48,9 @@ from flashinfer.cli.common import (
     check_shape_exists,
     op_from_args,
 )
+
+if TYPE_CHECKING:
+    from flashinfer.testing.examples import ExampleInputs
 
 _ENVIRONMENT_HELP = """\
 environment:
@@ -71,7 +74,7 @@ exit status:
 # --------------------------------------------------------------------------------------
 
 
-def _resolve_op(name: str) -> tuple[Any, _TuneTarget]:
+def _resolve_op(name: str) -> tuple[Any, ExampleInputs]:
     from flashinfer.autotuner import AutoTuner
 
     tunable = _tunable()
@@ -81,7 +84,9 @@ def _resolve_op(name: str) -> tuple[Any, _TuneTarget]:
     if name in tunable:
         return tunable[name]
     available = ", ".join(sorted(tunable)) or "none"
-    if name in _TARGETS:
+    from flashinfer.testing import example_inputs_for
+
+    if example_inputs_for(name) is not None:
         raise UsageError(
             f"op {name!r} is not autotunable (it registers no runners with the "
             f"autotuner); autotunable ops: {available}"
@@ -96,7 +101,7 @@ def _known_ops() -> str:
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def _parse_shapes(text: str, target: _TuneTarget) -> list[tuple[int, ...]]:
+def _parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
     shapes = []
     for item in text.split(","):
         item = item.strip()
@@ -159,7 +164,7 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     op, target = _resolve_op(args.op)
     shapes = _parse_shapes(args.shapes, target)
     for dims in shapes:
-        check_shape_exists(dims, target.op_name, getattr(torch, args.dtype))
+        check_shape_exists(dims, target, getattr(torch, args.dtype))
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
     cache = _check_cache_path(args.cache)
@@ -181,7 +186,7 @@ def _epilog() -> str:
             f"  {name.ljust(width)}  --shapes {target.shape_help}"
             for name, (_, target) in sorted(tunable.items())
         )
-        name = next(n for n in _TARGETS if n in tunable)  # mm first: the simplest
+        name = next(iter(tunable))  # the first in the one list of ops
         command = f"--shapes {tunable[name][1].example} --cache tuned.json"
         example = (
             "example, the op named either way (finishes in seconds on a CPU):\n"

@@ -1,5 +1,5 @@
-"""The tuning run of ``flashinfer autotune``: the targets (how the command builds the inputs
-of each tunable op) and, once the arguments are checked, the run itself: load the cache
+"""The tuning run of ``flashinfer autotune``: the targets (the tunable ops, with the inputs
+each declares for a shape) and, once the arguments are checked, the run itself: load the cache
 file, tune each shape, save what was tuned (also on Ctrl-C), print the summary and choose
 the exit status."""
 
@@ -9,71 +9,38 @@ import argparse
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from flashinfer.cli.autotune_report import _print_stats, _print_summary, _Progress, _ShapeResult
 from flashinfer.cli.common import PROG
 
+if TYPE_CHECKING:  # (the package imports torch: the command imports it on first use)
+    from flashinfer.testing.examples import ExampleInputs
+
 _T = TypeVar("_T")
 
 # --------------------------------------------------------------------------------------
-# Targets: how the command builds the inputs of each tunable op
+# Targets: the tunable ops and how to build their inputs (each op declares its own)
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _TuneTarget:
-    """How the CLI builds the inputs of one tunable op from a shape ``AxBxC``."""
-
-    op_name: str
-    shape_help: str
-    ndims: tuple[int, ...]  # accepted numbers of dimensions
-    call: Callable[[Any, tuple[int, ...], Any, Any], Any]  # (op, dims, dtype, device)
-    example: str  # shapes that tune in seconds on a CPU
-
-
-def _call_mm(op: Any, dims: tuple[int, ...], dtype: Any, device: Any) -> Any:
-    import torch
-
-    m, n, k = dims
-    a = torch.randn(m, k, dtype=dtype, device=device)
-    b = torch.randn(k, n, dtype=dtype, device=device)
-    return op(a, b)
-
-
-def _call_rmsnorm(op: Any, dims: tuple[int, ...], dtype: Any, device: Any) -> Any:
-    import torch
-
-    x = torch.randn(*dims, dtype=dtype, device=device)
-    w = torch.randn(dims[-1], dtype=dtype, device=device)
-    return op(x, w)
-
-
-_TARGETS = {
-    "mm": _TuneTarget("mm", "MxNxK (a is MxK, b is KxN)", (3,), _call_mm, "64x64x64,128x64x32"),
-    "rmsnorm": _TuneTarget(
-        "rmsnorm",
-        "TOKENSxHIDDEN (or any AxBx...xHIDDEN)",
-        (1, 2, 3, 4),
-        _call_rmsnorm,
-        "64x256,128x512",
-    ),
-}
-
-
-def _tunable() -> dict[str, tuple[Any, _TuneTarget]]:
-    """``api_name -> (op, target)`` of every op registered with the autotuner that the
-    command can build inputs for."""
-    from flashinfer.api_modules import load_api_modules
+def _tunable() -> dict[str, tuple[Any, ExampleInputs]]:
+    """``api_name -> (op, target)`` of every op registered with the autotuner that declares
+    its example inputs (``declare_cases(..., examples=...)``), in the order of the one list
+    of ops (``flashinfer.api_modules.OPS``), ops outside it after."""
+    from flashinfer.api_modules import OPS, load_api_modules
     from flashinfer.autotuner import AutoTuner
+    from flashinfer.testing import example_inputs_for
 
     load_api_modules()
-    return {
-        op.api_name: (op, _TARGETS[op.api_name])
-        for op, _ in AutoTuner.get().registered().values()
-        if getattr(op, "api_name", None) in _TARGETS
-    }
+    found: dict[str, tuple[Any, ExampleInputs]] = {}
+    for op, _ in AutoTuner.get().registered().values():
+        name = getattr(op, "api_name", None)
+        target = example_inputs_for(name) if isinstance(name, str) else None
+        if isinstance(name, str) and target is not None:
+            found[name] = (op, target)
+    order = {name: i for i, name in enumerate(OPS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
 
 
 # --------------------------------------------------------------------------------------
@@ -82,7 +49,7 @@ def _tunable() -> dict[str, tuple[Any, _TuneTarget]]:
 
 
 def _tune_shape(
-    target: _TuneTarget, op: Any, dims: tuple[int, ...], args: argparse.Namespace, progress: Any
+    target: ExampleInputs, op: Any, dims: tuple[int, ...], args: argparse.Namespace, progress: Any
 ) -> _ShapeResult:
     import torch
 
@@ -129,7 +96,7 @@ def _save(cache: str, results: Sequence[_ShapeResult], err: TextIO) -> int | Non
 
 def _run(
     op: Any,
-    target: _TuneTarget,
+    target: ExampleInputs,
     shapes: list[tuple[int, ...]],
     cache: str,
     args: argparse.Namespace,

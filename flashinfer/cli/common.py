@@ -73,18 +73,12 @@ def op_from_args(args: argparse.Namespace, known: Callable[[], str]) -> str:
 # The most a tensor's sizes and bytes can be: torch describes both with signed 64-bit ints.
 MAX_EXTENT = 2**63 - 1
 
-# The tensors a call of each op involves, by role, from the command's shape (the result
-# too: a problem whose result cannot exist cannot run either).
-_PROBLEM_TENSORS = {
-    "mm": lambda d: {"a": (d[0], d[2]), "b": (d[2], d[1]), "the result": (d[0], d[1])},
-    "rmsnorm": lambda d: {"input": d, "weight": (d[-1],), "the result": d},
-}
 
-
-def check_shape_exists(dims: tuple[int, ...], op_name: str, dtype: Any) -> None:
-    """``UsageError`` (one line) unless every tensor of ``op_name``'s problem ``dims`` (a
-    parsed ``--shapes`` item) can exist in ``dtype``: no dimension past ``2**63 - 1`` and, for
-    the ops whose tensors are known, none with more bytes than that.  Before anything is
+def check_shape_exists(dims: tuple[int, ...], target: Any, dtype: Any) -> None:
+    """``UsageError`` (one line) unless every tensor of the problem ``dims`` (a parsed
+    ``--shapes`` item) of the op whose inputs ``target`` builds (its declared
+    ``ExampleInputs``) can exist in ``dtype``: no dimension past ``2**63 - 1`` and, for an
+    op that declares its problem's tensors, none with more bytes than that.  Before anything is
     built, so a shape that cannot exist never reaches torch."""
     shape = "x".join(map(str, dims))
     for d in dims:
@@ -93,7 +87,7 @@ def check_shape_exists(dims: tuple[int, ...], op_name: str, dtype: Any) -> None:
                 f"--shapes: {shape}: dimension {d} is larger than any tensor can have "
                 "(2**63 - 1); use sizes that fit in memory"
             )
-    tensors = _PROBLEM_TENSORS.get(op_name)
+    tensors = target.tensors
     if tensors is None:
         return
     size = dtype.itemsize

@@ -53,16 +53,19 @@ def _known_ops() -> str:
 
 def _resolve(name: str) -> tuple[Any, Any]:
     """The op named ``name`` and how to build its inputs from a shape."""
-    from flashinfer.cli.autotune_run import _TARGETS
     from flashinfer.dispatch.backend_names import flashinfer_apis
+    from flashinfer.testing import example_inputs_for
 
     apis = flashinfer_apis()
     known = ", ".join(sorted(apis)) or "none"
     if name not in apis:
         raise UsageError(f"unknown op {name!r}; ops with backends: {known}")
-    target = _TARGETS.get(name)
+    target = example_inputs_for(name)
     if target is None:
-        raise UsageError(f"{name}: this command cannot build its inputs from a shape yet")
+        raise UsageError(
+            f"{name}: this command cannot build its inputs from a shape: the op declares no "
+            "example inputs (declare_cases(..., examples=ExampleInputs(...)))"
+        )
     return apis[name], target
 
 
@@ -121,7 +124,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     shapes = _parse_shapes(args.shapes, target)
     dtype = getattr(torch, args.dtype)
     for dims in shapes:
-        check_shape_exists(dims, target.op_name, dtype)
+        check_shape_exists(dims, target, dtype)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
     inputs = [_fake_inputs(target, dims, dtype, args.device) for dims in shapes]

@@ -30,7 +30,14 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 
-__all__ = ["MAX_BRANCHES", "body_call", "emit_fast_path", "explicit_lines", "refused"]
+__all__ = [
+    "MAX_BRANCHES",
+    "body_call",
+    "emit_fast_path",
+    "explicit_lines",
+    "overlap_lines",
+    "refused",
+]
 
 MAX_BRANCHES = 32
 """Most backends a table may have for the generated code to spell out each backend's
@@ -121,6 +128,8 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_traced": traced_call,
         "_traceable": None,
         "_Tensor": torch.Tensor,
+        # The API's overlap rule (see overlap_lines).
+        "_ovl": op.overlap.check if op.overlap is not None else None,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = op._checkers[name]  # a grad gate for one that cannot differentiate
@@ -144,12 +153,13 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     params = sig.def_params(ns, "skip_check=False, _key=None" if cached else "skip_check=False")
     if not op.backend_checks:
         # skip_check=True bypasses the dispatcher entirely.
-        lines = ["    if skip_check:", f"        return {call_func}", f"    {scan}"]
+        lines = ["    if skip_check:", *(f"        {c}" for c in overlap_lines(op))]
+        lines += [f"        return {call_func}", f"    {scan}"]
         if op.common_check is None:  # upstream: a usage error, raised on the call
             lines.append(f"    {fail}")
             return _compile(op, params, lines, ns)
         lines += ["    if _cc_reason(_common, _cc) is not None:", f"        {fail}"]
-        lines += [f"    {c}" for c in _common_lines(op, fail)]
+        lines += [f"    {c}" for c in [*_common_lines(op, fail), *overlap_lines(op)]]
         lines.append(f"    return {call_func}")
         return _compile(op, params, lines, ns)
 
@@ -168,6 +178,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         "    if skip_check:",
         "        if backend != 'auto':",
         *(f"        {c}" for c in route_lines(op, "unchecked")),
+        *(f"            {c}" for c in overlap_lines(op)),
         f"            return {call_func}",
         f"        return {render_call('_skip_auto', specs['__func__'])}",
         f"    {scan}",
@@ -216,6 +227,7 @@ def _explicit_branch(op: ReferenceDispatcher, name: str, chk: Any, refs: _Refs) 
     branch = [
         *clear,
         *_common_lines(op, fail),
+        *overlap_lines(op),
         f"if not {_capability_guard(chk, refs.ccs)}:",
         f"    {fail}",
         "try:",
@@ -322,6 +334,18 @@ def _fail_call(op: ReferenceDispatcher, *, check_common: bool) -> str:
     return f"_fail(_cc, {bound})" if check_common else f"_fail(_cc, {bound}, False)"
 
 
+def overlap_lines(op: ReferenceDispatcher) -> list[str]:
+    """The API's overlap rule applied (at indent 0): after the common check (which says
+    what a malformed written argument is), before any backend's checker or body, on every
+    path, ``skip_check=True`` included.  A call whose written arguments are all None
+    (``out=None``) pays one ``is not None`` test each; a backend never checks it itself."""
+    rule = op.overlap
+    if rule is None:
+        return []
+    test = " or ".join(f"{n} is not None" for n in rule.written)
+    return [f"if {test}:", f"    _ovl({', '.join((*rule.written, *rule.read))})"]
+
+
 def _common_lines(op: ReferenceDispatcher, fail: str) -> list[str]:
     if op.common_check is None:
         return []
@@ -338,6 +362,7 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     restricted here, and a restricted call takes :func:`_restricted_block` instead."""
     fail = _fail_call(op, check_common=check_common)
     body = _common_lines(op, fail) if check_common else []
+    body += overlap_lines(op)
     body += ["_rx = _rfind(_api) if _RS.on else None", "if _rx is None:"]
     body += [f"    {c}" for c in _selection(op, ns)]
     lines: list[str] = []

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from flashinfer.codegen.compiler import compile_function, render_call
-from flashinfer.dispatch.emitter import body_call, explicit_lines
+from flashinfer.dispatch.emitter import body_call, explicit_lines, overlap_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import (
     MAX_PATTERNS,
@@ -118,6 +118,7 @@ class Front:
             "    if skip_check:",
             "        if backend != 'auto':",
             *(f"        {c}" for c in route_lines(op, "unchecked")),
+            *(f"            {c}" for c in overlap_lines(op)),
             f"            return {call}",
             f"    _cc = None if _CUDA.absent else _CUDA.find({scanned})",
         ]
@@ -162,6 +163,8 @@ class Front:
             f"            return {keyed_skip}",
             f"        return {keyed}",
         ]
+        # A hit: the verdict stands for the checks; the overlap rule needs the addresses.
+        lines += [f"    {c}" for c in overlap_lines(op)]
         lines += self._auto_hit(call)
         params = sig.def_params(ns, "skip_check=False")
         return compile_function(params, lines, ns, role="dispatcher", api=op.api_key)

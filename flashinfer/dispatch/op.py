@@ -42,9 +42,9 @@ class BackendRequirementOp(ReferenceDispatcher):
         fake: Callable[..., Any] | None = None,
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
-        super().__init__(func, backend_checks, common_check, heuristic_func)
-        #: What the API writes (its ``OverlapRule``), or None: the operator's mutations.
-        self.overlap = overlap
+        # overlap: what the API writes (its ``OverlapRule``), or None; the dispatcher checks
+        # it (see ``plan``), and the operator's schema marks those arguments mutated.
+        super().__init__(func, backend_checks, common_check, heuristic_func, overlap=overlap)
         #: The API's torch operator (``torch.ops.flashinfer.<name>``, built below), its
         #: schema (the generated code routes traced calls by it), or None for both, with
         #: the reason in ``torch_op_reason`` (see ``tracing``).

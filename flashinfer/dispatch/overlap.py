@@ -15,8 +15,10 @@ result is written) when
 Inputs that are only read may overlap each other and themselves freely.
 
 An op states its rule once, as an :class:`OverlapRule` value (which arguments it writes,
-which it reads meanwhile, which pairs may be the same tensor), calls :meth:`OverlapRule.check`
-before any kernel runs, and declares the rule with its test cases
+which it reads meanwhile, which pairs may be the same tensor), hands it to the dispatcher
+(``backend_requirement(..., overlap=rule)``, which calls :meth:`OverlapRule.check` before
+any backend's checker or body; an API without a dispatcher calls it before it writes), and
+declares the rule with its test cases
 (``flashinfer.testing.declare_cases(..., overlap=rule)``), so the tests attack every written
 argument of every op on every backend with no code per op.
 

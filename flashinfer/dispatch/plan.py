@@ -87,6 +87,8 @@ class DispatchPlan:
         backend_checks: Mapping[str, Callable[..., Any]] | Iterable[Backend],
         common_check: Callable[..., Any] | None,
         heuristic_func: Callable[..., Any] | None,
+        *,
+        overlap: Any = None,
     ) -> None:
         self.__wrapped__ = func
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -112,6 +114,10 @@ class DispatchPlan:
         # A declared skip_check is the dispatcher's: never passed on (the body sees its
         # default), so the API's parameters are the rest.
         self._sig = ParameterList(func, omit=("skip_check",))
+        #: What the API writes (its ``OverlapRule``), or None; the dispatcher checks it
+        #: before any backend's checker or body, on every path (see ``emitter``).
+        self.overlap = overlap
+        self._check_overlap_names()
         self._check_experimental_placement()
         self._specs = self._build_specs()
         self._plan_grad_gates(declared)
@@ -252,7 +258,32 @@ class DispatchPlan:
             and not any(reads_tensor_data_marked(c) for c in present)
         )
 
+    def check_overlap(self, bound: Mapping[str, Any]) -> None:
+        """Apply the API's overlap rule to a call's bound arguments (what the generated
+        path's overlap lines do): nothing to check while every written argument is None."""
+        rule = self.overlap
+        if rule is not None and any(bound.get(n) is not None for n in rule.written):
+            rule.check(*(bound.get(n) for n in (*rule.written, *rule.read)))
+
     # ---- decoration-time checks --------------------------------------------------------
+
+    def _check_overlap_names(self) -> None:
+        """The overlap rule names parameters of the API (the dispatcher passes them by
+        name); a typo would otherwise leave a written tensor unchecked."""
+        rule = self.overlap
+        if rule is None:
+            return
+        params = {p.name: p for p in self._sig.params}
+        spread = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        unknown = [
+            n for n in (*rule.written, *rule.read) if n not in params or params[n].kind in spread
+        ]
+        if unknown:
+            raise ValueError(
+                f"API {self.api_name!r}: its overlap rule names {unknown}, which are not "
+                f"named parameters of the API ({', '.join(params)}); name the parameters "
+                "the API writes and reads"
+            )
 
     def _check_experimental_placement(self) -> None:
         """A backend whose checker or declared implementation is experimental code (defined

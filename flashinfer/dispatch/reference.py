@@ -93,6 +93,9 @@ class ReferenceDispatcher(DispatchPlan):
             )
         if self.common_check is not None and check_common:
             self._run_common_check(cc, bound, backend)
+        # The overlap rule: after the common check (which says what a malformed ``out`` is),
+        # before any backend's checker, also with skip_check=True.
+        self.check_overlap(bound)
         if not self.backend_checks:
             return []
         if backend != "auto":
@@ -273,6 +276,8 @@ class ReferenceDispatcher(DispatchPlan):
         if not skip_check or auto:
             cc = self._call_capability(bound)
             candidates = self._select(cc, bound, check_common=not skip_check)
+        else:  # a named backend, unchecked: only the overlap rule still applies
+            self.check_overlap(bound)
         if not auto:
             return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
         route = self._ns["_route"]

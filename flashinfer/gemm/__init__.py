@@ -297,8 +297,17 @@ def _case_inputs(
     return make
 
 
+def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
+    """The CLI's inputs for ``--shapes MxNxK``: ``a`` is ``MxK``, ``b`` is ``KxN``."""
+    m, n, k = dims
+    return {
+        "a": torch.randn(m, k, dtype=dtype, device=device),
+        "b": torch.randn(k, n, dtype=dtype, device=device),
+    }
+
+
 def _declare_cases() -> None:
-    from flashinfer.testing import Case, declare_cases, rel_frobenius
+    from flashinfer.testing import Case, ExampleInputs, declare_cases, rel_frobenius
 
     specs: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
         ("f32_64x64x64", (64, 64, 64, torch.float32), {}),
@@ -320,7 +329,13 @@ def _declare_cases() -> None:
             Case(name, _case_inputs(*dims, **kw), _reference, rel_frobenius(), seed=100 + i)
             for i, (name, dims, kw) in enumerate(specs)
         ],
-        overlap=OVERLAP,
+        examples=ExampleInputs(
+            shape_help="MxNxK (a is MxK, b is KxN)",
+            ndims=(3,),
+            make=_example_inputs,
+            example="64x64x64,128x64x32",
+            tensors=lambda d: {"a": (d[0], d[2]), "b": (d[2], d[1]), "the result": (d[0], d[1])},
+        ),
     )
 
 

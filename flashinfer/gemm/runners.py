@@ -5,7 +5,7 @@ A runner is the ``run`` of an mm backend's declaration (``flashinfer.gemm.MM_RUN
 ``mm.implementations``): what the autotuner times and what every call finally runs,
 ``runner(inputs, tactic)`` for ``inputs = (a, b, out, out_dtype)``, with ``tactic_space()``
 (every tactic of the backend) and ``tactics(inputs)`` (those worth timing, default first).
-Each runner checks :data:`OVERLAP` before its kernel, so no path to a kernel skips it.
+The dispatcher checks :data:`OVERLAP` before any runner runs (no runner checks it itself).
 The gradient of mm is here too (:func:`mm_backward`): the tiled runners run their kernel
 inside a :class:`torch.autograd.Function` with it when grad is required (in
 :func:`run_tiled`), and the compiled operator registers it.  Kernels are imported on first
@@ -61,9 +61,11 @@ def _result_dtype(a: torch.Tensor, out_dtype: torch.dtype | None) -> torch.dtype
 
 OVERLAP = OverlapRule("mm", ("out",), ("a", "b"))
 """What :func:`mm` writes and reads: ``out`` may not overlap ``a``, ``b`` or itself (no
-backend computes in place).  Every runner checks it before its kernel, so every path to a
-kernel goes through it: explicit, ``"auto"``, routed and tuning calls, ``skip_check=True``,
-and direct use of :data:`MM_RUNNERS`."""
+backend computes in place).  Declared with ``backend_requirement(..., overlap=OVERLAP)``:
+the dispatcher checks it before any backend's checker or runner, on every path of a call of
+:func:`flashinfer.mm` (explicit, ``"auto"``, routed and tuning calls, ``skip_check=True``);
+a runner called directly (``MM_RUNNERS[name](inputs)``) is a backend's internals and trusts
+its caller."""
 
 
 # --------------------------------------------------------------------------------------
@@ -92,7 +94,6 @@ class TorchRunner:
                 a.requires_grad or b.requires_grad or out.requires_grad
             ):
                 raise out_with_grad_error("mm", "torch", a=a, b=b, out=out)
-            OVERLAP.check(out, a, b)
         dtype = _result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
             a, b = a.float(), b.float()
@@ -147,9 +148,10 @@ def run_tiled(
     backend: str,
     launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
 ) -> torch.Tensor:
-    """Run a tiled Triton GEMM of mm (the ``triton`` and ``splitk`` runners): refuse an ``out``
-    that overlaps ``a`` or ``b`` (:data:`OVERLAP`); ``tactic`` defaults to ``runner``'s first
-    for these inputs and must otherwise be in ``space`` (the tactics of ``backend``);
+    """Run a tiled Triton GEMM of mm (the ``triton`` and ``splitk`` runners; the dispatcher
+    has refused an ``out`` that overlaps ``a`` or ``b``, :data:`OVERLAP`); ``tactic``
+    defaults to ``runner``'s first for these inputs and must otherwise be in ``space`` (the
+    tactics of ``backend``);
     ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result.
 
     When grad is required (grad mode on and ``a``, ``b`` or ``out`` requiring it) the launch
@@ -165,8 +167,6 @@ def run_tiled(
         return _TiledMatmul.apply(  # type: ignore[no-any-return]
             a, b, out_dtype, (runner, tactic, space, backend, launch)
         )
-    if out is not None:
-        OVERLAP.check(out, a, b)
     if tactic is None:
         tactic = runner.tactics(inputs)[0]
     elif tactic not in space:

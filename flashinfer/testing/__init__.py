@@ -66,6 +66,12 @@ from flashinfer.testing.conformance import (
     run_or_skip,
     support_reason,
 )
+from flashinfer.testing.examples import (
+    EXAMPLE_INPUTS,
+    ExampleInputs,
+    declare_example_inputs,
+    example_inputs_for,
+)
 from flashinfer.testing.overlap import (
     Attack,
     OverlapItem,
@@ -82,6 +88,8 @@ __all__ = [
     "Attack",
     "Case",
     "ConformanceItem",
+    "EXAMPLE_INPUTS",
+    "ExampleInputs",
     "FROBENIUS_BOUNDS",
     "OverlapItem",
     "allclose",
@@ -91,7 +99,9 @@ __all__ = [
     "conformance_devices",
     "conformance_items",
     "declare_cases",
+    "declare_example_inputs",
     "declared_ops",
+    "example_inputs_for",
     "overlap_attacks",
     "overlap_items",
     "overlap_rule_for",
@@ -108,10 +118,19 @@ __all__ = [
 _declared: dict[str, tuple[Any, list[Case]]] = {}
 
 
-def declare_cases(op: Any, cases: Iterable[Case], *, overlap: OverlapRule | None = None) -> None:
+def declare_cases(
+    op: Any,
+    cases: Iterable[Case],
+    *,
+    overlap: OverlapRule | None = None,
+    examples: ExampleInputs | None = None,
+) -> None:
     """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function),
-    and ``overlap``, the rule the op checks for the tensors it writes (see
-    :func:`overlap_items`).
+    ``overlap``, the rule the op checks for the tensors it writes (see
+    :func:`overlap_items`; an op with a dispatcher declares it to ``backend_requirement``,
+    which applies it, and it is read from there), and ``examples``, the inputs
+    ``flashinfer autotune`` and ``flashinfer explain`` build from a shape
+    (:class:`ExampleInputs`).
 
     Call at import of the op's module.  Names must be unique per op; declaring again
     replaces the op's cases and rule (module reloads stay idempotent).
@@ -121,8 +140,21 @@ def declare_cases(op: Any, cases: Iterable[Case], *, overlap: OverlapRule | None
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"declare_cases({_op_key(op)}): duplicate case names {dupes}")
+    # An op with a dispatcher declares its rule once, to backend_requirement(overlap=),
+    # which applies it: its cases are attacked with that rule.
+    dispatcher = getattr(op, "dispatcher", None)
+    if dispatcher is not None and overlap is not None and overlap != dispatcher.overlap:
+        raise ValueError(
+            f"declare_cases({_op_key(op)}): overlap={overlap!r} is not the rule the "
+            f"dispatcher applies ({dispatcher.overlap!r}); pass it to "
+            "backend_requirement(..., overlap=...) instead, which declares it for the cases too"
+        )
+    if overlap is None and dispatcher is not None:
+        overlap = dispatcher.overlap
     _declared[_op_key(op)] = (op, cases)
     _declare_overlap_rule(op, overlap)
+    if examples is not None:
+        declare_example_inputs(op, examples)
 
 
 def cases_for(op: Any) -> list[Case]:
