@@ -194,11 +194,11 @@ def shared_file(group: Any, path: Path) -> dict[str, Any]:
 
     builtins.open, distributed.save_into = spying_open, spying_save
     try:
-        with autotune(process_group=group, cache=path):  # no file yet: tunes, rank 0 saves
+        with autotune(process_group=group, tuning_file=path):  # no file yet: tunes, rank 0 saves
             tuned = record_of(op)
         dist.barrier(group)  # the file is written before anyone reads it back
         AutoTuner.get().clear()
-        with autotune(process_group=group, cache=path):  # read by rank 0 for everyone
+        with autotune(process_group=group, tuning_file=path):  # read by rank 0 for everyone
             loaded = record_of(op)
     finally:
         builtins.open, distributed.save_into = real_open, real_save
@@ -217,7 +217,7 @@ def unreadable_file(group: Any, path: Path) -> dict[str, Any]:
 
     builtins.open = refusing_open if RANK == 0 else real_open
     try:
-        with autotune(process_group=group, cache=path):
+        with autotune(process_group=group, tuning_file=path):
             return {"entered": True}
     finally:
         builtins.open = real_open
@@ -231,7 +231,7 @@ def directory_on_rank0_only(group: Any, out_dir: Path) -> dict[str, Any]:
         where.parent.mkdir(exist_ok=True)
     SCRIPT.update({("a", 1): [0.002] * WORLD, ("a", 2): [0.001] * WORLD})
     op = make_op({"a": FakeRunner("a", [1, 2])})
-    with autotune(process_group=group, cache=where):
+    with autotune(process_group=group, tuning_file=where):
         tuned = record_of(op)
     return {"tuned": tuned, "saved": where.exists()}
 
@@ -239,7 +239,7 @@ def directory_on_rank0_only(group: Any, out_dir: Path) -> dict[str, Any]:
 def directory_missing_on_rank0(group: Any, out_dir: Path) -> dict[str, Any]:
     """Rank 0's directory is missing: every rank refuses, on entry, before any tuning."""
     where = out_dir / "no_such_dir" / "tuned.json"
-    with autotune(process_group=group, cache=where):
+    with autotune(process_group=group, tuning_file=where):
         return {"entered": True}
 
 
@@ -272,7 +272,7 @@ TUNER_VALUES: dict[str, tuple[Any, Any]] = {
 WHEN: dict[str, tuple[str, ...]] = {
     **{name: ("entry", "block", "between_keys") for name in TUNER_VALUES},
     "skip_ops": ("fresh", "agreed"),
-    "cache": ("entry",),
+    "tuning_file": ("entry",),
 }
 
 
@@ -311,9 +311,9 @@ def setting_differs(group: Any, out_dir: Path, name: str, when: str) -> dict[str
             calls = calls_now()
             with autotune(process_group=group, skip_ops=[op] if odd else []):
                 op(x())
-        elif name == "cache":
+        elif name == "tuning_file":
             value = odd
-            with autotune(process_group=group, cache=out_dir / "tuned.json" if odd else None):
+            with autotune(process_group=group, tuning_file=out_dir / "tuned.json" if odd else None):
                 op(x())
         else:
             raise KeyError(f"no case for the setting {name!r}: add one to setting_differs")

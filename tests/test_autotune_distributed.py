@@ -246,7 +246,7 @@ def test_only_rank_0_checks_the_tuning_files_directory(two):
 
 def test_a_directory_missing_on_rank_0_is_refused_on_every_rank_at_once(two):
     for f in facts(two, "directory_missing_on_rank0"):
-        assert f.get("error") == "AutotuneCacheError", f
+        assert f.get("error") == "TuningFileError", f
         assert "no_such_dir" in f["message"] and "does not exist" in f["message"]
         assert "checked by rank 0 of the autotune process group" in f["message"]
         assert f["elapsed_s"] < FAST_S

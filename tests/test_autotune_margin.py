@@ -143,7 +143,7 @@ def test_the_log_says_when_the_margin_kept_an_earlier_pair(monkeypatch, capsys):
 def test_the_cli_table_gives_the_median_with_its_spread(monkeypatch, capsys, tmp_path):
     script_timings(monkeypatch, {("a", 1): 2.0, ("a", 2): 1.0})
     op = tune_from_cli(monkeypatch, {"a": FakeRunner("a", [1, 2])})
-    argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--cache", str(tmp_path / "c")]
+    argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--tuning-file", str(tmp_path / "c")]
     assert main(argv) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]
     assert "MEDIAN+-IQR MS" in header and row.split()[3] == "1.0000+-0.1000"

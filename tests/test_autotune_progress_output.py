@@ -47,7 +47,15 @@ def fake_target(monkeypatch):
 
 def run_with_stderr(monkeypatch, op, stream, tmp_path) -> int:
     monkeypatch.setattr(sys, "stderr", stream)
-    argv = ["autotune", "--op", op.api_name, "--shapes", "4,8", "--cache", str(tmp_path / "c")]
+    argv = [
+        "autotune",
+        "--op",
+        op.api_name,
+        "--shapes",
+        "4,8",
+        "--tuning-file",
+        str(tmp_path / "c"),
+    ]
     return main(argv)
 
 
@@ -103,7 +111,7 @@ def test_a_real_run_writing_to_a_pipe_tells_the_tactics_apart(tmp_path):
     env.pop("FLASHINFER_AUTOTUNER_LOG", None)
     proc = subprocess.run(
         [sys.executable, "-m", "flashinfer", "autotune", "--op", "mm", "--shapes", "16x64x64"]
-        + ["--cache", str(tmp_path / "tuned.json")],
+        + ["--tuning-file", str(tmp_path / "tuned.json")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -117,14 +117,14 @@ def test_leaving_a_block_more_often_than_entering_it_is_an_error():
 
 
 def test_a_block_left_out_of_order_saves_its_cache_once_the_newer_blocks_are_left(tmp_path):
-    """Generator ``outer`` tunes a key inside ``autotune(cache=...)``; generator ``inner``
+    """Generator ``outer`` tunes a key inside ``autotune(tuning_file=...)``; generator ``inner``
     enters a block after it; ``outer`` is closed first: its file is written when ``inner``
     is closed too, and the thread is not tuning after either."""
     path = str(tmp_path / "tuned.json")
     op = make_op({"a": FakeRunner("a", [1, 2]), "b": FakeRunner("b")})
 
     def tunes():
-        with autotune(cache=path):
+        with autotune(tuning_file=path):
             op(torch.zeros(4))
             yield
 

@@ -47,7 +47,7 @@ def three(tmp_path_factory) -> dict[str, Any]:
 def shown(name: str, value: Any) -> str:
     if name == "skip_ops":
         return repr(list(value))
-    if name == "cache":
+    if name == "tuning_file":
         return "given" if value else "not given"
     return str(value)
 

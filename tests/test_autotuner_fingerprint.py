@@ -16,13 +16,13 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 import flashinfer
 from flashinfer.autotuner import (
-    AutotuneCacheWarning,
     AutoTuner,
     Choice,
+    TuningFileWarning,
     autotune,
-    load_configs,
+    load_tuning_file,
     make_key,
-    save_configs,
+    save_tuning_file,
 )
 from flashinfer.autotuner import fingerprint as fp
 
@@ -72,7 +72,7 @@ def write(path, entries, version=2, **header):
 def quiet_load(path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a file this process matches entirely: no warning
-        return load_configs(path)
+        return load_tuning_file(path)
 
 
 # --------------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_a_saved_result_carries_the_fingerprint_of_this_environment(tmp_path, mo
     op, _ = fake_op()
     with autotune():
         op(torch.zeros(4))
-    save_configs(tmp_path / "c.json")
+    save_tuning_file(tmp_path / "c.json")
     (saved,) = json.loads((tmp_path / "c.json").read_text())["entries"]
     assert saved["fingerprint"] == {
         "flashinfer": flashinfer.__version__,
@@ -133,8 +133,8 @@ def test_a_result_from_another_environment_is_skipped_counted_and_warned_once(
         value = not mine["triton_interpret"]
     path = tmp_path / "c.json"
     write(path, [entry(op, "b", None, **{field: value}), entry(op, "a", 2, n=8)])
-    with pytest.warns(AutotuneCacheWarning) as caught:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning) as caught:
+        report = load_tuning_file(path)
     assert len(caught) == 1
     message = str(caught[0].message)
     assert f"1 {OTHER_ENV}, kept in the file ({field} {value!r} vs {mine[field]!r} here)" in message
@@ -163,8 +163,8 @@ def test_a_wildcard_field_matches_anything(tmp_path, wildcard):
     # One pinned field that differs still excludes it, whatever the stars.
     AutoTuner.get().clear()
     write(path, [{**entry(op, "b", None), "fingerprint": {**stars, "torch": "1.0.0"}}])
-    with pytest.warns(AutotuneCacheWarning, match=OTHER_ENV):
-        assert load_configs(path).loaded == 0
+    with pytest.warns(TuningFileWarning, match=OTHER_ENV):
+        assert load_tuning_file(path).loaded == 0
 
 
 def test_of_several_matching_entries_of_a_key_the_most_specific_wins(tmp_path):
@@ -185,8 +185,8 @@ def test_of_several_matching_entries_of_a_key_the_most_specific_wins(tmp_path):
 def test_a_fingerprint_of_the_wrong_shape_is_malformed(tmp_path, bad):
     op, _ = fake_op()
     write(tmp_path / "c.json", [{**entry(op), "fingerprint": bad}])
-    with pytest.warns(AutotuneCacheWarning, match="1 are malformed") as caught:
-        load_configs(tmp_path / "c.json")
+    with pytest.warns(TuningFileWarning, match="1 are malformed") as caught:
+        load_tuning_file(tmp_path / "c.json")
     assert "fingerprint" in str(caught[0].message)
 
 
@@ -202,8 +202,8 @@ def test_an_entry_of_another_environment_survives_a_save_untouched(tmp_path):
     # flashinfer might add: written back exactly as it was.
     foreign = {**entry(op, "b", None, torch="2.99.0", device="NVIDIA H200"), "note": [1, {}]}
     write(path, [foreign])
-    with pytest.warns(AutotuneCacheWarning, match=OTHER_ENV):
-        with autotune(cache=path):
+    with pytest.warns(TuningFileWarning, match=OTHER_ENV):
+        with autotune(tuning_file=path):
             op(torch.zeros(4))  # not loaded: tuned here
     text = path.read_text()
     entries = json.loads(text)["entries"]
@@ -223,7 +223,7 @@ def test_a_result_tuned_here_replaces_the_entries_of_its_key_this_process_matche
     write(path, [old, star, other])
     with autotune():
         op(torch.zeros(4))  # tuned without loading the file
-    save_configs(path)
+    save_tuning_file(path)
     entries = json.loads(path.read_text())["entries"]
     assert other in entries and old not in entries and star not in entries
     assert len(entries) == 2
@@ -235,16 +235,16 @@ def test_a_loaded_result_is_saved_again_with_the_fingerprint_it_came_with(tmp_pa
     star = {**entry(op, "b", None), "fingerprint": {"device": "*", "torch": "*"}}
     other = entry(op, "b", None, n=8, torch="2.99.0")
     write(path, [star, other])
-    with pytest.warns(AutotuneCacheWarning, match=OTHER_ENV):
-        load_configs(path)
+    with pytest.warns(TuningFileWarning, match=OTHER_ENV):
+        load_tuning_file(path)
     with autotune():
         op(torch.zeros(16))  # a new key: the file is saved with it
-    save_configs(path)
+    save_tuning_file(path)
     entries = json.loads(path.read_text())["entries"]
     assert star in entries and other in entries and len(entries) == 3
     # Tuned anew, the key's result is this process's: stamped with its environment.
     AutoTuner.get().set_choice(key(op), Choice("a", 2, 1e-3))
-    save_configs(path)
+    save_tuning_file(path)
     entries = json.loads(path.read_text())["entries"]
     assert star not in entries and entry(op, "a", 2) in entries
 
@@ -283,8 +283,8 @@ def test_a_schema1_file_loads_as_stamped_with_the_versions_its_header_records(tm
     # Recorded under another torch: kept for it, not used here.
     AutoTuner.get().clear()
     path, _ = _schema1_copy(tmp_path, torch_version="1.0.0")
-    with pytest.warns(AutotuneCacheWarning, match=f"2 {OTHER_ENV}.*torch '1.0.0' vs"):
-        assert load_configs(path).loaded == 0
+    with pytest.warns(TuningFileWarning, match=f"2 {OTHER_ENV}.*torch '1.0.0' vs"):
+        assert load_tuning_file(path).loaded == 0
 
 
 def test_saving_into_a_schema1_file_upgrades_it_and_keeps_every_entry(tmp_path):
@@ -294,7 +294,7 @@ def test_saving_into_a_schema1_file_upgrades_it_and_keeps_every_entry(tmp_path):
         op(torch.zeros(4))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing dropped, nothing to say
-        assert save_configs(path) == 3
+        assert save_tuning_file(path) == 3
     saved = json.loads(path.read_text())
     assert saved["schema_version"] == 2
     stamp = {"flashinfer": doc["flashinfer_version"], "torch": doc["torch_version"]}

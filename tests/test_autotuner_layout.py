@@ -12,17 +12,17 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 from import_graph import find_cycle, import_graph
 
 import flashinfer.autotuner as autotuner
-from flashinfer.autotuner import cache, router, tuner
+from flashinfer.autotuner import router, tuner, tuning_file
 
 PACKAGE = "flashinfer.autotuner"
 
 
 def test_autotuner_modules_import_one_way():
     """No cycle among the package's modules, counting function-level and type-only imports
-    (cache.py -> tuner.py -> cache.py and tuner.py <-> router.py were cycles); the
-    package-wide rule is tests/test_import_graph.py."""
+    (the tuning file's module -> tuner.py -> it, and tuner.py <-> router.py were cycles);
+    the package-wide rule is tests/test_import_graph.py."""
     graph = import_graph()
-    assert f"{PACKAGE}.tuner" in graph[f"{PACKAGE}.cache"]  # the graph is really read
+    assert f"{PACKAGE}.tuner" in graph[f"{PACKAGE}.tuning_file"]  # the graph is really read
     autotuner_only = {
         m: {n for n in edges if n.startswith(PACKAGE + ".")}
         for m, edges in graph.items()
@@ -74,7 +74,7 @@ def test_the_router_uses_only_the_documented_tuner_interface():
 
 
 def test_old_module_paths_keep_their_names():
-    for module in (tuner, cache):
+    for module in (tuner, tuning_file):
         for name in module.__all__:
             assert getattr(module, name) is getattr(autotuner, name), (module.__name__, name)
     from flashinfer.autotuner._time_candidates import one_line_reason as _one_line
@@ -85,7 +85,7 @@ def test_old_module_paths_keep_their_names():
 def test_public_classes_keep_their_module_and_pickle():
     homes = {
         "flashinfer.autotuner.tuner": ["Choice", "TacticFailure", "TuningRecord"],
-        "flashinfer.autotuner.cache": ["AutotuneCacheWarning", "AutotuneCacheError", "LoadReport"],
+        "flashinfer.autotuner.tuning_file": ["TuningFileWarning", "TuningFileError", "LoadReport"],
     }
     for home, names in homes.items():
         for name in names:
@@ -94,7 +94,7 @@ def test_public_classes_keep_their_module_and_pickle():
     record = autotuner.TuningRecord(
         ("op", (), "cpu", None), choice, True, 2, (autotuner.TacticFailure("x", 1, "boom"),)
     )
-    error = autotuner.AutotuneCacheError("no", path="p", reason="r")
+    error = autotuner.TuningFileError("no", path="p", reason="r")
     report = autotuner.LoadReport("p", 1, {"why": 2})
     for value in (choice, record, report):
         assert pickle.loads(pickle.dumps(value)) == value

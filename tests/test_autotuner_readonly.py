@@ -27,12 +27,12 @@ CHILD = textwrap.dedent(
     assert not os.access(os.path.dirname(path), os.W_OK)  # really read-only
     op = make_op({{"a": FakeRunner("a", [1, 2]), "b": FakeRunner("b")}})
     assert op.api_key == {api_key!r}
-    with autotune(cache=path):  # tuning on, every key in the file: nothing to write
+    with autotune(tuning_file=path):  # tuning on, every key in the file: nothing to write
         served = op(torch.zeros(4))
-    with autotune(False, cache=path):  # serving: a key not in the file runs the default
+    with autotune(False, tuning_file=path):  # serving: a key not in the file runs the default
         default = op(torch.zeros(64))
     try:
-        with autotune(cache=path):
+        with autotune(tuning_file=path):
             op(torch.zeros(128))  # a new key: the block must save, and cannot
     except OSError as exc:
         error = errno.errorcode.get(exc.errno)

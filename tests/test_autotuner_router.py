@@ -855,10 +855,10 @@ def test_a_new_result_replaces_a_served_untuned_entry(memo_misses, tmp_path):
     choose(op, (x,), "b", 2)  # a result: the served untuned entry must go
     assert op(x) == op(x) == ("b", 2)
     path = tmp_path / "tuned.json"
-    AutoTuner.get().save_configs(path)
+    AutoTuner.get().save_tuning_file(path)
     AutoTuner.get().clear()
     assert [op(x) for _ in range(3)] == [("a", None)] * 3
-    AutoTuner.get().load_configs(path)  # loading a file is a result too
+    AutoTuner.get().load_tuning_file(path)  # loading a file is a result too
     assert op(x) == op(x) == ("b", 2)
 
 

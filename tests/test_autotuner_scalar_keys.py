@@ -20,9 +20,9 @@ from flashinfer.autotuner import (
     AutoTuner,
     EnumValue,
     autotune,
-    load_configs,
+    load_tuning_file,
     make_key,
-    save_configs,
+    save_tuning_file,
 )
 from flashinfer.backend_dispatch import backend_requirement, supported_compute_capability
 
@@ -117,7 +117,7 @@ def test_two_calls_that_differ_only_in_a_bool_flag_get_separate_entries(direct, 
     for _ in range(3):  # served from the tuned keys, outside tuning
         assert (op(x, False), op(x, True)) == ("F", "T")
     # The file tells them apart, and reads back into the same two keys.
-    save_configs(tmp_path / "c.json")
+    save_tuning_file(tmp_path / "c.json")
     inputs = sorted(
         json.dumps(e["inputs"]) for e in json.loads((tmp_path / "c.json").read_text())["entries"]
     )
@@ -126,7 +126,7 @@ def test_two_calls_that_differ_only_in_a_bool_flag_get_separate_entries(direct, 
         json.dumps([{"shape": [4], "dtype": "float32"}, {"value": True}]),
     ]
     AutoTuner.get().clear()
-    assert load_configs(tmp_path / "c.json").loaded == 2
+    assert load_tuning_file(tmp_path / "c.json").loaded == 2
     assert (op(x, False), op(x, True)) == ("F", "T")
 
 
@@ -147,11 +147,11 @@ def test_enum_members_are_part_of_the_key_and_read_back_without_importing(direct
         assert op(torch.zeros(4), Layout.COL) == "col"
     key = key_of(op, Layout.COL)
     assert key[1][1] == EnumValue(f"{__name__}.Layout", "COL")
-    save_configs(tmp_path / "c.json")
+    save_tuning_file(tmp_path / "c.json")
     text = (tmp_path / "c.json").read_text()
     assert f'{{"enum": "{__name__}.Layout", "name": "COL"}}' in text
     AutoTuner.get().clear()
-    load_configs(tmp_path / "c.json")
+    load_tuning_file(tmp_path / "c.json")
     assert AutoTuner.get().choice(key).tactic == "col"
     assert op(torch.zeros(4), Layout.COL) == "col"
 
@@ -184,9 +184,9 @@ def test_a_declared_float_is_part_of_the_key_through_its_bucket(direct, tmp_path
         op(torch.zeros(4), 0.7)
     assert runner.tactics_calls == 2
     assert key_of(op, 0.51)[1][1] == 0.5 and key_of(op, 0.7)[1][1] == 0.7
-    save_configs(tmp_path / "c.json")
+    save_tuning_file(tmp_path / "c.json")
     AutoTuner.get().clear()
-    assert load_configs(tmp_path / "c.json").loaded == 2
+    assert load_tuning_file(tmp_path / "c.json").loaded == 2
     assert AutoTuner.get().choice(key_of(op, 0.49)) is not None  # 0.5's bucket
 
 

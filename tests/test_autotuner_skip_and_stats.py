@@ -88,7 +88,7 @@ def test_nested_blocks_add_to_the_skipped_ops_and_restore_them(direct):
 
 def test_a_block_that_only_skipped_writes_no_cache_file(direct, tmp_path):
     op, _ = fake_op(direct)
-    with autotune(cache=tmp_path / "c.json", skip_ops=[op.api_name]):
+    with autotune(tuning_file=tmp_path / "c.json", skip_ops=[op.api_name]):
         op(torch.zeros(4))
     assert list(tmp_path.iterdir()) == []
 
@@ -137,9 +137,9 @@ def test_stats_count_results_loaded(direct, tmp_path):
     with autotune():
         op(torch.zeros(4))
         op(torch.zeros(8))
-    AutoTuner.get().save_configs(tmp_path / "c.json")
+    AutoTuner.get().save_tuning_file(tmp_path / "c.json")
     AutoTuner.get().clear()
-    AutoTuner.get().load_configs(tmp_path / "c.json")
+    AutoTuner.get().load_tuning_file(tmp_path / "c.json")
     stats = AutoTuner.get().stats()[op.api_key]
     assert (stats.keys_tuned, stats.results_loaded) == (2, 2)
 
@@ -176,7 +176,9 @@ def test_the_autotune_command_prints_the_stats(tmp_path, capsys, monkeypatch):
     op, _ = fake_op(False, fail=[2])
     declare_cli_inputs(monkeypatch, op)
     cache = tmp_path / "c.json"
-    assert main(["autotune", "--op", op.api_name, "--shapes", "4,8", "--cache", str(cache)]) == 0
+    assert (
+        main(["autotune", "--op", op.api_name, "--shapes", "4,8", "--tuning-file", str(cache)]) == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     start = lines.index("autotuner stats (AutoTuner.get().stats()):")
     assert lines[start + 1].split()[:3] == ["OP", "KEYS", "TUNED"]

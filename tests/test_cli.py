@@ -48,7 +48,7 @@ def fresh_tuner():
 def test_autotune_subprocess_writes_cache_and_prints_summary(tmp_path):
     cache = tmp_path / "tuned.json"
     proc = run_module(
-        "autotune", "--op", "mm", "--shapes", "16x16x32,8x4x16", "--cache", str(cache)
+        "autotune", "--op", "mm", "--shapes", "16x16x32,8x4x16", "--tuning-file", str(cache)
     )
     assert proc.returncode == 0, proc.stderr
     assert "[1/2] mm 16x16x32" in proc.stderr and "[2/2] mm 8x4x16" in proc.stderr  # progress
@@ -59,14 +59,24 @@ def test_autotune_subprocess_writes_cache_and_prints_summary(tmp_path):
     assert doc["schema_version"] == 2
     assert {tuple(e["inputs"][0]["shape"]) for e in doc["entries"]} == {(16, 32), (8, 16)}
     # Run again: the keys are in the file, so nothing is timed.
-    again = run_module("autotune", "--op", "mm", "--shapes", "16x16x32", "--cache", str(cache))
+    again = run_module(
+        "autotune", "--op", "mm", "--shapes", "16x16x32", "--tuning-file", str(cache)
+    )
     assert again.returncode == 0, again.stderr
     assert "reused (key already tuned)" in again.stdout
 
 
 def test_autotune_in_process_with_interpreter_times_triton(tmp_path, capsys):
     cache = tmp_path / "t.json"
-    args = ["autotune", "--op", "flashinfer.gemm.mm", "--shapes", "16X16X32", "--cache", str(cache)]
+    args = [
+        "autotune",
+        "--op",
+        "flashinfer.gemm.mm",
+        "--shapes",
+        "16X16X32",
+        "--tuning-file",
+        str(cache),
+    ]
     assert main([*args, "--dtype", "float16"]) == 0
     captured = capsys.readouterr()
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") == "1":
@@ -77,7 +87,15 @@ def test_autotune_in_process_with_interpreter_times_triton(tmp_path, capsys):
 
 
 def test_autotune_force_retimes_keys_already_in_the_cache(tmp_path, capsys):
-    argv = ["autotune", "--op", "mm", "--shapes", "8x8x8", "--cache", str(tmp_path / "c.json")]
+    argv = [
+        "autotune",
+        "--op",
+        "mm",
+        "--shapes",
+        "8x8x8",
+        "--tuning-file",
+        str(tmp_path / "c.json"),
+    ]
     assert main(argv) == 0
     AutoTuner.get().clear()
     assert main(argv) == 0
@@ -109,8 +127,8 @@ def test_autotune_force_retimes_keys_already_in_the_cache(tmp_path, capsys):
     ],
 )
 def test_usage_errors_exit_2(tmp_path, capsys, argv, message):
-    if argv[0] == "autotune" and "--cache" not in argv:
-        argv = [*argv, "--cache", str(tmp_path / "c.json")]
+    if argv[0] == "autotune" and "--tuning-file" not in argv:
+        argv = [*argv, "--tuning-file", str(tmp_path / "c.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "error:" in err
@@ -119,7 +137,15 @@ def test_usage_errors_exit_2(tmp_path, capsys, argv, message):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_requested_without_cuda_is_a_usage_error(tmp_path, capsys):
-    argv = ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", str(tmp_path / "c.json")]
+    argv = [
+        "autotune",
+        "--op",
+        "mm",
+        "--shapes",
+        "4x4x4",
+        "--tuning-file",
+        str(tmp_path / "c.json"),
+    ]
     assert main([*argv, "--device", "cuda"]) == 2
     assert "CUDA is not available" in capsys.readouterr().err
 
@@ -131,7 +157,7 @@ def test_cache_in_missing_directory_is_a_usage_error(tmp_path, capsys):
         "mm",
         "--shapes",
         "4x4x4",
-        "--cache",
+        "--tuning-file",
         str(tmp_path / "no" / "c.json"),
     ]
     assert main(argv) == 2
@@ -139,13 +165,21 @@ def test_cache_in_missing_directory_is_a_usage_error(tmp_path, capsys):
 
 
 def test_runtime_failure_exits_1(tmp_path, capsys, monkeypatch):
-    from flashinfer.autotuner.cache import save as cache_module
+    from flashinfer.autotuner.tuning_file import save as cache_module
 
     def disk_full(path, text):
         raise OSError(28, "No space left on device (simulated)")
 
     monkeypatch.setattr(cache_module, "_atomic_write", disk_full)
-    argv = ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", str(tmp_path / "c.json")]
+    argv = [
+        "autotune",
+        "--op",
+        "mm",
+        "--shapes",
+        "4x4x4",
+        "--tuning-file",
+        str(tmp_path / "c.json"),
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "flashinfer autotune: error: OSError: [Errno 28] No space left on device" in err
@@ -153,7 +187,7 @@ def test_runtime_failure_exits_1(tmp_path, capsys, monkeypatch):
 
 
 def test_usage_errors_exit_2_in_a_subprocess():
-    proc = run_module("autotune", "--op", "mm", "--shapes", "12", "--cache", "x.json")
+    proc = run_module("autotune", "--op", "mm", "--shapes", "12", "--tuning-file", "x.json")
     assert proc.returncode == 2
     assert "flashinfer autotune: error: --shapes" in proc.stderr
     proc = run_module()

@@ -1,6 +1,6 @@
 """``flashinfer autotune`` tells the truth: failed (backend, tactic) pairs are counted and
 listed, a shape with nothing timed exits 1, Ctrl-C keeps what was tuned and exits 130, a bad
-``--cache`` is a usage error before any timing, a run that only reuses keys writes nothing,
+``--tuning-file`` is a usage error before any timing, a run that only reuses keys writes nothing,
 ``--help`` lists the tunable ops with an example, and progress lines fit in 80 columns.
 
 Most tests drive a fake op (tests/autotuner_fakes.py) through the real command, by giving it
@@ -49,7 +49,7 @@ def fake_target(monkeypatch, runners, make=zeros_of, ndims=(1,)):
 
 def tune(op, shapes, cache, *extra):
     return main(
-        ["autotune", "--op", op.api_name, "--shapes", shapes, "--cache", str(cache), *extra]
+        ["autotune", "--op", op.api_name, "--shapes", shapes, "--tuning-file", str(cache), *extra]
     )
 
 
@@ -144,7 +144,9 @@ def test_issue_case_every_triton_tactic_of_mm_failing_is_reported(tmp_path, caps
         pytest.skip("triton is not a backend='auto' candidate for mm here")
     monkeypatch.setitem(MM_RUNNERS, "triton", NoNumpy())
     cache = tmp_path / "c.json"
-    assert main(["autotune", "--op", "mm", "--shapes", "16x16x32", "--cache", str(cache)]) == 0
+    assert (
+        main(["autotune", "--op", "mm", "--shapes", "16x16x32", "--tuning-file", str(cache)]) == 0
+    )
     out = capsys.readouterr().out
     failures = [line for line in out.splitlines() if "ModuleNotFoundError" in line]
     assert failures
@@ -218,7 +220,7 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
         make = lambda dims, dtype, device: {{"x": torch.zeros(*dims)}}
         EXAMPLE_INPUTS[op.api_name] = ExampleInputs("N", (1,), make, "4", op_name=op.api_name)
         sys.exit(main(["autotune", "--op", op.api_name, "--shapes", "4,8,16",
-                       "--cache", {str(cache)!r}]))
+                       "--tuning-file", {str(cache)!r}]))
         """
     )
     proc = subprocess.run(
@@ -230,7 +232,7 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
 
 
 # --------------------------------------------------------------------------------------
-# --cache: usage errors before anything is timed; a run that only reads writes nothing
+# --tuning-file: usage errors before anything is timed; a run that only reads writes nothing
 # --------------------------------------------------------------------------------------
 
 
@@ -243,7 +245,7 @@ def _other_schema(tmp_path):
 @pytest.mark.parametrize(
     "make_path, message",
     [
-        (lambda d: "", "--cache: the path is empty"),
+        (lambda d: "", "--tuning-file: the path is empty"),
         (lambda d: str(d), "names a directory"),
         (lambda d: str(d / "sub") + "/", "names a directory"),
         (lambda d: "a\0b.json", "NUL character"),
@@ -264,7 +266,7 @@ def test_bad_cache_path_is_a_usage_error_before_anything_is_timed(
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert tune(op, "4", path) == 2
     err = capsys.readouterr().err
-    assert message in err and err.startswith("flashinfer autotune: error: --cache")
+    assert message in err and err.startswith("flashinfer autotune: error: --tuning-file")
     assert runners["a"].calls == [] and AutoTuner.get().choices() == {}  # nothing timed
     assert list(work.iterdir()) == []  # no '.lock' in the working directory
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
@@ -298,7 +300,7 @@ def test_corrupt_cache_is_reported_as_warnings_and_replaced(tmp_path, capsys, mo
     cache.write_text("[" * 5000)
     assert tune(op, "4", cache) == 0
     err = capsys.readouterr().err
-    assert "flashinfer autotune: warning: Could not read the autotune cache" in err
+    assert "flashinfer autotune: warning: Could not read the tuning file" in err
     assert "nested deeper than 64 levels" in err and "was replaced" in err
     assert entries(cache) == [4]
 
@@ -322,7 +324,7 @@ def test_help_lists_tunable_ops_exit_codes_environment_and_an_example_that_runs(
     # The op named either way (tests/test_cli_op_spelling.py): the same command twice.
     example, spelled = re.findall(r"^  flashinfer autotune (.*)$", text, flags=re.MULTILINE)
     argv = example.split()
-    assert argv[0] == "mm" and argv[-2] == "--cache"
+    assert argv[0] == "mm" and argv[-2] == "--tuning-file"
     assert spelled.split() == ["--op", *argv]
     argv[-1] = str(tmp_path / argv[-1])
     assert main(["autotune", *argv]) == 0  # the example runs as printed (on CPU by default)

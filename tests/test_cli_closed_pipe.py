@@ -70,7 +70,7 @@ COMMANDS = [
     ["experimental", "--json"],
     ["explain", "mm", "--shapes", "4x4x4"],
     ["explain", "rmsnorm", "--shapes", "4x8", "--json"],
-    ["autotune", "--op", "mm", "--shapes", "4x4x4", "--cache", "tuned.json"],
+    ["autotune", "--op", "mm", "--shapes", "4x4x4", "--tuning-file", "tuned.json"],
 ]
 
 

@@ -64,7 +64,7 @@ def test_autotune_takes_every_spelling_and_tunes_the_same(
     files = {}
     for label, form in _spellings(fake_op, where).items():
         cache = tmp_path / f"{len(files)}.json"
-        rest = ["--shapes", "4,8", "--cache", str(cache)]
+        rest = ["--shapes", "4,8", "--tuning-file", str(cache)]
         assert main(_argv("autotune", rest, form, where)) == 0, (label, capsys.readouterr().err)
         capsys.readouterr()
         doc = json.loads(cache.read_text())
@@ -92,7 +92,7 @@ def test_autotune_usage_error_for_no_op_or_two(fake_op, tmp_path, capsys, form, 
     form = [fake_op if f == "OP" else f for f in form]
     message = message.replace("'OP'", repr(fake_op))
     cache = tmp_path / "t.json"
-    assert main(["autotune", *form, "--shapes", "4", "--cache", str(cache)]) == 2
+    assert main(["autotune", *form, "--shapes", "4", "--tuning-file", str(cache)]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert line.startswith("flashinfer autotune: error: ") and message in line, line
     if not form:
@@ -102,7 +102,7 @@ def test_autotune_usage_error_for_no_op_or_two(fake_op, tmp_path, capsys, form, 
 
 def test_autotune_unknown_op_names_it_either_way(fake_op, tmp_path, capsys):
     for form in (["nope"], ["--op", "nope"]):
-        assert main(["autotune", *form, "--shapes", "4", "--cache", str(tmp_path / "t")]) == 2
+        assert main(["autotune", *form, "--shapes", "4", "--tuning-file", str(tmp_path / "t")]) == 2
         line = _one_error_line(capsys.readouterr().err)
         assert "unknown op 'nope'; autotunable ops: " in line and "--op nope" not in line
 

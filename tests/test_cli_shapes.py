@@ -1,7 +1,7 @@
 """``--shapes`` is read alike by ``flashinfer autotune`` and ``flashinfer explain``: positive
 decimal integers joined by ``x``, for a problem whose tensors can exist; anything else is a
-usage error (exit 2, one line on stderr) found before any work.  And ``explain --cache``
-refuses a path that cannot be a tuning file as ``autotune --cache`` does."""
+usage error (exit 2, one line on stderr) found before any work.  And ``explain --tuning-file``
+refuses a path that cannot be a tuning file as ``autotune --tuning-file`` does."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ BAD = [
 @pytest.mark.parametrize("shape", BAD)
 def test_a_shape_that_cannot_be_is_one_usage_line_in_both_commands(command, shape, tmp_path):
     argv = (
-        ["autotune", "--op", "mm", "--cache", str(tmp_path / "t.json")]
+        ["autotune", "--op", "mm", "--tuning-file", str(tmp_path / "t.json")]
         if command == "autotune"
         else ["explain", "mm"]
     )
@@ -84,8 +84,12 @@ def test_explain_refuses_a_cache_path_as_autotune_does(kind, tmp_path):
         path.mkdir()
     else:
         os.mkfifo(path)
-    explain_code, explain_err = run(["explain", "mm", "--shapes", "8x8x8", "--cache", str(path)])
-    tune_code, tune_err = run(["autotune", "--op", "mm", "--shapes", "8x8x8", "--cache", str(path)])
+    explain_code, explain_err = run(
+        ["explain", "mm", "--shapes", "8x8x8", "--tuning-file", str(path)]
+    )
+    tune_code, tune_err = run(
+        ["autotune", "--op", "mm", "--shapes", "8x8x8", "--tuning-file", str(path)]
+    )
     assert explain_code == tune_code == 2
     said = explain_err.strip().splitlines()[-1].split("error: ", 1)[1]
     assert said == tune_err.strip().splitlines()[-1].split("error: ", 1)[1]

@@ -46,7 +46,14 @@ from torch.utils import _pytree as pytree
 
 import flashinfer
 from flashinfer.api_logging import flashinfer_experimental_api
-from flashinfer.autotuner import AutoTuner, Choice, autotune, load_configs, make_key, save_configs
+from flashinfer.autotuner import (
+    AutoTuner,
+    Choice,
+    autotune,
+    load_tuning_file,
+    make_key,
+    save_tuning_file,
+)
 from flashinfer.backend_dispatch import Backend, backend_requirement
 from flashinfer.backend_families import TORCH, TRITON, backend_family
 from flashinfer.testing import call_arguments, cases_for, support_reason
@@ -364,13 +371,13 @@ def test_a_tuned_result_loaded_after_compiling_is_used(ran, name, tmp_path):
     tactic = op.implementations[other].tactics((a, b, None, None))[0]
     tuner.set_choice(make_key(op.api_key, (a, b, None, None)), Choice(other, tactic, 1e-6))
     path = tmp_path / "tuned.json"
-    save_configs(path)
+    save_tuning_file(path)
     tuner.clear()
     ran.clear()
     compiled(*inputs)
     assert ran == [default]
     before = tuner.stats()[op.api_key].calls_tuned
-    assert load_configs(path).loaded == 1
+    assert load_tuning_file(path).loaded == 1
     expected = _call(name, backend="torch")(*inputs)
     ran.clear()
     _assert_same(compiled(*inputs), expected)

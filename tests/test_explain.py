@@ -28,7 +28,7 @@ from test_dispatch_fast_path import PLAIN, backend_tables, fake_cuda, gate, make
 
 import flashinfer
 from flashinfer import testing
-from flashinfer.autotuner import load_configs, save_configs
+from flashinfer.autotuner import load_tuning_file, save_tuning_file
 from flashinfer.backend_dispatch import (
     BackendSupportedError,
     Explanation,
@@ -272,9 +272,9 @@ def test_the_autotuners_choice_and_where_it_comes_from(tmp_path):
             restricted = op.explain(x)
         assert restricted.chosen == "a" and any("not a candidate" in n for n in restricted.notes)
         path = tmp_path / "tuned.json"
-        save_configs(path)
+        save_tuning_file(path)
         tuner.clear()
-        load_configs(path)
+        load_tuning_file(path)
         assert op.explain(x).source == "loaded from a file"
     body_form = make_tunable({"a": FakeRunner("a")}, direct=False)
     assert any("register the op with direct=True" in n for n in body_form.explain(x).notes)
@@ -316,7 +316,7 @@ def test_cli_prints_a_table_per_shape_and_json():
 
 
 def test_cli_shows_a_result_loaded_with_cache(tmp_path, capsys):
-    """``--cache`` loads a tuning file first: the choice's source says so.  In process, so
+    """``--tuning-file`` loads a tuning file first: the choice's source says so.  In process, so
     that the file can be written by this test's tuner."""
     from flashinfer.autotuner import AutoTuner, Choice
     from flashinfer.autotuner.keys import make_key
@@ -327,12 +327,13 @@ def test_cli_shows_a_result_loaded_with_cache(tmp_path, capsys):
     with clean_tuner(warmup=0, repeat=1) as tuner:
         key = make_key(flashinfer.mm.api_key, (a, b, None, None))
         tuner.set_choice(key, Choice("torch", None, 1e-3))
-        save_configs(path)
+        save_tuning_file(path)
         tuner.clear()
         assert main(["explain", "mm", "--shapes", "16x2048x32", "--json"]) == 0
         [untuned] = json.loads(capsys.readouterr().out)
         assert (
-            main(["explain", "mm", "--shapes", "16x2048x32", "--cache", str(path), "--json"]) == 0
+            main(["explain", "mm", "--shapes", "16x2048x32", "--tuning-file", str(path), "--json"])
+            == 0
         )
         [loaded] = json.loads(capsys.readouterr().out)
         assert AutoTuner.get().choice(key) is not None

@@ -38,7 +38,7 @@ def test_every_exposed_object_is_exported_by_its_public_module():
     exposed = [
         (obj, module) for obj, module in exposed_objects() if module != "flashinfer.somewhere"
     ]
-    assert len(exposed) >= 10  # the errors, the tuner's types, the warning, the cache's types
+    assert len(exposed) >= 10  # the errors, the tuner's types, the warning, the tuning file's types
     for obj, module in exposed:
         home = importlib.import_module(module)
         assert getattr(home, obj.__qualname__, None) is obj, f"{module} does not export {obj}"

@@ -86,7 +86,7 @@ def test_unknown_spreads_leave_the_margin_alone(monkeypatch):
 def test_the_cli_table_says_too_noisy_to_choose(monkeypatch, capsys, tmp_path):
     script_timings(monkeypatch, {("a", 1): (1.0, 0.5), ("a", 2): (0.8, 0.5)})
     op = tune_from_cli(monkeypatch, {"a": FakeRunner("a", [1, 2])})
-    argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--cache", str(tmp_path / "c")]
+    argv = ["autotune", "--op", op.api_name, "--shapes", "4", "--tuning-file", str(tmp_path / "c")]
     assert main(argv) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]
     assert row.split()[:3] == ["4", "a", "1"]

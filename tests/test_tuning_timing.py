@@ -291,7 +291,7 @@ def test_measure_refuses_before_any_call_while_capturing(capturing):
         measure(lambda: calls.append(1), ())
     assert calls == []
     message = str(raised.value)
-    assert "Tune before capturing" in message and "load a tuned file" in message
+    assert "Tune before capturing" in message and "load a tuning file" in message
     assert isinstance(raised.value, RuntimeError)
 
 
@@ -302,7 +302,7 @@ def test_tuning_an_untuned_key_during_capture_is_refused_with_what_to_do(capturi
         op(torch.zeros(4))
     message = str(raised.value)
     assert op.api_key in message
-    assert "Tune before capturing" in message and "autotune(cache=path)" in message
+    assert "Tune before capturing" in message and "autotune(tuning_file=path)" in message
     assert all(r.calls == [] and r.tactics_calls == 0 for r in runners.values())
     assert AutoTuner.get().choices() == {}
 

@@ -2,33 +2,23 @@
 
 Public surface::
 
-    from flashinfer.autotuner import AutoTuner, autotune, TunableRunner, save_configs, load_configs
+    from flashinfer.autotuner import AutoTuner, autotune, TunableRunner
+    from flashinfer.autotuner import save_tuning_file, load_tuning_file
 
-``AutoTuner.get().save_configs(path)`` / ``.load_configs(path)`` are the same (upstream's
-names).
+``AutoTuner.get().save_tuning_file(path)`` / ``.load_tuning_file(path)`` are the same.
+Upstream FlashInfer's names ``save_configs`` / ``load_configs`` (functions and methods) are
+the very same objects as ``save_tuning_file`` / ``load_tuning_file``, as every old spelling
+of the tuning file is its new name's (:data:`~flashinfer.autotuner.tuning_file.OLD_SPELLINGS`).
 
 See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 :mod:`flashinfer.autotuner.keys` (what a tuning key is, shape buckets),
-:mod:`flashinfer.autotuner.cache` (the persisted JSON file) and
+:mod:`flashinfer.autotuner.tuning_file` (the tuning file, persisted JSON) and
 :mod:`flashinfer.autotuner.distributed` (one choice on every rank of a process group).
 """
 
 from __future__ import annotations
 
 from flashinfer.autotuner._choice_note import ChoiceView
-from flashinfer.autotuner.cache import (
-    MAX_DEPTH,
-    READABLE_SCHEMAS,
-    SCHEMA_VERSION,
-    AutotuneCacheError,
-    AutotuneCacheWarning,
-    CacheDocument,
-    CacheEntry,
-    LoadReport,
-    check_mergeable,
-    load_configs,
-    save_configs,
-)
 from flashinfer.autotuner.distributed import (
     AutotuneConsistencyError,
     get_autotune_process_group,
@@ -49,6 +39,26 @@ from flashinfer.autotuner.tuner import (
     autotune,
     is_tuning,
 )
+from flashinfer.autotuner.tuning_file import (  # the old spellings: the same objects
+    MAX_DEPTH,
+    OLD_SPELLINGS,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    AutotuneCacheError,
+    AutotuneCacheWarning,
+    CacheDocument,
+    CacheEntry,
+    LoadReport,
+    TuningFileDocument,
+    TuningFileEntry,
+    TuningFileError,
+    TuningFileWarning,
+    check_mergeable,
+    load_configs,
+    load_tuning_file,
+    save_configs,
+    save_tuning_file,
+)
 from flashinfer.dispatch.tuner_view import install_tuner_view
 
 # The dispatcher asks the tuner about its choices (op.explain, the choice log) through this
@@ -58,12 +68,9 @@ install_tuner_view(ChoiceView(AutoTuner.get))
 __all__ = [
     "AUTOTUNER_LOG_ENV",
     "MAX_DEPTH",
+    "OLD_SPELLINGS",
     "AutoTuner",
-    "AutotuneCacheError",
-    "AutotuneCacheWarning",
     "AutotuneConsistencyError",
-    "CacheDocument",
-    "CacheEntry",
     "Choice",
     "EnumValue",
     "LoadReport",
@@ -75,14 +82,25 @@ __all__ = [
     "TunableOp",
     "TunableRunner",
     "TuningDuringCaptureError",
+    "TuningFileDocument",
+    "TuningFileEntry",
+    "TuningFileError",
+    "TuningFileWarning",
     "TuningRecord",
     "autotune",
     "bucket_dim",
     "check_mergeable",
     "get_autotune_process_group",
     "is_tuning",
-    "load_configs",
+    "load_tuning_file",
     "make_key",
-    "save_configs",
+    "save_tuning_file",
     "set_autotune_process_group",
+    # old spellings of the tuning file's names (tuning_file.OLD_SPELLINGS): the same objects
+    "AutotuneCacheError",
+    "AutotuneCacheWarning",
+    "CacheDocument",
+    "CacheEntry",
+    "load_configs",
+    "save_configs",
 ]

@@ -33,7 +33,7 @@ _progress: ContextVar[ProgressCallback | None] = ContextVar(
     "flashinfer_autotune_progress", default=None
 )
 #: Keys tuned in the innermost ``autotune()`` block (None outside any): a block that tuned
-#: nothing new has nothing to save, and must not touch a cache file it only read.
+#: nothing new has nothing to save, and must not touch a tuning file it only read.
 _new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
 
 #: api_keys of the ops the enclosing ``autotune(skip_ops=...)`` blocks leave untuned.

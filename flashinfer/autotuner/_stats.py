@@ -1,4 +1,4 @@
-"""What the autotuner did, per op: :meth:`AutoTuner.stats` reads it, the tuner and the cache
+"""What the autotuner did, per op: :meth:`AutoTuner.stats` reads it, the tuner and the tuning
 file write it.
 
 Calls are counted on the hot path of a tuned call, so a count costs one C call: each

@@ -97,7 +97,7 @@ class TuningRecord(NamedTuple):
 
     key: Key
     choice: Choice | None  # None: nothing could be timed, the default ran
-    timed: bool  # False: the key was already tuned (e.g. loaded from a cache file)
+    timed: bool  # False: the key was already tuned (e.g. loaded from a tuning file)
     #: the (backend, tactic) pairs this call tried to time, and those that failed
     tried: int = 0
     failures: tuple[TacticFailure, ...] = ()
@@ -111,7 +111,7 @@ class TuningRecord(NamedTuple):
 
 
 class TunedResults(Protocol):
-    """What the persisted cache reads and writes of a tuner (an ``AutoTuner``)."""
+    """What the tuning file reads and writes of a tuner (an ``AutoTuner``)."""
 
     #: counts what was loaded, per op (``AutoTuner.stats()``)
     stats_book: StatsBook

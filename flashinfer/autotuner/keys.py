@@ -261,7 +261,7 @@ def declare_key_inputs(api_key: str, runners: Mapping[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# JSON form of a key (the persisted cache)
+# JSON form of a key (the tuning file)
 # --------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does: the
-first call discarded, a warm-up until the timings settle, repeats taken by time, the cache
-flushed between repeats on a GPU, and the median reported with its spread.
+first call discarded, a warm-up until the timings settle, repeats taken by time, the L2
+cache flushed between repeats on a GPU, and the median reported with its spread.
 
 **The steps** of :func:`measure`:
 
@@ -139,8 +139,9 @@ def refuse_during_capture(what: str = "tune") -> None:
             f"flashinfer autotuner: cannot {what} while the current CUDA stream is capturing a "
             "CUDA graph: timing synchronises the device, which capture forbids. Tune before "
             "capturing (run the same shapes once inside autotune() first, then capture), or "
-            "load a tuned file (autotune(cache=path), or AutoTuner.get().load_configs(path)) "
-            "and capture outside autotune(), or inside autotune(False)"
+            "load a tuning file (autotune(tuning_file=path), or "
+            "AutoTuner.get().load_tuning_file(path)) and capture outside autotune(), or inside "
+            "autotune(False)"
         )
 
 

@@ -81,12 +81,12 @@ from flashinfer.autotuner._types import (
     TuningRecord,
     check_median,
 )
-from flashinfer.autotuner.cache.format import _cache_path
-from flashinfer.autotuner.cache.load import LoadReport, load_into
-from flashinfer.autotuner.cache.save import save_into
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from flashinfer.autotuner.router import RouteEntry, Router
 from flashinfer.autotuner.timing import refuse_during_capture
+from flashinfer.autotuner.tuning_file.format import checked_path
+from flashinfer.autotuner.tuning_file.load import LoadReport, load_into
+from flashinfer.autotuner.tuning_file.save import save_into
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
@@ -374,10 +374,10 @@ class AutoTuner:
         return dict(self._best)
 
     def set_choice(self, key: Key, choice: Choice) -> None:
-        """Record ``choice`` for ``key`` (used by the persisted cache).
+        """Record ``choice`` for ``key`` (used by the tuning file's loader).
 
         ``ValueError`` for a ``median_s`` that is not a finite number >= 0 (``TypeError``
-        for one that is not a number): see :mod:`flashinfer.autotuner.cache`.
+        for one that is not a number): see :mod:`flashinfer.autotuner.tuning_file`.
         """
         check_median(choice.median_s)
         with self._lock:
@@ -397,31 +397,38 @@ class AutoTuner:
             self._best = {}
             self._forget_memos()
 
-    # ---- the persisted file (upstream's method names) ---------------------------------
+    # ---- the tuning file ----------------------------------------------------------------
 
-    def save_configs(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
+    def save_tuning_file(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
         """Save every result of this tuner to ``path``; returns the entry count.  The same
-        as :func:`flashinfer.autotuner.save_configs`, which calls this on :meth:`get`."""
+        as :func:`flashinfer.autotuner.save_tuning_file`, which calls this on :meth:`get`."""
         return save_into(self, path, merge=merge)
 
-    def load_configs(self, path: str | os.PathLike[str]) -> LoadReport:
+    def load_tuning_file(self, path: str | os.PathLike[str]) -> LoadReport:
         """Load the results saved in ``path`` into this tuner; returns a
         :class:`~flashinfer.autotuner.LoadReport`.  The same as
-        :func:`flashinfer.autotuner.load_configs`, which calls this on :meth:`get`."""
+        :func:`flashinfer.autotuner.load_tuning_file`, which calls this on :meth:`get`."""
         return load_into(self, path)
+
+    # Upstream FlashInfer's names, which its users type: the very same methods, silently
+    # (flashinfer.autotuner.tuning_file.OLD_SPELLINGS lists every old spelling).
+    save_configs = save_tuning_file
+    load_configs = load_tuning_file
 
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).
 
     ``enabled=False`` turns tuning off inside the block (tuned results are still used).
-    ``cache=path`` loads the results saved there on entry, if the file exists, and, if the
+    ``tuning_file=path`` loads the results saved there on entry, if the file exists, and, if the
     block tuned a key (blocks nested in it included), saves every result to it on exit
-    (also when the block raises), see :func:`flashinfer.autotuner.save_configs`.  A block
-    that tuned nothing new, e.g. ``autotune(False, cache=path)`` serving from a tuned file,
+    (also when the block raises), see :func:`flashinfer.autotuner.save_tuning_file`.  A block
+    that tuned nothing new, e.g. ``autotune(False, tuning_file=path)`` serving from a tuned file,
     never writes, locks nor creates a file (read-only deployments and mounts work).
-    ``ValueError`` at once for an empty ``cache`` path, and
-    :class:`~flashinfer.autotuner.cache.AutotuneCacheError` for a path that exists and is
+    ``cache=path`` is the old spelling of ``tuning_file=path``, still accepted (upstream
+    FlashInfer's keyword; ``TypeError`` when both are given).
+    ``ValueError`` at once for an empty ``tuning_file`` path, and
+    :class:`~flashinfer.autotuner.tuning_file.TuningFileError` for a path that exists and is
     not a regular file or lies in a missing directory (with a process group: on entry, as
     rank 0 sees it, on every rank).  ``progress`` is called before each timing (see
     :data:`ProgressCallback`).  ``skip_ops`` lists ops (the ops themselves, e.g.
@@ -432,19 +439,19 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     ``process_group``: tune across the ranks of this ``torch.distributed`` group, one
     choice on every rank (None: the one set by ``set_autotune_process_group``, if any), and
     ``shard=True`` splits the timing across them; with a group only rank 0 reads (for
-    every rank) and writes ``cache``: see :mod:`flashinfer.autotuner.distributed`.
+    every rank) and writes ``tuning_file``: see :mod:`flashinfer.autotuner.distributed`.
     The previous state is restored on exit,
     also when blocks are nested or left by an exception; ``with`` yields the
     :class:`AutoTuner`.
 
-    A class rather than a ``contextlib`` generator so that the warnings of loading the cache
-    point at the user's ``with`` line (no ``contextlib`` frame in between).
+    A class rather than a ``contextlib`` generator so that the warnings of loading the tuning
+    file point at the user's ``with`` line (no ``contextlib`` frame in between).
 
     The same object may be entered again, also while already entered, and from several
     threads or asyncio tasks at once: each entry is kept in the context that entered it and
     restores its own state there, so no thread stays in tuning mode once its entries are
     left.  Blocks of one thread left out of order (generators suspended inside them, closed
-    in any order) are restored, and their ``cache`` saved, once the blocks entered after
+    in any order) are restored, and their ``tuning_file`` saved, once the blocks entered after
     them are left too.  A block must be left in the thread (or task) that entered it: a
     generator suspended inside one and closed from another thread raises ``RuntimeError``
     there, and its own thread is restored when it next enters or leaves an ``autotune()``
@@ -455,6 +462,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self,
         enabled: bool = True,
         *,
+        tuning_file: str | os.PathLike[str] | None = None,
         cache: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
         skip_ops: Iterable[Any] | None = (),
@@ -465,7 +473,16 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         # With a process group only its rank 0 reads and writes the file, and checks the path
         # on entry for every rank (another host may lack the directory): here, only its form.
         grouped = process_group is not None or _group.group_in_effect() is not None
-        self.cache = None if cache is None else _cache_path(cache, local=not grouped)
+        if cache is not None:
+            if tuning_file is not None:
+                raise TypeError(
+                    "autotune(): got both tuning_file= and cache= (its old spelling); "
+                    "pass tuning_file= only"
+                )
+            tuning_file = cache
+        self.tuning_file = (
+            None if tuning_file is None else checked_path(tuning_file, local=not grouped)
+        )
         self.progress = progress
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self.process_group, self.shard = process_group, shard
@@ -474,7 +491,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
         _unwind_left(tuner)  # entries of this context left from elsewhere
-        group = _group.open_block(tuner, self.cache, self.process_group, self.shard)
+        group = _group.open_block(tuner, self.tuning_file, self.process_group, self.shard)
         tokens = enter_block(self.enabled, self.progress, self.skip_ops)
         entry = _TuneEntry(self, tokens, group, sys._getframe(1))
         with _entries_lock:
@@ -527,7 +544,7 @@ _entries_lock = threading.Lock()
 
 def _unwind_left(tuner: AutoTuner) -> None:
     """Restore the state before each left entry at the top of this context's entries,
-    newest first, saving each one's cache: a ContextVar token is only exact when reset in
+    newest first, saving each one's tuning file: a ContextVar token is only exact when reset in
     the reverse order of setting."""
     entries = _entries.get()
     if not entries or not entries[-1].left:
@@ -539,6 +556,6 @@ def _unwind_left(tuner: AutoTuner) -> None:
         try:
             tuned = bool(leave_block(entry.tokens))
         finally:
-            _group.close_block(entry.group, tuner, entry.block.cache, tuned)
+            _group.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
     finally:
         _unwind_left(tuner)

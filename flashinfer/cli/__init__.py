@@ -5,23 +5,23 @@ Sub-commands::
     flashinfer backends [--json]        environment report: every API's backends, what runs
                                         here and why not; then versions, settings, OS, CUDA,
                                         install (``--json``: a versioned schema)
-    flashinfer autotune --op mm --shapes 128x4096x4096,64x256x512 --cache tuned.json \\
+    flashinfer autotune --op mm --shapes 128x4096x4096,64x256x512 --tuning-file tuned.json \\
         [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
     flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
                                         (``python -m flashinfer.experimental`` is an alias)
-    flashinfer explain mm --shapes 16x32x2048 [--dtype ...] [--device ...] [--cache F] [--json]
-                                        what backend='auto' would pick for each shape, and why
+    flashinfer explain mm --shapes 16x32x2048 [--dtype ...] [--device ...] [--tuning-file F]
+        [--json]                        what backend='auto' would pick for each shape, and why
 
-Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the cache file failed),
+Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the tuning file failed),
 ``2`` a usage error (unknown command, op or dtype, malformed shape, a shape no tensor can
-have, CUDA asked for on a machine without it, an unusable ``--cache``), ``130`` interrupted
+have, CUDA asked for on a machine without it, an unusable ``--tuning-file``), ``130`` interrupted
 (``autotune`` saves the shapes already tuned first), ``141`` the output was closed early
 (``flashinfer backends --json | head``): as for a Unix tool killed by ``SIGPIPE``, nothing is
 written to stderr.  Errors are one line on stderr, starting ``flashinfer: error:`` (or
 ``flashinfer <command>: error:``); ``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a
 runtime failure.
 
-``autotune`` loads the cache file first (keys already in it are not timed again; ``--force``
+``autotune`` loads the tuning file first (keys already in it are not timed again; ``--force``
 re-times them), tunes each shape inside :func:`flashinfer.autotuner.autotune` with a
 plain-text progress bar on stderr, then saves (merging with the file, atomically) and prints
 one row per shape: the picked backend, tactic and median time, whether it was timed now, and

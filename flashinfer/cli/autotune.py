@@ -20,12 +20,12 @@ What it promises (``flashinfer autotune --help`` says the same):
 * progress (a ``tqdm`` bar on stderr) fits in 80 columns;
 * entries of the file measured on other machines or software (their fingerprint differs)
   are counted in a warning, not used, and written back untouched;
-* a bad ``--cache`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
+* a bad ``--tuning-file`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
   device; in a missing or unwritable directory; a file of a newer schema version) is a
   usage error before anything is timed, worded as the API words it where the API refuses
   it too; a symbolic link's target is written and the link kept;
 * saving locks ``FILE.lock``, created beside the file written (a link's target) and left
-  there: the help of ``--cache`` and docs/api/autotuner.rst ("The lock file") say why, and
+  there: the help of ``--tuning-file`` and docs/api/autotuner.rst ("The lock file") say why, and
   that it is safe to delete while no tuning runs.
 """
 
@@ -65,7 +65,7 @@ _EXIT_HELP = """\
 exit status:
   0    every shape has a pick (pairs that failed are listed under the table)
   1    nothing could be timed for some shape (the others are saved), or a runtime error
-  2    usage error (bad op, shape, dtype or --cache), nothing timed
+  2    usage error (bad op, shape, dtype or --tuning-file), nothing timed
   130  interrupted (Ctrl-C): the shapes tuned so far are saved"""
 
 
@@ -125,34 +125,36 @@ def _parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
     return shapes
 
 
-def _check_cache_path(path: str) -> str:
-    """``--cache`` must name a file the command can write, and whose results it can merge:
+def _check_tuning_file(path: str) -> str:
+    """``--tuning-file`` must name a file the command can write, and whose results it can merge:
     found out before anything is timed, not after.  A path the API refuses (it names a
     directory, a FIFO, a socket or a device, or lies in a missing directory) is refused
     with the API's own message."""
-    from flashinfer.autotuner import AutotuneCacheError, check_mergeable
-    from flashinfer.autotuner.cache.format import _cache_path
-    from flashinfer.autotuner.cache.paths import resolved
+    from flashinfer.autotuner import TuningFileError, check_mergeable
+    from flashinfer.autotuner.tuning_file.format import checked_path
+    from flashinfer.autotuner.tuning_file.paths import resolved
 
     if not path:
-        raise UsageError("--cache: the path is empty; name a file, e.g. --cache tuned.json")
+        raise UsageError(
+            "--tuning-file: the path is empty; name a file, e.g. --tuning-file tuned.json"
+        )
     if "\0" in path:
-        raise UsageError("--cache: the path contains a NUL character")
+        raise UsageError("--tuning-file: the path contains a NUL character")
     try:
-        _cache_path(path)
-    except AutotuneCacheError as exc:
-        raise UsageError(f"--cache: {exc}") from None
+        checked_path(path)
+    except TuningFileError as exc:
+        raise UsageError(f"--tuning-file: {exc}") from None
     directory = os.path.dirname(resolved(path))
     if not os.access(directory, os.W_OK | os.X_OK):
         raise UsageError(
-            f"--cache {path}: directory {directory} is not writable (the file is replaced "
-            "atomically through a temporary file next to it)"
+            f"--tuning-file {path}: directory {directory} is not writable (the file is "
+            "replaced atomically through a temporary file next to it)"
         )
     try:
         check_mergeable(path)
-    except AutotuneCacheError as exc:
+    except TuningFileError as exc:
         raise UsageError(
-            f"--cache {path}: {exc.reason}; use another --cache file, or move this one away"
+            f"--tuning-file {path}: {exc.reason}; use another file, or move this one away"
         ) from None
     return path
 
@@ -167,8 +169,8 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         check_shape_exists(dims, target, getattr(torch, args.dtype))
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
-    cache = _check_cache_path(args.cache)
-    return _run(op, target, shapes, cache, args, out, err)
+    tuning_file = _check_tuning_file(args.tuning_file)
+    return _run(op, target, shapes, tuning_file, args, out, err)
 
 
 # --------------------------------------------------------------------------------------
@@ -187,7 +189,7 @@ def _epilog() -> str:
             for name, (_, target) in sorted(tunable.items())
         )
         name = next(iter(tunable))  # the first in the one list of ops
-        command = f"--shapes {tunable[name][1].example} --cache tuned.json"
+        command = f"--shapes {tunable[name][1].example} --tuning-file tuned.json"
         example = (
             "example, the op named either way (finishes in seconds on a CPU):\n"
             f"  {PROG} autotune {name} {command}\n"
@@ -216,17 +218,17 @@ def add_autotune_parser(sub: Any) -> None:
         "autotune",
         add_help=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="tune an op for some shapes and write the results to a cache file",
+        help="tune an op for some shapes and write the results to a tuning file",
         description=(
             "Tune the op's backend='auto' choice for each shape (name the op as `mm` or\n"
             "`--op mm`): time every (backend, tactic) that automatic selection offers on\n"
-            "this machine, keep the fastest, write the picks to the JSON cache file (merged\n"
+            "this machine, keep the fastest, write the picks to the JSON tuning file (merged\n"
             "with what it already holds; keys already in it are not timed again unless\n"
             "--force) and print them, with every pair that failed and why, and the\n"
             "tuner's per-op counts.  Each result is stamped with this machine's\n"
             "environment (versions, GPU); entries from other machines stay in the file,\n"
-            "unused here.  Use the file with flashinfer.autotune(cache=PATH) or\n"
-            "flashinfer.autotuner.load_configs(PATH)."
+            "unused here.  Use the file with flashinfer.autotune(tuning_file=PATH) or\n"
+            "flashinfer.autotuner.load_tuning_file(PATH)."
         ),
     )
     p.add_argument("-h", "--help", action=_HelpAction, help="show this help message and exit")
@@ -237,16 +239,19 @@ def add_autotune_parser(sub: Any) -> None:
         help="comma-separated shapes, e.g. 64x64x64,128x64x32 for mm (MxNxK)",
     )
     p.add_argument(
-        "--cache",
+        "--tuning-file",
+        "--cache",  # the old spelling (tuning_file.OLD_SPELLINGS), still accepted
+        dest="tuning_file",
         required=True,
         metavar="FILE",
-        help="JSON file to write (created or merged); saving locks FILE.lock, a small file "
-        "created beside it (beside a symbolic link's target) and left there for the next "
-        "save: safe to delete while no tuning runs",
+        help="the tuning file to write, JSON (created or merged; --cache is the old spelling "
+        "of --tuning-file); saving locks FILE.lock, a small file created beside it (beside a "
+        "symbolic link's target) and left there for the next save: safe to delete while no "
+        "tuning runs",
     )
     p.add_argument(
         "--dtype", default="float32", choices=DTYPES, help="input dtype (default float32)"
     )
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device (default cpu)")
-    p.add_argument("--force", action="store_true", help="re-tune shapes already in the cache file")
+    p.add_argument("--force", action="store_true", help="re-tune shapes already in the tuning file")
     p.set_defaults(func=_cmd_autotune)

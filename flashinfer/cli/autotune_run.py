@@ -1,5 +1,5 @@
 """The tuning run of ``flashinfer autotune``: the targets (the tunable ops, with the inputs
-each declares for a shape) and, once the arguments are checked, the run itself: load the cache
+each declares for a shape) and, once the arguments are checked, the run itself: load the tuning
 file, tune each shape, save what was tuned (also on Ctrl-C), print the summary and choose
 the exit status."""
 
@@ -68,48 +68,50 @@ def _tune_shape(
     return _ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
 
 
-def _reporting_cache_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
-    """``call()``, with the cache-file warnings it raises printed to ``err`` as the command's
+def _reporting_tuning_file_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
+    """``call()``, with the tuning file's warnings it raises printed to ``err`` as the command's
     own warning lines (other warnings are passed on)."""
-    from flashinfer.autotuner import AutotuneCacheWarning
+    from flashinfer.autotuner import TuningFileWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = call()
     for w in caught:
-        if issubclass(w.category, AutotuneCacheWarning):
+        if issubclass(w.category, TuningFileWarning):
             print(f"{PROG} autotune: warning: {w.message}", file=err)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return result
 
 
-def _save(cache: str, results: Sequence[_ShapeResult], err: TextIO) -> int | None:
+def _save(tuning_file: str, results: Sequence[_ShapeResult], err: TextIO) -> int | None:
     """Save when a shape was tuned now (a run that only reused keys never writes nor locks
     the file); returns the entry count written, or None."""
     from flashinfer.autotuner import AutoTuner
 
     if not any(r.tuned_now for r in results):
         return None
-    return _reporting_cache_warnings(err, lambda: AutoTuner.get().save_configs(cache))
+    return _reporting_tuning_file_warnings(
+        err, lambda: AutoTuner.get().save_tuning_file(tuning_file)
+    )
 
 
 def _run(
     op: Any,
     target: ExampleInputs,
     shapes: list[tuple[int, ...]],
-    cache: str,
+    tuning_file: str,
     args: argparse.Namespace,
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Tune ``op`` for ``shapes`` and save to ``cache``; returns the exit status."""
+    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status."""
     import torch
 
     from flashinfer.autotuner import AutoTuner
 
-    if not args.force and os.path.exists(cache):
-        _reporting_cache_warnings(err, lambda: AutoTuner.get().load_configs(cache))
+    if not args.force and os.path.exists(tuning_file):
+        _reporting_tuning_file_warnings(err, lambda: AutoTuner.get().load_tuning_file(tuning_file))
     progress = _Progress(err, len(shapes))
     results: list[_ShapeResult] = []
     try:
@@ -119,15 +121,15 @@ def _run(
                 results.append(_tune_shape(target, op, dims, args, progress))
     except KeyboardInterrupt:
         progress.end_line()
-        return _interrupted(cache, results, len(shapes), out, err)
+        return _interrupted(tuning_file, results, len(shapes), out, err)
 
     _print_summary(results, out)
     _print_stats(AutoTuner.get().stats(), out)
-    written = _save(cache, results, err)
+    written = _save(tuning_file, results, err)
     if written is None:
-        print(f"nothing new was tuned: {cache} left unchanged", file=out)
+        print(f"nothing new was tuned: {tuning_file} left unchanged", file=out)
     else:
-        print(f"wrote {written} entries to {cache}", file=out)
+        print(f"wrote {written} entries to {tuning_file}", file=out)
     empty = [r.shape for r in results if r.choice is None]
     if empty:
         print(
@@ -140,17 +142,17 @@ def _run(
 
 
 def _interrupted(
-    cache: str, results: Sequence[_ShapeResult], total: int, out: TextIO, err: TextIO
+    tuning_file: str, results: Sequence[_ShapeResult], total: int, out: TextIO, err: TextIO
 ) -> int:
     """Ctrl-C: keep what was tuned, say so, exit 130."""
     if results:
         _print_summary(results, out)
-    written = _save(cache, results, err)
+    written = _save(tuning_file, results, err)
     kept = sum(r.tuned_now for r in results)
     if written is None:
-        saved = f"nothing new was tuned; {cache} left unchanged"
+        saved = f"nothing new was tuned; {tuning_file} left unchanged"
     else:
-        saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {cache}"
+        saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {tuning_file}"
     print(
         f"{PROG} autotune: interrupted after {len(results)} of {total} shapes; {saved}",
         file=err,

@@ -18,7 +18,7 @@ installed.
   from an index, a local directory, or an editable checkout, whose git commit is read from
   ``.git`` by hand (no ``git`` process; nothing fails when the tree is not a repository).
 * **Tuning file.**  No setting names one: a tuning file is named per call
-  (``autotune(cache=...)``, ``flashinfer autotune --cache``), so the report's
+  (``autotune(tuning_file=...)``, ``flashinfer autotune --tuning-file``), so the report's
   ``autotuner_file`` is ``null`` (:data:`AUTOTUNER_FILE_NOTE`).
 """
 
@@ -53,8 +53,8 @@ DISTRIBUTION = "flashinfer-gating"
 """The name flashinfer is installed under (``pip install flashinfer-gating``)."""
 
 AUTOTUNER_FILE_NOTE = (
-    "no setting names one; a tuning file is named per call, autotune(cache=...) or "
-    "flashinfer autotune --cache FILE"
+    "no setting names one; a tuning file is named per call, autotune(tuning_file=...) or "
+    "flashinfer autotune --tuning-file FILE"
 )
 """Why the report's ``autotuner_file`` is ``null``: neither the table of environment
 variables nor the tuner's settings name a file, so there is none to count entries of."""

@@ -17,7 +17,7 @@ tensor data is reported as not decided (see :mod:`flashinfer.dispatch.explain`).
 tensor can have (a dimension past ``2**63 - 1``, or a tensor of the problem with more bytes
 than that) is a usage error, exit 2.
 ``FLASHINFER_BACKENDS`` and ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` apply as they
-would to the program; ``--cache`` loads an autotuner file first, to show what a process
+would to the program; ``--tuning-file`` loads a tuning file first, to show what a process
 that loaded it runs.
 """
 
@@ -69,19 +69,19 @@ def _resolve(name: str) -> tuple[Any, Any]:
     return apis[name], target
 
 
-def _load_cache(path: str, err: TextIO) -> None:
+def _load_tuning_file(path: str, err: TextIO) -> None:
     import warnings
 
-    from flashinfer.autotuner import AutotuneCacheError, load_configs
+    from flashinfer.autotuner import TuningFileError, load_tuning_file
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            load_configs(path)
-        except AutotuneCacheError as exc:  # not a file a tuning file can be: as autotune says
-            raise UsageError(f"--cache: {exc}") from None
+            load_tuning_file(path)
+        except TuningFileError as exc:  # not a file a tuning file can be: as autotune says
+            raise UsageError(f"--tuning-file: {exc}") from None
         except OSError as exc:
-            raise UsageError(f"--cache {path}: {exc.strerror or exc}") from None
+            raise UsageError(f"--tuning-file {path}: {exc.strerror or exc}") from None
     for w in caught:
         print(f"{PROG} explain: warning: {w.message}", file=err)
 
@@ -128,8 +128,8 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
     inputs = [_fake_inputs(target, dims, dtype, args.device) for dims in shapes]
-    if args.cache is not None:
-        _load_cache(args.cache, err)
+    if args.tuning_file is not None:
+        _load_tuning_file(args.tuning_file, err)
     found = [op.explain(*call_args, **kwargs) for call_args, kwargs in inputs]
     if args.json:
         print(json.dumps([_as_dict(e) for e in found], indent=2), file=out)
@@ -172,10 +172,12 @@ def add_explain_parser(sub: Any) -> None:
     )
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device (default cpu)")
     p.add_argument(
-        "--cache",
+        "--tuning-file",
+        "--cache",  # the old spelling (tuning_file.OLD_SPELLINGS), still accepted
+        dest="tuning_file",
         metavar="FILE",
-        help="load this autotuner file first (see flashinfer autotune); only read: "
-        "never written, locked nor created",
+        help="load this tuning file first (see flashinfer autotune; --cache is the old "
+        "spelling of --tuning-file); only read: never written, locked nor created",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=_cmd_explain)

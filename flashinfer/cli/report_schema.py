@@ -121,7 +121,7 @@ FIELDS: tuple[Field, ...] = (
         "null",
         "reserved for the tuning file a setting names, with its entries per environment; "
         "always null: no setting names one (a tuning file is named per call, "
-        "autotune(cache=...) or flashinfer autotune --cache)",
+        "autotune(tuning_file=...) or flashinfer autotune --tuning-file)",
     ),
     Field("apis", "array", "every API, sorted by the name users call"),
     Field("apis[].api", _S, "the name users call, e.g. 'flashinfer.mm'"),

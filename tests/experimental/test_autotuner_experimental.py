@@ -13,11 +13,11 @@ import torch
 import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import (
-    AutotuneCacheWarning,
     AutoTuner,
+    TuningFileWarning,
     autotune,
-    load_configs,
-    save_configs,
+    load_tuning_file,
+    save_tuning_file,
 )
 from flashinfer.autotuner import _time_candidates as tuner_module
 from flashinfer.gating.messages import automatic_selection
@@ -83,15 +83,15 @@ def test_gate_on_split_k_is_timed_picked_persisted_and_gated_on_load(
     torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
     assert "splitk" in scripted_timings
     path = tmp_path / "tuned.json"
-    save_configs(path)
+    save_tuning_file(path)
     (entry,) = json.loads(path.read_text())["entries"]
     assert entry["backend"] == "splitk" and entry["experimental"] is True
 
     # Gate off: the entry is skipped on load, with one warning, and the stable choice runs.
     monkeypatch.setenv(GATE, "0")
     AutoTuner.get().clear()
-    with pytest.warns(AutotuneCacheWarning, match="1 name an experimental backend") as rec:
-        assert load_configs(path).loaded == 0
+    with pytest.warns(TuningFileWarning, match="1 name an experimental backend") as rec:
+        assert load_tuning_file(path).loaded == 0
     assert len(rec) == 1
     scripted_timings.clear()
     torch.testing.assert_close(flashinfer.mm(a, b), a @ b, rtol=1e-4, atol=1e-4)
@@ -100,8 +100,8 @@ def test_gate_on_split_k_is_timed_picked_persisted_and_gated_on_load(
     # Gate on again: the entry loads and split-K runs without timing.
     monkeypatch.setenv(GATE, "1")
     with warnings.catch_warnings():
-        warnings.simplefilter("error", AutotuneCacheWarning)
-        assert load_configs(path).loaded == 1
+        warnings.simplefilter("error", TuningFileWarning)
+        assert load_tuning_file(path).loaded == 1
     scripted_timings.clear()
     flashinfer.mm(a, b)
     assert scripted_timings == ["splitk"]

@@ -1,7 +1,7 @@
 """Every regular expression that reads untrusted text runs in linear time.
 
 The checks in ``scripts/pr_checks/`` read PR bodies, comments and commit statuses; the package
-reads cache files, environment variables and command lines.  A backtracking regex there is a
+reads tuning files, environment variables and command lines.  A backtracking regex there is a
 denial of service: the PR-body validator's old fence regex took a minute on a 3 kB body.
 
 Three layers, none timing small differences (a generous bound on a large adversarial input):

@@ -8,7 +8,7 @@ divergence or a hang.  Give the tuner their group::
     from flashinfer.autotuner import autotune, set_autotune_process_group
 
     set_autotune_process_group(dist.group.WORLD)       # every autotune() block; None: off
-    with autotune(process_group=group, cache=path):    # or for one block only
+    with autotune(process_group=group, tuning_file=path):    # or for one block only
         model(inputs)
 
 Any backend works (the tuner uses ``all_gather_object`` and ``broadcast_object_list``; with
@@ -19,7 +19,7 @@ step.  What happens for a key not tuned on every rank alike:
 1. **Settings.** Every setting that changes the choice
    (:data:`~flashinfer.autotuner.distributed.agreement.SETTINGS`: ``AutoTuner.switch_margin``,
    ``repeat``, ``warmup`` and ``budget_s``, the ops ``skip_ops`` leaves untuned, whether the
-   block was given a ``cache``) is compared on entering an ``autotune()`` block (before the
+   block was given a ``tuning_file``) is compared on entering an ``autotune()`` block (before the
    file is read), again at the block's first tuning-mode call (its own ``skip_ops`` are in
    effect from there), and with every key's plan.  A difference raises
    :class:`AutotuneConsistencyError` on every rank, naming the setting and each rank's
@@ -44,7 +44,7 @@ step.  What happens for a key not tuned on every rank alike:
    choice.
 
 **Never a hang.** Every rank makes the same collective calls on every path (one on entering
-a block, one more with a ``cache``, one at the block's first tuning-mode call; two per key
+a block, one more with a ``tuning_file``, one at the block's first tuning-mode call; two per key
 tuned, one per key checked; none for a key agreed before, nor for a skipped op): a tactic
 that raises on one rank is a failed pair, a runner whose ``tactics()`` raises on one rank is
 a difference, and a rank that dies or stops calling makes the others raise
@@ -59,10 +59,10 @@ after ``set_autotune_process_group(group)`` or ``autotune(process_group=group)``
 next use raise ``ValueError`` saying which of the two holds it and what to do: set a live
 group, or ``None`` to tune in this process alone.
 
-**Files.** With a group, ``autotune(cache=path)`` has the group's rank 0 read the file and
+**Files.** With a group, ``autotune(tuning_file=path)`` has the group's rank 0 read the file and
 broadcast what it read, so ranks never load different versions of a file being rewritten,
-and only rank 0 writes it on exit.  :func:`~flashinfer.autotuner.load_configs` and
-:func:`~flashinfer.autotuner.save_configs` called directly stay local to the process.
+and only rank 0 writes it on exit.  :func:`~flashinfer.autotuner.load_tuning_file` and
+:func:`~flashinfer.autotuner.save_tuning_file` called directly stay local to the process.
 """
 
 from __future__ import annotations
@@ -82,10 +82,6 @@ from flashinfer.autotuner._time_candidates import (
     time_pairs,
 )
 from flashinfer.autotuner._types import Choice, TunableRunner, TunedResults, TuningRecord
-from flashinfer.autotuner.cache.format import AutotuneCacheError
-from flashinfer.autotuner.cache.load import LoadReport, load_data, load_into
-from flashinfer.autotuner.cache.paths import path_problem
-from flashinfer.autotuner.cache.save import save_into
 from flashinfer.autotuner.distributed.agreement import (
     AutotuneConsistencyError,
     Manifest,
@@ -96,6 +92,10 @@ from flashinfer.autotuner.distributed.agreement import (
     local_settings,
 )
 from flashinfer.autotuner.keys import Key
+from flashinfer.autotuner.tuning_file.format import TuningFileError
+from flashinfer.autotuner.tuning_file.load import LoadReport, load_data, load_into
+from flashinfer.autotuner.tuning_file.paths import path_problem
+from flashinfer.autotuner.tuning_file.save import save_into
 
 __all__ = [
     "AutotuneConsistencyError",
@@ -358,7 +358,7 @@ def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     """Load ``path`` into ``tuner`` if it exists (None if not).  With a group in effect, its
     rank 0 checks the path (as a file it will save to: :func:`.paths.path_problem`), reads
     the file and broadcasts the bytes, so every rank loads the same version; rank 0's
-    refusal of the path (:class:`AutotuneCacheError`) or ``OSError`` is raised on every
+    refusal of the path (:class:`TuningFileError`) or ``OSError`` is raised on every
     rank, before any tuning."""
     setting = group_in_effect()
     if setting is None:
@@ -371,7 +371,7 @@ def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     if kind == "refused":
         message, where, reason = payload
         by = " (checked by rank 0 of the autotune process group, which reads and writes it)"
-        raise AutotuneCacheError(message + by, path=where, reason=reason)
+        raise TuningFileError(message + by, path=where, reason=reason)
     if kind == "error":
         errno, strerror = payload
         raise OSError(errno, f"{strerror} (read by rank 0 of the autotune process group)", path)
@@ -392,13 +392,13 @@ def save_for_block(tuner: TunedResults, path: str) -> int | None:
 
 class _BlockFacts:
     """What the ranks compare of one ``autotune()`` entry besides the tuner's settings:
-    whether it was given a ``cache``, and whether its first tuning-mode call compared the
+    whether it was given a ``tuning_file``, and whether its first tuning-mode call compared the
     settings yet (see :func:`check_block`)."""
 
-    __slots__ = ("cache_given", "checked")
+    __slots__ = ("file_given", "checked")
 
-    def __init__(self, cache_given: bool) -> None:
-        self.cache_given, self.checked = cache_given, False
+    def __init__(self, file_given: bool) -> None:
+        self.file_given, self.checked = file_given, False
 
 
 _facts: ContextVar[_BlockFacts | None] = ContextVar("flashinfer_autotune_block", default=None)
@@ -413,7 +413,7 @@ class BlockHandle(NamedTuple):
 
 def _settings_here(tuner: Any) -> tuple[tuple[str, Any], ...]:
     facts = _facts.get()
-    return local_settings(tuner, facts is not None and facts.cache_given)
+    return local_settings(tuner, facts is not None and facts.file_given)
 
 
 def _compare_settings(setting: GroupSetting, tuner: Any, step: str, where: str) -> None:
@@ -449,21 +449,21 @@ def check_block(tuner: Any, api_key: str) -> None:
 
 
 def open_block(
-    tuner: TunedResults, cache: str | None, process_group: Any, shard: bool | None
+    tuner: TunedResults, tuning_file: str | None, process_group: Any, shard: bool | None
 ) -> BlockHandle:
     """What an ``autotune()`` block does on entry besides turning tuning on: set its group
     (:func:`enter_group`); with a group in effect, compare every rank's settings (one
-    collective call, before the file is read: a rank without a ``cache`` would not join
+    collective call, before the file is read: a rank without a ``tuning_file`` would not join
     rank 0's read); and load its tuning file (:func:`load_for_block`).  The handle goes back
     to :func:`close_block`."""
     token = enter_group(process_group, shard)
-    facts = _facts.set(_BlockFacts(cache is not None))
+    facts = _facts.set(_BlockFacts(tuning_file is not None))
     try:
         setting = group_in_effect()
         if setting is not None:
             _compare_settings(setting, tuner, "comparing the settings", "entering autotune()")
-        if cache is not None:
-            load_for_block(tuner, cache)
+        if tuning_file is not None:
+            load_for_block(tuner, tuning_file)
     except BaseException:
         _facts.reset(facts)
         _block.reset(token)
@@ -471,12 +471,14 @@ def open_block(
     return BlockHandle(token, facts)
 
 
-def close_block(handle: BlockHandle, tuner: TunedResults, cache: str | None, tuned: bool) -> None:
+def close_block(
+    handle: BlockHandle, tuner: TunedResults, tuning_file: str | None, tuned: bool
+) -> None:
     """What an ``autotune()`` block does on exit: save its tuning file if it ``tuned`` a key
     (:func:`save_for_block`), and restore the enclosing block's group and settings."""
     try:
-        if cache is not None and tuned:
-            save_for_block(tuner, cache)
+        if tuning_file is not None and tuned:
+            save_for_block(tuner, tuning_file)
     finally:
         _facts.reset(handle.facts)
         _block.reset(handle.group)

@@ -45,7 +45,7 @@ class AutotuneConsistencyError(RuntimeError):
     or tuning key, other candidates, e.g. because ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS``
     differs, other tactics, another ``shard`` setting), or with different settings that
     change the choice (:data:`SETTINGS`: the switch margin, repeat, warm-up and budget,
-    ``skip_ops``, whether ``cache`` is given), or when the group itself failed during tuning
+    ``skip_ops``, whether ``tuning_file`` is given), or when the group itself failed during tuning
     (a rank died, was interrupted, or never made the call; the wait is bounded by the
     group's timeout).  ``differences`` maps what differed (a setting by its name in
     :data:`SETTINGS`, e.g. ``"switch_margin"``) to ``{rank: value}`` (empty when the group
@@ -85,7 +85,7 @@ def _skipped_keys() -> tuple[str, ...]:
 class Setting(NamedTuple):
     """A setting that changes the choice: how a message names it, and how a rank reads it
     from its tuner (:class:`~flashinfer.autotuner.AutoTuner`) and whether its innermost
-    ``autotune()`` block was given a ``cache``."""
+    ``autotune()`` block was given a ``tuning_file``."""
 
     label: str
     read: Callable[[TimingSettings, bool], Any]
@@ -98,22 +98,24 @@ class Setting(NamedTuple):
 #: ``tests/test_autotune_settings_agree.py`` runs one case per entry (and fails for an entry
 #: it has no case for).
 SETTINGS: dict[str, Setting] = {
-    "switch_margin": Setting("AutoTuner.switch_margin", lambda tuner, cache: tuner.switch_margin),
-    "repeat": Setting("AutoTuner.repeat", lambda tuner, cache: tuner.repeat),
-    "warmup": Setting("AutoTuner.warmup", lambda tuner, cache: tuner.warmup),
-    "budget_s": Setting("AutoTuner.budget_s", lambda tuner, cache: tuner.budget_s),
+    "switch_margin": Setting(
+        "AutoTuner.switch_margin", lambda tuner, file_given: tuner.switch_margin
+    ),
+    "repeat": Setting("AutoTuner.repeat", lambda tuner, file_given: tuner.repeat),
+    "warmup": Setting("AutoTuner.warmup", lambda tuner, file_given: tuner.warmup),
+    "budget_s": Setting("AutoTuner.budget_s", lambda tuner, file_given: tuner.budget_s),
     # the ops this thread's blocks skip (by api_key, sorted): a rank that skips an op makes
     # no collective call for it, so a rank that tunes it would wait for nothing
-    "skip_ops": Setting("autotune(skip_ops=...)", lambda tuner, cache: _skipped_keys()),
-    # with a group, a block given a cache has rank 0 read it for all: a collective call that
-    # a rank without one would not make
-    "cache": Setting("autotune(cache=...)", lambda tuner, cache: cache),
+    "skip_ops": Setting("autotune(skip_ops=...)", lambda tuner, file_given: _skipped_keys()),
+    # with a group, a block given a tuning file has rank 0 read it for all: a collective
+    # call that a rank without one would not make
+    "tuning_file": Setting("autotune(tuning_file=...)", lambda tuner, file_given: file_given),
 }
 
 
-def local_settings(tuner: TimingSettings, cache_given: bool) -> tuple[tuple[str, Any], ...]:
+def local_settings(tuner: TimingSettings, file_given: bool) -> tuple[tuple[str, Any], ...]:
     """This rank's value of every setting in :data:`SETTINGS` (plain data: it is pickled)."""
-    return tuple((name, setting.read(tuner, cache_given)) for name, setting in SETTINGS.items())
+    return tuple((name, setting.read(tuner, file_given)) for name, setting in SETTINGS.items())
 
 
 #: The fields that must be equal on every rank, and how a message says that one differs.
@@ -219,7 +221,7 @@ def _by_value(per_rank: Mapping[int, Any]) -> list[tuple[Any, list[int]]]:
 def _show(field: str, value: Any) -> str:
     if field == "skip_ops":
         return repr(list(value or ()))
-    if field == "cache":
+    if field == "tuning_file":
         return "given" if value else "not given"
     if field == "tactics":
         return "{" + ", ".join(f"{b}: [{', '.join(ts)}]" for b, ts in value) + "}"

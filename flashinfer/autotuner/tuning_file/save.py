@@ -1,8 +1,8 @@
 """Saving a tuner's results to a persisted autotune file: merged with the entries the
 file already holds, under an inter-process lock, written atomically.
 
-What a merge keeps, refuses and drops is described in :mod:`flashinfer.autotuner.cache`
-(the public home of :func:`~flashinfer.autotuner.save_configs` and
+What a merge keeps, refuses and drops is described in :mod:`flashinfer.autotuner.tuning_file`
+(the public home of :func:`~flashinfer.autotuner.save_tuning_file` and
 :func:`~flashinfer.autotuner.check_mergeable`).
 """
 
@@ -20,14 +20,19 @@ import torch
 from filelock import FileLock
 
 from flashinfer.autotuner._types import TunedResults
-from flashinfer.autotuner.cache.format import (
+from flashinfer.autotuner.fingerprint import (
+    flashinfer_version,
+    loaded_fingerprint,
+    matches,
+    process_fingerprint,
+)
+from flashinfer.autotuner.tuning_file.format import (
     READABLE_SCHEMAS,
     SCHEMA_VERSION,
-    AutotuneCacheError,
-    AutotuneCacheWarning,
-    CacheDocument,
-    CacheEntry,
-    _cache_path,
+    TuningFileDocument,
+    TuningFileEntry,
+    TuningFileError,
+    TuningFileWarning,
     _canonical,
     _dumps,
     _entries,
@@ -37,13 +42,12 @@ from flashinfer.autotuner.cache.format import (
     _read_bytes,
     _shown_version,
     _strict_json,
+    checked_path,
 )
-from flashinfer.autotuner.cache.paths import create_temporary, remove_stale_temporaries, resolved
-from flashinfer.autotuner.fingerprint import (
-    flashinfer_version,
-    loaded_fingerprint,
-    matches,
-    process_fingerprint,
+from flashinfer.autotuner.tuning_file.paths import (
+    create_temporary,
+    remove_stale_temporaries,
+    resolved,
 )
 from flashinfer.gating.stacklevel import user_stacklevel
 
@@ -59,14 +63,14 @@ class _Existing:
 
     #: as the file holds them (only checked to be strict-JSON objects): written back
     #: untouched, also those this flashinfer cannot read
-    entries: list[CacheEntry] = field(default_factory=list)
+    entries: list[TuningFileEntry] = field(default_factory=list)
     #: reason -> number of entries dropped for it
     dropped: dict[str, int] = field(default_factory=dict)
     #: why the previous content could not be read (it is then replaced)
     unreadable: str | None = None
 
 
-def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
+def _refusal(path: str, doc: dict[str, Any]) -> TuningFileError:
     entries = doc.get("entries")
     held = f"{len(entries)} entries" if isinstance(entries, list) else "results"
     reason = (
@@ -74,7 +78,7 @@ def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
         f"this flashinfer (schema {SCHEMA_VERSION}) can neither use nor write back, so "
         "merging would lose them"
     )
-    return AutotuneCacheError(
+    return TuningFileError(
         f"Refusing to save autotune results to {path!r}: {reason}. Save to another path, or "
         "pass merge=False to replace the file. Nothing was written; this process's results "
         "are still in memory (AutoTuner.get().choices()).",
@@ -84,7 +88,7 @@ def _refusal(path: str, doc: dict[str, Any]) -> AutotuneCacheError:
 
 
 def _read_existing(path: str, shown: str | None = None) -> _Existing:
-    """The entries of the file at ``path`` a merge keeps; raises :class:`AutotuneCacheError`
+    """The entries of the file at ``path`` a merge keeps; raises :class:`TuningFileError`
     for a file of another schema version (naming it ``shown``, the path the caller gave),
     and ``OSError`` for one that exists but cannot be read (never overwritten blind)."""
     try:
@@ -105,18 +109,18 @@ def _read_existing(path: str, shown: str | None = None) -> _Existing:
         elif not _strict_json(raw):
             reason = DROP_NOT_FINITE
         else:
-            kept.entries.append(cast(CacheEntry, raw))  # kept whole, readable or not
+            kept.entries.append(cast(TuningFileEntry, raw))  # kept whole, readable or not
             continue
         kept.dropped[reason] = kept.dropped.get(reason, 0) + 1
     return kept
 
 
 def check_mergeable(path: str | os.PathLike[str]) -> None:
-    """Raise :class:`AutotuneCacheError` if saving to ``path`` with ``merge=True`` would be
+    """Raise :class:`TuningFileError` if saving to ``path`` with ``merge=True`` would be
     refused, so a caller can learn it before tuning: a file of another schema version, or
     a path that cannot be a tuning file (it exists and is not a regular file, or its
     directory does not exist).  Reads only."""
-    path = _cache_path(path)
+    path = checked_path(path)
     _read_existing(resolved(path), path)
 
 
@@ -183,13 +187,15 @@ def _warn_replaced(path: str, existing: _Existing, total: int) -> None:
         )
     if parts:
         warnings.warn(
-            f"Saved {total} entries to the autotune cache {path!r}; {'; '.join(parts)}.",
-            AutotuneCacheWarning,
+            f"Saved {total} entries to the tuning file {path!r}; {'; '.join(parts)}.",
+            TuningFileWarning,
             stacklevel=user_stacklevel(),
         )
 
 
-def _merge(entries: list[CacheEntry], ours: list[tuple[CacheEntry, bool]]) -> dict[str, CacheEntry]:
+def _merge(
+    entries: list[TuningFileEntry], ours: list[tuple[TuningFileEntry, bool]]
+) -> dict[str, TuningFileEntry]:
     """The file's ``entries`` merged with ``ours`` (entry, measured in this process), by
     identity (:func:`_canonical`; of two equal entries of the file, the later wins).
 
@@ -213,16 +219,16 @@ def _merge(entries: list[CacheEntry], ours: list[tuple[CacheEntry, bool]]) -> di
 
 
 def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool = True) -> int:
-    """:meth:`AutoTuner.save_configs` (see :func:`save_configs`).
+    """:meth:`AutoTuner.save_tuning_file` (see :func:`save_tuning_file`).
 
-    The path is checked before any work (:func:`._cache_path`); the file written, locked
+    The path is checked before any work (:func:`.checked_path`); the file written, locked
     (``<file>.lock``) and merged with is the one a symbolic link names (:func:`.resolved`),
     so the link stays and every writer of one file, through a link or not, takes one lock.
     Holding the lock, the save removes the temporaries killed saves of the file left
     (:func:`.remove_stale_temporaries`), and checks the path again: it may have changed
     kind since.
     """
-    path = _cache_path(path)
+    path = checked_path(path)
     target = resolved(path)
     ours = []
     for key, choice in tuner.choices().items():
@@ -230,11 +236,11 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
         fingerprint = process_fingerprint(key) if loaded is None else loaded
         ours.append((_entry(key, choice, tuner, fingerprint), loaded is None))
     with _file_lock(target):
-        _cache_path(path)
+        checked_path(path)
         remove_stale_temporaries(target)
         existing = _read_existing(target, path) if merge else _Existing()
         merged = _merge(existing.entries, ours)
-        doc: CacheDocument = {
+        doc: TuningFileDocument = {
             "schema_version": SCHEMA_VERSION,
             "flashinfer_version": flashinfer_version(),
             "torch_version": torch.__version__,

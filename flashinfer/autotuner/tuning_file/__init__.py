@@ -1,5 +1,11 @@
-"""Persisted autotune results: versioned, human-readable JSON, written atomically, each
-result stamped with the environment that measured it.
+"""The tuning file: the autotuner's results persisted as versioned, human-readable JSON,
+written atomically, each result stamped with the environment that measured it.
+
+"Tuning file" is its one name, in code, the CLI, messages and docs.  The old spellings
+users may type (upstream FlashInfer's ``save_configs``/``load_configs``, ``autotune(cache=)``,
+``flashinfer autotune --cache``, the ``AutotuneCache*`` classes, ``flashinfer.autotuner.cache``)
+still work, silently: each is the very object of its new name.  :data:`OLD_SPELLINGS` lists
+them; ``tests/test_tuning_file_name.py`` checks that each works and that no other text uses one.
 
 File format (``schema_version`` 2): a header, then one entry per tuned result (one entry
 per line in the file)::
@@ -15,11 +21,11 @@ per line in the file)::
     }
 
 The fields are documented once, on the types the writer builds and the reader reads
-through: :class:`CacheDocument` (the header and the list of entries) and
-:class:`CacheEntry` (one entry: the tuning key, the choice, its time, the fingerprint of
+through: :class:`TuningFileDocument` (the header and the list of entries) and
+:class:`TuningFileEntry` (one entry: the tuning key, the choice, its time, the fingerprint of
 the environment that measured it), each field with what it holds, its JSON type, whether a
-file may leave it out and which schema versions have it.  Never pickle: loading a cache
-cannot run code.
+file may leave it out and which schema versions have it.  Never pickle: loading a tuning
+file cannot run code.
 
 **One file, many environments.** Loading uses an entry only when every field of its
 fingerprint equals this process's (a field written ``"*"``, or left out, matches anything);
@@ -34,14 +40,15 @@ it to schema 2 keeping every entry: its entries read as stamped with the flashin
 versions the file's header records, the fields it lacks matching anything.
 
 **The path** is checked before any work (before tuning, loading or locking), by
-:func:`save_configs`, :func:`load_configs`, :func:`check_mergeable`, ``autotune(cache=path)``
-(when the block is made) and ``flashinfer autotune --cache`` alike, with one message that
-names the path, what it is and what to do (:class:`AutotuneCacheError`, a ``ValueError``):
+:func:`save_tuning_file`, :func:`load_tuning_file`, :func:`check_mergeable`,
+``autotune(tuning_file=path)`` (when the block is made) and the CLI's ``--tuning-file``
+alike, with one message that names the path, what it is and what to do
+(:class:`TuningFileError`, a ``ValueError``):
 
 * a path that exists and is not a regular file (a directory, a FIFO, a socket, a character
   or block device; directly or through symbolic links) is refused, found with ``os.stat``:
   nothing opens it (opening a FIFO would block);
-* a path to be written (a save, ``autotune(cache=path)``) whose directory does not exist is
+* a path to be written (a save, ``autotune(tuning_file=path)``) whose directory does not exist is
   refused, naming the directory: flashinfer creates no directories.  Loading only reads: a
   missing file, wherever it is missing from, is ``FileNotFoundError``;
 * a **symbolic link** is followed: a save writes, locks and merges with the file the link
@@ -51,7 +58,7 @@ names the path, what it is and what to do (:class:`AutotuneCacheError`, a ``Valu
 * a save keeps the file's mode (a ``0600`` file stays ``0600``); a new file gets ``0666``
   less the umask, as ``open()`` gives.
 
-Saving (:func:`save_configs`, or :meth:`AutoTuner.save_configs`) takes an exclusive lock on
+Saving (:func:`save_tuning_file`, or :meth:`AutoTuner.save_tuning_file`) takes an exclusive lock on
 ``<file>.lock`` (``filelock``: an OS lock, POSIX and Windows alike), merges with the entries
 already in the file (so processes that tuned different keys, or the same key in different
 environments, all keep theirs; an entry of this process replaces the file's entry of the
@@ -66,20 +73,20 @@ writer's, anything not named as this file's temporary stay.  What a merge cannot
 never dropped silently:
 
 * a file of a schema version this flashinfer cannot read (newer than 2) is refused
-  (:class:`AutotuneCacheError`, nothing written): its entries belong to another flashinfer,
+  (:class:`TuningFileError`, nothing written): its entries belong to another flashinfer,
   which could use them, and one file cannot hold two schemas.  Save elsewhere, or pass
   ``merge=False`` to replace it;
-* an **unreadable** file (corrupt, truncated, not a cache) holds nothing any flashinfer
-  can load: it is replaced, with an :class:`AutotuneCacheWarning` saying so;
+* an **unreadable** file (corrupt, truncated, not a tuning file) holds nothing any flashinfer
+  can load: it is replaced, with a :class:`TuningFileWarning` saying so;
 * entries that are not JSON objects, or hold ``NaN``/``Infinity`` (which JSON cannot
-  represent), are dropped with an :class:`AutotuneCacheWarning` that counts them.
+  represent), are dropped with a :class:`TuningFileWarning` that counts them.
 
 Only strict JSON is ever written (``allow_nan=False``).  A time that is not finite is a
 broken measurement, not a result, so none can get into the tuner: a tactic whose time is
 not finite counts as failed, ``AutoTuner.set_choice`` refuses one, and an entry with one is
 skipped on load.
 
-Loading (:func:`load_configs`, or :meth:`AutoTuner.load_configs`) imports every op module
+Loading (:func:`load_tuning_file`, or :meth:`AutoTuner.load_tuning_file`) imports every op module
 first, then skips, and reports in **one** warning grouped by reason, entries that
 
 * come from a schema version it cannot read (the whole file then),
@@ -94,9 +101,9 @@ first, then skips, and reports in **one** warning grouped by reason, entries tha
 
 A corrupt or truncated file, one nested deeper than :data:`MAX_DEPTH` levels, or one whose
 ``schema_version`` is not an integer (``true`` is not ``1``), warns and loads nothing.  None
-of this raises; a missing file passed to :func:`load_configs` explicitly raises
+of this raises; a missing file passed to :func:`load_tuning_file` explicitly raises
 ``FileNotFoundError``.  Loading never writes, locks nor creates a file, and neither does an
-``autotune(cache=path)`` block that tuned nothing new: a tuned file may sit on a read-only
+``autotune(tuning_file=path)`` block that tuned nothing new: a tuned file may sit on a read-only
 mount.
 
 This package is the public face of the file; the work is done in its modules ``format``
@@ -110,62 +117,98 @@ from __future__ import annotations
 
 import os
 
+from flashinfer.autotuner.tuner import AutoTuner
+
 # The file's schema types, at the path the API reference gives them (docs/api/autotuner.rst).
-from flashinfer.autotuner.cache.format import (
+from flashinfer.autotuner.tuning_file.format import (
     MAX_DEPTH,
     READABLE_SCHEMAS,
     SCHEMA_VERSION,
-    AutotuneCacheError,
-    AutotuneCacheWarning,
-    CacheDocument,
-    CacheEntry,
+    TuningFileDocument,
+    TuningFileEntry,
+    TuningFileError,
+    TuningFileWarning,
 )
-from flashinfer.autotuner.cache.load import LoadReport, load_into
-from flashinfer.autotuner.cache.save import check_mergeable, save_into
-from flashinfer.autotuner.tuner import AutoTuner
+from flashinfer.autotuner.tuning_file.load import LoadReport, load_into
+from flashinfer.autotuner.tuning_file.save import check_mergeable, save_into
 
 __all__ = [
     "MAX_DEPTH",
+    "OLD_SPELLINGS",
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
+    "TuningFileError",
+    "TuningFileWarning",
+    "TuningFileDocument",
+    "TuningFileEntry",
+    "LoadReport",
+    "check_mergeable",
+    "load_tuning_file",
+    "save_tuning_file",
+    # old spellings (OLD_SPELLINGS), the same objects
     "AutotuneCacheError",
     "AutotuneCacheWarning",
     "CacheDocument",
     "CacheEntry",
-    "LoadReport",
-    "check_mergeable",
     "load_configs",
     "save_configs",
 ]
 
+#: Every old spelling of the tuning file that users may type -> its one name now.  Each
+#: still works and is the same object (class, function, method) or the same option; none
+#: warns: upstream FlashInfer's users type ``save_configs``, ``load_configs`` and
+#: ``autotune(cache=...)``, and a silent, documented alias breaks none of their code.  Text
+#: (help, messages, docs) names an old spelling only beside its new one.
+OLD_SPELLINGS: dict[str, str] = {
+    "AutotuneCacheError": "TuningFileError",
+    "AutotuneCacheWarning": "TuningFileWarning",
+    "CacheDocument": "TuningFileDocument",
+    "CacheEntry": "TuningFileEntry",
+    "save_configs": "save_tuning_file",
+    "load_configs": "load_tuning_file",
+    "flashinfer.autotuner.cache": "flashinfer.autotuner.tuning_file",
+    "cache=": "tuning_file=",
+    "--cache": "--tuning-file",
+}
 
-def save_configs(path: str | os.PathLike[str], *, merge: bool = True) -> int:
+
+def save_tuning_file(path: str | os.PathLike[str], *, merge: bool = True) -> int:
     """Save every tuned result of this process to ``path`` (JSON); returns the entry count.
 
     With ``merge=True`` (default) entries already in the file for other keys, or measured
     in other environments, are kept untouched (a schema-1 file is upgraded); a file of a
-    schema version this flashinfer cannot read is refused (:class:`AutotuneCacheError`,
-    nothing written), an unreadable one is replaced with an :class:`AutotuneCacheWarning`.
+    schema version this flashinfer cannot read is refused (:class:`TuningFileError`,
+    nothing written), an unreadable one is replaced with a :class:`TuningFileWarning`.
     ``merge=False`` replaces whatever the file holds.  Atomic and safe against concurrent
     savers (see the module docstring).  A path that exists and is not a regular file, or
-    lies in a missing directory, is refused before any work (:class:`AutotuneCacheError`);
+    lies in a missing directory, is refused before any work (:class:`TuningFileError`);
     a symbolic link's target is written and the link kept; the file keeps its mode.  The
-    same as ``AutoTuner.get().save_configs(path)``.
+    same as ``AutoTuner.get().save_tuning_file(path)``.
     """
     return save_into(AutoTuner.get(), path, merge=merge)
 
 
-def load_configs(path: str | os.PathLike[str]) -> LoadReport:
+def load_tuning_file(path: str | os.PathLike[str]) -> LoadReport:
     """Load persisted results from ``path`` into the process's autotuner.
 
     Only entries whose fingerprint matches this process are used (see the module
     docstring).  Skipped entries, those measured in another environment included, and
-    unreadable files are reported in one :class:`AutotuneCacheWarning`
+    unreadable files are reported in one :class:`TuningFileWarning`
     (pointing at the caller's line) and in the returned :class:`LoadReport`; nothing here
     raises except ``FileNotFoundError``/``OSError`` for a file that cannot be opened, and
-    ``ValueError`` for an empty path or :class:`AutotuneCacheError` for one that exists and
+    ``ValueError`` for an empty path or :class:`TuningFileError` for one that exists and
     is not a regular file (never opened: a FIFO would block).  Reads only: never writes,
     locks nor creates a file.
-    The same as ``AutoTuner.get().load_configs(path)``.
+    The same as ``AutoTuner.get().load_tuning_file(path)``.
     """
     return load_into(AutoTuner.get(), path)
+
+
+# The old spellings (OLD_SPELLINGS): the same objects, so ``except AutotuneCacheError`` and
+# ``flashinfer.autotuner.load_configs(path)`` keep working.
+AutotuneCacheError = TuningFileError
+AutotuneCacheWarning = TuningFileWarning
+CacheDocument = TuningFileDocument
+CacheEntry = TuningFileEntry
+save_configs = save_tuning_file
+load_configs = load_tuning_file

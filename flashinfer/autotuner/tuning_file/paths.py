@@ -17,8 +17,8 @@ save really writes, and the temporary files a save writes beside it.
   ``.<file>.<random>.tmp``).  Nothing else is ever removed.
 
 The messages are built here, once, for the API and the ``flashinfer autotune`` command
-alike; :func:`flashinfer.autotuner.cache.format._cache_path` raises them as
-:class:`~flashinfer.autotuner.AutotuneCacheError`.
+alike; :func:`flashinfer.autotuner.tuning_file.format.checked_path` raises them as
+:class:`~flashinfer.autotuner.TuningFileError`.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class PathProblem:
     @property
     def message(self) -> str:
         return (
-            f"Refusing the autotune cache {self.path!r}: {self.reason}; {self.advice}. "
+            f"Refusing the tuning file {self.path!r}: {self.reason}; {self.advice}. "
             "Nothing was read or written."
         )
 

@@ -32,18 +32,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flashinfer.autotuner import (
-    AutotuneCacheError,
     AutoTuner,
     Choice,
+    TuningFileError,
     autotune,
     check_mergeable,
-    load_configs,
+    load_tuning_file,
     make_key,
-    save_configs,
+    save_tuning_file,
 )
-from flashinfer.autotuner.cache import format as format_module
-from flashinfer.autotuner.cache import paths
-from flashinfer.autotuner.cache import save as save_module
+from flashinfer.autotuner.tuning_file import format as format_module
+from flashinfer.autotuner.tuning_file import paths
+from flashinfer.autotuner.tuning_file import save as save_module
 from flashinfer.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,7 +71,7 @@ def cli_target(monkeypatch, runners):
 
 
 def cli_tune(op, cache, shapes="4"):
-    return main(["autotune", "--op", op.api_name, "--shapes", shapes, "--cache", str(cache)])
+    return main(["autotune", "--op", op.api_name, "--shapes", shapes, "--tuning-file", str(cache)])
 
 
 def snapshot(directory):
@@ -190,22 +190,22 @@ def _entries():
     """Every API entry that takes the path: name -> call(path, op)."""
 
     def block(path, op):
-        with autotune(cache=path):
+        with autotune(tuning_file=path):
             op(torch.zeros(4))
 
     def block_untuned(path, op):
-        with autotune(False, cache=path):
+        with autotune(False, tuning_file=path):
             op(torch.zeros(4))
 
     return {
-        "save_configs": lambda path, op: save_configs(path),
-        "save_configs-no-merge": lambda path, op: save_configs(path, merge=False),
-        "AutoTuner.save_configs": lambda path, op: AutoTuner.get().save_configs(path),
-        "load_configs": lambda path, op: load_configs(path),
-        "AutoTuner.load_configs": lambda path, op: AutoTuner.get().load_configs(path),
+        "save_tuning_file": lambda path, op: save_tuning_file(path),
+        "save_tuning_file-no-merge": lambda path, op: save_tuning_file(path, merge=False),
+        "AutoTuner.save_tuning_file": lambda path, op: AutoTuner.get().save_tuning_file(path),
+        "load_tuning_file": lambda path, op: load_tuning_file(path),
+        "AutoTuner.load_tuning_file": lambda path, op: AutoTuner.get().load_tuning_file(path),
         "check_mergeable": lambda path, op: check_mergeable(path),
-        "autotune(cache=)": block,
-        "autotune(False, cache=)": block_untuned,
+        "autotune(tuning_file=)": block,
+        "autotune(False, tuning_file=)": block_untuned,
     }
 
 
@@ -224,7 +224,7 @@ def test_a_path_that_is_not_a_regular_file_is_refused_by_every_api_entry_before_
     with special_file(kind, str(tmp_path)) as (target, words):
         path = reach(target, how, str(tmp_path))
         before = snapshot(tmp_path)
-        with pytest.raises(AutotuneCacheError) as caught:
+        with pytest.raises(TuningFileError) as caught:
             guarded(lambda: ENTRIES[entry](path, op))
         message = str(caught.value)
         assert message == paths.path_problem(path, writing=True).message  # one message
@@ -250,7 +250,7 @@ def test_the_cli_refuses_the_same_paths_with_the_same_message(
         assert guarded(lambda: cli_tune(op, path)) == 2
         err = capsys.readouterr().err
         expected = paths.path_problem(path, writing=True).message
-        assert err.startswith(f"flashinfer autotune: error: --cache: {expected}")
+        assert err.startswith(f"flashinfer autotune: error: --tuning-file: {expected}")
         assert words in err
         assert runners["a"].calls == [] and AutoTuner.get().choices() == {}
         assert snapshot(tmp_path) == before
@@ -261,8 +261,8 @@ def test_a_path_that_turns_into_a_fifo_after_the_check_is_still_never_read(tmp_p
     path = tmp_path / "c.json"
     os.mkfifo(path)
     monkeypatch.setattr(format_module, "path_problem", lambda path, writing: None)  # missed
-    with pytest.raises(AutotuneCacheError, match="names a FIFO"):
-        guarded(lambda: load_configs(path))
+    with pytest.raises(TuningFileError, match="names a FIFO"):
+        guarded(lambda: load_tuning_file(path))
 
 
 def test_a_link_loop_and_a_path_ending_with_a_separator_are_refused(tmp_path):
@@ -272,8 +272,13 @@ def test_a_link_loop_and_a_path_ending_with_a_separator_are_refused(tmp_path):
         (loop, "loop of symbolic links"),
         (f"{tmp_path}/new/", "names a directory"),
     ):
-        for call in (save_configs, load_configs, check_mergeable, lambda p: autotune(cache=p)):
-            with pytest.raises(AutotuneCacheError, match=words):
+        for call in (
+            save_tuning_file,
+            load_tuning_file,
+            check_mergeable,
+            lambda p: autotune(tuning_file=p),
+        ):
+            with pytest.raises(TuningFileError, match=words):
                 call(path)
     assert sorted(os.listdir(tmp_path)) == ["loop.json"]
 
@@ -339,13 +344,13 @@ def test_a_save_through_links_updates_the_target_keeps_every_link_and_the_mode(
         op, _ = tuned_op()
         if via == "api":
             tune_once(op)
-            assert save_configs(link) == 1
+            assert save_tuning_file(link) == 1
         else:
-            with autotune(cache=link):
+            with autotune(tuning_file=link):
                 op(torch.zeros(4))
     check_saved_through(link, target, links, mode, before_links)
     AutoTuner.get().clear()
-    assert load_configs(link).loaded == 1  # and it reads back through the link
+    assert load_tuning_file(link).loaded == 1  # and it reads back through the link
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002, 0o027])
@@ -362,9 +367,9 @@ def test_a_new_file_gets_the_usual_mode_honouring_the_umask(
         else:
             op, _ = tuned_op()
             tune_once(op)
-            save_configs(path)
+            save_tuning_file(path)
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
-        assert save_configs(path) >= 1 and stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
+        assert save_tuning_file(path) >= 1 and stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
     finally:
         os.umask(old)
 
@@ -379,14 +384,14 @@ def test_a_dangling_link_creates_its_target_and_stays_a_link(tmp_path):
     link = tmp_path / "c.json"
     os.symlink(target, link)
     tune_once(op)
-    assert save_configs(link) == 1
+    assert save_tuning_file(link) == 1
     assert os.path.islink(link) and os.readlink(link) == str(target)
     assert stat.S_ISREG(os.lstat(target).st_mode)
     AutoTuner.get().clear()
     os.symlink(target.parent / "none.json", tmp_path / "other.json")
     with pytest.raises(FileNotFoundError):  # reading a dangling link: no file yet
-        load_configs(tmp_path / "other.json")
-    assert load_configs(link).loaded == 1
+        load_tuning_file(tmp_path / "other.json")
+    assert load_tuning_file(link).loaded == 1
 
 
 # --------------------------------------------------------------------------------------
@@ -424,7 +429,7 @@ def test_a_path_in_a_missing_directory_is_refused_naming_it_before_any_tuning(
     runners["a"].calls.clear()
     path, directory, what = missing_directory(tmp_path, shape)
     before = snapshot(tmp_path)
-    with pytest.raises(AutotuneCacheError) as caught:
+    with pytest.raises(TuningFileError) as caught:
         ENTRIES[entry](str(path), op)
     message = str(caught.value)
     assert message == paths.path_problem(str(path), writing=True).message
@@ -445,7 +450,7 @@ def test_the_cli_refuses_a_missing_directory_with_the_api_message(
     assert cli_tune(op, path) == 2
     err = capsys.readouterr().err
     expected = paths.path_problem(str(path), writing=True).message
-    assert err.startswith(f"flashinfer autotune: error: --cache: {expected}")
+    assert err.startswith(f"flashinfer autotune: error: --tuning-file: {expected}")
     assert str(directory) in err and what in err
     assert runners["a"].calls == [] and snapshot(tmp_path) == before
 
@@ -454,7 +459,7 @@ def test_reading_from_a_missing_directory_is_the_usual_file_not_found(tmp_path):
     """Loading only reads: a missing file is ``FileNotFoundError``, as documented, wherever
     it is missing from (code that treats it as "no tuning file yet" keeps working)."""
     (tmp_path / "plain").write_text("x")
-    for call in (load_configs, AutoTuner.get().load_configs):
+    for call in (load_tuning_file, AutoTuner.get().load_tuning_file):
         with pytest.raises(FileNotFoundError):
             call(tmp_path / "nope" / "c.json")
         with pytest.raises(NotADirectoryError):  # an OSError, as open() raises it
@@ -551,7 +556,7 @@ def test_a_save_removes_exactly_the_stale_temporaries_of_its_own_file(
             expected_left.add(name)
     op, _ = tuned_op()
     tune_once(op)
-    save_configs(directory / "c.json")
+    save_tuning_file(directory / "c.json")
     left = {n for n in os.listdir(directory) if n.endswith(".tmp")}
     assert left == expected_left
 
@@ -584,14 +589,14 @@ def test_a_save_killed_before_its_rename_leaves_a_temporary_the_next_save_remove
         sys.path.insert(0, {os.path.join(REPO, "tests")!r})
         import torch
         from autotuner_fakes import FakeRunner, make_op
-        from flashinfer.autotuner import autotune, save_configs
+        from flashinfer.autotuner import autotune, save_tuning_file
         op = make_op({{"a": FakeRunner("a")}})
         with autotune():
             op(torch.zeros(4))
         def die(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)  # killed after writing its temporary
         os.replace = die
-        save_configs({str(link)!r})
+        save_tuning_file({str(link)!r})
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
@@ -600,7 +605,7 @@ def test_a_save_killed_before_its_rename_leaves_a_temporary_the_next_save_remove
     assert len(left) == 1 and left[0].startswith(".tuned.json.")  # beside the target
     op, _ = tuned_op()
     tune_once(op)
-    save_configs(link)
+    save_tuning_file(link)
     assert [n for n in os.listdir(target.parent) if n.endswith(".tmp")] == []
     assert os.path.islink(link)
 
@@ -627,7 +632,7 @@ def test_stale_temporaries_are_removed_only_under_the_files_lock(tmp_path, monke
     monkeypatch.setattr(save_module, "remove_stale_temporaries", remove)
     op, _ = tuned_op()
     tune_once(op)
-    save_configs(tmp_path / "c.json")
+    save_tuning_file(tmp_path / "c.json")
     assert order == ["locked", "clean", "unlocked"]
 
 

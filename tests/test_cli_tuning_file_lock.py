@@ -4,7 +4,7 @@ save beside the file a save writes (beside a symbolic link's target, not the lin
 when the save ends, and safe to delete between runs (the next save creates it again); a run
 that only reads never creates it.
 
-Decision (issue 23): the lock stays beside the cache file rather than moving out of the
+Decision (issue 23): the lock stays beside the tuning file rather than moving out of the
 user's folder.  Every writer of one file must find the same lock, whichever user, host or
 link it writes through; the directory beside the file is the one place all of them can
 already write (the atomic replace needs it), and it needs no name derived from the path.
@@ -35,7 +35,7 @@ def fake_op(monkeypatch, isolated_op_registry) -> str:
 
 
 def _tune(op: str, cache: Path, *extra: str) -> int:
-    return main(["autotune", op, "--shapes", "4", "--cache", str(cache), *extra])
+    return main(["autotune", op, "--shapes", "4", "--tuning-file", str(cache), *extra])
 
 
 def _files(folder: Path) -> set[str]:
@@ -65,7 +65,7 @@ def test_deleting_the_lock_between_runs_is_safe(fake_op, fresh_tuner, tmp_path, 
     before = json.loads(cache.read_text())["entries"]
     (tmp_path / "tuned.json.lock").unlink()
     fresh_tuner.clear()
-    assert main(["autotune", fake_op, "--shapes", "8", "--cache", str(cache)]) == 0
+    assert main(["autotune", fake_op, "--shapes", "8", "--tuning-file", str(cache)]) == 0
     after = json.loads(cache.read_text())["entries"]
     assert len(after) == len(before) + 1 and all(e in after for e in before)  # merged
     assert (tmp_path / "tuned.json.lock").exists()  # made again by the save
@@ -77,14 +77,14 @@ def test_a_run_that_only_reads_creates_no_lock(fake_op, fresh_tuner, tmp_path, c
     (tmp_path / "tuned.json.lock").unlink()
     fresh_tuner.clear()
     assert _tune(fake_op, cache) == 0  # every key already in the file: nothing saved
-    assert main(["explain", "mm", "--shapes", "4x4x4", "--cache", str(cache)]) == 0
+    assert main(["explain", "mm", "--shapes", "4x4x4", "--tuning-file", str(cache)]) == 0
     assert _files(tmp_path) == {"tuned.json"}
 
 
 def test_the_help_and_the_docs_explain_the_lock(capsys):
     assert main(["autotune", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--cache FILE" in help_text
+    assert "--tuning-file FILE" in help_text
     for words in ("FILE.lock", "beside it (beside a symbolic link's target)", "safe to delete"):
         assert words in help_text, words
     docs = " ".join((ROOT / "docs" / "api" / "autotuner.rst").read_text().split())

@@ -1,5 +1,5 @@
 """Persisted autotune results: format, every skip reason and its single warning, corrupt
-files, atomic and concurrent saves, and ``autotune(cache=...)``."""
+files, atomic and concurrent saves, and ``autotune(tuning_file=...)``."""
 
 from __future__ import annotations
 
@@ -17,18 +17,18 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 from flashinfer.autotuner import (
     SCHEMA_VERSION,
-    AutotuneCacheError,
-    AutotuneCacheWarning,
     AutoTuner,
     Choice,
     LoadReport,
+    TuningFileError,
+    TuningFileWarning,
     autotune,
     check_mergeable,
-    load_configs,
+    load_tuning_file,
     make_key,
-    save_configs,
+    save_tuning_file,
 )
-from flashinfer.autotuner.cache import save as cache_module
+from flashinfer.autotuner.tuning_file import save as cache_module
 from flashinfer.gating.messages import automatic_selection
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -84,7 +84,7 @@ def test_round_trip_is_readable_versioned_json(tmp_path):
     with autotune():
         assert op(torch.zeros(3)) == ("a", (64, 2))
     path = tmp_path / "tuned.json"
-    assert save_configs(path) == 1
+    assert save_tuning_file(path) == 1
     text = path.read_text()
     doc = json.loads(text)
     assert doc["schema_version"] == 2
@@ -94,7 +94,7 @@ def test_round_trip_is_readable_versioned_json(tmp_path):
     assert e["experimental"] is False and e["median_ms"] > 0
     assert "\n" in text and "pickle" not in text  # human-readable, one entry per line
     AutoTuner.get().clear()
-    report = load_configs(path)
+    report = load_tuning_file(path)
     assert report.loaded == 1 and report.skipped == {}
     # The tuple tactic comes back as the runner's own object, not a JSON list.
     assert AutoTuner.get().choice(key(op)).tactic == (64, 2)
@@ -104,14 +104,14 @@ def test_loaded_choice_is_used_without_timing(tmp_path):
     op, runners = tuned_op()
     path = tmp_path / "c.json"
     write(path, [entry(op, "a", [32, 4])])
-    load_configs(path)
+    load_tuning_file(path)
     assert op(torch.zeros(4)) == ("a", (32, 4))
     assert runners["a"].calls == [(32, 4)] and runners["a"].tactics_calls == 0
 
 
 def test_missing_file_raises_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
-        load_configs(tmp_path / "nope.json")
+        load_tuning_file(tmp_path / "nope.json")
 
 
 # --------------------------------------------------------------------------------------
@@ -123,8 +123,8 @@ def test_experimental_entry_skipped_with_gate_off_stable_choice_used(tmp_path):
     op, runners = tuned_op()
     path = tmp_path / "c.json"
     write(path, [entry(op, "exp", None, experimental=True)])
-    with pytest.warns(AutotuneCacheWarning) as record:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning) as record:
+        report = load_tuning_file(path)
     assert len(record) == 1
     message = str(record[0].message)
     assert "Skipped 1 of 1 entries" in message
@@ -140,8 +140,8 @@ def test_experimental_entry_used_with_gate_on(tmp_path, monkeypatch):
     path = tmp_path / "c.json"
     write(path, [entry(op, "exp", None, experimental=True)])
     with warnings.catch_warnings():
-        warnings.simplefilter("error", AutotuneCacheWarning)
-        assert load_configs(path).loaded == 1
+        warnings.simplefilter("error", TuningFileWarning)
+        assert load_tuning_file(path).loaded == 1
     from flashinfer.api_logging import ExperimentalWarning
 
     with pytest.warns(ExperimentalWarning, match=re.escape(automatic_selection(op.api_key, "exp"))):
@@ -169,8 +169,8 @@ def test_each_skip_reason(tmp_path, bad, reason):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
     write(path, [entry(op, "a", [64, 2], shape=(8,)), bad(op)])
-    with pytest.warns(AutotuneCacheWarning) as record:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning) as record:
+        report = load_tuning_file(path)
     assert len(record) == 1
     assert "Skipped 1 of 2 entries" in str(record[0].message)
     assert reason in str(record[0].message)
@@ -182,8 +182,8 @@ def test_other_schema_version_skips_everything(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
     write(path, [entry(op, "a", [64, 2]), entry(op, "b", None, shape=(8,))], version=3)
-    with pytest.warns(AutotuneCacheWarning) as record:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning) as record:
+        report = load_tuning_file(path)
     assert len(record) == 1
     assert "Skipped 2 of 2 entries" in str(record[0].message)
     assert "2 come from schema version 3 (this flashinfer reads 1 or 2)" in str(record[0].message)
@@ -204,11 +204,11 @@ def test_mixed_file_gives_one_warning_grouped_by_reason(tmp_path):
             entry(op, "a", [64, 2], op="x.y"),
         ],
     )
-    with pytest.warns(AutotuneCacheWarning) as record:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning) as record:
+        report = load_tuning_file(path)
     assert len(record) == 1
     message = str(record[0].message)
-    assert message.startswith(f"Skipped 5 of 6 entries of the autotune cache {str(path)!r}: ")
+    assert message.startswith(f"Skipped 5 of 6 entries of the tuning file {str(path)!r}: ")
     for part in (
         f"2 name an experimental backend while {GATE} is not 1",
         "1 name a backend that no longer exists",
@@ -238,8 +238,8 @@ def test_corrupt_file_warns_and_loads_nothing(tmp_path, content):
     before = AutoTuner.get().choices()
     path = tmp_path / "c.json"
     path.write_bytes(content)
-    with pytest.warns(AutotuneCacheWarning, match="Could not read the autotune cache") as rec:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning, match="Could not read the tuning file") as rec:
+        report = load_tuning_file(path)
     assert len(rec) == 1 and rec[0].filename == __file__
     assert report.loaded == 0 and report.error
     assert AutoTuner.get().choices() == before
@@ -252,12 +252,12 @@ def test_truncated_file_warns_and_loads_nothing(tmp_path):
         op(torch.zeros(4))
         op(torch.zeros(40))
     path = tmp_path / "c.json"
-    save_configs(path)
+    save_tuning_file(path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     AutoTuner.get().clear()
-    with pytest.warns(AutotuneCacheWarning, match="corrupt or truncated"):
-        assert load_configs(path).loaded == 0
+    with pytest.warns(TuningFileWarning, match="corrupt or truncated"):
+        assert load_tuning_file(path).loaded == 0
     assert AutoTuner.get().choices() == {}
     assert op(torch.zeros(4)) == ("a", None)
 
@@ -266,8 +266,8 @@ def test_autotune_cache_with_corrupt_file_does_not_crash(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
     path.write_text("{nope")
-    with pytest.warns(AutotuneCacheWarning) as rec:
-        with autotune(cache=path):
+    with pytest.warns(TuningFileWarning) as rec:
+        with autotune(tuning_file=path):
             op(torch.zeros(4))
     assert rec[0].filename == __file__  # the user's with-line, not contextlib's
     assert "Could not read" in str(rec[0].message)
@@ -288,20 +288,21 @@ DEEP = {
 
 @pytest.mark.parametrize("content", list(DEEP.values()), ids=list(DEEP))
 def test_deeply_nested_file_warns_as_corrupt_everywhere(tmp_path, content):
-    """load_configs, save_configs and autotune(cache=...) warn; never RecursionError."""
+    """load_tuning_file, save_tuning_file and autotune(tuning_file=...) warn; never a
+    RecursionError."""
     op, _ = tuned_op()
     path = tmp_path / "c.json"
     path.write_text(content)
-    with pytest.warns(AutotuneCacheWarning, match="Could not read") as rec:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning, match="Could not read") as rec:
+        report = load_tuning_file(path)
     assert "nested deeper than 64 levels" in report.error and len(rec) == 1
     with autotune():
         op(torch.zeros(4))
-    with pytest.warns(AutotuneCacheWarning, match="was replaced"):
-        assert save_configs(path) == 1
+    with pytest.warns(TuningFileWarning, match="was replaced"):
+        assert save_tuning_file(path) == 1
     path.write_text(content)
-    with pytest.warns(AutotuneCacheWarning) as rec:
-        with autotune(cache=path):
+    with pytest.warns(TuningFileWarning) as rec:
+        with autotune(tuning_file=path):
             op(torch.zeros(8))
     assert [r.filename for r in rec] == [__file__, __file__]
     assert len(json.loads(path.read_text())["entries"]) == 2
@@ -312,8 +313,8 @@ def test_nesting_of_a_real_file_is_far_below_the_limit(tmp_path):
     write(path, [entry(tuned_op()[0], "a", [[[[64]]], 2])])  # even a nested tactic
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.warns(AutotuneCacheWarning, match="name a tactic"):
-            load_configs(path)  # read as a cache: only the entry is judged
+        with pytest.warns(TuningFileWarning, match="name a tactic"):
+            load_tuning_file(path)  # read as a cache: only the entry is judged
 
 
 @pytest.mark.parametrize("version", ["true", "1.0", '"1"', "null", "[1]", "false"])
@@ -323,8 +324,8 @@ def test_schema_version_must_be_an_integer(tmp_path, version):
     path.write_text(
         f'{{"schema_version": {version}, "entries": [{json.dumps(entry(op, "a", [64, 2]))}]}}'
     )
-    with pytest.warns(AutotuneCacheWarning, match="'schema_version' must be an integer"):
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning, match="'schema_version' must be an integer"):
+        report = load_tuning_file(path)
     assert report.loaded == 0 and AutoTuner.get().choices() == {}
     assert version in report.error
 
@@ -348,8 +349,8 @@ def test_entry_whose_median_is_not_a_finite_time_is_skipped_as_malformed(tmp_pat
     good = json.dumps(entry(op, "a", [64, 2], shape=(8,)))
     bad = json.dumps(entry(op, "a", [64, 2])).replace('"median_ms": 1.0', f'"median_ms": {median}')
     path.write_text(f'{{"schema_version": 1, "entries": [{good}, {bad}]}}')
-    with pytest.warns(AutotuneCacheWarning, match="1 are malformed") as rec:
-        report = load_configs(path)
+    with pytest.warns(TuningFileWarning, match="1 are malformed") as rec:
+        report = load_tuning_file(path)
     assert "is not a finite number >= 0" in str(rec[0].message)
     assert report.loaded == 1 and AutoTuner.get().choice(key(op)) is None
 
@@ -363,8 +364,8 @@ def test_save_drops_non_finite_entries_with_a_warning_and_writes_strict_json(tmp
     path.write_text(json.dumps({"schema_version": 1, "entries": [keep, nan, inf, 7]}))
     with autotune():
         op(torch.zeros(4))
-    with pytest.warns(AutotuneCacheWarning) as rec:
-        assert save_configs(path) == 2
+    with pytest.warns(TuningFileWarning) as rec:
+        assert save_tuning_file(path) == 2
     (w,) = rec
     message = str(w.message)
     assert "3 of its entries were dropped" in message
@@ -400,7 +401,7 @@ def test_a_measurement_that_is_not_finite_counts_as_failed(tmp_path, monkeypatch
     assert record.tried == 3 and record.choice.backend == "b"
     assert [(f.backend, f.tactic) for f in record.failures] == [("a", (64, 2)), ("a", (32, 4))]
     assert all("not a finite number" in f.reason for f in record.failures)
-    save_configs(tmp_path / "c.json")
+    save_tuning_file(tmp_path / "c.json")
     strict_loads((tmp_path / "c.json").read_text())
 
 
@@ -417,16 +418,16 @@ def test_save_over_another_schema_version_is_refused_and_writes_nothing(tmp_path
     before = path.read_bytes()
     with autotune():
         op(torch.zeros(4))
-    with pytest.raises(AutotuneCacheError, match=f"schema version {version}") as exc:
-        save_configs(path)
+    with pytest.raises(TuningFileError, match=f"schema version {version}") as exc:
+        save_tuning_file(path)
     assert "2 entries" in str(exc.value) and "merge=False" in str(exc.value)
     assert isinstance(exc.value, ValueError)
-    with pytest.raises(AutotuneCacheError):
+    with pytest.raises(TuningFileError):
         check_mergeable(path)  # what the command line asks before it tunes
-    with pytest.raises(AutotuneCacheError):
-        AutoTuner.get().save_configs(path)
+    with pytest.raises(TuningFileError):
+        AutoTuner.get().save_tuning_file(path)
     assert path.read_bytes() == before and _leftovers(tmp_path) == []
-    assert save_configs(path, merge=False) == 1  # an explicit replacement
+    assert save_tuning_file(path, merge=False) == 1  # an explicit replacement
     assert json.loads(path.read_text())["schema_version"] == 2
 
 
@@ -435,9 +436,9 @@ def test_autotune_block_over_another_schema_version_raises_on_exit(tmp_path):
     path = tmp_path / "c.json"
     write(path, [entry(op, "a", [64, 2])], version=3)
     before = path.read_bytes()
-    with pytest.warns(AutotuneCacheWarning, match="schema version 3"):
-        with pytest.raises(AutotuneCacheError):
-            with autotune(cache=path):
+    with pytest.warns(TuningFileWarning, match="schema version 3"):
+        with pytest.raises(TuningFileError):
+            with autotune(tuning_file=path):
                 op(torch.zeros(4))
     assert path.read_bytes() == before
     assert AutoTuner.get().choice(key(op)) is not None  # the results are still in memory
@@ -451,7 +452,7 @@ def test_empty_or_whitespace_file_is_replaced_without_a_warning(tmp_path):
         op(torch.zeros(4))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert save_configs(path) == 1
+        assert save_tuning_file(path) == 1
 
 
 # --------------------------------------------------------------------------------------
@@ -465,10 +466,10 @@ def snapshot(directory):
 
 @pytest.fixture
 def no_writes(monkeypatch):
-    """Any attempt to lock or write a cache file fails the test."""
+    """Any attempt to lock or write a tuning file fails the test."""
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a path that only reads tried to write or lock the cache file")
+        raise AssertionError("a path that only reads tried to write or lock the tuning file")
 
     monkeypatch.setattr(cache_module, "_file_lock", refuse)
     monkeypatch.setattr(cache_module, "_atomic_write", refuse)
@@ -479,7 +480,7 @@ def test_autotune_disabled_with_a_cache_only_reads(tmp_path, no_writes):
     path = tmp_path / "c.json"
     write(path, [entry(op, "a", [32, 4])])
     before = snapshot(tmp_path)
-    with autotune(False, cache=path):
+    with autotune(False, tuning_file=path):
         assert op(torch.zeros(4)) == ("a", (32, 4))  # loaded
         assert op(torch.zeros(64))[1] is None  # untuned: the default, nothing timed
     assert snapshot(tmp_path) == before  # no p.lock, no rewrite
@@ -490,11 +491,11 @@ def test_autotune_block_that_tuned_nothing_new_only_reads(tmp_path, no_writes):
     path = tmp_path / "c.json"
     write(path, [entry(op, "a", [32, 4])])
     before = snapshot(tmp_path)
-    with autotune(cache=path):  # enabled, but every key is in the file
+    with autotune(tuning_file=path):  # enabled, but every key is in the file
         op(torch.zeros(4))
-    with autotune(cache=path):  # enabled, no call at all
+    with autotune(tuning_file=path):  # enabled, no call at all
         pass
-    with autotune(cache=tmp_path / "missing.json"):  # nothing to read, nothing tuned
+    with autotune(tuning_file=tmp_path / "missing.json"):  # nothing to read, nothing tuned
         pass
     assert snapshot(tmp_path) == before
     assert runners["a"].tactics_calls == 0
@@ -503,7 +504,7 @@ def test_autotune_block_that_tuned_nothing_new_only_reads(tmp_path, no_writes):
 def test_nested_block_tuning_is_saved_by_the_enclosing_cache_block(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
-    with autotune(False, cache=path):
+    with autotune(False, tuning_file=path):
         with autotune():
             op(torch.zeros(4))  # tuned in the inner block
     assert len(json.loads(path.read_text())["entries"]) == 1
@@ -514,24 +515,24 @@ def test_block_saves_when_a_key_was_tuned_again(tmp_path):
     op, runners = tuned_op()
     path = tmp_path / "c.json"
     write(path, [entry(op, "exp", None)])  # skipped: the gate is off
-    with pytest.warns(AutotuneCacheWarning):
-        with autotune(cache=path):
+    with pytest.warns(TuningFileWarning):
+        with autotune(tuning_file=path):
             op(torch.zeros(4))
     assert [e["backend"] for e in json.loads(path.read_text())["entries"]] == ["a"]
 
 
-@pytest.mark.parametrize("call", ["save_configs", "load_configs", "autotune", "method"])
+@pytest.mark.parametrize("call", ["save_tuning_file", "load_tuning_file", "autotune", "method"])
 def test_empty_cache_path_is_refused_before_any_file_is_touched(tmp_path, monkeypatch, call):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValueError, match="autotune cache path is empty"):
-        if call == "save_configs":
-            save_configs("")
-        elif call == "load_configs":
-            load_configs("")
+    with pytest.raises(ValueError, match="tuning file path is empty"):
+        if call == "save_tuning_file":
+            save_tuning_file("")
+        elif call == "load_tuning_file":
+            load_tuning_file("")
         elif call == "autotune":
-            autotune(cache="")
+            autotune(tuning_file="")
         else:
-            AutoTuner.get().save_configs("")
+            AutoTuner.get().save_tuning_file("")
     assert list(tmp_path.iterdir()) == []  # no '.lock' in the working directory
 
 
@@ -546,16 +547,16 @@ def test_autotuner_methods_are_the_module_functions(tmp_path):
         op(torch.zeros(4))
     path = tmp_path / "c.json"
     tuner = AutoTuner.get()
-    assert tuner.save_configs(path) == 1
+    assert tuner.save_tuning_file(path) == 1
     text = path.read_text()
     tuner.clear()
-    report = tuner.load_configs(path)
+    report = tuner.load_tuning_file(path)
     assert isinstance(report, LoadReport) and report.loaded == 1
     assert tuner.choice(key(op)).tactic == (64, 2)
-    assert save_configs(path) == 1 and path.read_text() == text  # one implementation
+    assert save_tuning_file(path) == 1 and path.read_text() == text  # one implementation
     path.write_text("{")
-    with pytest.warns(AutotuneCacheWarning) as rec:
-        tuner.load_configs(path)
+    with pytest.warns(TuningFileWarning) as rec:
+        tuner.load_tuning_file(path)
     assert rec[0].filename == __file__  # the warning points at the caller's line
 
 
@@ -573,7 +574,7 @@ def test_crash_mid_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
     with autotune():
         op(torch.zeros(4))
     path = tmp_path / "c.json"
-    save_configs(path)
+    save_tuning_file(path)
     original = path.read_bytes()
     with autotune():
         op(torch.zeros(40))
@@ -597,7 +598,7 @@ def test_crash_mid_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cache_module.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
     with pytest.raises(OSError, match="simulated"):
-        save_configs(path)
+        save_tuning_file(path)
     assert path.read_bytes() == original
     assert _leftovers(tmp_path) == []  # the partial temporary file was removed
 
@@ -614,7 +615,7 @@ def test_crash_before_rename_leaves_the_old_file_intact(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cache_module.os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        save_configs(path)
+        save_tuning_file(path)
     assert json.loads(path.read_text()) == {"schema_version": 1, "entries": []}
     assert _leftovers(tmp_path) == []
 
@@ -628,15 +629,15 @@ def test_process_killed_mid_write_never_leaves_a_partial_target(tmp_path):
         sys.path.insert(0, {os.path.join(REPO, "tests")!r})
         import torch
         from autotuner_fakes import FakeRunner, make_op
-        from flashinfer.autotuner import autotune, save_configs
-        from flashinfer.autotuner import cache
+        from flashinfer.autotuner import autotune, save_tuning_file
+        from flashinfer.autotuner import tuning_file
         op = make_op({{"a": FakeRunner("a")}})
         with autotune():
             op(torch.zeros(4))
         def die(*a, **k):
             os._exit(3)  # the process dies after writing the temporary file
-        cache.os.replace = die
-        save_configs({str(path)!r})
+        tuning_file.os.replace = die
+        save_tuning_file({str(path)!r})
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
@@ -650,14 +651,14 @@ CONCURRENT = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     import torch
     from autotuner_fakes import FakeRunner, make_op
-    from flashinfer.autotuner import AutoTuner, autotune, save_configs
+    from flashinfer.autotuner import AutoTuner, autotune, save_tuning_file
     AutoTuner.get().warmup, AutoTuner.get().repeat = 0, 1
     op = make_op({{"a": FakeRunner("a", [1, 2])}})
     start = int(sys.argv[1])
     for i in range(start, start + 12):
         with autotune():
             op(torch.zeros(2 ** i))
-        save_configs({path!r})
+        save_tuning_file({path!r})
     """
 )
 
@@ -686,26 +687,26 @@ def test_save_merges_and_keeps_entries_this_process_cannot_use(tmp_path):
     write(path, [foreign])
     with autotune():
         op(torch.zeros(4))
-    assert save_configs(path) == 2
+    assert save_tuning_file(path) == 2
     ops = sorted(e["op"] for e in json.loads(path.read_text())["entries"])
     assert ops == sorted([op.api_key, "other.package.op"])
-    assert save_configs(path, merge=False) == 1
+    assert save_tuning_file(path, merge=False) == 1
 
 
 # --------------------------------------------------------------------------------------
-# autotune(cache=...)
+# autotune(tuning_file=...)
 # --------------------------------------------------------------------------------------
 
 
 def test_autotune_cache_loads_on_entry_and_saves_on_exit(tmp_path):
     op, runners = tuned_op()
     path = tmp_path / "c.json"
-    with autotune(cache=path):  # missing file: nothing to load, created on exit
+    with autotune(tuning_file=path):  # missing file: nothing to load, created on exit
         op(torch.zeros(4))
     assert path.exists()
     AutoTuner.get().clear()
     timed = len(runners["a"].calls)
-    with autotune(cache=path):
+    with autotune(tuning_file=path):
         op(torch.zeros(4))  # loaded on entry: no timing
     assert len(runners["a"].calls) == timed + 1
 
@@ -714,7 +715,7 @@ def test_autotune_cache_saves_when_the_block_raises(tmp_path):
     op, _ = tuned_op()
     path = tmp_path / "c.json"
     with pytest.raises(ZeroDivisionError):
-        with autotune(cache=path):
+        with autotune(tuning_file=path):
             op(torch.zeros(4))
             1 / 0  # noqa: B018
     assert len(json.loads(path.read_text())["entries"]) == 1

@@ -1,10 +1,10 @@
-"""The autotune cache file's format: its schema version, what an entry holds (the types
-:class:`CacheEntry` and :class:`CacheDocument`, which the writer builds and the reader reads
-through), how a document is parsed and checked, and how it is written as text.
+"""The tuning file's format: its schema version, what an entry holds (the types
+:class:`TuningFileEntry` and :class:`TuningFileDocument`, which the writer builds and the
+reader reads through), how a document is parsed and checked, and how it is written as text.
 
 The rules around the format (merging, environments, what is skipped) are described in
-:mod:`flashinfer.autotuner.cache`, the public home of the names defined here.  Never pickle:
-loading a cache cannot run code.
+:mod:`flashinfer.autotuner.tuning_file`, the public home of the names defined here.  Never
+pickle: loading a tuning file cannot run code.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from flashinfer.autotuner._types import Choice, TunedResults, is_number, is_real_time
-from flashinfer.autotuner.cache.paths import PathProblem, not_regular, path_problem
 from flashinfer.autotuner.fingerprint import (
     FIELDS,
     WILDCARD,
@@ -26,16 +25,17 @@ from flashinfer.autotuner.fingerprint import (
     schema1_fingerprint,
 )
 from flashinfer.autotuner.keys import Key, key_from_json, key_to_json
+from flashinfer.autotuner.tuning_file.paths import PathProblem, not_regular, path_problem
 from flashinfer.gating.exposed import exposed_in
 
 __all__ = [
     "MAX_DEPTH",
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
-    "AutotuneCacheError",
-    "AutotuneCacheWarning",
-    "CacheDocument",
-    "CacheEntry",
+    "TuningFileError",
+    "TuningFileWarning",
+    "TuningFileDocument",
+    "TuningFileEntry",
 ]
 
 SCHEMA_VERSION = 2
@@ -44,18 +44,18 @@ SCHEMA_VERSION = 2
 #: read as stamped with the versions the file's header records; see :mod:`.fingerprint`).
 READABLE_SCHEMAS = (1, SCHEMA_VERSION)
 
-#: Deepest nesting of JSON arrays/objects a cache file may have (a real one has 6 or 7
+#: Deepest nesting of JSON arrays/objects a tuning file may have (a real one has 6 or 7
 #: levels; tactics add a few).  Deeper files are unreadable: never a ``RecursionError``.
 MAX_DEPTH = 64
 
 
-@exposed_in("flashinfer.autotuner.cache")
-class AutotuneCacheWarning(UserWarning):
+@exposed_in("flashinfer.autotuner.tuning_file")
+class TuningFileWarning(UserWarning):
     """A persisted autotune file, or some of its entries, could not be used."""
 
 
-@exposed_in("flashinfer.autotuner.cache")
-class AutotuneCacheError(ValueError):
+@exposed_in("flashinfer.autotuner.tuning_file")
+class TuningFileError(ValueError):
     """A tuning file cannot be used as asked, found before any work: saving would lose
     results another flashinfer can use (a file of another schema version), or the path
     cannot be a tuning file (it names a directory, a FIFO, a socket or a device, or lies in
@@ -69,7 +69,7 @@ class AutotuneCacheError(ValueError):
         self.reason = reason
 
 
-class CacheEntry(TypedDict):
+class TuningFileEntry(TypedDict):
     """One item of a tuning file's ``entries``: one tuned result, i.e. a tuning key, the
     (backend, tactic) chosen for it and the environment that measured it.  As written (one
     entry per line)::
@@ -128,7 +128,7 @@ class CacheEntry(TypedDict):
     fingerprint: Fingerprint
 
 
-class CacheDocument(TypedDict):
+class TuningFileDocument(TypedDict):
     """A whole tuning file: a header, then the entries::
 
         {
@@ -154,10 +154,10 @@ class CacheDocument(TypedDict):
     #: ``torch.__version__`` of the last writer.  JSON string; as ``flashinfer_version``,
     #: for the ``torch`` fingerprint field.
     torch_version: str
-    #: One :class:`CacheEntry` per tuning key and environment, sorted.  A save writes back
+    #: One :class:`TuningFileEntry` per tuning key and environment, sorted.  A save writes back
     #: the file's entries it cannot read (another environment's, or malformed ones) as the
     #: file held them.  JSON array; required.
-    entries: list[CacheEntry]
+    entries: list[TuningFileEntry]
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -183,7 +183,7 @@ def _nested_deeper_than(doc: Any, limit: int) -> bool:
 
 
 def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
-    """The cache document in ``data``, or ``(None, why it is not one)``.
+    """The tuning file's document in ``data``, or ``(None, why it is not one)``.
 
     A document of another schema version is returned whatever else it holds (its layout
     is that version's business).  ``NaN``/``Infinity`` tokens are accepted here (older
@@ -193,19 +193,19 @@ def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     try:
         doc = json.loads(data.decode("utf-8"))
     except RecursionError:
-        return None, f"nested deeper than {MAX_DEPTH} levels: not an autotune cache"
+        return None, f"nested deeper than {MAX_DEPTH} levels: not a tuning file"
     except (UnicodeDecodeError, ValueError) as exc:
         return None, f"not valid JSON (corrupt or truncated?): {_short(str(exc), 120)}"
     if _nested_deeper_than(doc, MAX_DEPTH):
-        return None, f"nested deeper than {MAX_DEPTH} levels: not an autotune cache"
+        return None, f"nested deeper than {MAX_DEPTH} levels: not a tuning file"
     if not isinstance(doc, dict) or "schema_version" not in doc:
-        return None, "not an autotune cache (no top-level 'schema_version')"
+        return None, "not a tuning file (no top-level 'schema_version')"
     version = doc["schema_version"]
     if type(version) is not int:  # bool is an int subclass: true is not version 1
         shown = _short(json.dumps(version))
-        return None, f"not an autotune cache ('schema_version' must be an integer, not {shown})"
+        return None, f"not a tuning file ('schema_version' must be an integer, not {shown})"
     if version in READABLE_SCHEMAS and not isinstance(doc.get("entries"), list):
-        return None, "not an autotune cache ('entries' is not a list)"
+        return None, "not a tuning file ('entries' is not a list)"
     return doc, None
 
 
@@ -214,33 +214,33 @@ def _shown_version(version: Any) -> str:
     return _short(repr(version), 24)
 
 
-def _cache_path(path: str | os.PathLike[str], *, writing: bool = True, local: bool = True) -> str:
+def checked_path(path: str | os.PathLike[str], *, writing: bool = True, local: bool = True) -> str:
     """``path`` as a string, checked before any work: ``ValueError`` for an empty one (it
     would name the working directory, and its lock ``.lock`` there), and
-    :class:`AutotuneCacheError` for one that cannot be a tuning file (one message, from
+    :class:`TuningFileError` for one that cannot be a tuning file (one message, from
     :func:`.paths.path_problem`): it exists and is not a regular file, or (``writing``: it
-    will be saved to, as by ``autotune(cache=path)``) its directory does not exist.
+    will be saved to, as by ``autotune(tuning_file=path)``) its directory does not exist.
     ``local=False``: another process (rank 0 of a process group) uses the file, so only the
     path's form is checked here.  Opens nothing, creates nothing."""
     text = os.fspath(path)
     if not isinstance(text, str):
-        raise TypeError(f"autotune cache path must be a str or os.PathLike[str], not {path!r}")
+        raise TypeError(f"tuning file path must be a str or os.PathLike[str], not {path!r}")
     if not text:
-        raise ValueError("autotune cache path is empty; name a file, e.g. 'tuned.json'")
+        raise ValueError("tuning file path is empty; name a file, e.g. 'tuned.json'")
     problem = path_problem(text, writing=writing) if local else None
     if problem is not None:
         raise _path_error(problem)
     return text
 
 
-def _path_error(problem: PathProblem) -> AutotuneCacheError:
-    return AutotuneCacheError(problem.message, path=problem.path, reason=problem.reason)
+def _path_error(problem: PathProblem) -> TuningFileError:
+    return TuningFileError(problem.message, path=problem.path, reason=problem.reason)
 
 
 def _read_bytes(path: str) -> bytes:
     """The bytes of the tuning file ``path`` (``FileNotFoundError`` if there is none).  Opened
     without blocking and checked once open, so a path that became a FIFO or a device after
-    :func:`_cache_path` looked is refused (:class:`AutotuneCacheError`), never read."""
+    :func:`checked_path` looked is refused (:class:`TuningFileError`), never read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     with open(fd, "rb", closefd=True) as f:
         mode = os.fstat(f.fileno()).st_mode
@@ -297,7 +297,7 @@ def _dump(value: Any) -> str:
     return json.dumps(value, allow_nan=False)  # strict JSON only: never NaN or Infinity
 
 
-def _dumps(doc: CacheDocument) -> str:
+def _dumps(doc: TuningFileDocument) -> str:
     """Pretty JSON with one entry per line: readable and diff-friendly."""
     head = {k: v for k, v in doc.items() if k != "entries"}
     lines = [f"  {_dump(k)}: {_dump(v)}," for k, v in head.items()]
@@ -306,9 +306,11 @@ def _dumps(doc: CacheDocument) -> str:
     return "{\n" + "\n".join(lines) + "\n" + entries + "\n}\n"
 
 
-def _entry(key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint) -> CacheEntry:
+def _entry(
+    key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint
+) -> TuningFileEntry:
     """The file entry of one result, stamped with the environment that measured it: the
-    writer's one line per field of :class:`CacheEntry`, in its order."""
+    writer's one line per field of :class:`TuningFileEntry`, in its order."""
     registered = tuner.registered().get(key[0])
     experimental = bool(registered and choice.backend in registered[0].experimental_backends)
     tuning_key = key_to_json(key)
@@ -325,9 +327,9 @@ def _entry(key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerpri
     }
 
 
-def _read_entry(raw: Any) -> tuple[Key, CacheEntry]:
+def _read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
     """One item of a file's ``entries``, checked: its tuning key, and the item itself as a
-    :class:`CacheEntry` whose fields the reader uses hold their declared types (the fields
+    :class:`TuningFileEntry` whose fields the reader uses hold their declared types (the fields
     a file may leave out may still be missing: read those with ``.get``).  A malformed item
     raises ``ValueError``, ``KeyError`` (a required field is missing: the message is its
     name) or ``TypeError`` saying what is wrong; of several problems, the first in this
@@ -339,7 +341,7 @@ def _read_entry(raw: Any) -> tuple[Key, CacheEntry]:
     if not isinstance(backend, str):
         raise ValueError(f"bad backend {_short(repr(backend))}")
     check_fingerprint(raw.get("fingerprint"))
-    entry: CacheEntry = raw
+    entry: TuningFileEntry = raw
     return key, entry
 
 

@@ -1,8 +1,8 @@
 """Reading a persisted autotune file into a tuner, and validating every entry against the
 registered ops, their runners and tactic spaces, and the experimental gate.
 
-What is skipped, and why, is described in :mod:`flashinfer.autotuner.cache` (the public
-home of :func:`~flashinfer.autotuner.load_configs` and :class:`LoadReport`).  Reads only:
+What is skipped, and why, is described in :mod:`flashinfer.autotuner.tuning_file` (the public
+home of :func:`~flashinfer.autotuner.load_tuning_file` and :class:`LoadReport`).  Reads only:
 never writes, locks nor creates a file, and never opens a path that is not a regular file
 (a FIFO would block the read: :mod:`.paths`).
 """
@@ -16,19 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flashinfer.autotuner._types import Choice, TunedResults
-from flashinfer.autotuner.cache.format import (
-    READABLE_SCHEMAS,
-    AutotuneCacheWarning,
-    _cache_path,
-    _entries,
-    _median_seconds,
-    _normalise,
-    _parse,
-    _read_bytes,
-    _read_entry,
-    _short,
-    _shown_version,
-)
 from flashinfer.autotuner.fingerprint import (
     Fingerprint,
     differences,
@@ -37,6 +24,19 @@ from flashinfer.autotuner.fingerprint import (
     specificity,
 )
 from flashinfer.autotuner.keys import Key
+from flashinfer.autotuner.tuning_file.format import (
+    READABLE_SCHEMAS,
+    TuningFileWarning,
+    _entries,
+    _median_seconds,
+    _normalise,
+    _parse,
+    _read_bytes,
+    _read_entry,
+    _short,
+    _shown_version,
+    checked_path,
+)
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
@@ -62,15 +62,15 @@ def _reason_schema(version: Any) -> str:
 
 
 @dataclass
-@exposed_in("flashinfer.autotuner.cache")
+@exposed_in("flashinfer.autotuner.tuning_file")
 class LoadReport:
-    """What :func:`load_configs` did."""
+    """What :func:`load_tuning_file` did."""
 
     path: str
     loaded: int = 0
     #: reason -> number of entries skipped for it
     skipped: dict[str, int] = field(default_factory=dict)
-    #: set when the whole file was unreadable (corrupt, truncated, not a cache)
+    #: set when the whole file was unreadable (corrupt, truncated, not a tuning file)
     error: str | None = None
 
     @property
@@ -93,8 +93,8 @@ def _load_op_modules() -> None:
 
 
 def load_into(tuner: TunedResults, path: str | os.PathLike[str]) -> LoadReport:
-    """:meth:`AutoTuner.load_configs` (see :func:`load_configs`)."""
-    path = _cache_path(path, writing=False)
+    """:meth:`AutoTuner.load_tuning_file` (see :func:`load_tuning_file`)."""
+    path = checked_path(path, writing=False)
     return load_data(tuner, path, _read_bytes(path))
 
 
@@ -111,9 +111,9 @@ def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
             doc = None
     if doc is None:
         warnings.warn(
-            f"Could not read the autotune cache {path!r}: {report.error}. Nothing was "
+            f"Could not read the tuning file {path!r}: {report.error}. Nothing was "
             "loaded; calls use the default choices until tuned again.",
-            AutotuneCacheWarning,
+            TuningFileWarning,
             stacklevel=user_stacklevel(),
         )
         return report
@@ -146,10 +146,10 @@ def _warn_skipped(report: LoadReport, skipped: dict[str, list[str]], total: int)
         example = f" ({', '.join(examples)})" if examples else ""
         parts.append(f"{len(details)} {reason}{example}")
     warnings.warn(
-        f"Skipped {report.total_skipped} of {total} entries of the autotune cache "
+        f"Skipped {report.total_skipped} of {total} entries of the tuning file "
         f"{report.path!r}: {'; '.join(parts)}. Loaded {report.loaded}; calls with a skipped "
         "key use the default choice until tuned again.",
-        AutotuneCacheWarning,
+        TuningFileWarning,
         stacklevel=user_stacklevel(),
     )
 
@@ -187,7 +187,7 @@ def _accepted_entries(
         except (KeyError, ValueError, TypeError) as exc:
             skip(REASON_MALFORMED, str(exc))
             continue
-        # The reader's one line per field of CacheEntry it uses (the key's are in `key`).
+        # The reader's one line per field of TuningFileEntry it uses (the key's are in `key`).
         backend, tactic = entry["backend"], entry["tactic"]
         median_s = _median_seconds(entry["median_ms"])
         fingerprint = entry.get("fingerprint") or {}  # left out or null: matches anything

@@ -1,12 +1,12 @@
-"""Properties of the persisted autotune cache over generated files (hypothesis).
+"""Properties of the persisted tuning file over generated files (hypothesis).
 
-Whatever a cache file holds (bytes, odd JSON, deep nesting, NaN, near-miss entries):
+Whatever a tuning file holds (bytes, odd JSON, deep nesting, NaN, near-miss entries):
 
-* loading never raises, and warns only :class:`AutotuneCacheWarning` (at most one);
+* loading never raises, and warns only :class:`TuningFileWarning` (at most one);
 * every entry of a readable file is loaded or counted as skipped;
 * saving either refuses (another schema version: nothing written) or writes strict JSON that
   keeps every entry of the old file it could keep, and warns about anything it did not keep;
-* the paths that only read (``load_configs``, ``autotune(False, cache=...)``, a block that
+* the paths that only read (``load_tuning_file``, ``autotune(False, tuning_file=...)``, a block that
   tuned nothing new) leave the directory exactly as it was.
 """
 
@@ -29,14 +29,14 @@ from flashinfer.autotuner import (
     MAX_DEPTH,
     READABLE_SCHEMAS,
     SCHEMA_VERSION,
-    AutotuneCacheError,
-    AutotuneCacheWarning,
     AutoTuner,
+    TuningFileError,
+    TuningFileWarning,
     autotune,
-    load_configs,
-    save_configs,
+    load_tuning_file,
+    save_tuning_file,
 )
-from flashinfer.autotuner.cache import format as cache_module
+from flashinfer.autotuner.tuning_file import format as cache_module
 
 SETTINGS = settings(
     max_examples=150,
@@ -212,9 +212,9 @@ def test_loading_any_file_warns_at_most_once_and_accounts_for_every_entry(data):
     AutoTuner.get().clear()
     with cache_dir(data) as (directory, path), recorded() as caught:
         before = listing(directory)
-        report = load_configs(path)  # never raises
+        report = load_tuning_file(path)  # never raises
         assert listing(directory) == before  # reads only
-    assert all(issubclass(w.category, AutotuneCacheWarning) for w in caught)
+    assert all(issubclass(w.category, TuningFileWarning) for w in caught)
     assert len(caught) <= 1
     doc = readable_cache(data)
     if doc is None or not isinstance(doc.get("entries"), list):
@@ -239,8 +239,8 @@ def test_saving_over_any_file_never_loses_entries_silently(data, tune):
     doc = readable_cache(data)
     with cache_dir(data) as (directory, path), recorded() as caught:
         try:
-            count = save_configs(path)
-        except AutotuneCacheError as exc:
+            count = save_tuning_file(path)
+        except TuningFileError as exc:
             # Refused only for a cache of a schema version it cannot read: nothing changed.
             assert doc is not None and doc["schema_version"] not in READABLE_SCHEMAS
             assert f"schema version {doc['schema_version']}" in str(exc)
@@ -248,7 +248,7 @@ def test_saving_over_any_file_never_loses_entries_silently(data, tune):
             assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
             return
         written = strict(path.read_text())  # strict JSON, whatever came in
-    assert all(issubclass(w.category, AutotuneCacheWarning) for w in caught)
+    assert all(issubclass(w.category, TuningFileWarning) for w in caught)
     assert len(caught) <= 1
     assert written["schema_version"] == SCHEMA_VERSION and len(written["entries"]) == count
     kept = {identity(e) for e in written["entries"]}
@@ -280,19 +280,19 @@ def test_paths_that_only_read_never_write_lock_or_create_files(data, how):
     with cache_dir(data) as (directory, path), recorded():
         before = listing(directory)
         if how == "disabled":  # a serving process: tuning off, calls of any key
-            with autotune(False, cache=path):
+            with autotune(False, tuning_file=path):
                 OP(torch.zeros(4))
                 OP(torch.zeros(1024))
         elif how == "nothing-new":  # tuning on, but the key was tuned before the block
             with autotune():
                 OP(torch.zeros(4))
-            with autotune(cache=path):
+            with autotune(tuning_file=path):
                 OP(torch.zeros(4))
         elif how == "empty-block":
-            with autotune(cache=path):
+            with autotune(tuning_file=path):
                 pass
         else:
-            with autotune(False, cache=path), autotune(False), autotune(cache=path):
+            with autotune(False, tuning_file=path), autotune(False), autotune(tuning_file=path):
                 pass
         assert listing(directory) == before
     assert not os.path.exists(str(path) + ".lock")
