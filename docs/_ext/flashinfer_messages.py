@@ -12,6 +12,9 @@ builder's text there, so rewording a message is an edit of ``gating/messages.py`
   renders as literal text with each call replaced by its message's headline (its first line,
   up to the end of its first sentence).
 
+A page that renders a message depends on ``gating/messages.py``: an incremental build
+re-reads it when that file changes.
+
 A call takes literals (strings, numbers, lists, tuples, dicts, None) and other builders'
 calls as arguments, nothing else.  ``tests/test_doc_messages.py`` fails on a copy of a
 builder's text left written by hand in the docs.
@@ -86,6 +89,14 @@ def render_call(expr: str) -> str:
     return text
 
 
+def note_messages_dependency(env: Any) -> None:
+    """Rebuild the page when ``gating/messages.py`` changes: Sphinx keeps a page's doctree
+    between builds, and the text rendered into it would otherwise outlive a rewording."""
+    from flashinfer.gating import messages
+
+    env.note_dependency(messages.__file__)
+
+
 def headline(message: str) -> str:
     """A message's first line, up to the end of its first sentence, without a closing
     colon: what a heading or a sentence quotes."""
@@ -109,6 +120,7 @@ class MessageDoctest(DoctestDirective):
         source, offset = self.content.info(0) if self.content else (None, 0)
         joined = "\n".join(self.content)
         if PLACEHOLDER.search(joined):
+            note_messages_dependency(self.state.document.settings.env)
             try:
                 lines = render(joined).split("\n")
             except ValueError as exc:
@@ -128,6 +140,7 @@ def message_role(
 ) -> tuple[list[Any], list[Any]]:
     """``:flashinfer-message:`Kind: {{messages.X(...)}}```: the text as a literal, each
     placeholder replaced by its message's headline."""
+    note_messages_dependency(inliner.document.settings.env)
     try:
         shown = render(text, short=True)
     except ValueError as exc:
@@ -140,4 +153,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.doctest")
     app.add_directive("doctest", MessageDoctest, override=True)
     app.add_role("flashinfer-message", message_role)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # env_version: a new one makes Sphinx drop the doctrees an older rendering left.
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}

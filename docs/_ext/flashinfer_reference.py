@@ -162,6 +162,11 @@ class ReportSchemaDirective(_Rendered):
 class GeneratedDispatchersDirective(_Rendered):
     render = staticmethod(generated_dispatchers_rst)
 
+    def run(self) -> list[Any]:
+        # The folder's mtime changes when a file comes or goes: re-read the page then.
+        self.state.document.settings.env.note_dependency(str(GENERATED_DISPATCHERS))
+        return super().run()
+
 
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("flashinfer-environment", EnvironmentDirective)
