@@ -33,6 +33,7 @@ extensions = [
     "sphinx.ext.napoleon",  # the operators' docstrings use Google style (Args:, Returns:)
     "myst_parser",
     "flashinfer_reference",  # docs/_ext: the settings and CLI pages, rendered from the code
+    "flashinfer_messages",  # docs/_ext: sample warnings and errors, from gating/messages.py
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

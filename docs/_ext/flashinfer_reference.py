@@ -4,14 +4,18 @@
 environment variable the package reads); ``.. flashinfer-cli::`` renders the ``flashinfer``
 command's parser (``flashinfer.cli.build_parser``): every sub-command, argument and option;
 ``.. flashinfer-report-schema::`` renders the schema of ``flashinfer backends --json``
-(:data:`flashinfer.cli.report_schema.FIELDS`).  The text comes from :func:`environment_rst`,
-:func:`cli_rst` and :func:`report_schema_rst`, which the tests also call.
+(:data:`flashinfer.cli.report_schema.FIELDS`); ``.. flashinfer-generated-dispatchers::``
+includes every file of ``docs/generated/dispatchers/`` (each op's generated code, written by
+``scripts/docs/write_dispatchers.py``).  The text comes from :func:`environment_rst`,
+:func:`cli_rst`, :func:`report_schema_rst` and :func:`generated_dispatchers_rst`, which the
+tests also call.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
@@ -116,6 +120,21 @@ def report_schema_rst() -> list[str]:
     return schema_rst()
 
 
+GENERATED_DISPATCHERS = Path(__file__).resolve().parents[1] / "generated" / "dispatchers"
+
+
+def generated_dispatchers_rst() -> list[str]:
+    """One section per op's file of generated code, the file included as it is."""
+    lines: list[str] = []
+    for path in sorted(GENERATED_DISPATCHERS.glob("*.py")):
+        title = f"flashinfer.{path.stem}"
+        shown = f"docs/generated/dispatchers/{path.name}"
+        lines += [title, "-" * len(title), "", f"``{shown}``:", ""]
+        lines += [f".. literalinclude:: /generated/dispatchers/{path.name}"]
+        lines += ["   :language: python", ""]
+    return lines
+
+
 class _Rendered(Directive):
     has_content = False
     render: Any = None
@@ -140,8 +159,18 @@ class ReportSchemaDirective(_Rendered):
     render = staticmethod(report_schema_rst)
 
 
+class GeneratedDispatchersDirective(_Rendered):
+    render = staticmethod(generated_dispatchers_rst)
+
+    def run(self) -> list[Any]:
+        # The folder's mtime changes when a file comes or goes: re-read the page then.
+        self.state.document.settings.env.note_dependency(str(GENERATED_DISPATCHERS))
+        return super().run()
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("flashinfer-environment", EnvironmentDirective)
     app.add_directive("flashinfer-cli", CliDirective)
     app.add_directive("flashinfer-report-schema", ReportSchemaDirective)
+    app.add_directive("flashinfer-generated-dispatchers", GeneratedDispatchersDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
