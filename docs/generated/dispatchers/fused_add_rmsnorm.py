@@ -11,7 +11,7 @@
 
 # ---- fused_add_rmsnorm_experimental_API_wrapper ---------------------------------------------------
 # A traceback names it <flashinfer generated experimental API wrapper for flashinfer.fused_norm.fused_add_rmsnorm>
-# Its globals: module flashinfer.dispatch.generated.fused_add_rmsnorm_experimental_API_wrapper.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.fused_add_rmsnorm_experimental_API_wrapper.  The names it uses:
 #   _d_eps = 1e-06
 #   _flag = a flashinfer.gating.warn_once.OnceFlag  (flashinfer/gating/warn_once.py)
 #   _first = flashinfer.gating.experimental_marker._wrap_function.<locals>.first_call  (flashinfer/gating/experimental_marker.py)

@@ -22,7 +22,7 @@
 
 # ---- mm_dispatcher --------------------------------------------------------------------------------
 # A traceback names it <flashinfer generated dispatcher for flashinfer.gemm.mm>
-# Its globals: module flashinfer.dispatch.generated.mm_dispatcher.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.mm_dispatcher.  The names it uses:
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
@@ -30,6 +30,7 @@
 #   _Tensor = torch.Tensor
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.gemm.mm[traceable] (below)
+#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _func = flashinfer.gemm.mm  (flashinfer/gemm/__init__.py)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _live = a flashinfer.dispatch.thread_state.LiveFlags  (flashinfer/dispatch/thread_state.py)
@@ -72,6 +73,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
         if backend != 'auto':
             if _type(a) is not _Tensor and _traced(a, b, out):
                 return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
+            if out is not None:
+                _ovl(out, a, b)
             return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(a, b, out, out_dtype)
     if backend != 'auto':
@@ -83,6 +86,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+            if out is not None:
+                _ovl(out, a, b)
             if not (_cc is None or _cc in _ccs0):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
@@ -98,6 +103,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+            if out is not None:
+                _ovl(out, a, b)
             if not (_cc is None or _cc in _ccs1):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
@@ -113,6 +120,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+            if out is not None:
+                _ovl(out, a, b)
             if not (_cc is None or _cc in _ccs2):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
@@ -147,6 +156,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
         if skip_check:
             return _skip_auto(a, b, out=out, out_dtype=out_dtype, backend=backend, _key=_k)
         return _checked(a, b, out=out, out_dtype=out_dtype, backend=backend, _key=_k)
+    if out is not None:
+        _ovl(out, a, b)
     _ok, _drop, _wx, _rs = _v
     if _rx is None:
         _r = _state.r
@@ -220,7 +231,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 
 # ---- mm_traceable ---------------------------------------------------------------------------------
 # A traceback names it <flashinfer generated traceable for flashinfer.gemm.mm>
-# Its globals: module flashinfer.dispatch.generated.mm_traceable.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.mm_traceable.  The names it uses:
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
@@ -236,11 +247,12 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
 
 # ---- mm_skip_check_auto_dispatcher ----------------------------------------------------------------
 # A traceback names it <flashinfer generated skip_check auto dispatcher for flashinfer.gemm.mm>
-# Its globals: module flashinfer.dispatch.generated.mm_dispatcher.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.mm_dispatcher.  The names it uses:
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
+#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.gemm.mm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
@@ -280,6 +292,8 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
     _cc = None if _CUDA.absent else _CUDA.find(a, b, out, out_dtype)
     _xok = _drop = ()
     try:
+        if out is not None:
+            _ovl(out, a, b)
         _rx = _rfind(_api) if _RS.on else None
         if _rx is None:
             _ok = []
@@ -413,7 +427,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 
 # ---- mm_checking_dispatcher -----------------------------------------------------------------------
 # A traceback names it <flashinfer generated checking dispatcher for flashinfer.gemm.mm>
-# Its globals: module flashinfer.dispatch.generated.mm_dispatcher.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.mm_dispatcher.  The names it uses:
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
@@ -421,6 +435,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _Tensor = torch.Tensor
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.gemm.mm[traceable] (below)
+#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _func = flashinfer.gemm.mm  (flashinfer/gemm/__init__.py)
 #   _skip_auto = generated flashinfer.gemm.mm[skip_check auto dispatcher] (below)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
@@ -465,6 +480,8 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         if backend != 'auto':
             if _type(a) is not _Tensor and _traced(a, b, out):
                 return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
+            if out is not None:
+                _ovl(out, a, b)
             return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
         return _skip_auto(a, b, out=out, out_dtype=out_dtype, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(a, b, out, out_dtype)
@@ -477,6 +494,8 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+            if out is not None:
+                _ovl(out, a, b)
             if not (_cc is None or _cc in _ccs0):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
@@ -492,6 +511,8 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+            if out is not None:
+                _ovl(out, a, b)
             if not (_cc is None or _cc in _ccs1):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
@@ -507,6 +528,8 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+            if out is not None:
+                _ovl(out, a, b)
             if not (_cc is None or _cc in _ccs2):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
@@ -524,6 +547,8 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
         if _v is not True and (_v is False or not _verd(None, _v)):
             _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+        if out is not None:
+            _ovl(out, a, b)
         _rx = _rfind(_api) if _RS.on else None
         if _rx is None:
             _ok = []
@@ -675,7 +700,7 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
 
 # ---- mm_autotuner_router --------------------------------------------------------------------------
 # A traceback names it <flashinfer generated autotuner router for flashinfer.gemm.mm>
-# Its globals: module flashinfer.dispatch.generated.mm_autotuner_router.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.mm_autotuner_router.  The names it uses:
 #   _tuning = builtin get
 #   _readable = flashinfer.autotuner.router.Router.readable, bound to a Router  (flashinfer/autotuner/router.py)
 #   _tuner = a flashinfer.autotuner.tuner.AutoTuner  (flashinfer/autotuner/tuner.py)

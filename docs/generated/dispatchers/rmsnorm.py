@@ -19,7 +19,7 @@
 
 # ---- rmsnorm_dispatcher ---------------------------------------------------------------------------
 # A traceback names it <flashinfer generated dispatcher for flashinfer.norm.rmsnorm>
-# Its globals: module flashinfer.dispatch.generated.rmsnorm_dispatcher.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.rmsnorm_dispatcher.  The names it uses:
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
@@ -27,6 +27,7 @@
 #   _Tensor = torch.Tensor
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.norm.rmsnorm[traceable] (below)
+#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
@@ -60,6 +61,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
         if backend != 'auto':
             if _type(input) is not _Tensor and _traced(input, weight, out):
                 return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
+            if out is not None:
+                _ovl(out, input, weight)
             return _func(input, weight, eps, out=out, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
     if backend != 'auto':
@@ -69,6 +72,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+            if out is not None:
+                _ovl(out, input, weight)
             if not (_cc is None or _cc in _ccs0):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
@@ -82,6 +87,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+            if out is not None:
+                _ovl(out, input, weight)
             if not (_cc is None or _cc in _ccs1):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
@@ -111,6 +118,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
         if skip_check:
             return _skip_auto(input, weight, eps, out=out, backend=backend, _key=_k)
         return _checked(input, weight, eps, out=out, backend=backend, _key=_k)
+    if out is not None:
+        _ovl(out, input, weight)
     _ok, _drop, _wx, _rs = _v
     if _rx is None:
         _r = _state.r
@@ -177,7 +186,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 
 # ---- rmsnorm_traceable ----------------------------------------------------------------------------
 # A traceback names it <flashinfer generated traceable for flashinfer.norm.rmsnorm>
-# Its globals: module flashinfer.dispatch.generated.rmsnorm_traceable.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.rmsnorm_traceable.  The names it uses:
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
@@ -193,11 +202,12 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
 
 # ---- rmsnorm_skip_check_auto_dispatcher -----------------------------------------------------------
 # A traceback names it <flashinfer generated skip_check auto dispatcher for flashinfer.norm.rmsnorm>
-# Its globals: module flashinfer.dispatch.generated.rmsnorm_dispatcher.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.rmsnorm_dispatcher.  The names it uses:
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
+#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.norm.rmsnorm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
@@ -223,6 +233,8 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
 
 def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, _key=None):
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
+    if out is not None:
+        _ovl(out, input, weight)
     _rx = _rfind(_api) if _RS.on else None
     if _rx is None:
         _ok = []
@@ -313,7 +325,7 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
 
 # ---- rmsnorm_checking_dispatcher ------------------------------------------------------------------
 # A traceback names it <flashinfer generated checking dispatcher for flashinfer.norm.rmsnorm>
-# Its globals: module flashinfer.dispatch.generated.rmsnorm_dispatcher.  The names it uses:
+# Its globals: module flashinfer.codegen.generated.rmsnorm_dispatcher.  The names it uses:
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
@@ -321,6 +333,7 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
 #   _Tensor = torch.Tensor
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.norm.rmsnorm[traceable] (below)
+#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _skip_auto = generated flashinfer.norm.rmsnorm[skip_check auto dispatcher] (below)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
@@ -352,6 +365,8 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
         if backend != 'auto':
             if _type(input) is not _Tensor and _traced(input, weight, out):
                 return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
+            if out is not None:
+                _ovl(out, input, weight)
             return _func(input, weight, eps, out=out, backend=backend)
         return _skip_auto(input, weight, eps, out=out, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
@@ -362,6 +377,8 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+            if out is not None:
+                _ovl(out, input, weight)
             if not (_cc is None or _cc in _ccs0):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
@@ -375,6 +392,8 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+            if out is not None:
+                _ovl(out, input, weight)
             if not (_cc is None or _cc in _ccs1):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
@@ -388,6 +407,8 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
     _v = _common(input, weight, eps, out=out, backend=backend)
     if _v is not True and (_v is False or not _verd(None, _v)):
         _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+    if out is not None:
+        _ovl(out, input, weight)
     _rx = _rfind(_api) if _RS.on else None
     if _rx is None:
         _ok = []
