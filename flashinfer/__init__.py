@@ -105,8 +105,8 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | set(_LAZY_SUBMODULES))
 
 
-# Static tools see the lazy names ("as": re-exported under --strict); each op of the one list
-# has its line here (tests/test_layout.py checks).
+# Static tools see the lazy names ("as": re-exported under --strict); the ops have their own
+# block, the one list of ops, at the end of this file.
 if TYPE_CHECKING:
     from flashinfer import api_logging as api_logging
     from flashinfer import backend_dispatch as backend_dispatch
@@ -140,6 +140,13 @@ if TYPE_CHECKING:
         supported_compute_capability as supported_compute_capability,
     )
     from flashinfer.backend_dispatch import use_backends as use_backends
+
+
+# The one list of ops: one line per op, `from <module> import <op> as <op>`.  Static tools read
+# it as imports; flashinfer.api_modules.OPS reads it as text, and with it the lazy names,
+# API_MODULES and the API reference (docs/api/operators.rst).  Adding an op is its module,
+# its kernel and its line here.
+if TYPE_CHECKING:
     from flashinfer.fused_norm import fused_add_rmsnorm as fused_add_rmsnorm
     from flashinfer.gemm import mm as mm
     from flashinfer.norm import rmsnorm as rmsnorm

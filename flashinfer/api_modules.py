@@ -10,19 +10,66 @@ imports nothing of the package, so any module may use it without closing an impo
 from __future__ import annotations
 
 import importlib
+import os
+import re
 from collections.abc import Iterable
 
-__all__ = ["API_MODULES", "OPS", "load_all_apis", "load_api_modules"]
+__all__ = [
+    "API_MODULES",
+    "OPS",
+    "OPS_BLOCK_HEADER",
+    "load_all_apis",
+    "load_api_modules",
+    "read_ops",
+]
 
-OPS: dict[str, str] = {
-    "rmsnorm": "flashinfer.norm",
-    "mm": "flashinfer.gemm",
-    "fused_add_rmsnorm": "flashinfer.fused_norm",
-}
-"""The one list of ops: each public API's name -> the module that defines it.  Adding an op is
-its module plus one line here: ``flashinfer``'s lazy names and :data:`API_MODULES` come from
-it, and ``tests/test_layout.py`` fails, naming this list, when a module that defines an API is
-left out, or when ``flashinfer/__init__.py``'s ``TYPE_CHECKING`` imports disagree with it."""
+OPS_BLOCK_HEADER = "# The one list of ops:"
+"""The comment that opens the ops' block in ``flashinfer/__init__.py``."""
+
+_OP_LINE = re.compile(r"    from (flashinfer(?:\.\w+)+) import (\w+) as \2\n")
+
+
+def read_ops(init_source: str) -> dict[str, str]:
+    """The ops' block of ``flashinfer/__init__.py``'s source: public name -> module, in order.
+
+    The block is the ``if TYPE_CHECKING:`` that follows the :data:`OPS_BLOCK_HEADER` comment,
+    one ``from <module> import <op> as <op>`` line per op.  ``ValueError`` when the header is
+    missing or a line of the block is not of that form (say which, and how it should read)."""
+    head = init_source.find("\n" + OPS_BLOCK_HEADER)
+    if head < 0:
+        raise ValueError(f"flashinfer/__init__.py has no {OPS_BLOCK_HEADER!r} block")
+    block = init_source[head:].split("if TYPE_CHECKING:\n", 1)
+    if len(block) != 2:
+        raise ValueError("flashinfer/__init__.py: the ops' block has no `if TYPE_CHECKING:`")
+    ops: dict[str, str] = {}
+    for line in block[1].splitlines(keepends=True):
+        if not line.strip():
+            continue
+        if not line.startswith("    "):
+            break
+        match = _OP_LINE.fullmatch(line if line.endswith("\n") else line + "\n")
+        if match is None:
+            raise ValueError(
+                f"flashinfer/__init__.py, the ops' block: {line.strip()!r} is not an op's line; "
+                "write `from <module> import <op> as <op>`, one op per line"
+            )
+        ops[match.group(2)] = match.group(1)
+    return ops
+
+
+def _ops_of_the_package() -> dict[str, str]:
+    # Read as text (no import: this module imports nothing of the package, and the block is
+    # only executed by type checkers).  ~20 us at import; tests/test_import_cost.py holds it.
+    with open(os.path.join(os.path.dirname(__file__), "__init__.py"), encoding="utf-8") as f:
+        return read_ops(f.read())
+
+
+OPS: dict[str, str] = _ops_of_the_package()
+"""The one list of ops: each public API's name -> the module that defines it, read from the
+ops' block of ``flashinfer/__init__.py`` (:func:`read_ops`).  Adding an op is its module, its
+kernel and one line there: ``flashinfer``'s lazy names, :data:`API_MODULES`, the CLI's op
+lists and the API reference come from it, and ``tests/test_layout.py`` fails, naming the
+block, when a module that defines an API is left out."""
 
 API_MODULES: tuple[str, ...] = tuple(dict.fromkeys(OPS.values()))
 """Modules that define public APIs (an operator's module is imported on first use)."""

@@ -34,8 +34,8 @@ from flashinfer.autotuner import (
     AutotuneConsistencyError,
     AutoTuner,
     Choice,
-    _time_candidates,
     autotune,
+    candidate_timing,
     distributed,
     make_key,
     set_autotune_process_group,
@@ -388,7 +388,7 @@ def main() -> None:
     suite, rank, world, store, out, timeout = sys.argv[1:7]
     RANK, WORLD = int(rank), int(world)
     out_dir = Path(out)
-    _time_candidates.measure = scripted_measure  # type: ignore[assignment]
+    candidate_timing.measure = scripted_measure  # type: ignore[assignment]
     tuner = AutoTuner.get()
     tuner.warmup, tuner.repeat = 0, 1
     dist.init_process_group(

@@ -254,3 +254,55 @@ def layer_problems(graph: Mapping[str, set[str]], api_modules: Iterable[str]) ->
                     "nothing else of flashinfer"
                 )
     return problems
+
+
+# -- privacy: a name another module imports is public where it is defined ------------------
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _owner_package(module: str, is_package: bool) -> str:
+    return module if is_package else module.rpartition(".")[0]
+
+
+def private_import_problems(sources: Mapping[str, str], packages: Iterable[str] = ()) -> list[str]:
+    """Imports of an underscore name from another module of the package (``from m import _x``,
+    ``import m._x``), and of a private module (``m._impl``) from outside the package that
+    holds it.  ``sources`` maps a module name to its source; ``packages`` names the modules
+    that are packages (their ``__init__``).  A name another module needs is public in its
+    own module (no underscore), or its use stays inside."""
+    package_names = set(packages)
+    problems = []
+    for module, source in sorted(sources.items()):
+        home = _owner_package(module, module in package_names)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets, names = [alias.name for alias in node.names], []
+            else:
+                continue
+            for target in targets:
+                if not target.split(".")[0] == "flashinfer":
+                    continue
+                parts = target.split(".")
+                for i, part in enumerate(parts):
+                    owner = ".".join(parts[:i])
+                    if _private(part) and not (home == owner or home.startswith(owner + ".")):
+                        problems.append(
+                            f"{module} (line {node.lineno}) imports the private module "
+                            f"{'.'.join(parts[: i + 1])} from outside {owner}: make it public "
+                            "(drop the underscore) or keep its use inside its package"
+                        )
+                        break
+                for name in names:
+                    if _private(name):
+                        problems.append(
+                            f"{module} (line {node.lineno}) imports the private name {name} "
+                            f"from {target}: make it public there (drop the underscore, "
+                            "and say what it is for) or keep its use inside that module"
+                        )
+    return problems

@@ -2,7 +2,7 @@
 
 The default (first candidate, default tactic) is kept unless another pair is faster by more
 than ``AutoTuner.get().switch_margin``; a near-tie goes to the earlier pair.  Timings are
-scripted (``_time_candidates.measure`` replaced), so the cases are exact.
+scripted (``candidate_timing.measure`` replaced), so the cases are exact.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from autotuner_fakes import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer.autotuner._time_candidates import DEFAULT_SWITCH_MARGIN, pick
+from flashinfer.autotuner.candidate_timing import DEFAULT_SWITCH_MARGIN, pick
 from flashinfer.autotuner.timing import CpuClock, interquartile_range, measure
 from flashinfer.cli import main
 

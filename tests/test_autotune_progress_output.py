@@ -23,7 +23,7 @@ import pytest
 from autotuner_fakes import FakeRunner, clean_tuner, tune_from_cli
 
 from flashinfer.cli import main
-from flashinfer.cli.autotune_report import PROGRESS_WIDTH, _Progress, short_label
+from flashinfer.cli.autotune_report import PROGRESS_WIDTH, TuningProgress, short_label
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,7 +148,7 @@ def test_on_a_terminal_tactics_sharing_a_prefix_are_told_apart():
     """Long tactics that differ only at their end: each redraw still names its own."""
     stream = io.StringIO()
     stream.isatty = lambda: True  # type: ignore[method-assign]
-    progress = _Progress(stream, 1)
+    progress = TuningProgress(stream, 1)
     progress.start_shape(0, "mm 123456789x123456789x123456789")
     long = [{f"parameter_{i}_of_the_kernel": 1 for i in range(9)} | {"last": n} for n in (1, 2)]
     seen = []

@@ -77,7 +77,7 @@ def test_old_module_paths_keep_their_names():
     for module in (tuner, tuning_file):
         for name in module.__all__:
             assert getattr(module, name) is getattr(autotuner, name), (module.__name__, name)
-    from flashinfer.autotuner._time_candidates import one_line_reason as _one_line
+    from flashinfer.autotuner.candidate_timing import one_line_reason as _one_line
 
     assert _one_line(ValueError("first\nsecond")) == "ValueError: first"
 

@@ -286,14 +286,14 @@ def test_capability_from_first_cuda_tensor(monkeypatch):
         seen.append(values)
         return 90
 
-    monkeypatch.setattr(dispatch._CUDA, "absent", False)
-    monkeypatch.setattr(dispatch._CUDA, "find", fake_find)
+    monkeypatch.setattr(dispatch.CUDA_STATE, "absent", False)
+    monkeypatch.setattr(dispatch.CUDA_STATE, "find", fake_find)
     op = make_op(heuristic=lambda cands, x, backend="auto": sorted(cands))
     assert op(X) == ("gpu", ["gpu", "stable"])
     assert op(X, backend="gpu")[0] == "gpu"
     assert seen and seen[0][0] is X
 
-    monkeypatch.setattr(dispatch._CUDA, "find", lambda *v: 75)
+    monkeypatch.setattr(dispatch.CUDA_STATE, "find", lambda *v: 75)
     with pytest.raises(BackendSupportedError, match="needs compute capability in \\[80, 90\\]"):
         op(X, backend="stable")
 

@@ -29,7 +29,7 @@ from flashinfer.autotuner import AutoTuner
 from flashinfer.cli import autotune as cli_autotune
 from flashinfer.cli import main
 from flashinfer.cli.autotune import PROGRESS_WIDTH
-from flashinfer.cli.autotune_report import _Progress
+from flashinfer.cli.autotune_report import TuningProgress
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -362,7 +362,7 @@ def test_progress_lines_fit_in_80_columns(label, shape, index, total_shapes, tot
     done = data.draw(st.integers(0, total))
     stream = io.StringIO()
     stream.isatty = lambda: tty  # type: ignore[method-assign]
-    progress = _Progress(stream, total_shapes)
+    progress = TuningProgress(stream, total_shapes)
     progress.start_shape(index, shape)
     progress(done, total, label)
     progress(total, total, "done")

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flashinfer.cli import UsageError, main
-from flashinfer.cli.autotune import _parse_shapes
+from flashinfer.cli.autotune import parse_shapes
 from flashinfer.testing import example_inputs_for
 
 MM = example_inputs_for("mm")
@@ -69,7 +69,7 @@ def test_a_shape_is_accepted_exactly_when_its_dimensions_are_decimal_digits(part
         and "," not in item
     )
     try:
-        parsed = _parse_shapes(item, target)
+        parsed = parse_shapes(item, target)
     except UsageError:
         assert not expected, item
     else:

@@ -231,7 +231,7 @@ def _fake_find(*values: Any) -> int | None:
 def fake_cuda() -> Iterator[None]:
     with (
         mock.patch.object(bd, "find_compute_capability", _fake_find),
-        mock.patch.object(bd._CUDA, "absent", False),
+        mock.patch.object(bd.CUDA_STATE, "absent", False),
     ):
         yield
 

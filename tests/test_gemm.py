@@ -295,8 +295,8 @@ def test_every_valid_triton_tactic_is_correct():
 
 def test_shared_memory_prunes_tactics():
     space = gemm.MM_TRITON_TACTICS
-    roomy = gemm._triton_tactics(256, 256, 256, 4, None)
-    tight = gemm._triton_tactics(256, 256, 256, 4, 100 * 1024)
+    roomy = gemm.triton_tactics(256, 256, 256, 4, None)
+    tight = gemm.triton_tactics(256, 256, 256, 4, 100 * 1024)
     assert len(tight) < len(roomy)
     for i in tight:
         t = space[i]

@@ -21,6 +21,7 @@ from layout_rules import (
     defines_an_api,
     facade_definition_problems,
     facade_import_problems,
+    private_import_problems,
     root_problems,
     top_level_modules,
     unlisted_api_modules,
@@ -121,6 +122,11 @@ def test_every_op_with_backends_declares_its_cli_inputs():
             assert not set(keys) & set(OPS), f"{path.name} names an op in a table: {line.strip()}"
 
 
+def test_no_module_imports_a_private_name_of_another():
+    problems = private_import_problems(_sources(), _packages())
+    assert not problems, "\n".join(problems)
+
+
 # -- fixtures: each rule catches what it is for ---------------------------------------------
 
 
@@ -209,3 +215,35 @@ def test_an_op_module_missing_from_the_list_is_caught():
     marked = '"""x"""\n@experimental_api(owner="@a")\ndef f():\n    pass\n'
     assert defines_an_api(marked)
     assert not defines_an_api('"""x"""\n# @flashinfer_api in a comment\ndef f():\n    pass\n')
+
+
+@pytest.mark.parametrize(
+    ("module", "code", "caught"),
+    [
+        (
+            "flashinfer.cli.explain",
+            "from flashinfer.cli.common import _table",
+            "private name _table",
+        ),
+        ("flashinfer.cli.explain", "from flashinfer.cli.common import (x, _y as y)", "_y"),
+        (
+            "flashinfer.cli.explain",
+            "from flashinfer.autotuner._stats import spread",
+            "private module",
+        ),
+        ("flashinfer.cli.explain", "import flashinfer.autotuner._stats", "private module"),
+        ("flashinfer.autotuner.tuner", "from flashinfer.autotuner._stats import spread", None),
+        ("flashinfer.autotuner", "from flashinfer.autotuner._stats import spread", None),
+        ("flashinfer.cli.explain", "from flashinfer.cli.common import __version__", None),
+        ("flashinfer.cli.explain", "from flashinfer.cli.common import table", None),
+        ("flashinfer.cli.explain", "from torch._subclasses import FakeTensorMode", None),
+    ],
+)
+def test_a_private_import_across_modules_is_caught(module, code, caught):
+    packages = {"flashinfer.autotuner"}
+    problems = private_import_problems({module: code}, packages)
+    if caught is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and caught in problems[0], problems
+        assert module in problems[0] and "public" in problems[0]

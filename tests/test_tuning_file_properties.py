@@ -235,7 +235,9 @@ def test_saving_over_any_file_never_loses_entries_silently(data, tune):
         with autotune():
             OP(torch.zeros(4))
     tuner = AutoTuner.get()
-    ours = {identity(cache_module._entry(k, c, tuner, {})) for k, c in tuner.choices().items()}
+    ours = {
+        identity(cache_module.entry_record(k, c, tuner, {})) for k, c in tuner.choices().items()
+    }
     doc = readable_cache(data)
     with cache_dir(data) as (directory, path), recorded() as caught:
         try:

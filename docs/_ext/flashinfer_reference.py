@@ -135,6 +135,24 @@ def generated_dispatchers_rst() -> list[str]:
     return lines
 
 
+def operators_rst() -> list[str]:
+    """One section per stable op of the one list of ops (``flashinfer.api_modules.OPS``), in
+    its order: the op's reference is its docstring.  Experimental APIs are left out until
+    they graduate (policy rule 7), so a new stable op needs no edit of the page."""
+    import importlib
+
+    from flashinfer.api_modules import OPS
+
+    lines: list[str] = []
+    for name, module in OPS.items():
+        api = getattr(importlib.import_module(module), name)
+        if getattr(api, "experimental_info", None) is not None:
+            continue
+        title = f"flashinfer.{name}"
+        lines += [title, "-" * len(title), "", f".. autofunction:: flashinfer.{name}", ""]
+    return lines
+
+
 class _Rendered(Directive):
     has_content = False
     render: Any = None
@@ -159,6 +177,10 @@ class ReportSchemaDirective(_Rendered):
     render = staticmethod(report_schema_rst)
 
 
+class OperatorsDirective(_Rendered):
+    render = staticmethod(operators_rst)
+
+
 class GeneratedDispatchersDirective(_Rendered):
     render = staticmethod(generated_dispatchers_rst)
 
@@ -173,4 +195,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("flashinfer-cli", CliDirective)
     app.add_directive("flashinfer-report-schema", ReportSchemaDirective)
     app.add_directive("flashinfer-generated-dispatchers", GeneratedDispatchersDirective)
+    app.add_directive("flashinfer-operators", OperatorsDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -106,7 +106,7 @@ class TuningRecord(NamedTuple):
     iqr_s: float | None = None
     #: True when a pair looked faster than the choice but by less than the spread of their
     #: timed calls: "too noisy to choose", the earlier pair (the default, if it was one of
-    #: them) was kept (see :func:`~flashinfer.autotuner._time_candidates.pick`)
+    #: them) was kept (see :func:`~flashinfer.autotuner.candidate_timing.pick`)
     too_noisy: bool = False
 
 

@@ -1,6 +1,6 @@
 """The autotuner: picks a (backend, tactic) per tuning key among the dispatcher's candidates.
 
-How an op uses it (``flashinfer/gemm/__init__.py`` is the worked example)::
+How an op uses it (``flashinfer/gemm.py`` is the worked example)::
 
     @backend_requirement({...}, heuristic_func=...)
     def mm(a, b, *, out=None, backend="auto"):
@@ -31,7 +31,7 @@ not time kernels against each other.
 **Failures and logging**: a (backend, tactic) that raises, or whose time is not finite, is
 left out and listed by :meth:`AutoTuner.last_tuning`; every timing, failure and pick is
 logged to the ``flashinfer.autotuner`` logger, and to stderr with
-``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`._time_candidates`, which times the candidates).
+``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`.candidate_timing`, which times the candidates).
 The vocabulary (:class:`TunableRunner`, :class:`Choice`, ...) is defined in :mod:`._types`
 and documented here.
 """
@@ -67,11 +67,6 @@ from flashinfer.autotuner._state import (
     tuning_now,
 )
 from flashinfer.autotuner._stats import OpStats, StatsBook
-from flashinfer.autotuner._time_candidates import (
-    AUTOTUNER_LOG_ENV,
-    DEFAULT_SWITCH_MARGIN,
-    time_candidates,
-)
 from flashinfer.autotuner._types import (
     Choice,
     ProgressCallback,
@@ -80,6 +75,11 @@ from flashinfer.autotuner._types import (
     TunableRunner,
     TuningRecord,
     check_median,
+)
+from flashinfer.autotuner.candidate_timing import (
+    AUTOTUNER_LOG_ENV,
+    DEFAULT_SWITCH_MARGIN,
+    time_candidates,
 )
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from flashinfer.autotuner.router import RouteEntry, Router

@@ -62,17 +62,17 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     ``python -m flashinfer.experimental`` runs this command (same output, same JSON).
     """
     from flashinfer.api_modules import load_api_modules
-    from flashinfer.cli.common import _gate_line, _gate_state
+    from flashinfer.cli.common import gate_line, gate_state
     from flashinfer.gating.lifecycle import experimental_features, format_listing
 
     missing = load_api_modules()
     features = experimental_features(load=False)
-    gate = _gate_state()
+    gate = gate_state()
     if args.json:
         doc = {"gate": gate, "features": [f.as_dict() for f in features]}
         print(json.dumps(doc, indent=2), file=out)
     else:
-        print(_gate_line(gate), file=out)
+        print(gate_line(gate), file=out)
         print(file=out)
         print(format_listing(features), file=out)
     for module in missing:
@@ -87,7 +87,7 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``flashinfer backends``: its module (which imports torch) loads when the command runs."""
-    from flashinfer.cli.backends import _cmd_backends as run
+    from flashinfer.cli.backends import cmd_backends as run
 
     return run(args, out, err)
 

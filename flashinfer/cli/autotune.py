@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
-from flashinfer.cli.autotune_run import _run, _tunable
+from flashinfer.cli.autotune_run import run_tuning, tunable_ops
 from flashinfer.cli.common import (
     DTYPES,
     PROG,
@@ -77,7 +77,7 @@ exit status:
 def _resolve_op(name: str) -> tuple[Any, ExampleInputs]:
     from flashinfer.autotuner import AutoTuner
 
-    tunable = _tunable()
+    tunable = tunable_ops()
     for key, (op, _) in AutoTuner.get().registered().items():
         if name == key and getattr(op, "api_name", None) in tunable:
             return tunable[op.api_name]
@@ -95,13 +95,13 @@ def _resolve_op(name: str) -> tuple[Any, ExampleInputs]:
 
 
 def _known_ops() -> str:
-    return "autotunable ops: " + (", ".join(sorted(_tunable())) or "none")
+    return "autotunable ops: " + (", ".join(sorted(tunable_ops())) or "none")
 
 
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def _parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
+def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
     shapes = []
     for item in text.split(","):
         item = item.strip()
@@ -164,13 +164,13 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     args.op = op_from_args(args, _known_ops)
     op, target = _resolve_op(args.op)
-    shapes = _parse_shapes(args.shapes, target)
+    shapes = parse_shapes(args.shapes, target)
     for dims in shapes:
         check_shape_exists(dims, target, getattr(torch, args.dtype))
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
     tuning_file = _check_tuning_file(args.tuning_file)
-    return _run(op, target, shapes, tuning_file, args, out, err)
+    return run_tuning(op, target, shapes, tuning_file, args, out, err)
 
 
 # --------------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _epilog() -> str:
     """The tunable ops of this build, an example, the exit codes and the environment.
     Computed when ``--help`` is asked for: listing the ops imports them."""
-    tunable = _tunable()
+    tunable = tunable_ops()
     if tunable:
         width = max(len(name) for name in tunable)
         ops = "\n".join(

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from flashinfer.cli.common import _table
+from flashinfer.cli.common import format_table
 
 #: Progress lines are at most this long: they fit an 80-column terminal, and a line of
 #: exactly 80 characters makes some terminals wrap the cursor when redrawn in place.
@@ -94,7 +94,7 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-class _Progress:
+class TuningProgress:
     """The progress on stderr (see the module docstring): on a terminal a ``tqdm`` bar per
     shape counting the (backend, tactic) pairs of its key, redrawn in place (one line per
     shape remains), every line at most :data:`PROGRESS_WIDTH` characters; to a file or a
@@ -170,7 +170,7 @@ def _median_cell(median_s: float, iqr_s: float | None) -> str:
 
 
 @dataclass
-class _ShapeResult:
+class ShapeResult:
     """What tuning one shape did: the tuner's record, and the call's error if it raised."""
 
     shape: str
@@ -217,9 +217,9 @@ class _ShapeResult:
         return lines
 
 
-def _print_summary(results: Sequence[_ShapeResult], out: TextIO) -> None:
+def print_summary(results: Sequence[ShapeResult], out: TextIO) -> None:
     header = ("SHAPE", "BACKEND", "TACTIC", "MEDIAN+-IQR MS", "FAILED", "SOURCE")
-    print(_table([header, *(r.row() for r in results)]), file=out)
+    print(format_table([header, *(r.row() for r in results)]), file=out)
     tried = sum(r.record.tried for r in results if r.record is not None and r.record.timed)
     failed = [line for r in results for line in r.failure_lines()]
     failures = sum(len(r.record.failures) for r in results if r.record is not None)
@@ -230,7 +230,7 @@ def _print_summary(results: Sequence[_ShapeResult], out: TextIO) -> None:
             print(line, file=out)
 
 
-def _print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
+def print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
     """The tuner's per-op counts (``AutoTuner.get().stats()``: ``api_key -> OpStats``)."""
     if not stats:
         return
@@ -257,4 +257,4 @@ def _print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
     ]
     print(file=out)
     print("autotuner stats (AutoTuner.get().stats()):", file=out)
-    print(_table([header, *rows]), file=out)
+    print(format_table([header, *rows]), file=out)

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from flashinfer.cli.autotune_report import _print_stats, _print_summary, _Progress, _ShapeResult
+from flashinfer.cli.autotune_report import ShapeResult, TuningProgress, print_stats, print_summary
 from flashinfer.cli.common import PROG
 
 if TYPE_CHECKING:  # (the package imports torch: the command imports it on first use)
@@ -24,7 +24,7 @@ _T = TypeVar("_T")
 # --------------------------------------------------------------------------------------
 
 
-def _tunable() -> dict[str, tuple[Any, ExampleInputs]]:
+def tunable_ops() -> dict[str, tuple[Any, ExampleInputs]]:
     """``api_name -> (op, target)`` of every op registered with the autotuner that declares
     its example inputs (``declare_cases(..., examples=...)``), in the order of the one list
     of ops (``flashinfer.api_modules.OPS``), ops outside it after."""
@@ -50,11 +50,11 @@ def _tunable() -> dict[str, tuple[Any, ExampleInputs]]:
 
 def _tune_shape(
     target: ExampleInputs, op: Any, dims: tuple[int, ...], args: argparse.Namespace, progress: Any
-) -> _ShapeResult:
+) -> ShapeResult:
     import torch
 
     from flashinfer.autotuner import AutoTuner, autotune
-    from flashinfer.autotuner._time_candidates import one_line_reason
+    from flashinfer.autotuner.candidate_timing import one_line_reason
 
     tuner = AutoTuner.get()
     before = tuner.last_tuning()
@@ -65,7 +65,7 @@ def _tune_shape(
         except Exception as exc:  # all pairs failed and so did the default, say
             error = one_line_reason(exc)
     record = tuner.last_tuning()
-    return _ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
+    return ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
 
 
 def _reporting_tuning_file_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
@@ -84,7 +84,7 @@ def _reporting_tuning_file_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
     return result
 
 
-def _save(tuning_file: str, results: Sequence[_ShapeResult], err: TextIO) -> int | None:
+def _save(tuning_file: str, results: Sequence[ShapeResult], err: TextIO) -> int | None:
     """Save when a shape was tuned now (a run that only reused keys never writes nor locks
     the file); returns the entry count written, or None."""
     from flashinfer.autotuner import AutoTuner
@@ -96,7 +96,7 @@ def _save(tuning_file: str, results: Sequence[_ShapeResult], err: TextIO) -> int
     )
 
 
-def _run(
+def run_tuning(
     op: Any,
     target: ExampleInputs,
     shapes: list[tuple[int, ...]],
@@ -112,8 +112,8 @@ def _run(
 
     if not args.force and os.path.exists(tuning_file):
         _reporting_tuning_file_warnings(err, lambda: AutoTuner.get().load_tuning_file(tuning_file))
-    progress = _Progress(err, len(shapes))
-    results: list[_ShapeResult] = []
+    progress = TuningProgress(err, len(shapes))
+    results: list[ShapeResult] = []
     try:
         with torch.inference_mode():
             for i, dims in enumerate(shapes):
@@ -123,8 +123,8 @@ def _run(
         progress.end_line()
         return _interrupted(tuning_file, results, len(shapes), out, err)
 
-    _print_summary(results, out)
-    _print_stats(AutoTuner.get().stats(), out)
+    print_summary(results, out)
+    print_stats(AutoTuner.get().stats(), out)
     written = _save(tuning_file, results, err)
     if written is None:
         print(f"nothing new was tuned: {tuning_file} left unchanged", file=out)
@@ -142,11 +142,11 @@ def _run(
 
 
 def _interrupted(
-    tuning_file: str, results: Sequence[_ShapeResult], total: int, out: TextIO, err: TextIO
+    tuning_file: str, results: Sequence[ShapeResult], total: int, out: TextIO, err: TextIO
 ) -> int:
     """Ctrl-C: keep what was tuned, say so, exit 130."""
     if results:
-        _print_summary(results, out)
+        print_summary(results, out)
     written = _save(tuning_file, results, err)
     kept = sum(r.tuned_now for r in results)
     if written is None:

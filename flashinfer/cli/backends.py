@@ -28,7 +28,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from flashinfer.cli.common import _gate_line, _gate_state, _table
+from flashinfer.cli.common import format_table, gate_line, gate_state
 from flashinfer.cli.environment_report import (
     cuda_info,
     detail_lines,
@@ -166,7 +166,7 @@ def backends_report() -> dict[str, Any]:
         "compute_capability": cc,
         "triton_interpret": os.environ.get("TRITON_INTERPRET"),
         "triton_interpret_at_import": triton_imported_interpreted(),
-        "gate": _gate_state(),
+        "gate": gate_state(),
         "environment": environment_settings(),
         "system": system_info(),
         "install": install_info(),
@@ -212,7 +212,7 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
 
 def _short_gate_line(gate: dict[str, Any]) -> str:
     """The gate in one line: its variable, raw value and state (the meaning is below)."""
-    line = _gate_line(gate).partition("\n")[0]
+    line = gate_line(gate).partition("\n")[0]
     return f"{line} (unrecognised value)" if gate["note"] else line
 
 
@@ -238,7 +238,7 @@ def _version_lines(report: dict[str, Any]) -> list[str]:
 def _details(report: dict[str, Any]) -> list[str]:
     """Everything below the table: versions, settings (with the interpreter mismatch under
     ``TRITON_INTERPRET``), system, CUDA, install, tuning file."""
-    lines = [*_version_lines(report), *_gate_line(report["gate"]).splitlines()]
+    lines = [*_version_lines(report), *gate_line(report["gate"]).splitlines()]
     for line in detail_lines(report):
         lines.append(line)
         if line.lstrip().startswith(("TRITON_INTERPRET=", "TRITON_INTERPRET unset")):
@@ -302,7 +302,7 @@ def _wrapped(line: str) -> str:
     )
 
 
-def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report = backends_report()
     if args.json:
         print(json.dumps(report, indent=2), file=out)
@@ -311,7 +311,7 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(_wrapped(line), file=out)
     print(file=out)
     rows, notes = _api_rows(report)
-    print(_table(_fit(rows, notes)), file=out)
+    print(format_table(_fit(rows, notes)), file=out)
     if notes:
         print(file=out)
         for i, text in enumerate(notes, 1):

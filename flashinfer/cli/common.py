@@ -101,14 +101,14 @@ def check_shape_exists(dims: tuple[int, ...], target: Any, dtype: Any) -> None:
             )
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
+def format_table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
 
 
-def _gate_state() -> dict[str, Any]:
+def gate_state() -> dict[str, Any]:
     """The experimental gate: the variable's raw value and whether it is on."""
     import warnings
 
@@ -129,7 +129,7 @@ def _gate_state() -> dict[str, Any]:
     return {"variable": ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, "value": raw, "on": on, "note": note}
 
 
-def _gate_line(gate: dict[str, Any]) -> str:
+def gate_line(gate: dict[str, Any]) -> str:
     value = "unset" if gate["value"] is None else repr(gate["value"])
     state = "on" if gate["on"] else "off"
     meaning = (

@@ -128,13 +128,13 @@ def _backends(raw: str) -> Reading:
 
 
 def _warnings_action(raw: str) -> Reading:
-    from flashinfer.gating.warn_once import _WARNING_ACTIONS
+    from flashinfer.gating.warn_once import WARNING_ACTIONS
 
     if not raw:
         return True, None, "empty: Python's own warning filters decide"
-    if raw in _WARNING_ACTIONS:
+    if raw in WARNING_ACTIONS:
         return True, raw, f"ExperimentalWarning is filtered with the action {raw!r}"
-    accepted = ", ".join(repr(a) for a in _WARNING_ACTIONS)
+    accepted = ", ".join(repr(a) for a in WARNING_ACTIONS)
     return False, None, f"ignored (warns once; accepted: {accepted}, or empty)"
 
 

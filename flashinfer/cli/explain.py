@@ -117,11 +117,11 @@ def _fake_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) ->
 def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
-    from flashinfer.cli.autotune import _parse_shapes
+    from flashinfer.cli.autotune import parse_shapes
 
     args.op = op_from_args(args, _known_ops)
     op, target = _resolve(args.op)
-    shapes = _parse_shapes(args.shapes, target)
+    shapes = parse_shapes(args.shapes, target)
     dtype = getattr(torch, args.dtype)
     for dims in shapes:
         check_shape_exists(dims, target, dtype)

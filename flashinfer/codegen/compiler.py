@@ -39,7 +39,7 @@ __all__ = [
 GENERATED_PACKAGE = "flashinfer.codegen.generated"
 """The module under which each generated namespace is a module of its own."""
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+POSITIONAL_KINDS = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 # How one parameter is passed on: ("pos" | "star" | "kw" | "starstar", name).
 CallSpec = list[tuple[str, str]]
@@ -91,7 +91,7 @@ class ParameterList:
         return (
             not self.has_var
             and other.names == self.names
-            and all(p.kind in _POSITIONAL for p in other.params)
+            and all(p.kind in POSITIONAL_KINDS for p in other.params)
         )
 
     def def_params(self, ns: dict[str, Any], extra_kwonly: str | None = None) -> str:

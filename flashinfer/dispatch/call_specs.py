@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flashinfer.codegen.compiler import _POSITIONAL, CallSpec, ParameterList
+from flashinfer.codegen.compiler import POSITIONAL_KINDS, CallSpec, ParameterList
 from flashinfer.dispatch.results import heuristic_names
 
 __all__ = ["checker_spec", "filter_heuristic", "invoke"]
@@ -72,8 +72,8 @@ def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
     for mine, other in zip(api.params, theirs.params[: len(api.params)], strict=True):
         if mine.name != other.name:
             return False
-        if mine.kind in _POSITIONAL:
-            if other.kind not in _POSITIONAL:
+        if mine.kind in POSITIONAL_KINDS:
+            if other.kind not in POSITIONAL_KINDS:
                 return False
         elif mine.kind != other.kind:
             return False

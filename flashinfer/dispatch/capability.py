@@ -34,7 +34,7 @@ class _CudaState:
         return find_compute_capability(*values)
 
 
-_CUDA = _CudaState()
+CUDA_STATE = _CudaState()
 _capability_by_device: dict[int, int] = {}
 
 
@@ -57,7 +57,7 @@ def find_compute_capability(*values: Any) -> int | None:
         if isinstance(value, torch.Tensor) and value.is_cuda:
             return device_capability(value.get_device())
     if not torch.cuda.is_available():
-        _CUDA.absent = True
+        CUDA_STATE.absent = True
     return None
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import torch
 
 from flashinfer.codegen.compiler import compile_function, module_namespace, render_call
-from flashinfer.dispatch.capability import _CUDA, capability_reason, capability_rule
+from flashinfer.dispatch.capability import CUDA_STATE, capability_reason, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
@@ -92,7 +92,7 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_filter": op.heuristic_order,
         "_verd": op.check_result,  # a check's result that is neither True nor False
         "_prefer": op.prefer_first,
-        "_CUDA": _CUDA,
+        "_CUDA": CUDA_STATE,
         "_state": op._state,
         "_live": op._live,
         "_fail": op._fail,

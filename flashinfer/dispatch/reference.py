@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flashinfer.dispatch.call_specs import invoke
-from flashinfer.dispatch.capability import _CUDA, capability_reason
+from flashinfer.dispatch.capability import CUDA_STATE, capability_reason
 from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
 from flashinfer.dispatch.plan import DispatchPlan, GradRequired
@@ -260,7 +260,7 @@ class ReferenceDispatcher(DispatchPlan):
                 values.extend(bound[n])
             else:
                 values.append(bound[n])
-        return _CUDA.find(*values)  # the seam tests replace, as on the generated path
+        return CUDA_STATE.find(*values)  # the seam tests replace, as on the generated path
 
     def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
         """The same call through ``inspect.Signature.bind`` and the readable selection logic.

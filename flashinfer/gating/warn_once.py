@@ -43,7 +43,7 @@ __all__ = [
 EXPERIMENTAL_WARNINGS_ENV = "FLASHINFER_EXPERIMENTAL_WARNINGS"
 # Python's warning-filter actions, by their full names: no prefixes, no case folding.
 _Action = Literal["default", "error", "ignore", "always", "module", "once"]
-_WARNING_ACTIONS: tuple[_Action, ...] = get_args(_Action)
+WARNING_ACTIONS: tuple[_Action, ...] = get_args(_Action)
 
 
 # Its public home: filters and pickles name it flashinfer.api_logging.ExperimentalWarning.
@@ -105,10 +105,10 @@ def _experimental_warnings_action() -> _Action | None:
     raw = os.environ.get(EXPERIMENTAL_WARNINGS_ENV)
     if not raw:
         return None
-    for action in _WARNING_ACTIONS:
+    for action in WARNING_ACTIONS:
         if raw == action:
             return action
-    accepted = ", ".join(repr(a) for a in _WARNING_ACTIONS) + ", or empty/unset"
+    accepted = ", ".join(repr(a) for a in WARNING_ACTIONS) + ", or empty/unset"
     warn_unrecognised_once(EXPERIMENTAL_WARNINGS_ENV, raw, "ignoring it", accepted)
     return None
 

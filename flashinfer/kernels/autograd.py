@@ -3,7 +3,7 @@
 A Triton kernel's launch is invisible to autograd, so a kernel backend that differentiates
 (``rmsnorm``'s and ``mm``'s Triton backends, ``mm``'s split-K) runs its kernel as the forward
 of a :class:`torch.autograd.Function` whose backward is the op's formula
-(:func:`flashinfer.norm.rmsnorm_backward`, :func:`flashinfer.gemm.runners.mm_backward`).
+(:func:`flashinfer.norm.rmsnorm_backward`, :func:`flashinfer.gemm.mm_backward`).
 A call that writes into ``out=`` has no result for autograd to track; every backend, torch's
 included, refuses it when grad is required, as torch does for its own ``out=`` functions
 (``torch.mm(..., out=...)``: "functions with out=... arguments don't support automatic

@@ -106,7 +106,7 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         default="off: the 'flashinfer.autotuner' logger only (DEBUG level)",
         read_when="at each line the autotuner logs",
         bad_value="any value other than '1' counts as off, silently",
-        read_by=("flashinfer.autotuner._time_candidates",),
+        read_by=("flashinfer.autotuner.candidate_timing",),
     ),
     EnvironmentVariable(
         name="FLASHINFER_CLI_TRACEBACK",

@@ -53,8 +53,8 @@ from flashinfer.testing.cases import (
     ALLCLOSE_TOLERANCES,
     FROBENIUS_BOUNDS,
     Case,
-    _op_key,
     allclose,
+    op_key,
     rel_frobenius,
 )
 from flashinfer.testing.cases import Comparator as Comparator
@@ -75,9 +75,9 @@ from flashinfer.testing.examples import (
 from flashinfer.testing.overlap import (
     Attack,
     OverlapItem,
-    _attack_tensors,
-    _build_attack,
-    _declare_overlap_rule,
+    attack_tensors,
+    build_attack,
+    declare_overlap_rule,
     overlap_attacks,
     overlap_rule_for,
     run_overlap_items_on,
@@ -139,27 +139,27 @@ def declare_cases(
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ValueError(f"declare_cases({_op_key(op)}): duplicate case names {dupes}")
+        raise ValueError(f"declare_cases({op_key(op)}): duplicate case names {dupes}")
     # An op with a dispatcher declares its rule once, to backend_requirement(overlap=),
     # which applies it: its cases are attacked with that rule.
     dispatcher = getattr(op, "dispatcher", None)
     if dispatcher is not None and overlap is not None and overlap != dispatcher.overlap:
         raise ValueError(
-            f"declare_cases({_op_key(op)}): overlap={overlap!r} is not the rule the "
+            f"declare_cases({op_key(op)}): overlap={overlap!r} is not the rule the "
             f"dispatcher applies ({dispatcher.overlap!r}); pass it to "
             "backend_requirement(..., overlap=...) instead, which declares it for the cases too"
         )
     if overlap is None and dispatcher is not None:
         overlap = dispatcher.overlap
-    _declared[_op_key(op)] = (op, cases)
-    _declare_overlap_rule(op, overlap)
+    _declared[op_key(op)] = (op, cases)
+    declare_overlap_rule(op, overlap)
     if examples is not None:
         declare_example_inputs(op, examples)
 
 
 def cases_for(op: Any) -> list[Case]:
     """The cases declared for ``op`` (empty if none)."""
-    entry = _declared.get(_op_key(op))
+    entry = _declared.get(op_key(op))
     return list(entry[1]) if entry else []
 
 
@@ -202,9 +202,9 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
         checks = getattr(op, "backend_checks", None)
         backends: list[str | None] = [*checks, "auto"] if checks else [None]
         for case in cases_for(op):
-            tensors = _attack_tensors(rule, case, case.make_inputs("cpu"))
+            tensors = attack_tensors(rule, case, case.make_inputs("cpu"))
             attacks = [
-                a for a in overlap_attacks(rule) if not isinstance(_build_attack(a, tensors), str)
+                a for a in overlap_attacks(rule) if not isinstance(build_attack(a, tensors), str)
             ]
             for backend, attack in itertools.product(backends, attacks):
                 for skip in (False, True) if checks and not attack.allowed(rule) else (False,):

@@ -150,7 +150,7 @@ class Case:
         return {k: _to_device(v, device) for k, v in self.inputs(generator).items()}
 
 
-def _expected(case: Case, args: Inputs) -> Any:
+def expected_output(case: Case, args: Inputs) -> Any:
     """``case``'s reference for ``args``, computed on copies of them (an in-place op can
     then run on the originals)."""
     return case.reference(
@@ -158,5 +158,5 @@ def _expected(case: Case, args: Inputs) -> Any:
     )
 
 
-def _op_key(op: Any) -> str:
+def op_key(op: Any) -> str:
     return getattr(op, "api_key", None) or f"{op.__module__}.{op.__qualname__}"

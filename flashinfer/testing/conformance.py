@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from flashinfer.gating.warn_once import ExperimentalWarning
-from flashinfer.testing.cases import Case, Inputs, _expected
+from flashinfer.testing.cases import Case, Inputs, expected_output
 
 
 def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
@@ -69,10 +69,10 @@ class ConformanceItem:
     @property
     def experimental(self) -> bool:
         """Whether the op is an experimental API or the backend an experimental backend."""
-        return _is_experimental(self.op, self.backend)
+        return is_experimental_backend_of(self.op, self.backend)
 
     def __str__(self) -> str:
-        return f"{_api_name(self.op)}-{self.backend or 'api'}-{self.case.name}"
+        return f"{api_name_of(self.op)}-{self.backend or 'api'}-{self.case.name}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
         """Run the case on ``device``: ``None`` if it matched, the reason if unsupported.
@@ -85,16 +85,16 @@ class ConformanceItem:
         if reason is not None:
             return reason
         options = {} if self.backend is None else {"backend": self.backend}
-        _run_and_compare(self.op, self.case, inputs, options)
+        run_and_compare(self.op, self.case, inputs, options)
         return None
 
 
-def _api_name(op: Any) -> str:
+def api_name_of(op: Any) -> str:
     """The name an item's id starts with: the API's public name, else the function's."""
     return getattr(op, "api_name", None) or op.__name__
 
 
-def _is_experimental(op: Any, backend: str | None) -> bool:
+def is_experimental_backend_of(op: Any, backend: str | None) -> bool:
     """Whether ``op`` is an experimental API or ``backend`` (``None`` and ``"auto"`` are
     not) an experimental backend of it."""
     if getattr(op, "is_experimental", False):
@@ -102,7 +102,7 @@ def _is_experimental(op: Any, backend: str | None) -> bool:
     return backend not in (None, "auto") and op.is_experimental_backend(backend)
 
 
-def _call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
+def call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
     """``op`` called with ``inputs`` (as :func:`call_arguments` passes them) and ``options``,
     experimental warnings silenced: a test that runs an experimental backend does so on
     purpose."""
@@ -112,11 +112,11 @@ def _call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
         return op(*args, **kwargs, **options)
 
 
-def _run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:
+def run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:
     """Run ``op`` on ``args`` and compare what it produced with ``case``'s reference
     (computed first, on copies); ``AssertionError`` on a mismatch."""
-    expected = _expected(case, args)
-    returned = _call_quietly(op, args, options)
+    expected = expected_output(case, args)
+    returned = call_quietly(op, args, options)
     case.compare(returned if case.result is None else case.result(args, returned), expected)
 
 

@@ -21,29 +21,29 @@ from typing import Any
 import torch
 
 from flashinfer.dispatch.overlap import OverlapRule
-from flashinfer.testing.cases import Case, Inputs, _expected, _op_key
+from flashinfer.testing.cases import Case, Inputs, expected_output, op_key
 from flashinfer.testing.conformance import (
-    _api_name,
-    _call_quietly,
-    _is_experimental,
-    _run_and_compare,
+    api_name_of,
+    call_quietly,
+    is_experimental_backend_of,
+    run_and_compare,
     support_reason,
 )
 
 _overlap_rules: dict[str, OverlapRule] = {}
 
 
-def _declare_overlap_rule(op: Any, rule: OverlapRule | None) -> None:
+def declare_overlap_rule(op: Any, rule: OverlapRule | None) -> None:
     """Record ``rule`` as ``op``'s (``None`` forgets it): see ``declare_cases``."""
     if rule is None:
-        _overlap_rules.pop(_op_key(op), None)
+        _overlap_rules.pop(op_key(op), None)
     else:
-        _overlap_rules[_op_key(op)] = rule
+        _overlap_rules[op_key(op)] = rule
 
 
 def overlap_rule_for(op: Any) -> OverlapRule | None:
     """The overlap rule declared with ``op``'s cases (``None`` if none was)."""
-    return _overlap_rules.get(_op_key(op))
+    return _overlap_rules.get(op_key(op))
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def overlap_attacks(rule: OverlapRule) -> list[Attack]:
 Built = tuple[dict[str, torch.Tensor], list[torch.Tensor]]
 
 
-def _build_attack(attack: Attack, tensors: Mapping[str, torch.Tensor]) -> Built | str:
+def build_attack(attack: Attack, tensors: Mapping[str, torch.Tensor]) -> Built | str:
     """``(replacement arguments, buffers to watch)`` for ``attack``, or why it does not
     apply to these tensors."""
     target = tensors[attack.target]
@@ -172,11 +172,13 @@ class OverlapItem:
     @property
     def experimental(self) -> bool:
         """Whether the op is an experimental API or the backend an experimental backend."""
-        return _is_experimental(self.op, self.backend)
+        return is_experimental_backend_of(self.op, self.backend)
 
     def __str__(self) -> str:
         skip = "-skip_check" if self.skip_check else ""
-        return f"{_api_name(self.op)}-{self.backend or 'api'}-{self.case.name}-{self.attack}{skip}"
+        return (
+            f"{api_name_of(self.op)}-{self.backend or 'api'}-{self.case.name}-{self.attack}{skip}"
+        )
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
         """Run the attack on ``device``: ``None`` if the op behaved, the reason if the
@@ -191,14 +193,14 @@ class OverlapItem:
             reason = support_reason(self.op, self.backend, inputs)
             if reason is not None:
                 return reason
-        built = _build_attack(self.attack, _attack_tensors(rule, self.case, inputs))
+        built = build_attack(self.attack, attack_tensors(rule, self.case, inputs))
         if isinstance(built, str):
             return built
         replaced, watched = built
         args = {**inputs, **replaced}
         before = [_bits(t).clone() for t in watched]
         if self.attack.allowed(rule):
-            _run_and_compare(self.op, self.case, args, self._options())
+            run_and_compare(self.op, self.case, args, self._options())
             if self.attack.kind == "read_alias" and not self._unchanged(watched, before):
                 raise AssertionError(f"{self}: arguments that are only read were written")
             return None
@@ -226,7 +228,7 @@ class OverlapItem:
                 f"{rule.api}: {target} and {other} overlap",
             ]
         try:
-            _call_quietly(self.op, args, self._options())
+            call_quietly(self.op, args, self._options())
         except ValueError as exc:
             if not any(p in str(exc) for p in phrases):
                 raise AssertionError(
@@ -242,12 +244,12 @@ class OverlapItem:
         return all(torch.equal(_bits(t), b) for t, b in zip(watched, before, strict=True))
 
 
-def _attack_tensors(rule: OverlapRule, case: Case, inputs: Inputs) -> dict[str, torch.Tensor]:
+def attack_tensors(rule: OverlapRule, case: Case, inputs: Inputs) -> dict[str, torch.Tensor]:
     """The tensors of ``inputs`` (``case``'s) that ``rule`` names, an omitted written one
     (``out``) made as zeros shaped like the result: what the attacks are built from."""
     tensors = {n: inputs.get(n) for n in rule.written + rule.read}
     if any(tensors[n] is None for n in rule.written):
-        result = _expected(case, inputs)
+        result = expected_output(case, inputs)
         for n in rule.written:
             if tensors[n] is None:
                 tensors[n] = torch.zeros_like(result)

@@ -323,7 +323,7 @@ def _run(repo: Path, *argv: str, env: dict[str, str] | None = None) -> str:
 def test_adding_a_backend_is_its_feature_folder_and_one_table_line(repo):
     for api, feature, name in (
         ("norm.py", "rowwise_norm", "ROWWISE"),
-        ("gemm/__init__.py", "chunked_gemm", "CHUNKED"),
+        ("gemm.py", "chunked_gemm", "CHUNKED"),
     ):
         before = (ROOT / "flashinfer" / api).read_text()
         added = _added_lines(before, (repo / "flashinfer" / api).read_text())

@@ -73,7 +73,8 @@ from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
-from flashinfer.autotuner._time_candidates import (
+from flashinfer.autotuner._types import Choice, TunableRunner, TunedResults, TuningRecord
+from flashinfer.autotuner.candidate_timing import (
     Outcome,
     TimingSettings,
     decide,
@@ -81,7 +82,6 @@ from flashinfer.autotuner._time_candidates import (
     one_line_reason,
     time_pairs,
 )
-from flashinfer.autotuner._types import Choice, TunableRunner, TunedResults, TuningRecord
 from flashinfer.autotuner.distributed.agreement import (
     AutotuneConsistencyError,
     Manifest,

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 
 from flashinfer.autotuner._state import skipped_ops
 from flashinfer.autotuner._stats import describe_tactic
-from flashinfer.autotuner._time_candidates import Pair, TimingSettings, one_line_reason
 from flashinfer.autotuner._types import Choice, TunableRunner
+from flashinfer.autotuner.candidate_timing import Pair, TimingSettings, one_line_reason
 from flashinfer.autotuner.keys import Key
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (

@@ -160,7 +160,7 @@ class TuningFileDocument(TypedDict):
     entries: list[TuningFileEntry]
 
 
-def _short(text: str, limit: int = 60) -> str:
+def shorten(text: str, limit: int = 60) -> str:
     """``text`` cut to ``limit`` characters: a hostile file cannot flood a message."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -182,7 +182,7 @@ def _nested_deeper_than(doc: Any, limit: int) -> bool:
     return False
 
 
-def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
+def parse_document(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     """The tuning file's document in ``data``, or ``(None, why it is not one)``.
 
     A document of another schema version is returned whatever else it holds (its layout
@@ -195,23 +195,23 @@ def _parse(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     except RecursionError:
         return None, f"nested deeper than {MAX_DEPTH} levels: not a tuning file"
     except (UnicodeDecodeError, ValueError) as exc:
-        return None, f"not valid JSON (corrupt or truncated?): {_short(str(exc), 120)}"
+        return None, f"not valid JSON (corrupt or truncated?): {shorten(str(exc), 120)}"
     if _nested_deeper_than(doc, MAX_DEPTH):
         return None, f"nested deeper than {MAX_DEPTH} levels: not a tuning file"
     if not isinstance(doc, dict) or "schema_version" not in doc:
         return None, "not a tuning file (no top-level 'schema_version')"
     version = doc["schema_version"]
     if type(version) is not int:  # bool is an int subclass: true is not version 1
-        shown = _short(json.dumps(version))
+        shown = shorten(json.dumps(version))
         return None, f"not a tuning file ('schema_version' must be an integer, not {shown})"
     if version in READABLE_SCHEMAS and not isinstance(doc.get("entries"), list):
         return None, "not a tuning file ('entries' is not a list)"
     return doc, None
 
 
-def _shown_version(version: Any) -> str:
+def shown_version(version: Any) -> str:
     """A file's ``schema_version`` as messages show it (whatever the file holds)."""
-    return _short(repr(version), 24)
+    return shorten(repr(version), 24)
 
 
 def checked_path(path: str | os.PathLike[str], *, writing: bool = True, local: bool = True) -> str:
@@ -237,7 +237,7 @@ def _path_error(problem: PathProblem) -> TuningFileError:
     return TuningFileError(problem.message, path=problem.path, reason=problem.reason)
 
 
-def _read_bytes(path: str) -> bytes:
+def read_bytes_nofollow(path: str) -> bytes:
     """The bytes of the tuning file ``path`` (``FileNotFoundError`` if there is none).  Opened
     without blocking and checked once open, so a path that became a FIFO or a device after
     :func:`checked_path` looked is refused (:class:`TuningFileError`), never read."""
@@ -249,7 +249,7 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def _strict_json(value: Any) -> bool:
+def strict_json(value: Any) -> bool:
     try:
         _dump(value)
     except ValueError:
@@ -257,7 +257,7 @@ def _strict_json(value: Any) -> bool:
     return True
 
 
-def _normalise(value: Any) -> Any:
+def normalise_document(value: Any) -> Any:
     """A tactic as it reads back from JSON (tuples become lists)."""
     return json.loads(json.dumps(value))
 
@@ -265,12 +265,12 @@ def _normalise(value: Any) -> Any:
 _KEY_FIELDS = ("op", "inputs", "device", "compute_capability")
 
 
-def _key_identity(obj: Mapping[str, Any]) -> str:
+def key_identity(obj: Mapping[str, Any]) -> str:
     """Identity of an entry's tuning key."""
     return json.dumps({k: obj.get(k) for k in _KEY_FIELDS}, sort_keys=True)
 
 
-def _canonical(obj: Mapping[str, Any]) -> str:
+def canonical_json(obj: Mapping[str, Any]) -> str:
     """Identity of an entry, for merging files: its key and its fingerprint (a field left
     out is the same as ``"*"``).  Entries of one key measured in different environments
     (an H100 and an H200 node, say) are different entries: a shared file keeps both."""
@@ -282,7 +282,7 @@ def _canonical(obj: Mapping[str, Any]) -> str:
     return json.dumps(identity, sort_keys=True)
 
 
-def _entries(doc: dict[str, Any]) -> list[Any]:
+def file_entries(doc: dict[str, Any]) -> list[Any]:
     """The entries of a readable document as this schema holds them: a schema-1 file's are
     stamped with the fingerprint its header records (:func:`.schema1_fingerprint`), so that
     nothing saved before fingerprints existed is lost, nor taken for another environment's."""
@@ -297,7 +297,7 @@ def _dump(value: Any) -> str:
     return json.dumps(value, allow_nan=False)  # strict JSON only: never NaN or Infinity
 
 
-def _dumps(doc: TuningFileDocument) -> str:
+def dump_json(doc: TuningFileDocument) -> str:
     """Pretty JSON with one entry per line: readable and diff-friendly."""
     head = {k: v for k, v in doc.items() if k != "entries"}
     lines = [f"  {_dump(k)}: {_dump(v)}," for k, v in head.items()]
@@ -306,7 +306,7 @@ def _dumps(doc: TuningFileDocument) -> str:
     return "{\n" + "\n".join(lines) + "\n" + entries + "\n}\n"
 
 
-def _entry(
+def entry_record(
     key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint
 ) -> TuningFileEntry:
     """The file entry of one result, stamped with the environment that measured it: the
@@ -320,14 +320,14 @@ def _entry(
         "device": tuning_key["device"],
         "compute_capability": tuning_key["compute_capability"],
         "backend": choice.backend,
-        "tactic": _normalise(choice.tactic),
+        "tactic": normalise_document(choice.tactic),
         "median_ms": float(f"{choice.median_s * 1e3:.6g}"),
         "experimental": experimental,
         "fingerprint": fingerprint,
     }
 
 
-def _read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
+def read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
     """One item of a file's ``entries``, checked: its tuning key, and the item itself as a
     :class:`TuningFileEntry` whose fields the reader uses hold their declared types (the fields
     a file may leave out may still be missing: read those with ``.get``).  A malformed item
@@ -337,22 +337,22 @@ def _read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
     values of ``median_ms``, ``backend`` and ``fingerprint``."""
     key = key_from_json(raw)  # op, inputs, device, compute_capability; raw is a dict
     backend, _tactic = raw["backend"], raw["tactic"]
-    _median_seconds(raw["median_ms"])
+    median_seconds(raw["median_ms"])
     if not isinstance(backend, str):
-        raise ValueError(f"bad backend {_short(repr(backend))}")
+        raise ValueError(f"bad backend {shorten(repr(backend))}")
     check_fingerprint(raw.get("fingerprint"))
     entry: TuningFileEntry = raw
     return key, entry
 
 
-def _median_seconds(value: Any) -> float:
+def median_seconds(value: Any) -> float:
     """A file's ``median_ms`` in seconds; ``ValueError`` unless a finite number >= 0."""
     if not is_number(value):
-        raise ValueError(f"bad median_ms {_short(repr(value))}")
+        raise ValueError(f"bad median_ms {shorten(repr(value))}")
     try:
         ms = float(value)
     except OverflowError:
         ms = math.inf
     if not is_real_time(ms):
-        raise ValueError(f"median_ms {_short(repr(value), 24)} is not a finite number >= 0")
+        raise ValueError(f"median_ms {shorten(repr(value), 24)} is not a finite number >= 0")
     return ms / 1e3

@@ -27,15 +27,15 @@ from flashinfer.autotuner.keys import Key
 from flashinfer.autotuner.tuning_file.format import (
     READABLE_SCHEMAS,
     TuningFileWarning,
-    _entries,
-    _median_seconds,
-    _normalise,
-    _parse,
-    _read_bytes,
-    _read_entry,
-    _short,
-    _shown_version,
     checked_path,
+    file_entries,
+    median_seconds,
+    normalise_document,
+    parse_document,
+    read_bytes_nofollow,
+    read_entry,
+    shorten,
+    shown_version,
 )
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
@@ -57,7 +57,7 @@ REASON_EXPERIMENTAL = cached_experimental_skipped()
 
 
 def _reason_schema(version: Any) -> str:
-    shown = _shown_version(version)
+    shown = shown_version(version)
     return f"come from schema version {shown} (this flashinfer reads {_READS})"
 
 
@@ -95,18 +95,18 @@ def _load_op_modules() -> None:
 def load_into(tuner: TunedResults, path: str | os.PathLike[str]) -> LoadReport:
     """:meth:`AutoTuner.load_tuning_file` (see :func:`load_tuning_file`)."""
     path = checked_path(path, writing=False)
-    return load_data(tuner, path, _read_bytes(path))
+    return load_data(tuner, path, read_bytes_nofollow(path))
 
 
 def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
     """Load the bytes ``data`` of the tuning file ``path`` into ``tuner`` (what
     :func:`load_into` does once the file is read); warns as it does."""
     report = LoadReport(path=path)
-    doc, report.error = _parse(data)
+    doc, report.error = parse_document(data)
     if doc is not None and doc["schema_version"] not in READABLE_SCHEMAS:
         # Another schema version, laid out its own way: count its entries if it has a list.
         if not isinstance(doc.get("entries"), list):
-            shown = _shown_version(doc["schema_version"])
+            shown = shown_version(doc["schema_version"])
             report.error = f"written in schema version {shown} (this flashinfer reads {_READS})"
             doc = None
     if doc is None:
@@ -124,7 +124,7 @@ def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
         if entries:
             skipped[_reason_schema(doc["schema_version"])] = [""] * len(entries)
     else:
-        accepted = _accepted_entries(tuner, _entries(doc), skipped)
+        accepted = _accepted_entries(tuner, file_entries(doc), skipped)
         for key, choice, fingerprint in _most_specific(accepted):
             tuner.set_choice(key, choice)
             remember_loaded(tuner, key, choice, fingerprint)
@@ -142,7 +142,7 @@ def _warn_skipped(report: LoadReport, skipped: dict[str, list[str]], total: int)
     """One warning for every entry skipped, grouped by reason, with up to three examples."""
     parts = []
     for reason, details in skipped.items():
-        examples = sorted({_short(d, 80) for d in details if d})[:3]
+        examples = sorted({shorten(d, 80) for d in details if d})[:3]
         example = f" ({', '.join(examples)})" if examples else ""
         parts.append(f"{len(details)} {reason}{example}")
     warnings.warn(
@@ -183,13 +183,13 @@ def _accepted_entries(
     accepted: list[tuple[Key, Choice, Fingerprint]] = []
     for raw in entries:
         try:
-            key, entry = _read_entry(raw)
+            key, entry = read_entry(raw)
         except (KeyError, ValueError, TypeError) as exc:
             skip(REASON_MALFORMED, str(exc))
             continue
         # The reader's one line per field of TuningFileEntry it uses (the key's are in `key`).
         backend, tactic = entry["backend"], entry["tactic"]
-        median_s = _median_seconds(entry["median_ms"])
+        median_s = median_seconds(entry["median_ms"])
         fingerprint = entry.get("fingerprint") or {}  # left out or null: matches anything
         api_key = key[0]
         differ = differences(fingerprint, process_fingerprint(key))
@@ -207,11 +207,11 @@ def _accepted_entries(
         space = spaces.get((api_key, backend))
         if space is None:
             space = spaces[(api_key, backend)] = [
-                (_normalise(t), t) for t in runners[backend].tactic_space()
+                (normalise_document(t), t) for t in runners[backend].tactic_space()
             ]
         match = [t for norm, t in space if norm == tactic]
         if not match:
-            skip(REASON_UNKNOWN_TACTIC, f"{_short(repr(tactic))} of {backend!r} of {api_key}")
+            skip(REASON_UNKNOWN_TACTIC, f"{shorten(repr(tactic))} of {backend!r} of {api_key}")
             continue
         if backend in op.experimental_backends and not gate_on:
             skip(REASON_EXPERIMENTAL, f"{backend!r} of {api_key}")

@@ -33,16 +33,16 @@ from flashinfer.autotuner.tuning_file.format import (
     TuningFileEntry,
     TuningFileError,
     TuningFileWarning,
-    _canonical,
-    _dumps,
-    _entries,
-    _entry,
-    _key_identity,
-    _parse,
-    _read_bytes,
-    _shown_version,
-    _strict_json,
+    canonical_json,
     checked_path,
+    dump_json,
+    entry_record,
+    file_entries,
+    key_identity,
+    parse_document,
+    read_bytes_nofollow,
+    shown_version,
+    strict_json,
 )
 from flashinfer.autotuner.tuning_file.paths import (
     create_temporary,
@@ -74,7 +74,7 @@ def _refusal(path: str, doc: dict[str, Any]) -> TuningFileError:
     entries = doc.get("entries")
     held = f"{len(entries)} entries" if isinstance(entries, list) else "results"
     reason = (
-        f"it holds {held} of schema version {_shown_version(doc['schema_version'])}, which "
+        f"it holds {held} of schema version {shown_version(doc['schema_version'])}, which "
         f"this flashinfer (schema {SCHEMA_VERSION}) can neither use nor write back, so "
         "merging would lose them"
     )
@@ -92,21 +92,21 @@ def _read_existing(path: str, shown: str | None = None) -> _Existing:
     for a file of another schema version (naming it ``shown``, the path the caller gave),
     and ``OSError`` for one that exists but cannot be read (never overwritten blind)."""
     try:
-        data = _read_bytes(path)
+        data = read_bytes_nofollow(path)
     except FileNotFoundError:
         return _Existing()
     if not data.strip():  # an empty file (touch, mktemp) holds nothing to keep
         return _Existing()
-    doc, error = _parse(data)
+    doc, error = parse_document(data)
     if doc is None:
         return _Existing(unreadable=error)
     if doc["schema_version"] not in READABLE_SCHEMAS:
         raise _refusal(path if shown is None else shown, doc)
     kept = _Existing()
-    for raw in _entries(doc):  # a schema-1 file's stamped with its header's versions
+    for raw in file_entries(doc):  # a schema-1 file's stamped with its header's versions
         if not isinstance(raw, dict):
             reason = DROP_NOT_OBJECT
-        elif not _strict_json(raw):
+        elif not strict_json(raw):
             reason = DROP_NOT_FINITE
         else:
             kept.entries.append(cast(TuningFileEntry, raw))  # kept whole, readable or not
@@ -204,17 +204,17 @@ def _merge(
     is what holds for this environment.  A result that was loaded replaces only its own
     entry.  Entries of other environments are never replaced: written back untouched.
     """
-    merged = {_canonical(raw): raw for raw in entries}
+    merged = {canonical_json(raw): raw for raw in entries}
     by_key: dict[str, list[str]] = {}
     for identity, raw in merged.items():
-        by_key.setdefault(_key_identity(raw), []).append(identity)
+        by_key.setdefault(key_identity(raw), []).append(identity)
     for entry, measured_here in ours:
         if measured_here:
-            for identity in by_key.get(_key_identity(entry), ()):
+            for identity in by_key.get(key_identity(entry), ()):
                 held = merged.get(identity)
                 if held is not None and matches(held.get("fingerprint"), entry["fingerprint"]):
                     del merged[identity]
-        merged[_canonical(entry)] = entry
+        merged[canonical_json(entry)] = entry
     return merged
 
 
@@ -234,7 +234,7 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
     for key, choice in tuner.choices().items():
         loaded = loaded_fingerprint(tuner, key, choice)
         fingerprint = process_fingerprint(key) if loaded is None else loaded
-        ours.append((_entry(key, choice, tuner, fingerprint), loaded is None))
+        ours.append((entry_record(key, choice, tuner, fingerprint), loaded is None))
     with _file_lock(target):
         checked_path(path)
         remove_stale_temporaries(target)
@@ -244,8 +244,8 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
             "schema_version": SCHEMA_VERSION,
             "flashinfer_version": flashinfer_version(),
             "torch_version": torch.__version__,
-            "entries": sorted(merged.values(), key=_canonical),
+            "entries": sorted(merged.values(), key=canonical_json),
         }
-        _atomic_write(target, _dumps(doc))
+        _atomic_write(target, dump_json(doc))
     _warn_replaced(path, existing, len(merged))
     return len(merged)

@@ -124,7 +124,7 @@ def prefer_splitk(a: torch.Tensor) -> bool:
 
 class SplitKRunner:
     """The split-K runner (``mm.implementations["splitk"]``); the kernel, and mm's tiled-GEMM
-    driver, are imported on first use (``flashinfer.gemm``, whose package imports this module
+    driver, are imported on first use (``flashinfer.gemm``, which imports this module
     for ``mm``'s table, is not imported here: a fresh ``import`` of this module stays light
     and acyclic).  Differentiable: when grad is required, ``run_tiled`` runs the kernel
     inside mm's :class:`torch.autograd.Function` (backward: ``flashinfer.gemm.mm_backward``)
@@ -144,7 +144,7 @@ class SplitKRunner:
         from flashinfer.experimental.splitk_gemm.kernel import (
             splitk_matmul,  # first use imports Triton
         )
-        from flashinfer.gemm.runners import run_tiled
+        from flashinfer.gemm import run_tiled
 
         return run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_matmul)
 
