@@ -165,8 +165,9 @@ def unlisted_api_modules(sources: Mapping[str, str], api_modules: Iterable[str])
     Experimental features are reached through their stable op or their API module."""
     listed = set(api_modules)
     return [
-        f"{module} defines a public API but is not in flashinfer/api_modules.py's OPS: "
-        "add its line there (conformance, listings and `flashinfer backends` read that list)"
+        f"{module} defines a public API but is not in the one list of ops: add its line, "
+        "`from <module> import <op> as <op>`, to the ops' block at the end of "
+        "flashinfer/__init__.py (OPS, conformance, listings and `flashinfer backends` read it)"
         for module, source in sorted(sources.items())
         if module not in listed
         and not module.startswith("flashinfer.experimental")

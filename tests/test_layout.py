@@ -73,26 +73,55 @@ def test_the_lazy_names_come_from_the_one_list():
         assert name in flashinfer.__all__
 
 
-def test_the_type_checkers_names_match_the_one_list():
-    """Static tools cannot run code: ``__init__.py`` imports each op under
-    ``TYPE_CHECKING`` by hand, and this test holds that block to :data:`OPS`."""
+def test_the_type_checkers_names_are_the_one_list():
+    """Static tools cannot run code: they read the ops' block of ``__init__.py`` as imports,
+    and :data:`OPS` is that block read as text, so the two cannot disagree."""
     tree = ast.parse((PACKAGE_DIR / "__init__.py").read_text())
-    block = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
-    )
+    blocks = [
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    ]
     typed = {
-        alias.asname: f"flashinfer.{node.module}" if node.level else node.module
-        for node in block.body
+        alias.asname: node.module
+        for node in blocks[-1].body
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     }
-    ops = {name: module for name, module in typed.items() if name in OPS or module in API_MODULES}
-    assert ops == OPS, (
-        "flashinfer/__init__.py's TYPE_CHECKING block must import each op of "
-        "flashinfer/api_modules.py's OPS, `from <module> import <op> as <op>`"
+    assert typed == OPS
+    assert list(OPS) and set(API_MODULES) == set(OPS.values())
+
+
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        ("", "has no '# The one list of ops:' block"),
+        ("# The one list of ops: x\nx = 1\n", "has no `if TYPE_CHECKING:`"),
+        (
+            "# The one list of ops: x\nif TYPE_CHECKING:\n"
+            "    from flashinfer.norm import rmsnorm\n",
+            "is not an op's line",
+        ),
+        (
+            "# The one list of ops: x\nif TYPE_CHECKING:\n    from flashinfer.a import b as c\n",
+            "is not an op's line",
+        ),
+    ],
+)
+def test_a_malformed_ops_block_is_refused_naming_the_line(block, problem):
+    from flashinfer.api_modules import read_ops
+
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        read_ops("import x\n" + block)
+
+
+def test_the_ops_block_reads_in_order_and_stops_at_the_block_end():
+    from flashinfer.api_modules import read_ops
+
+    source = (
+        "x = 1\n# The one list of ops: one line each\nif TYPE_CHECKING:\n"
+        "    from flashinfer.b import zed as zed\n\n    from flashinfer.a.b import ab as ab\n"
+        "y = 2\n    from flashinfer.c import c as c\n"
     )
+    assert list(read_ops(source).items()) == [("zed", "flashinfer.b"), ("ab", "flashinfer.a.b")]
 
 
 def test_every_op_with_backends_declares_its_cli_inputs():
@@ -207,8 +236,9 @@ def test_an_op_module_missing_from_the_list_is_caught():
     sources = {**_sources(), "flashinfer.unlisted_op": source}
     problems = unlisted_api_modules(sources, API_MODULES)
     assert problems == [
-        "flashinfer.unlisted_op defines a public API but is not in flashinfer/api_modules.py's "
-        "OPS: add its line there (conformance, listings and `flashinfer backends` read that list)"
+        "flashinfer.unlisted_op defines a public API but is not in the one list of ops: add its "
+        "line, `from <module> import <op> as <op>`, to the ops' block at the end of "
+        "flashinfer/__init__.py (OPS, conformance, listings and `flashinfer backends` read it)"
     ]
     assert not unlisted_api_modules(sources, (*API_MODULES, "flashinfer.unlisted_op"))
     # An experimental API marked with the alias counts as well.

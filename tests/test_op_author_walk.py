@@ -31,27 +31,21 @@ import pytest
 from repo_copy import copy_repository
 
 OP_MODULE = "flashinfer/activation.py"
+KERNEL_MODULE = "flashinfer/kernels/activation_triton.py"
 TOUCHED_OUTSIDE_TESTS = [
-    "docs/api/operators.rst",
     "flashinfer/__init__.py",
     "flashinfer/activation.py",
-    "flashinfer/api_modules.py",
+    "flashinfer/kernels/activation_triton.py",
 ]
-"""What adding the op touches outside tests/: four files, the module and one addition each to
-the one list of ops, the static tools' imports and the API reference (issue 22 aims at three
-or fewer)."""
+"""What adding the op touches outside tests/ (issue 30's done-when): its module, its kernel and
+one line, its import in the ops' block of ``flashinfer/__init__.py``, from which the one list
+of ops (``OPS``), the static tools' names and the API reference all come."""
 
-OPS_ANCHOR = "OPS: dict[str, str] = {"
-OPS_LINE = '    "silu_and_mul": "flashinfer.activation",'
-TYPING_ANCHOR = "if TYPE_CHECKING:"
-TYPING_LINE = "    from flashinfer.activation import silu_and_mul as silu_and_mul"
-DOCS_ANCHOR = ".. autofunction:: flashinfer.rmsnorm"
-DOCS_LINES = "\nActivation\n----------\n\n.. autofunction:: flashinfer.silu_and_mul"
-ADDED = {
-    "flashinfer/api_modules.py": [OPS_LINE],
-    "flashinfer/__init__.py": [TYPING_LINE],
-    "docs/api/operators.rst": DOCS_LINES.split("\n"),
-}
+OPS_ANCHOR = "    from flashinfer.norm import rmsnorm as rmsnorm"
+OPS_LINE = "    from flashinfer.activation import silu_and_mul as silu_and_mul"
+"""The op's one line, in the ops' block (``import ... as ...`` lines stay sorted: it follows
+the block's last line)."""
+ADDED = {"flashinfer/__init__.py": [OPS_LINE]}
 
 MESSAGES = "flashinfer/gating/messages.py"
 WORDING_BUILDER = "automatic_selection"
@@ -92,8 +86,9 @@ API with ``"torch"`` and ``"triton"`` backends.
 Laid out as :mod:`flashinfer.norm` is: the public API, the shared validation
 (``common_check``), one support checker and one implementation per backend, declared together
 in the API's table, the heuristic that orders ``backend="auto"`` candidates, the overlap rule
-and the op's declared test cases.  The Triton kernel is small and lives here; it is compiled
-on first use, so importing this module does not import Triton.
+and the op's declared test cases.  Its Triton kernel lives in
+``flashinfer/kernels/activation_triton.py``, imported on first use, so importing this module
+does not import Triton.
 
 A backend runs as ``run(x, out)`` (the arguments validated, ``out`` ``None`` or a checked
 output) and returns the result (``out`` when given); the body calls
@@ -102,7 +97,6 @@ output) and returns the result (``out`` when given); the body calls
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -196,27 +190,9 @@ def _check_triton(
     return True
 
 
-@functools.cache
-def _kernel() -> Any:
-    """The Triton kernel, compiled on first use (importing this module imports no Triton):
-    one program computes ``MAX_BLOCK`` columns of one row, in fp32."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def silu_and_mul_rows(x_ptr, y_ptr, d, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        mask = cols < d
-        gate = tl.load(x_ptr + row * 2 * d + cols, mask=mask, other=0.0).to(tl.float32)
-        up = tl.load(x_ptr + row * 2 * d + d + cols, mask=mask, other=0.0).to(tl.float32)
-        y = gate / (1.0 + tl.exp(-gate)) * up
-        tl.store(y_ptr + row * d + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-    return silu_and_mul_rows
-
-
 def _silu_and_mul_triton(x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    from flashinfer.kernels.activation_triton import silu_and_mul_rows  # imports Triton
+
     rows = x.reshape(-1, x.shape[-1]).contiguous()  # a copy only when x is not row-major
     d = rows.shape[1] // 2
     # The interpreter's fp32 -> bf16 store truncates: store fp32 and let torch round.
@@ -224,7 +200,7 @@ def _silu_and_mul_triton(x: torch.Tensor, out: torch.Tensor | None) -> torch.Ten
     result = torch.empty(rows.shape[0], d, dtype=stored, device=x.device)
     if result.numel():
         block = min(next_positive_power_of_2(d), MAX_BLOCK)
-        _kernel()[(rows.shape[0], -(-d // block))](rows, result, d, BLOCK=block)
+        silu_and_mul_rows[(rows.shape[0], -(-d // block))](rows, result, d, BLOCK=block)
     y = result.view(*x.shape[:-1], d)
     return y.to(x.dtype) if out is None else out.copy_(y)
 
@@ -347,6 +323,24 @@ _declare_cases()
 '''
 """The op's module, as its author writes it (``flashinfer/norm.py``'s layout)."""
 
+KERNEL = '''"""SiLU-and-mul's Triton kernel: one program computes ``BLOCK`` columns of a row."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def silu_and_mul_rows(x_ptr, y_ptr, d, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < d
+    gate = tl.load(x_ptr + row * 2 * d + cols, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(x_ptr + row * 2 * d + d + cols, mask=mask, other=0.0).to(tl.float32)
+    y = gate / (1.0 + tl.exp(-gate)) * up
+    tl.store(y_ptr + row * d + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+'''
+"""Its kernel, as ``flashinfer/kernels/`` holds the others."""
+
 
 # ---- the copy ------------------------------------------------------------------------------
 
@@ -387,12 +381,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "the repository as copied")
-    # The op's module; its line in the one list of ops; its import for static tools; its
-    # entry in the stable API reference.
+    # The op's module, its kernel, and its one line in the ops' block.
     (root / OP_MODULE).write_text(ACTIVATION)
-    _add_after(root / "flashinfer" / "api_modules.py", OPS_ANCHOR, OPS_LINE)
-    _add_after(root / "flashinfer" / "__init__.py", TYPING_ANCHOR, TYPING_LINE)
-    _add_after(root / "docs" / "api" / "operators.rst", DOCS_ANCHOR, DOCS_LINES)
+    (root / KERNEL_MODULE).write_text(KERNEL)
+    _add_after(root / "flashinfer" / "__init__.py", OPS_ANCHOR, OPS_LINE)
     return root
 
 
@@ -427,7 +419,7 @@ def _added_lines(repo: Path, path: str) -> list[str]:
 # ---- adding the op -------------------------------------------------------------------------
 
 
-def test_adding_the_op_is_its_module_and_three_added_lines(repo):
+def test_adding_the_op_is_its_module_its_kernel_and_one_line(repo):
     touched = _touched(repo)
     outside = sorted(p for p in touched if not p.startswith("tests/"))
     inside = sorted(touched - set(outside))
@@ -438,8 +430,8 @@ def test_adding_the_op_is_its_module_and_three_added_lines(repo):
     for path, lines in ADDED.items():  # (diff may place an added blank line either side)
         assert _added_lines(repo, path) == [line for line in lines if line], path
     # The package's rules for a module: lint and format, a docstring, a typed public API.
-    _run(repo, "-m", "ruff", "check", "--no-cache", OP_MODULE)
-    _run(repo, "-m", "ruff", "format", "--no-cache", "--check", OP_MODULE)
+    _run(repo, "-m", "ruff", "check", "--no-cache", OP_MODULE, KERNEL_MODULE)
+    _run(repo, "-m", "ruff", "format", "--no-cache", "--check", OP_MODULE, KERNEL_MODULE)
     tree = ast.parse((repo / OP_MODULE).read_text())
     assert ast.get_docstring(tree)
     (api,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "silu_and_mul"]
@@ -479,6 +471,10 @@ def test_the_op_is_listed_documented_and_runs(repo):
     assert [b["name"] for b in row["backends"]] == ["torch", "triton"], row
     assert row["experimental"] is False
     assert "api_inventory: OK" in _run(repo, "scripts/pr_checks/api_inventory.py")
+    # The stable API reference lists it, rendered from the one list (docs/api/operators.rst).
+    reference = "import sys; sys.path.insert(0, 'docs/_ext'); import flashinfer_reference as r"
+    listed = _run(repo, "-c", f"{reference}; print(chr(10).join(r.operators_rst()))")
+    assert ".. autofunction:: flashinfer.silu_and_mul" in listed, listed
     code = (
         "import sys, torch, flashinfer\n"
         "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
@@ -511,7 +507,7 @@ def test_the_command_explains_the_op_from_its_own_declaration(repo):
 
 
 def test_leaving_out_the_ops_line_is_caught(repo):
-    api_modules = repo / "flashinfer" / "api_modules.py"
+    api_modules = repo / "flashinfer" / "__init__.py"
     good = api_modules.read_text()
     assert good.count(OPS_LINE + "\n") == 1
     api_modules.write_text(good.replace(OPS_LINE + "\n", ""))
@@ -519,7 +515,7 @@ def test_leaving_out_the_ops_line_is_caught(repo):
         output = _pytest(repo, "tests/test_layout.py", "-q", ok=False)
     finally:
         api_modules.write_text(good)
-    problem = "flashinfer.activation defines a public API but is not in flashinfer/api_modules.py"
+    problem = "flashinfer.activation defines a public API but is not in the one list of ops"
     assert problem in output, output[-3000:]
 
 

@@ -144,7 +144,7 @@ class SplitKRunner:
         from flashinfer.experimental.splitk_gemm.kernel import (
             splitk_matmul,  # first use imports Triton
         )
-        from flashinfer.gemm import run_tiled
+        from flashinfer.kernels.tiled_mm import run_tiled
 
         return run_tiled(self, inputs, tactic, TACTIC_SPACE, "splitk", splitk_matmul)
 
