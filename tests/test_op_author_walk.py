@@ -519,6 +519,56 @@ def test_leaving_out_the_ops_line_is_caught(repo):
     assert problem in output, output[-3000:]
 
 
+# ---- a new field of experimental metadata (edits the shared copy, and puts it back) -------
+
+RECORDS = "flashinfer/gating/records.py"
+FIELD_ANCHOR = "    problems: tuple[str, ...] = field(default=(), metadata=field_rule(given=False))"
+FIELD_LINE = "    design_doc: str | None = None"
+FIELD_PROGRAM = """
+import warnings, flashinfer
+from flashinfer.gating.lifecycle import ExperimentalFeature
+warnings.simplefilter("ignore")
+
+@flashinfer.flashinfer_experimental_api(
+    owner="@alice", tracking_issue=12, graduate_by="2027-05-31", design_doc="docs/d.md"
+)
+def scale(x):
+    return x
+
+print(scale.experimental_info.design_doc)
+entry = ExperimentalFeature("scale", "m.scale", "m", "m.scale", None, scale.experimental_info)
+print([entry.as_dict()["design_doc"]])  # the listing's row (flashinfer.experimental --json)
+try:
+    flashinfer.experimental_backend(design_dok="x")
+except TypeError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_new_metadata_field_is_one_source_file(repo):
+    """Issue 30: adding a field (``design_doc``) to experimental metadata is one declaration on
+    the type (``ExperimentalInfo``), at most 2 source files; both markers take it, the record
+    keeps it, the listing shows it, a misspelling is refused naming it, and the lifecycle
+    tests and check still pass."""
+    records = repo / RECORDS
+    good = records.read_text()
+    before = _touched(repo)
+    _add_after(records, FIELD_ANCHOR, FIELD_LINE)
+    try:
+        touched = _touched(repo) - before
+        assert touched == {RECORDS} and len(touched) <= 2, touched
+        output = _run(repo, "-c", FIELD_PROGRAM)
+        assert output.splitlines()[:2] == ["docs/d.md", "['docs/d.md']"], output
+        assert "refused:" in output and "design_doc" in output, output
+        # (tests/test_experimental_metadata_type.py pins today's fields: not run here.)
+        result = _pytest(repo, "tests/test_lifecycle_metadata.py", "-q")
+        assert " passed" in result and " failed" not in result
+        _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+    finally:
+        records.write_text(good)
+    assert _touched(repo) == before
+
+
 # ---- the wording walk (last: it edits the shared copy, and puts it back) -------------------
 
 
@@ -589,6 +639,8 @@ def test_rewording_the_automatic_selection_warning_is_one_source_file(repo):
         )
         assert shown.strip() == REWORDED_EXAMPLE, shown
         ids = [i for path in files for i in _tests_naming_the_warning(repo, path)]
+        # ...and the tests that hold every copy of a message in the docs to its builder.
+        ids += ["tests/test_doc_messages.py", "tests/test_policy_docs.py"]
         output = _pytest(repo, *ids, "-q")
         assert " passed" in output and " failed" not in output
     finally:

@@ -48,6 +48,11 @@ _MYST_DIRECTIVE = re.compile(
 )
 
 
+_OPERATORS_DIRECTIVE = re.compile(r"^\s*\.\.\s+flashinfer-operators::\s*$")
+"""The docs' directive that renders one ``autofunction`` per stable op of the one list of ops
+(``docs/_ext/flashinfer_reference.py``): read here as those entries."""
+
+
 @dataclass(frozen=True)
 class DocEntry:
     path: str
@@ -63,6 +68,12 @@ def reference_entries(docs_api: Path, display_root: Path) -> list[DocEntry]:
     for path in sorted([*docs_api.rglob("*.rst"), *docs_api.rglob("*.md")]):
         lines = path.read_text(encoding="utf-8").splitlines()
         for i, text in enumerate(lines):
+            if _OPERATORS_DIRECTIVE.match(text):
+                entries += [
+                    DocEntry(_shown(path, display_root), i + 1, "autofunction", target, False)
+                    for target in _stable_ops()
+                ]
+                continue
             m = _RST_DIRECTIVE.match(text) or _MYST_DIRECTIVE.match(text)
             if not m:
                 continue
@@ -77,6 +88,13 @@ def reference_entries(docs_api: Path, display_root: Path) -> list[DocEntry]:
                 DocEntry(_shown(path, display_root), i + 1, m.group(1), m.group(2), members)
             )
     return entries
+
+
+def _stable_ops() -> list[str]:
+    """``flashinfer.<op>`` for each stable op of the one list, as the directive lists them."""
+    from flashinfer.api_modules import OPS
+
+    return [f"flashinfer.{n}" for n in OPS if not is_experimental(resolve(f"flashinfer.{n}"))]
 
 
 def resolve(target: str) -> Any:
