@@ -435,9 +435,15 @@ def _grad_paths() -> list[Any]:
 @pytest.mark.parametrize("name, backend, compiler", _grad_paths())
 def test_gradients_through_a_compiled_call_match_the_torch_backends(name, backend, compiler):
     inputs = _inputs(name)
-    expected = _grads(_loss(name, "torch"), *inputs)  # eager autograd through torch's ops
     compiled = torch.compile(_loss(name, backend), backend=compiler, fullgraph=True)
-    _assert_same(_grads(compiled, *inputs), expected)
+    actual = _grads(compiled, *inputs)
+    # Compiling must not change the backend's numbers: the same backend, eager, tightly.
+    _assert_same(actual, _grads(_loss(name, backend), *inputs))
+    # And the gradients are torch's (eager autograd through torch's ops), to float32
+    # accumulation order: a Triton matmul sums its products in another order than torch's,
+    # which the loss's square amplifies (mm-triton: 9e-5 off at a gradient of 5).
+    expected = _grads(_loss(name, "torch"), *inputs)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", OPS)
