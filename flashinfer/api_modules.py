@@ -58,8 +58,8 @@ def read_ops(init_source: str) -> dict[str, str]:
 
 
 def _ops_of_the_package() -> dict[str, str]:
-    # Read as text (no import: this module imports nothing of the package, and the block is
-    # only executed by type checkers).  ~20 us at import; tests/test_import_cost.py holds it.
+    # Read as text: this module imports nothing of the package, and the block only runs for
+    # type checkers.  One small read at import (benchmarks/bench_import.py prints the cost).
     with open(os.path.join(os.path.dirname(__file__), "__init__.py"), encoding="utf-8") as f:
         return read_ops(f.read())
 

@@ -263,7 +263,7 @@ def _common_check(
 
 
 # --------------------------------------------------------------------------------------
-# What each stable backend supports (their runners are in runners.py)
+# What each stable backend supports (their runners are above)
 # --------------------------------------------------------------------------------------
 
 

@@ -236,6 +236,17 @@ REVIEWED: dict[tuple[str, int], Reviewed] = {
         ("", "```{", "```{autofunction}", ":::{autoclass} x", "  ```{automodule}  "),
         "anchored; every loop alternates \\s and \\S, so no two loops share a character",
     ),
+    (r"^\s*\.\.\s+flashinfer-operators::\s*$", 0): Reviewed(
+        0,
+        ("", "  ", ".. ", ".. flashinfer-operators::"),
+        "anchored; the two \\s loops are separated by literals, the last by the end",
+    ),
+    (r"    from (flashinfer(?:\.\w+)+) import (\w+) as \2\n", 0): Reviewed(
+        0,
+        ("    from flashinfer", "    from flashinfer.a", "    from flashinfer.a import b as "),
+        "each repetition of (?:\\.\\w+) starts at a literal '.', which \\w never matches, so "
+        "no two loops share a character; the backreference compares a fixed string",
+    ),
     (r"[^A-Za-z0-9-]", 0): Reviewed(0, ("",), "one character, no loop"),
     (r"[0-9]+", 0): Reviewed(0, ("",), "one class loop, nothing after it to backtrack into"),
     (r"\S{81,}", 0): Reviewed(

@@ -6,15 +6,15 @@
 # first form).  tests/test_generated_dispatchers.py fails when this file is stale.
 # It is never imported: the package runs the code it generates, not this copy.
 #
-# The API: flashinfer.gemm.mm  (flashinfer/gemm/__init__.py)
+# The API: flashinfer.gemm.mm  (flashinfer/gemm.py)
 #
 # Backends (the dispatcher runs check, then run = op.implementations[backend]):
 #   torch (stable)
-#     check: flashinfer.gemm._check_torch  (flashinfer/gemm/__init__.py)
-#     run:   a flashinfer.gemm.runners.TorchRunner  (flashinfer/gemm/runners.py)
+#     check: flashinfer.gemm._check_torch  (flashinfer/gemm.py)
+#     run:   a flashinfer.gemm.TorchRunner  (flashinfer/gemm.py)
 #   triton (stable)
-#     check: flashinfer.gemm._check_triton  (flashinfer/gemm/__init__.py)
-#     run:   a flashinfer.gemm.runners.TritonRunner  (flashinfer/gemm/runners.py)
+#     check: flashinfer.gemm._check_triton  (flashinfer/gemm.py)
+#     run:   a flashinfer.gemm.TritonRunner  (flashinfer/gemm.py)
 #   splitk (experimental)
 #     check: flashinfer.experimental.splitk_gemm.support.check_splitk  (flashinfer/experimental/splitk_gemm/support.py)
 #     run:   a flashinfer.experimental.splitk_gemm.support.SplitKRunner  (flashinfer/experimental/splitk_gemm/support.py)
@@ -31,18 +31,18 @@
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.gemm.mm[traceable] (below)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
-#   _func = flashinfer.gemm.mm  (flashinfer/gemm/__init__.py)
+#   _func = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _live = a flashinfer.dispatch.thread_state.LiveFlags  (flashinfer/dispatch/thread_state.py)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
-#   _common = flashinfer.gemm._common_check  (flashinfer/gemm/__init__.py)
+#   _common = flashinfer.gemm._common_check  (flashinfer/gemm.py)
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm/__init__.py)
+#   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm.py)
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm/__init__.py)
+#   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm.py)
 #   _ccs2 = frozenset({80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk2 = flashinfer.experimental.splitk_gemm.support.check_splitk  (flashinfer/experimental/splitk_gemm/support.py)
 #   _once2 = a flashinfer.gating.warn_once.OnceFlag  (flashinfer/gating/warn_once.py)
@@ -256,10 +256,10 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.gemm.mm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
-#   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm/__init__.py)
+#   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm.py)
 #   _ValueError = builtins.ValueError
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm/__init__.py)
+#   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm.py)
 #   _chk2 = flashinfer.experimental.splitk_gemm.support.check_splitk  (flashinfer/experimental/splitk_gemm/support.py)
 #   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -269,7 +269,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
 #   _environ = a os._Environ
 #   _live = a flashinfer.dispatch.thread_state.LiveFlags  (flashinfer/dispatch/thread_state.py)
 #   _gate = flashinfer.gating.gate.experimental_auto_backends_allowed  (flashinfer/gating/gate.py)
-#   _heuristic = flashinfer.gemm._heuristic  (flashinfer/gemm/__init__.py)
+#   _heuristic = flashinfer.gemm._heuristic  (flashinfer/gemm.py)
 #   _type = builtins.type
 #   _list = builtins.list
 #   _filter = flashinfer.dispatch.plan.DispatchPlan.heuristic_order, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
@@ -284,7 +284,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
 #   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
-#   _func = flashinfer.gemm.mm  (flashinfer/gemm/__init__.py)
+#   _func = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _warn = flashinfer.gating.warn_once.warn_experimental_backend_once  (flashinfer/gating/warn_once.py)
 #   _notea = flashinfer.dispatch.choice_log.note_auto  (flashinfer/dispatch/choice_log.py)
 
@@ -436,19 +436,19 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.gemm.mm[traceable] (below)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
-#   _func = flashinfer.gemm.mm  (flashinfer/gemm/__init__.py)
+#   _func = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _skip_auto = generated flashinfer.gemm.mm[skip_check auto dispatcher] (below)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _live = a flashinfer.dispatch.thread_state.LiveFlags  (flashinfer/dispatch/thread_state.py)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
-#   _common = flashinfer.gemm._common_check  (flashinfer/gemm/__init__.py)
+#   _common = flashinfer.gemm._common_check  (flashinfer/gemm.py)
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm/__init__.py)
+#   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm.py)
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm/__init__.py)
+#   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm.py)
 #   _ccs2 = frozenset({80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk2 = flashinfer.experimental.splitk_gemm.support.check_splitk  (flashinfer/experimental/splitk_gemm/support.py)
 #   _once2 = a flashinfer.gating.warn_once.OnceFlag  (flashinfer/gating/warn_once.py)
@@ -460,7 +460,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _os = module os
 #   _environ = a os._Environ
 #   _gate = flashinfer.gating.gate.experimental_auto_backends_allowed  (flashinfer/gating/gate.py)
-#   _heuristic = flashinfer.gemm._heuristic  (flashinfer/gemm/__init__.py)
+#   _heuristic = flashinfer.gemm._heuristic  (flashinfer/gemm.py)
 #   _list = builtins.list
 #   _filter = flashinfer.dispatch.plan.DispatchPlan.heuristic_order, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _prefer = flashinfer.dispatch.plan.DispatchPlan.prefer_first, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)

@@ -197,7 +197,8 @@ def _merge(
     entries: list[TuningFileEntry], ours: list[tuple[TuningFileEntry, bool]]
 ) -> dict[str, TuningFileEntry]:
     """The file's ``entries`` merged with ``ours`` (entry, measured in this process), by
-    identity (:func:`_canonical`; of two equal entries of the file, the later wins).
+    identity (:func:`~flashinfer.autotuner.tuning_file.format.canonical_json`; of two equal
+    entries of the file, the later wins).
 
     A result measured here replaces every entry of its key that this process matches
     (its own earlier result, or a ``"*"`` entry it would have used): the new measurement
