@@ -285,7 +285,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _write(experimental / "chunked_gemm" / "__init__.py", '"""Chunked-K GEMM."""\n')
     _write(experimental / "chunked_gemm" / "support.py", CHUNKED_SUPPORT)
     # 2. One line in each API's table, and its import.
-    norm, gemm = root / "flashinfer" / "norm.py", root / "flashinfer" / "gemm" / "__init__.py"
+    norm, gemm = root / "flashinfer" / "norm.py", root / "flashinfer" / "gemm.py"
     _add_lines(
         norm,
         {
