@@ -79,10 +79,11 @@ def _common_check(
             f"rmsnorm: weight must be 1-D of the hidden size ({hidden},), the last dimension "
             f"of input {tuple(input.shape)}; got weight of shape {tuple(weight.shape)}"
         )
-    if weight.dtype != input.dtype:
+    if weight.dtype not in SUPPORTED_DTYPES:
         raise ValueError(
-            f"rmsnorm: weight dtype {dtype_name(weight.dtype)} differs from input dtype "
-            f"{dtype_name(input.dtype)}; cast one, e.g. weight.to(input.dtype)"
+            f"rmsnorm: weight dtype {dtype_name(weight.dtype)} is not supported; use float32, "
+            "float16 or bfloat16 (it may differ from the input's: a mixed-precision model's "
+            "float32 weight with bfloat16 activations is fine)"
         )
     if weight.device != input.device:
         raise ValueError(
@@ -129,9 +130,25 @@ def _check_torch(input: torch.Tensor) -> bool:
     return True
 
 
+# torch's own RMS norm (torch >= 2.4): one fused call with the same numerics as the
+# composition below (fp32 accumulation, the product with the weight in fp32, one rounding
+# to the input's dtype: bit for bit on CPU, tests/test_norm_torch_backend.py).
+_fused_rms_norm = getattr(torch.nn.functional, "rms_norm", None)
+
+
 def _rmsnorm_torch(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
+    if out is None and _fused_rms_norm is not None and weight.dtype == input.dtype:
+        return _fused_rms_norm(input, (input.shape[-1],), weight, eps)
+    return _rmsnorm_composed(input, weight, eps, out)
+
+
+def _rmsnorm_composed(
+    input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
+) -> torch.Tensor:
+    """The torch backend without torch's fused op: on torch < 2.4, for a weight of another
+    dtype than the input (torch's op then warns that it cannot fuse), and for ``out=``."""
     x = input.float()
     y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float()
     if out is None:
@@ -324,7 +341,10 @@ def rmsnorm(
 
     Args:
         input: tensor of any shape ``(..., hidden)``; float32, float16 or bfloat16.
-        weight: ``(hidden,)`` tensor of the same dtype and device.
+        weight: ``(hidden,)`` tensor on the same device; float32, float16 or bfloat16,
+            the input's dtype or another (a mixed-precision model's float32 weight with
+            bfloat16 activations, as ``torch.nn.functional.rms_norm`` and HF's
+            ``LlamaRMSNorm`` accept it).
         eps: added to the mean square before the square root; finite and ``>= 0``.
         out: optional output of the input's shape, dtype and device.  It may be ``input``
             itself (the same view) for an in-place update; otherwise it must not overlap
@@ -337,7 +357,11 @@ def rmsnorm(
             :func:`flashinfer.backend_requirement`).
 
     Returns:
-        The normalised tensor (``out`` when given).
+        The normalised tensor (``out`` when given), in the input's dtype whatever the
+        weight's: torch's rule for ``rms_norm`` (HF's ``LlamaRMSNorm`` instead returns
+        ``weight * normed``, float32 for a float32 weight).  Under ``torch.autocast`` the
+        call is not cast, as torch's ``rms_norm`` on CPU is not: a float32 input stays
+        float32.
 
     Raises:
         ValueError: malformed inputs (rank, shapes, dtypes, devices, ``out``), raised before
@@ -377,13 +401,14 @@ def _case_inputs(
     with_out: bool = False,
     transposed: bool = False,
     eps: float = 1e-6,
+    weight_dtype: torch.dtype | None = None,
 ) -> Callable[[torch.Generator], dict[str, Any]]:
     def make(gen: torch.Generator) -> dict[str, Any]:
         src = shape[::-1] if transposed else shape
         x = torch.randn(src, generator=gen, dtype=torch.float32).to(dtype)
         if transposed:
             x = x.transpose(0, 1)
-        w = (1.0 + 0.1 * torch.randn(shape[-1], generator=gen)).to(dtype)
+        w = (1.0 + 0.1 * torch.randn(shape[-1], generator=gen)).to(weight_dtype or dtype)
         inputs: dict[str, Any] = {"input": x, "weight": w, "eps": eps}
         if with_out:
             inputs["out"] = torch.full(shape, float("nan"), dtype=dtype)
@@ -412,6 +437,8 @@ def _declare_cases() -> None:
         ("f16_4x96_out", (4, 96), torch.float16, {"with_out": True}),
         ("f32_48x6_transposed", (48, 6), torch.float32, {"transposed": True}),
         ("f32_3x32_eps_1e-2", (3, 32), torch.float32, {"eps": 1e-2}),
+        ("bf16_4x64_f32_weight", (4, 64), torch.bfloat16, {"weight_dtype": torch.float32}),
+        ("f32_2x48_f16_weight", (2, 48), torch.float32, {"weight_dtype": torch.float16}),
     ]
     declare_cases(
         rmsnorm,

@@ -72,6 +72,11 @@ def _operator(name: str) -> Any:
     return getattr(torch.ops.flashinfer, name)
 
 
+def _no_grad_operator(name: str) -> Any:
+    """The operator a compiled call runs when nothing requires grad (torch_op.NO_GRAD_SUFFIX)."""
+    return getattr(torch.ops.flashinfer, f"{name}_no_grad").default
+
+
 TUNABLE = tuple(n for n in OPS if _op(n).api_key in AutoTuner.get().registered())
 """The ops the autotuner tunes (read from its registrations)."""
 
@@ -137,6 +142,8 @@ class _Spy:
         self.name, self.target, self.log = name, target, log
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # traced into a transparent call's graph
+            return self.target(*args, **kwargs)
         leaves = pytree.tree_leaves((args, kwargs))
         if not any(isinstance(t, torch.Tensor) and (is_fake(t) or t.is_meta) for t in leaves):
             self.log.append(self.name)
@@ -179,6 +186,7 @@ def test_every_op_compiles_in_one_graph_and_matches_eager(name, compiler, dynami
 
 
 def test_the_graph_holds_the_operators_and_no_line_of_the_dispatcher():
+    """Opaque calls (a Triton backend named; ``out=``) are one operator node each."""
     graphs: list[torch.fx.GraphModule] = []
 
     def keep(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
@@ -186,14 +194,42 @@ def test_the_graph_holds_the_operators_and_no_line_of_the_dispatcher():
         return gm.forward
 
     def model(x, w, a, b):
-        return _program("rmsnorm")(x, w), _program("mm")(a, b)
+        return _program("rmsnorm", backend="triton")(x, w), _program("mm", backend="triton")(a, b)
 
     torch.compile(model, backend=keep, fullgraph=True)(*_inputs("rmsnorm"), *_inputs("mm"))
     (graph,) = graphs
     targets = [n.target for n in graph.graph.nodes if n.op == "call_function"]
     for name in OPS:
-        assert targets.count(_operator(name).default) == 1, targets
+        # nothing requires grad: the operator without a Python Autograd kernel
+        assert targets.count(_no_grad_operator(name)) == 1, targets
         assert targets.count(_operator(name).out) == 1, targets
+
+
+@pytest.mark.parametrize("grad", ["requires grad", "no_grad()", "inference_mode()", "none"])
+@pytest.mark.parametrize("name", OPS)
+def test_an_opaque_call_pays_the_autograd_kernel_only_when_an_input_requires_grad(name, grad):
+    """The no-grad operator (no Python Autograd kernel) whenever autograd has nothing to
+    record: no input requires grad, or grad mode is off; the API's operator otherwise."""
+    x, y = _inputs(name)
+    if grad != "none":
+        x.requires_grad_()
+    mode = {"no_grad()": torch.no_grad, "inference_mode()": torch.inference_mode}.get(grad)
+    call = _call(name, backend="triton")
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    with mode() if mode else nullcontext():
+        result = torch.compile(call, backend=keep, fullgraph=True)(x, y)
+        expected = call(x.detach(), y)
+    targets = [n.target for g in graphs for n in g.graph.nodes]
+    requires = grad == "requires grad"
+    assert (_operator(name).default in targets) is requires, targets
+    assert (_no_grad_operator(name) in targets) is not requires, targets
+    _assert_same(result.detach(), expected)
+    assert result.requires_grad is requires
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
@@ -289,8 +325,20 @@ def test_each_path_is_one_graph_and_runs_the_backend_it_asks_for(ran, name, path
         expected = program(*inputs)
     assert explanation.graph_count == 1 and explanation.graph_break_count == 0
     _assert_same(actual, expected)
+    # The functional call is transparent (its torch code is in the graph, nothing runs it
+    # at run time) when the choice is the torch backend, certain for every call the graph
+    # accepts: named, or "auto" of an op that is not tuned, outside any use_backends block.
+    chosen = backend or "torch"
+    transparent = chosen == "torch" and (
+        path == "named" or (path != "use_backends" and name not in TUNABLE)
+    )
+    targets = [n.target for g in explanation.graphs for n in g.graph.nodes]
+    opaque = _operator(name).default in targets or _no_grad_operator(name) in targets
+    assert opaque is not transparent, targets
+    assert _operator(name).out in targets  # out= stays opaque: it writes the caller's tensor
     if path in ("named", "use_backends"):
-        assert compiled_ran == [backend, backend]  # the out= call, then the functional one
+        # the out= call, then the functional one unless it is in the graph
+        assert compiled_ran == [backend] * (1 if transparent else 2)
     else:
         assert compiled_ran and set(compiled_ran) <= set(op.stable_backends)
 
@@ -305,7 +353,7 @@ def test_a_use_backends_block_entered_after_compiling_is_honoured(ran, name):
     compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
     inputs = _inputs(name)
     compiled(*inputs)
-    default = op.suitable_auto_backends[0]
+    default = op.explain(*inputs).chosen
     expected = _call(name, backend="torch")(*inputs)
     for backend in [*op.stable_backends, default]:
         ran.clear()
@@ -314,9 +362,14 @@ def test_a_use_backends_block_entered_after_compiling_is_honoured(ran, name):
             assert op.suitable_auto_backends == [backend]
         assert ran == [backend]
     ran.clear()
-    compiled(*inputs)  # the block left: the default again
-    assert ran == [default] and op.suitable_auto_backends[0] == default
-    assert counted.frame_count == 1
+    _assert_same(compiled(*inputs), expected)  # the block left: the default again
+    if name in TUNABLE:  # opaque: the operator runs the dispatcher, which chose the default
+        assert ran == [default] and op.suitable_auto_backends[0] == default
+        assert counted.frame_count == 1
+    else:  # transparent: the first graph, kept, holds the default's code; the block's
+        # graph (the operator, deciding at run time) was compiled once for every block
+        assert ran == [] and default == "torch"
+        assert counted.frame_count == 2
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -328,6 +381,8 @@ def test_each_thread_calling_one_compiled_function_gets_its_own_restriction(ran,
     compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
     inputs = _inputs(name)
     compiled(*inputs)
+    with flashinfer.use_backends({op: ["torch"]}):  # each state compiled before the threads:
+        compiled(*inputs)  # two threads missing at once may both compile (Dynamo's own race)
     backends = list(op.stable_backends)
     rounds = 4
     barrier = threading.Barrier(len(backends))
@@ -354,7 +409,55 @@ def test_each_thread_calling_one_compiled_function_gets_its_own_restriction(ran,
     assert not errors, errors
     assert seen == {b: [[b]] * rounds for b in backends}
     assert sorted(ran) == sorted(backends * rounds)
-    assert counted.frame_count == 1
+    assert counted.frame_count == (1 if name in TUNABLE else 2)  # see the test above
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_threads_alternating_a_block_and_none_do_not_recompile_per_call(ran, name):
+    """One thread calls inside a ``use_backends`` block, another outside any, in lockstep:
+    each gets its own choice, and after the first call of each state nothing recompiles
+    (the graphs are guarded on the block flag, a two-valued state, not a per-call one)."""
+    op = _op(name)
+    counted = CompileCounter()
+    compiled = torch.compile(_call(name), backend=counted, fullgraph=True)
+    inputs = _inputs(name)
+    expected = _call(name, backend="torch")(*inputs)
+    compiled(*inputs)
+    with flashinfer.use_backends({op: ["triton"]}):
+        compiled(*inputs)
+    frames = counted.frame_count
+    rounds = 20
+    barrier = threading.Barrier(2)
+    results: dict[str, list[torch.Tensor]] = {"block": [], "none": []}
+    errors: list[BaseException] = []
+
+    def worker(kind: str) -> None:
+        try:
+            for _ in range(rounds):
+                barrier.wait(timeout=60)
+                if kind == "block":
+                    with flashinfer.use_backends({op: ["triton"]}):
+                        results[kind].append(compiled(*inputs))
+                else:
+                    results[kind].append(compiled(*inputs))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            barrier.abort()
+
+    ran.clear()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for kind in results:
+        assert len(results[kind]) == rounds
+        for r in results[kind]:
+            _assert_same(r, expected)
+    assert ran.count("triton") == rounds  # every call in the block ran its backend
+    assert counted.frame_count == frames  # no recompilation while they alternate
+    assert frames == (1 if name in TUNABLE else 2)
 
 
 @pytest.mark.parametrize("name", TUNABLE)
@@ -514,6 +617,13 @@ def test_opcheck_passes_on_every_declared_case(name, case, backend):
     args, kwargs = call_arguments(op, inputs)
     overload = _operator(name).out if kwargs.get("out") is not None else _operator(name).default
     torch.library.opcheck(overload, tuple(args), {**kwargs, "backend": backend})
+    if kwargs.get("out") is None:  # the no-grad operator: the same schema and kernels
+        torch.library.opcheck(
+            _no_grad_operator(name),
+            tuple(args),
+            {**kwargs, "backend": backend},
+            test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"),
+        )
 
 
 def test_every_op_has_declared_cases_for_opcheck():

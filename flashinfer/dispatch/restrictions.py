@@ -42,7 +42,9 @@ from flashinfer.gating.warn_once import warn_backend_once
 
 __all__ = [
     "BACKENDS_ENV",
+    "BlockFlag",
     "RESTRICTIONS",
+    "block_flag",
     "restriction_for",
     "restriction_source",
     "use_backends",
@@ -67,6 +69,40 @@ class _Switch:
 
 
 RESTRICTIONS = _Switch()
+
+
+class BlockFlag:
+    """``open``: whether a ``use_backends`` block naming one API is open in any context.
+
+    Read by the traced code of the API (:mod:`.transparent`) (a guard on this attribute), written here whenever a block opens or closes anywhere."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+
+_flags_lock = threading.Lock()
+_flags: dict[str, BlockFlag] = {}
+
+
+def block_flag(api_key: str) -> BlockFlag:
+    """The flag of ``api_key`` (one object per API for the life of the process)."""
+    with _flags_lock:
+        flag = _flags.get(api_key)
+        if flag is None:
+            flag = _flags[api_key] = BlockFlag()
+        return flag
+
+
+def set_open_blocks(names: set[str]) -> None:
+    """Set every API's flag: open for the APIs in ``names``, closed for the others."""
+    with _flags_lock:
+        for key in names:
+            if key not in _flags:
+                _flags[key] = BlockFlag()
+        for key, flag in _flags.items():
+            is_open = key in names
+            if flag.open is not is_open:
+                flag.open = is_open
 
 
 class _Entry:
@@ -120,6 +156,20 @@ _env_read = False
 def _update_switch() -> None:
     with _lock:
         RESTRICTIONS.on = not _env_read or bool(_env) or bool(_alive)
+        _update_block_flags()
+
+
+def _update_block_flags() -> None:
+    """Each API's :class:`BlockFlag` from the blocks open now, in any context; under
+    ``_lock``."""
+    names: set[str] = set()
+    for ref in _alive:
+        scope = ref()
+        if scope is not None:
+            for entry in scope.entries:
+                if not entry.closed:
+                    names.update(entry.names)
+    set_open_blocks(names)
 
 
 def _released(ref: weakref.ref[_Scope]) -> None:
@@ -211,6 +261,7 @@ def _register(scope: _Scope) -> _Scope:
     """Track ``scope`` while it lives (the switch stays on); under ``_lock``."""
     _alive.add(weakref.ref(scope, _released))
     RESTRICTIONS.on = True
+    _update_block_flags()
     return scope
 
 

@@ -48,6 +48,7 @@ from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 
 __all__ = [
     "NAMESPACE",
+    "NO_GRAD_SUFFIX",
     "TorchOp",
     "register_api_op",
     "run_outside_dynamo",
@@ -57,6 +58,11 @@ __all__ = [
 
 NAMESPACE = "flashinfer"
 """The namespace of every API's operator: ``torch.ops.flashinfer.rmsnorm``."""
+
+NO_GRAD_SUFFIX = "no_grad"
+"""The operator a compiled call runs when no input requires grad (or grad mode is off):
+``torch.ops.flashinfer.rmsnorm_no_grad``, the default overload's schema and kernels but no
+``Autograd`` kernel.  Export keeps the API's own operator."""
 
 _names_lock = threading.Lock()
 _names_taken: set[str] = set()
@@ -79,10 +85,13 @@ def operator_name(api_key: str) -> str:
     with _names_lock:
         candidate = name
         for n in itertools.count(2):
-            if candidate not in _names_taken and not _defined(candidate):
+            companion = f"{candidate}_{NO_GRAD_SUFFIX}"  # its no-grad operator's name
+            if not ({candidate, companion} & _names_taken or _defined(candidate)) and not _defined(
+                companion
+            ):
                 break
             candidate = f"{name}_{n}"
-        _names_taken.add(candidate)
+        _names_taken.update({candidate, f"{candidate}_{NO_GRAD_SUFFIX}"})
     return candidate
 
 
@@ -112,8 +121,10 @@ class TorchOp:
         validate: Callable[[dict[str, Any]], None],
         fake: Callable[[dict[str, Any]], Any] | None,
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
+        transparent: Any = None,
     ) -> None:
         self.api_key = api_key
+        self._transparent = transparent  # a dispatcher op's TransparentPlan, or None
         self.schema = schema
         self.public = public
         self.name = operator_name(api_key)
@@ -134,6 +145,11 @@ class TorchOp:
         packet = getattr(packet, self.name)
         self.default = packet.default
         self.out = packet.out if schema.out is not None else None
+        self.no_grad = None
+        if self.fake is not None:
+            self.no_grad = getattr(
+                getattr(torch.ops, NAMESPACE), f"{self.name}_{NO_GRAD_SUFFIX}"
+            ).default
         self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
         self.traceable = self._traceable()
 
@@ -147,6 +163,15 @@ class TorchOp:
         lib.impl(name, kernels["autograd"], "Autograd")
         if self.fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
+            # The overload a traced call uses when nothing requires grad: no Python
+            # Autograd kernel (torch's own fallback passes the call through in C), so a
+            # compiled inference call pays the real kernel only (see ``_traceable``).
+            # A separate operator, not an overload: two overloads with one argument list
+            # confuse torch's registry of schemas when the library is torn down.
+            no_grad = f"{name}_{NO_GRAD_SUFFIX}"
+            lib.define(f"{no_grad}{schema.default}")
+            lib.impl(no_grad, kernels["real"], "CompositeExplicitAutograd")
+            torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_impl, lib=lib)
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
         if schema.out is not None:
@@ -340,6 +365,45 @@ class TorchOp:
 
     # ---- the function compilers inline ---------------------------------------------------
 
+    def _transparent_lines(self, ns: dict[str, Any]) -> list[str]:
+        """The traced code's first lines when the API can be transparent
+        (:mod:`.transparent`): a static call without ``out`` asks the chooser, and when it
+        names a backend, the API's body runs with it, for Dynamo to trace."""
+        plan = self._transparent
+        if plan is None:
+            return []
+        from flashinfer.dispatch.transparent import static_arguments, tensor_facts
+
+        schema = self.schema
+        ns |= {
+            "_static": static_arguments,
+            "_facts": tensor_facts,
+            "_choose": plan.choose,
+            "_flag": plan.flag,
+            "_body": plan.body,
+            "_grad_on": torch.is_grad_enabled,
+            "_exporting": torch.compiler.is_exporting,
+        }
+        names = [*schema.positional, *schema.keyword]
+        values = [f"_facts({n})" if n in schema.tensors else n for n in names]
+        body_args = [*schema.positional, *(f"{n}={n}" for n in schema.keyword)]
+        if schema.out_param is not None:
+            body_args.append(f"{schema.out_param}=None")
+        body_args.append("backend=_b")
+        if "skip_check" in inspect.signature(self._func).parameters:
+            body_args.append("skip_check=skip_check")
+        test = f"not _exporting() and _static({', '.join(names)})"
+        if schema.out_param is not None:
+            test = f"{schema.out_param} is None and {test}"
+        # The block flag is read only for a transparent "auto" choice: a graph whose call
+        # names its backend, or whose "auto" call stays opaque, is not guarded on it.
+        return [
+            f"    if {test}:",
+            f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check)",
+            "        if _b is not None and (backend != 'auto' or not _flag.open):",
+            f"            return _body({', '.join(body_args)})",
+        ]
+
     def _traceable(self) -> Callable[..., Any]:
         """The API's parameter list, calling the operator: ``out=`` given, the ``out``
         overload (the API returns ``out``); otherwise the default one."""
@@ -357,12 +421,28 @@ class TorchOp:
                 kws += ["backend=backend", "skip_check=skip_check"]
             return f"{target}({', '.join(filter(None, [pos, *kws]))})"
 
-        lines: list[str] = []
+        lines: list[str] = self._transparent_lines(ns)
         if schema.out_param is not None:
             lines += [
                 f"    if {schema.out_param} is not None:",
                 f"        {call('_out', True)}",
                 f"        return {schema.out_param}",
+            ]
+        if self.no_grad is not None:
+            ns["_no_grad"], ns["_exporting"] = self.no_grad, torch.compiler.is_exporting
+            ns["_grad_on"] = torch.is_grad_enabled
+            own = [t for t in schema.tensors if t != schema.out_param]
+            signature = inspect.signature(self._func)
+            needs = " or ".join(
+                f"{t}.requires_grad"
+                if signature.parameters[t].default is signature.empty
+                else f"({t} is not None and {t}.requires_grad)"
+                for t in own
+            )
+            lines += [
+                f"    if not _exporting() and (not _grad_on() or not ({needs or 'False'})):",
+                f"        {'return ' if schema.returns != 'none' else ''}{call('_no_grad', False)}",
+                *(["        return None"] if schema.returns == "none" else []),
             ]
         if schema.returns == "none":
             lines += [f"    {call('_default', False)}", "    return None"]

@@ -26,6 +26,7 @@ from flashinfer.codegen.compiler import render_call
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.families import TORCH, family_of
 from flashinfer.dispatch.torch_op import TorchOp, run_outside_dynamo
+from flashinfer.dispatch.transparent import transparent_plan
 
 __all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
 
@@ -57,6 +58,7 @@ def attach_torch_op(
         validate=lambda values: metadata_checks(op, values),
         fake=_fake_for(op, fake),
         backward=backward,
+        transparent=transparent_plan(op),
     )
     op.torch_op = torch_op
     op._ns["_traceable"] = torch_op.traceable

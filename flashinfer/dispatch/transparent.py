@@ -1,0 +1,197 @@
+"""Transparent compiled calls: when a traced call would run torch code, the graph holds that code.
+
+A compiled call of an API normally becomes one node, the API's opaque operator
+(:mod:`.torch_op`), whose real implementation runs the dispatcher at run time.  The compiler
+cannot see into it, so nothing fuses with it.  When the backend the call would choose is
+plain torch code, Dynamo is handed the API's body with that backend instead, and inductor
+fuses its torch operations with their neighbours.
+
+A backend is *transparent* when its checker declares the torch family
+(``@backend_family(TORCH)``) and it is stable: its ``run`` is torch operations, which Dynamo
+traces and autograd records.  A call is transparent when the choice is certain to be the
+same on every call the compiled graph will accept:
+
+- its sizes, strides and scalar arguments are static (a dynamic size could change what a
+  checker or a heuristic decides: such a call stays opaque, and decides at run time);
+- it writes no argument (no ``out=``: the overlap rule reads data pointers, which a graph
+  cannot);
+- no ``use_backends`` block naming the API is open in any thread (the blocks are
+  context-local, and a graph's guards cannot read a context variable: while one is open the
+  call is opaque and decides per call);
+- ``backend="auto"``: the API has no experimental backend (the gate is an environment
+  variable read per call, which guards cannot see) and is not tuned (a tuned choice varies
+  with the shape bucket); the choice :func:`~flashinfer.dispatch.explain.explain_call` makes
+  on fake tensors of the traced metadata is a transparent backend, with every check decided;
+- a named backend (``backend="torch"``): it is transparent, and its checks accept the call.
+
+The decision is made while tracing (:func:`chooser`, which Dynamo calls as a constant
+function: it runs in Python, not traced) from arguments that Dynamo guards: the tensors'
+metadata (guarded by every graph), grad mode, the block flag of the API (a guard on a
+global attribute), ``backend`` and the scalars.  So a compiled function holds at most two
+versions per call site from flashinfer's state (block open or not), and a change of state
+never recompiles on every call: Dynamo keeps both versions and picks by the guard.
+
+A transparent call skips what the eager dispatcher does per call besides choosing: the
+per-thread record (``op.suitable_auto_backends``) and the choice log are not written by it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from flashinfer.dispatch.families import TORCH, family_of
+from flashinfer.dispatch.restrictions import block_flag
+
+__all__ = ["TransparentPlan", "static_arguments", "tensor_facts", "transparent_plan"]
+
+
+def static_arguments(*values: Any) -> bool:
+    """Whether every size and stride of the tensors among ``values``, and every number among
+    them, is static.  Traced by Dynamo (it asks ``has_static_value`` of each symbol);
+    called eagerly it is always True."""
+    from torch.fx.experimental.symbolic_shapes import has_static_value
+
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            for s in v.shape:
+                if not has_static_value(s):
+                    return False
+            for s in v.stride():
+                if not has_static_value(s):
+                    return False
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if not has_static_value(v):
+                return False
+    return True
+
+
+def tensor_facts(t: Any) -> Any:
+    """What the choice reads of a tensor argument, as constants: shape, strides, dtype,
+    device, ``requires_grad`` (None for a tensor not given).  Traced by Dynamo."""
+    if t is None:
+        return None
+    return (tuple(t.shape), tuple(t.stride()), t.dtype, t.device, t.requires_grad)
+
+
+def _stand_in(facts: Any) -> Any:
+    """A fake tensor with the traced tensor's metadata (under the caller's fake mode)."""
+    if facts is None:
+        return None
+    shape, stride, dtype, device, requires_grad = facts
+    t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+class TransparentPlan:
+    """What a dispatcher op's traced code needs to be transparent: the backends that can be,
+    the chooser Dynamo calls as a constant function, and the API's block flag."""
+
+    def __init__(self, op: Any, backends: tuple[str, ...]) -> None:
+        self.op = op
+        self.backends = frozenset(backends)
+        self.flag = block_flag(op.api_key)
+        self.choose = self._chooser()
+        self.body = traceable_body(op)
+
+    def _chooser(self) -> Callable[..., str | None]:
+        plan = self
+        schema = self.op.torch_schema
+        tensors = set(schema.tensors)
+        names = [*schema.positional, *schema.keyword]
+
+        def choose(grad_on: bool, *values: Any) -> str | None:
+            """The transparent backend a traced call with these (constant) arguments would
+            run when no ``use_backends`` block names the API (the traced code tests that
+            itself), or None: the call stays opaque and decides at run time."""
+            args = dict(zip([*names, "backend", "skip_check"], values, strict=True))
+            return plan.decide(args, tensors, grad_on)
+
+        # Dynamo calls a function so marked while tracing and uses its result as a constant
+        # (torch.compiler.assume_constant_result's mark, set without importing Dynamo):
+        # sound here because every argument is guarded (see the module docstring).
+        choose._dynamo_marked_constant = True  # type: ignore[attr-defined]
+        return choose
+
+    def decide(self, args: Mapping[str, Any], tensors: set[str], grad_on: bool) -> str | None:
+        from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+
+        from flashinfer.dispatch.explain import (
+            DECLARATION_ORDER,
+            HEURISTIC,
+            RESTRICTED,
+            explain_call,
+        )
+        from flashinfer.dispatch.tracing import metadata_checks
+        from flashinfer.dispatch.tuner_view import tuner_view
+
+        op, backend = self.op, args["backend"]
+        if backend == "auto":
+            view = tuner_view()
+            if op.experimental_backends or (view is not None and view.registered(op.api_key)):
+                return None
+        elif backend not in self.backends:
+            return None
+        try:
+            with unset_fake_temporarily(), FakeTensorMode(), torch.set_grad_enabled(grad_on):
+                values = {n: _stand_in(v) if n in tensors else v for n, v in args.items()}
+                if backend != "auto":
+                    metadata_checks(op, values)  # raises what the eager call would raise
+                    return str(backend)
+                values.pop("skip_check")
+                # As if no use_backends block were open (a fresh context: the traced code
+                # takes this choice only while none naming the API is open anywhere), so
+                # that a graph traced inside a block keeps the guard on the block flag.
+                explained = contextvars.Context().run(explain_call, op, (), values)
+        except Exception:  # refused, or undecidable on metadata: the operator decides
+            return None
+        decided = all(v.decided for v in explained.verdicts)
+        if (
+            explained.chosen in self.backends
+            and decided
+            and explained.source in (HEURISTIC, DECLARATION_ORDER, RESTRICTED)  # not tuned
+        ):
+            return explained.chosen
+        return None
+
+
+def traceable_body(op: Any) -> Callable[..., Any]:
+    """The API's body as Dynamo can trace it: the same code, whose global name of the API
+    reads a plain record of the public function's attributes (``implementations``, ...).
+    Through the public function itself Dynamo would read the stand-in it inlines for it
+    (``_torchdynamo_inline``), which has none of them.  The module's other globals are
+    those of the moment the API's operator was built (the API's own name, as a global or
+    a closure's cell, is the only one replaced)."""
+    func = op.__wrapped__
+    public = op.function
+    view = types.SimpleNamespace(**{k: v for k, v in vars(public).items() if not k.startswith("_")})
+    namespace = dict(func.__globals__)
+    namespace[func.__name__] = view
+    closure = func.__closure__
+    if closure is not None:  # an API defined in a function names itself through a cell
+        closure = tuple(
+            types.CellType(view) if name == func.__name__ else cell
+            for name, cell in zip(func.__code__.co_freevars, closure, strict=True)
+        )
+    body = types.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__, closure)
+    body.__kwdefaults__ = func.__kwdefaults__
+    return body
+
+
+def transparent_plan(op: Any) -> TransparentPlan | None:
+    """The plan of a ``backend_requirement`` op whose traced calls can be transparent, or
+    None: no stable torch-family backend, no operator schema, or an API that writes an
+    argument in place."""
+    schema = op.torch_schema
+    if schema is None or schema.mutated:
+        return None
+    backends = tuple(
+        name
+        for name, checker in op.backend_checks.items()
+        if family_of(checker) is TORCH and name not in op.experimental_backends
+    )
+    return TransparentPlan(op, backends) if backends else None
