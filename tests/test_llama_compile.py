@@ -6,7 +6,8 @@ mode.  A copy of it routes every RMSNorm through ``flashinfer.rmsnorm`` and the 
 q, k and v projections through ``flashinfer.mm``; its logits, eager and under
 ``torch.compile(fullgraph=True, backend="inductor")``, must agree with the unpatched
 model's within 1e-4 in float32, in one graph that holds the flashinfer operators or,
-where the call is transparent, their torch code (``torch._dynamo.explain``: zero breaks).  The tests fail if the swap did nothing (the
+where the call is transparent, their torch code (``torch._dynamo.explain``: zero breaks).
+The tests fail if the swap did nothing (the
 operators are counted in the traced graph), if an op breaks the graph, or if the compiled
 result drifts.
 

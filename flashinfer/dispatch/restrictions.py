@@ -74,7 +74,8 @@ RESTRICTIONS = _Switch()
 class BlockFlag:
     """``open``: whether a ``use_backends`` block naming one API is open in any context.
 
-    Read by the traced code of the API (:mod:`.transparent`) (a guard on this attribute), written here whenever a block opens or closes anywhere."""
+    Read by the traced code of the API (:mod:`.transparent`: a guard on this attribute),
+    written here whenever a block opens or closes anywhere."""
 
     def __init__(self) -> None:
         self.open = False
