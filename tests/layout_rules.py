@@ -200,6 +200,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("testing", ("flashinfer.testing",)),
     ("facades", tuple(sorted(FACADES))),
     ("ops", ("flashinfer.experimental",)),  # and every module of OPS, with its folder
+    ("models", ("flashinfer.nn",)),
     ("cli", ("flashinfer.cli",)),
     ("entry points", ("flashinfer", "flashinfer.__main__", "flashinfer.experimental.__main__")),
 )

@@ -1,0 +1,292 @@
+"""Compiled is faster, not slower: issue 31's table, every ratio taken in one run.
+
+Run:  python benchmarks/bench_compiled.py [--number 100] [--repeat 15] [--quick]
+
+CPU, one thread, ``torch.compile(fullgraph=True)`` with inductor, float32 unless said.
+Rows of one figure are timed interleaved (``--repeat`` rounds of ``--number`` calls each,
+after warm-up); a row prints the best round and the median round per call, in
+microseconds, and ratios are of medians.  Figures:
+
+1. ``compiled rmsnorm``: ``flashinfer.rmsnorm(x, w, eps)`` compiled (its torch backend is
+   chosen on CPU: transparent) against the same math compiled (``F.rms_norm``), at 8x256,
+   128x4096 and 1024x4096.
+2. ``three chained``: three chained ``rmsnorm`` calls against the torch math, compiled:
+   the number of kernels inductor generates for each (``torch._inductor.metrics``).
+3. ``tiny llama``: a random ``LlamaForCausalLM`` (hidden 64, 2 layers) whose RMSNorms call
+   ``flashinfer.rmsnorm``, against the untouched model, both compiled, one forward.
+4. ``opaque floor``: calls that stay an opaque operator (``mm``, tuned; ``rmsnorm`` inside a
+   ``use_backends`` block) against a bare ``torch.library`` operator running the same torch
+   code in Python: the floor of any opaque Python operator.
+5. ``eager``: ``flashinfer.rmsnorm`` (auto) against ``F.rms_norm`` at 4x256, and
+   ``flashinfer.mm`` (auto) against ``torch.mm`` at 8x64x64 (added microseconds).
+
+The last line is JSON with every figure.  The script uses only APIs older than this issue
+(it patches the model itself), so the same command measures an older checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import flashinfer
+
+EPS = 1e-6
+Row = Callable[[], Any]
+
+
+def timed(rows: dict[str, Row], number: int, repeat: int) -> dict[str, dict[str, float]]:
+    """Each row's best and median microseconds per call, rounds interleaved."""
+    for fn in rows.values():
+        for _ in range(3):
+            fn()
+    rounds: dict[str, list[float]] = {k: [] for k in rows}
+    for _ in range(repeat):
+        for name, fn in rows.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            rounds[name].append((time.perf_counter() - start) / number * 1e6)
+    return {k: {"best": min(v), "median": statistics.median(v)} for k, v in rounds.items()}
+
+
+def show(title: str, figures: dict[str, dict[str, float]], base: str) -> dict[str, float]:
+    print(f"\n{title}")
+    ratios = {}
+    for name, f in figures.items():
+        ratio = f["median"] / figures[base]["median"]
+        ratios[name] = ratio
+        print(f"  {name:<44} best {f['best']:9.2f} us  median {f['median']:9.2f} us  {ratio:5.2f}x")
+    return ratios
+
+
+def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return torch.compile(fn, fullgraph=True, backend="inductor")
+
+
+def fi_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return flashinfer.rmsnorm(x, w, EPS)
+
+
+def torch_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+def compiled_call(shapes: list[str], number: int, repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for shape in shapes:
+        rows, hidden = (int(s) for s in shape.split("x"))
+        x, w = torch.randn(rows, hidden), torch.randn(hidden)
+        cf, ct = compiled(fi_norm), compiled(torch_norm)
+        figures = timed(
+            {
+                "flashinfer.rmsnorm compiled": lambda cf=cf, x=x, w=w: cf(x, w),
+                "torch math compiled": lambda ct=ct, x=x, w=w: ct(x, w),
+                "flashinfer.rmsnorm eager": lambda x=x, w=w: fi_norm(x, w),
+            },
+            number,
+            repeat,
+        )
+        ratios = show(f"1. compiled rmsnorm {shape}", figures, "torch math compiled")
+        out[shape] = {"figures": figures, "ratio": ratios["flashinfer.rmsnorm compiled"]}
+    return out
+
+
+def kernels_generated(fn: Callable[..., Any], *args: Any) -> int:
+    from torch._inductor import metrics
+
+    torch._dynamo.reset()
+    metrics.reset()
+    compiled(fn)(*args)
+    return int(metrics.generated_kernel_count)
+
+
+def chained() -> dict[str, int]:
+    x, w = torch.randn(8, 256), torch.randn(256)
+
+    def fi(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return fi_norm(fi_norm(fi_norm(x, w), w), w)
+
+    def fi_torch(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        r = flashinfer.rmsnorm
+        return r(r(r(x, w, EPS, backend="torch"), w, EPS, backend="torch"), w, EPS, backend="torch")
+
+    def math(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch_norm(torch_norm(torch_norm(x, w), w), w)
+
+    counts = {
+        "flashinfer auto": kernels_generated(fi, x, w),
+        "flashinfer backend='torch'": kernels_generated(fi_torch, x, w),
+        "torch math": kernels_generated(math, x, w),
+    }
+    print("\n2. three chained rmsnorm calls, compiled: kernels generated")
+    for name, n in counts.items():
+        print(f"  {name:<44} {n}")
+    return counts
+
+
+class _Norm(nn.Module):
+    """A Llama RMSNorm (its weight and epsilon, shared) computed by flashinfer.rmsnorm."""
+
+    def __init__(self, norm: nn.Module) -> None:
+        super().__init__()
+        self.weight, self.eps = norm.weight, norm.variance_epsilon
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return flashinfer.rmsnorm(x, self.weight, self.eps)
+
+
+def llama(number: int, repeat: int) -> dict[str, Any]:
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    config = LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        vocab_size=128,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    patched = copy.deepcopy(model)
+    for module in list(patched.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, LlamaRMSNorm):
+                setattr(module, name, _Norm(child))
+    ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(1))
+    torch._dynamo.reset()
+    cm, cp = compiled(model), compiled(patched)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            cp(ids, use_cache=False).logits, model(ids).logits, atol=1e-4, rtol=0
+        )
+        figures = timed(
+            {
+                "patched, compiled": lambda: cp(ids, use_cache=False),
+                "unpatched, compiled": lambda: cm(ids, use_cache=False),
+            },
+            max(1, number // 4),
+            repeat,
+        )
+    ratios = show("3. tiny llama forward", figures, "unpatched, compiled")
+    return {"figures": figures, "ratio": ratios["patched, compiled"]}
+
+
+_floor_lib: Any = None
+
+
+def _floor_ops() -> tuple[Any, Any]:
+    """Bare operators (``torch.library``, a Python kernel, a fake) running torch's code."""
+    global _floor_lib
+    if _floor_lib is None:
+        lib = torch.library.Library("fibench", "FRAGMENT")
+        lib.define("rms(Tensor x, Tensor w, float eps) -> Tensor")
+        lib.define("mm(Tensor a, Tensor b) -> Tensor")
+        lib.impl(
+            "rms",
+            lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
+            "CompositeExplicitAutograd",
+        )
+        lib.impl("mm", lambda a, b: torch.mm(a, b), "CompositeExplicitAutograd")
+        torch.library.register_fake("fibench::rms", lambda x, w, eps: torch.empty_like(x), lib=lib)
+        torch.library.register_fake(
+            "fibench::mm", lambda a, b: a.new_empty(a.shape[0], b.shape[1]), lib=lib
+        )
+        _floor_lib = lib
+    return torch.ops.fibench.rms.default, torch.ops.fibench.mm.default
+
+
+def opaque(number: int, repeat: int) -> dict[str, Any]:
+    rms_floor, mm_floor = _floor_ops()
+    x, w = torch.randn(8, 256), torch.randn(256)
+    a, b = torch.randn(8, 64), torch.randn(64, 64)
+    c_floor_rms = compiled(lambda x, w: rms_floor(x, w, EPS))
+    c_fi_rms = compiled(fi_norm)
+    c_floor_mm = compiled(lambda a, b: mm_floor(a, b))
+    c_fi_mm = compiled(lambda a, b: flashinfer.mm(a, b))
+    with torch.no_grad():
+        with flashinfer.use_backends(rmsnorm=["torch"]):  # a block: the call stays opaque
+            rms = timed(
+                {
+                    "flashinfer.rmsnorm, opaque (use_backends)": lambda: c_fi_rms(x, w),
+                    "bare operator, same code": lambda: c_floor_rms(
+                        x,
+                        w,
+                    ),
+                },
+                number,
+                repeat,
+            )
+        mm = timed(
+            {
+                "flashinfer.mm auto, opaque (tuned op)": lambda: c_fi_mm(a, b),
+                "bare operator, torch.mm": lambda: c_floor_mm(a, b),
+            },
+            number,
+            repeat,
+        )
+    r1 = show("4. opaque rmsnorm 8x256 (no_grad)", rms, "bare operator, same code")
+    r2 = show("4. opaque mm 8x64x64 (no_grad)", mm, "bare operator, torch.mm")
+    return {
+        "rmsnorm": {"figures": rms, "ratio": r1["flashinfer.rmsnorm, opaque (use_backends)"]},
+        "mm": {"figures": mm, "ratio": r2["flashinfer.mm auto, opaque (tuned op)"]},
+    }
+
+
+def eager(number: int, repeat: int) -> dict[str, Any]:
+    x, w = torch.randn(4, 256), torch.randn(256)
+    a, b = torch.randn(8, 64), torch.randn(64, 64)
+    figures = timed(
+        {
+            "flashinfer.rmsnorm auto 4x256": lambda: flashinfer.rmsnorm(x, w, EPS),
+            "F.rms_norm 4x256": lambda: F.rms_norm(x, (256,), w, EPS),
+            "flashinfer.mm auto 8x64x64": lambda: flashinfer.mm(a, b),
+            "torch.mm 8x64x64": lambda: torch.mm(a, b),
+        },
+        number * 10,
+        repeat,
+    )
+    print("\n5. eager")
+    rms = figures["flashinfer.rmsnorm auto 4x256"]["median"] / figures["F.rms_norm 4x256"]["median"]
+    added = figures["flashinfer.mm auto 8x64x64"]["median"] - figures["torch.mm 8x64x64"]["median"]
+    for name, f in figures.items():
+        print(f"  {name:<44} best {f['best']:9.2f} us  median {f['median']:9.2f} us")
+    print(f"  rmsnorm auto / F.rms_norm: {rms:.2f}x;  mm auto - torch.mm: {added:+.2f} us")
+    return {"figures": figures, "rmsnorm_ratio": rms, "mm_added_us": added}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="8x256 only, no llama")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    shapes = ["8x256"] if args.quick else ["8x256", "128x4096", "1024x4096"]
+    print(f"flashinfer from {flashinfer.__file__}; torch {torch.__version__}")
+    result = {
+        "compiled_call": compiled_call(shapes, args.number, args.repeat),
+        "chained_kernels": chained(),
+        "opaque": opaque(args.number, args.repeat),
+        "eager": eager(args.number, args.repeat),
+    }
+    if not args.quick:
+        result["llama"] = llama(args.number, args.repeat)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
