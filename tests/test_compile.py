@@ -843,3 +843,26 @@ def test_a_graph_breaking_op_runs_outside_dynamo(kind):
     _assert_same(torch.compile(model, backend=keep)(x), model(x))
     traced = [str(n.target) for gm in graphs for n in gm.graph.nodes if n.op != "placeholder"]
     assert not any("sum" in t for t in traced), traced  # the backend's x.sum(-1)
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_an_experimental_backend_named_in_a_compiled_call_warns_once_in_the_users_file(compiler):
+    """The warning points into the compiled function's file (the user's), not at torch's
+    frames between the compiled program and the operator (torch/_ops.py and the like)."""
+    import warnings
+
+    flashinfer.reset_experimental_warnings()
+
+    def program(a, b):
+        return flashinfer.mm(a, b, backend="splitk")
+
+    a, b = torch.randn(8, 1024), torch.randn(1024, 16)
+    compiled = torch.compile(program, backend=compiler, fullgraph=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled(a, b)
+        compiled(a, b)
+    experimental = [w for w in caught if w.category.__name__ == "ExperimentalWarning"]
+    assert len(experimental) == 1, [str(w.message) for w in caught]
+    assert experimental[0].filename == __file__
+    _assert_same(compiled(a, b), program(a, b))
