@@ -235,13 +235,27 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
+#   _exporting = torch.compiler.is_exporting
+#   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
+#   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
+#   _grad_on = builtin is_grad_enabled
+#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
+#   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
+#   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _out = a torch._ops.OpOverload
+#   _no_grad = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
 
 def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
+    if out is None and not _exporting() and _static(a, b, out_dtype):
+        _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check)
+        if _b is not None and (backend != 'auto' or not _flag.open):
+            return _body(a, b, out_dtype=out_dtype, out=None, backend=_b, skip_check=skip_check)
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
         return out
+    if not _exporting() and (not _grad_on() or not (a.requires_grad or b.requires_grad)):
+        return _no_grad(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
     return _default(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
 
 

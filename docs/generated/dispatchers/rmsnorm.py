@@ -190,13 +190,27 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
+#   _exporting = torch.compiler.is_exporting
+#   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
+#   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
+#   _grad_on = builtin is_grad_enabled
+#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
+#   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
+#   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _out = a torch._ops.OpOverload
+#   _no_grad = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
 
 def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
+    if out is None and not _exporting() and _static(input, weight, eps):
+        _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check)
+        if _b is not None and (backend != 'auto' or not _flag.open):
+            return _body(input, weight, eps, out=None, backend=_b, skip_check=skip_check)
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         return out
+    if not _exporting() and (not _grad_on() or not (input.requires_grad or weight.requires_grad)):
+        return _no_grad(input, weight, eps, backend=backend, skip_check=skip_check)
     return _default(input, weight, eps, backend=backend, skip_check=skip_check)
 
 
