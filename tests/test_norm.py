@@ -54,7 +54,7 @@ def no_kernels(monkeypatch):
             r"weight must be 1-D of the hidden size \(4,\)",
         ),
         (lambda: (torch.ones(2, 4), torch.ones(2, 4)), r"got weight of shape \(2, 4\)"),
-        (lambda: (torch.ones(2, 4), torch.ones(4, dtype=torch.float16)), "weight.to"),
+        (lambda: (torch.ones(2, 4), torch.ones(4, dtype=torch.float64)), "weight dtype"),
         (lambda: (torch.ones(2, 4), torch.ones(4, device="meta")), "same device"),
     ],
 )

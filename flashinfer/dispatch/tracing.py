@@ -58,7 +58,7 @@ def attach_torch_op(
         validate=lambda values: metadata_checks(op, values),
         fake=_fake_for(op, fake),
         backward=backward,
-        transparent=transparent_plan(op),
+        transparent=transparent_plan(op, metadata_checks),
     )
     op.torch_op = torch_op
     op._ns["_traceable"] = torch_op.traceable

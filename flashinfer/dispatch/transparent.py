@@ -91,8 +91,11 @@ class TransparentPlan:
     """What a dispatcher op's traced code needs to be transparent: the backends that can be,
     the chooser Dynamo calls as a constant function, and the API's block flag."""
 
-    def __init__(self, op: Any, backends: tuple[str, ...]) -> None:
+    def __init__(
+        self, op: Any, backends: tuple[str, ...], checks: Callable[[Any, dict[str, Any]], None]
+    ) -> None:
         self.op = op
+        self.checks = checks  # the operator's trace-time checks (tracing.metadata_checks)
         self.backends = frozenset(backends)
         self.flag = block_flag(op.api_key)
         self.choose = self._chooser()
@@ -126,7 +129,6 @@ class TransparentPlan:
             RESTRICTED,
             explain_call,
         )
-        from flashinfer.dispatch.tracing import metadata_checks
         from flashinfer.dispatch.tuner_view import tuner_view
 
         op, backend = self.op, args["backend"]
@@ -140,7 +142,7 @@ class TransparentPlan:
             with unset_fake_temporarily(), FakeTensorMode(), torch.set_grad_enabled(grad_on):
                 values = {n: _stand_in(v) if n in tensors else v for n, v in args.items()}
                 if backend != "auto":
-                    metadata_checks(op, values)  # raises what the eager call would raise
+                    self.checks(op, values)  # raises what the eager call would raise
                     return str(backend)
                 values.pop("skip_check")
                 # As if no use_backends block were open (a fresh context: the traced code
@@ -182,7 +184,9 @@ def traceable_body(op: Any) -> Callable[..., Any]:
     return body
 
 
-def transparent_plan(op: Any) -> TransparentPlan | None:
+def transparent_plan(
+    op: Any, checks: Callable[[Any, dict[str, Any]], None]
+) -> TransparentPlan | None:
     """The plan of a ``backend_requirement`` op whose traced calls can be transparent, or
     None: no stable torch-family backend, no operator schema, or an API that writes an
     argument in place."""
@@ -194,4 +198,4 @@ def transparent_plan(op: Any) -> TransparentPlan | None:
         for name, checker in op.backend_checks.items()
         if family_of(checker) is TORCH and name not in op.experimental_backends
     )
-    return TransparentPlan(op, backends) if backends else None
+    return TransparentPlan(op, backends, checks) if backends else None
