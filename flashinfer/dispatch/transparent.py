@@ -22,7 +22,8 @@ same on every call the compiled graph will accept:
   variable read per call, which guards cannot see) and is not tuned (a tuned choice varies
   with the shape bucket); the choice :func:`~flashinfer.dispatch.explain.explain_call` makes
   on fake tensors of the traced metadata is a transparent backend, with every check decided;
-- a named backend (``backend="torch"``): it is transparent, and its checks accept the call.
+- a named backend (``backend="torch"``): it is transparent, and its checks accept the call;
+- the API is defined in an importable module (Dynamo guards the body's globals through it).
 
 The decision is made while tracing (:func:`chooser`, which Dynamo calls as a constant
 function: it runs in Python, not traced) from arguments that Dynamo guards: the tensors'
@@ -38,6 +39,7 @@ per-thread record (``op.suitable_auto_backends``) and the choice log are not wri
 from __future__ import annotations
 
 import contextvars
+import sys
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -192,6 +194,12 @@ def transparent_plan(
     argument in place."""
     schema = op.torch_schema
     if schema is None or schema.mutated:
+        return None
+    func = op.__wrapped__
+    module = sys.modules.get(getattr(func, "__module__", None) or "")
+    if getattr(module, "__dict__", None) is not func.__globals__:
+        # Dynamo guards a traced function's globals through its module (sys.modules): an
+        # API defined where no module holds its globals (a doctest, exec'd code) stays opaque.
         return None
     backends = tuple(
         name
