@@ -864,7 +864,7 @@ def test_an_experimental_backend_named_in_a_compiled_call_warns_once_in_the_user
         warnings.simplefilter("always")
         compiled(a, b)
         compiled(a, b)
-    experimental = [w for w in caught if w.category.__name__ == "ExperimentalWarning"]
-    assert len(experimental) == 1, [str(w.message) for w in caught]
-    assert experimental[0].filename == __file__
+    warned = [w for w in caught if w.category.__name__ == "ExperimentalWarning"]
+    assert len(warned) == 1, [str(w.message) for w in caught]
+    assert warned[0].filename == __file__
     _assert_same(compiled(a, b), program(a, b))
