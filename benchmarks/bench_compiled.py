@@ -9,7 +9,8 @@ microseconds, and ratios are of medians.  Figures:
 
 1. ``compiled rmsnorm``: ``flashinfer.rmsnorm(x, w, eps)`` compiled (its torch backend is
    chosen on CPU: transparent) against the same math compiled (``F.rms_norm``), at 8x256,
-   128x4096 and 1024x4096.
+   128x4096 and 1024x4096, static shapes (``dynamic=False``); then once with
+   ``dynamic=True``, where the call stays opaque (docs/compile.rst: a known limit).
 2. ``three chained``: three chained ``rmsnorm`` calls against the torch math, compiled:
    the number of kernels inductor generates for each (``torch._inductor.metrics``).
 3. ``tiny llama``: a random ``LlamaForCausalLM`` (hidden 64, 2 layers) whose RMSNorms call
@@ -69,8 +70,10 @@ def show(title: str, figures: dict[str, dict[str, float]], base: str) -> dict[st
     return ratios
 
 
-def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return torch.compile(fn, fullgraph=True, backend="inductor")
+def compiled(fn: Callable[..., Any], dynamic: bool | None = False) -> Callable[..., Any]:
+    # dynamic=False: each shape its own static graph (one function compiled at several
+    # shapes would otherwise turn dynamic, where a flashinfer call stays opaque).
+    return torch.compile(fn, fullgraph=True, backend="inductor", dynamic=dynamic)
 
 
 def fi_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -98,6 +101,27 @@ def compiled_call(shapes: list[str], number: int, repeat: int) -> dict[str, Any]
         )
         ratios = show(f"1. compiled rmsnorm {shape}", figures, "torch math compiled")
         out[shape] = {"figures": figures, "ratio": ratios["flashinfer.rmsnorm compiled"]}
+    # Dynamic shapes: the call is opaque (a size could change the choice), a known limit.
+    rows, hidden = (int(s) for s in shapes[-1].split("x"))
+    x, w = torch.randn(rows, hidden), torch.randn(hidden)
+    cf, ct = compiled(fi_norm, dynamic=True), compiled(torch_norm, dynamic=True)
+    figures = timed(
+        {
+            "flashinfer.rmsnorm compiled, dynamic=True": lambda: cf(x, w),
+            "torch math compiled, dynamic=True": lambda: ct(x, w),
+        },
+        number,
+        repeat,
+    )
+    ratios = show(
+        f"1b. compiled rmsnorm {shapes[-1]}, dynamic=True (opaque)",
+        figures,
+        "torch math compiled, dynamic=True",
+    )
+    out["dynamic"] = {
+        "figures": figures,
+        "ratio": ratios["flashinfer.rmsnorm compiled, dynamic=True"],
+    }
     return out
 
 
