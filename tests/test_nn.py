@@ -7,26 +7,11 @@ import sys
 
 import pytest
 import torch
+from test_llama_compile import tiny_llama  # one tiny model for every model test
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 import flashinfer.nn as fnn
-
-
-def tiny_llama() -> LlamaForCausalLM:
-    config = LlamaConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        vocab_size=128,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config).eval()
-
 
 IDS = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(1))
 
