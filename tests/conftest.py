@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 
 import flashinfer  # noqa: E402
 import flashinfer.gating.op_registry as registry  # noqa: E402
+from flashinfer.dispatch.restrictions import reset_block_flags  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -39,6 +40,14 @@ def _fresh_experimental_state(monkeypatch: pytest.MonkeyPatch):
     flashinfer.reset_experimental_warnings()
     yield
     flashinfer.reset_experimental_warnings()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_block_flags():
+    """Each test starts with no API's block flag set: a ``use_backends`` block in an earlier
+    test would otherwise keep that API's compiled calls opaque (the flag stays set)."""
+    reset_block_flags()
+    yield
 
 
 @pytest.fixture

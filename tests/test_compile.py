@@ -56,6 +56,7 @@ from flashinfer.autotuner import (
 )
 from flashinfer.backend_dispatch import Backend, backend_requirement
 from flashinfer.backend_families import TORCH, TRITON, backend_family
+from flashinfer.dispatch.restrictions import block_flag, reset_block_flags
 from flashinfer.testing import call_arguments, cases_for, support_reason
 
 flashinfer.load_all_apis()  # torch.ops.flashinfer.* exist once their API modules are loaded
@@ -363,13 +364,38 @@ def test_a_use_backends_block_entered_after_compiling_is_honoured(ran, name):
         assert ran == [backend]
     ran.clear()
     _assert_same(compiled(*inputs), expected)  # the block left: the default again
-    if name in TUNABLE:  # opaque: the operator runs the dispatcher, which chose the default
-        assert ran == [default] and op.suitable_auto_backends[0] == default
-        assert counted.frame_count == 1
-    else:  # transparent: the first graph, kept, holds the default's code; the block's
-        # graph (the operator, deciding at run time) was compiled once for every block
+    # decided by the operator at run time: tuned ops always, the others because a block
+    # named the API (the flag stays set, so no thread's block can race a guard)
+    assert ran == [default] and op.suitable_auto_backends[0] == default
+    assert counted.frame_count == (1 if name in TUNABLE else 2)
+    reset_block_flags()
+    ran.clear()
+    _assert_same(compiled(*inputs), expected)
+    if name in TUNABLE:  # opaque still
+        assert ran == [default] and counted.frame_count == 1
+    else:  # transparent again: the first graph, kept, holds the default's code
         assert ran == [] and default == "torch"
         assert counted.frame_count == 2
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_the_block_flag_stays_set_when_its_blocks_close(name):
+    """A flag that threads could flip back and forth would let Dynamo's guard reads race
+    (every cached graph fails between two reads: one recompile per race); the flag changes
+    once, when a block first names the API, and only ``reset_block_flags`` clears it."""
+    op = _op(name)
+    flag = block_flag(op.api_key)
+    other = _op(next(n for n in OPS if n != name))
+    assert not flag.named
+    with flashinfer.use_backends({other: ["torch"]}):
+        assert not flag.named  # a block naming another API
+    with flashinfer.use_backends({op: ["torch"]}):
+        assert flag.named
+        reset_block_flags()  # an open block keeps its flags
+        assert flag.named
+    assert flag.named
+    reset_block_flags()
+    assert not flag.named
 
 
 @pytest.mark.parametrize("name", OPS)

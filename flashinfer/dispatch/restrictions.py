@@ -45,6 +45,7 @@ __all__ = [
     "BlockFlag",
     "RESTRICTIONS",
     "block_flag",
+    "reset_block_flags",
     "restriction_for",
     "restriction_source",
     "use_backends",
@@ -72,13 +73,17 @@ RESTRICTIONS = _Switch()
 
 
 class BlockFlag:
-    """``open``: whether a ``use_backends`` block naming one API is open in any context.
+    """``named``: whether a ``use_backends`` block has named one API in this process.
 
-    Read by the traced code of the API (:mod:`.transparent`: a guard on this attribute),
-    written here whenever a block opens or closes anywhere."""
+    Read by the traced code of the API (:mod:`.transparent`: a guard on this attribute) and
+    set here when a block naming the API opens, in any context.  It stays set when the
+    blocks close: Dynamo reads a guard more than once per lookup, so a flag other threads
+    flip back and forth could fail every cached graph between two reads and recompile the
+    frame once per race, up to Dynamo's recompile limit (then the frame runs eagerly).  A
+    flag that changes once changes the guard once.  :func:`reset_block_flags` clears it."""
 
     def __init__(self) -> None:
-        self.open = False
+        self.named = False
 
 
 _flags_lock = threading.Lock()
@@ -94,16 +99,30 @@ def block_flag(api_key: str) -> BlockFlag:
         return flag
 
 
-def set_open_blocks(names: set[str]) -> None:
-    """Set every API's flag: open for the APIs in ``names``, closed for the others."""
+def _mark_named(names: set[str]) -> None:
+    """Set the flag of every API in ``names`` (never clears one)."""
     with _flags_lock:
         for key in names:
-            if key not in _flags:
-                _flags[key] = BlockFlag()
-        for key, flag in _flags.items():
-            is_open = key in names
-            if flag.open is not is_open:
-                flag.open = is_open
+            flag = _flags.get(key)
+            if flag is None:
+                flag = _flags[key] = BlockFlag()
+            if not flag.named:
+                flag.named = True
+
+
+def reset_block_flags() -> None:
+    """Clear the flag of every API that no open ``use_backends`` block names.
+
+    After it, compiled ``"auto"`` calls of those APIs may be transparent again (each frame
+    that read the flag recompiles once).  Call it when no other thread opens blocks: a
+    block opened while compiled code runs sets its flags again, which is always correct
+    (the call is opaque and the dispatcher decides in the caller's context)."""
+    with _lock:
+        names = _names_in_open_blocks()
+        with _flags_lock:
+            for key, flag in _flags.items():
+                if flag.named and key not in names:
+                    flag.named = False
 
 
 class _Entry:
@@ -161,8 +180,13 @@ def _update_switch() -> None:
 
 
 def _update_block_flags() -> None:
-    """Each API's :class:`BlockFlag` from the blocks open now, in any context; under
+    """Set the :class:`BlockFlag` of each API an open block names, in any context; under
     ``_lock``."""
+    _mark_named(_names_in_open_blocks())
+
+
+def _names_in_open_blocks() -> set[str]:
+    """The APIs the blocks open now name, in any context; under ``_lock``."""
     names: set[str] = set()
     for ref in _alive:
         scope = ref()
@@ -170,7 +194,7 @@ def _update_block_flags() -> None:
             for entry in scope.entries:
                 if not entry.closed:
                     names.update(entry.names)
-    set_open_blocks(names)
+    return names
 
 
 def _released(ref: weakref.ref[_Scope]) -> None:

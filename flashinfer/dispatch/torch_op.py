@@ -400,7 +400,7 @@ class TorchOp:
         return [
             f"    if {test}:",
             f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check)",
-            "        if _b is not None and (backend != 'auto' or not _flag.open):",
+            "        if _b is not None and (backend != 'auto' or not _flag.named):",
             f"            return _body({', '.join(body_args)})",
         ]
 

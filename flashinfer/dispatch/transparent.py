@@ -28,9 +28,10 @@ same on every call the compiled graph will accept:
 The decision is made while tracing (:func:`chooser`, which Dynamo calls as a constant
 function: it runs in Python, not traced) from arguments that Dynamo guards: the tensors'
 metadata (guarded by every graph), grad mode, the block flag of the API (a guard on a
-global attribute), ``backend`` and the scalars.  So a compiled function holds at most two
-versions per call site from flashinfer's state (block open or not), and a change of state
-never recompiles on every call: Dynamo keeps both versions and picks by the guard.
+global attribute, set once a ``use_backends`` block names the API: see
+:class:`~flashinfer.dispatch.restrictions.BlockFlag`), ``backend`` and the scalars.  So a
+compiled function holds at most two versions per call site from flashinfer's state, and
+threads entering and leaving blocks never recompile it.
 
 A transparent call skips what the eager dispatcher does per call besides choosing: the
 per-thread record (``op.suitable_auto_backends``) and the choice log are not written by it.

@@ -249,7 +249,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
     if out is None and not _exporting() and _static(a, b, out_dtype):
         _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check)
-        if _b is not None and (backend != 'auto' or not _flag.open):
+        if _b is not None and (backend != 'auto' or not _flag.named):
             return _body(a, b, out_dtype=out_dtype, out=None, backend=_b, skip_check=skip_check)
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)

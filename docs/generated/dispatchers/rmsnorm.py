@@ -204,7 +204,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
     if out is None and not _exporting() and _static(input, weight, eps):
         _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check)
-        if _b is not None and (backend != 'auto' or not _flag.open):
+        if _b is not None and (backend != 'auto' or not _flag.named):
             return _body(input, weight, eps, out=None, backend=_b, skip_check=skip_check)
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
