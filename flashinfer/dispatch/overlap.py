@@ -36,12 +36,17 @@ blocks or every other row, and let them through; this rule decides them.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 __all__ = ["MAX_RUNS", "OverlapRule", "overlaps_itself", "tensors_overlap"]
+
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_unwrapped = torch._C._functorch.get_unwrapped
 
 MAX_RUNS = 1 << 20
 """Most contiguous runs of bytes listed per tensor in an exact comparison.  Beyond this
@@ -80,7 +85,12 @@ class OverlapRule:
         names = self.written + self.read
         if len(tensors) != len(names):
             raise TypeError(f"{self.api}: the overlap rule takes {names}, got {len(tensors)}")
-        spans = [None if t is None else _span(t) for t in tensors]
+        if any(t is not None and (type(t) is not torch.Tensor or _is_wrapped(t)) for t in tensors):
+            tensors = tuple(None if t is None else _physical(t) for t in tensors)
+        try:
+            spans = [None if t is None else _span(t) for t in tensors]
+        except _Undecidable:
+            return  # a traced size without a value: the call is checked when it runs
         for i in range(len(self.written)):
             out, span = tensors[i], spans[i]
             if out is None or span is None:
@@ -92,6 +102,8 @@ class OverlapRule:
                 t, t_span = tensors[j], spans[j]
                 if t is None or t_span is None or hi <= t_span[0] or t_span[1] <= lo:
                     continue  # absent, or disjoint address ranges: the common case
+                if _virtual(out) and not _same_storage(out, t):
+                    continue  # fake tensors: addresses are offsets into each one's storage
                 allowed = (names[i], names[j]) in self.in_place
                 if allowed and _same_view(out, t):
                     continue
@@ -105,9 +117,18 @@ class OverlapRule:
 
 def overlaps_itself(t: torch.Tensor) -> bool:
     """Whether two elements of ``t`` share an address (exact up to :data:`MAX_RUNS`)."""
-    if t.is_contiguous() or t.numel() <= 1:
+    if _virtual(t):
+        try:
+            layout = _layout(t)
+        except _Undecidable:
+            return False  # decided when the call runs
+    elif t.is_contiguous() or t.numel() <= 1:
         return False
-    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True))
+    else:
+        layout = _layout(t)
+    if math.prod(layout.sizes) <= 1:
+        return False
+    dims = sorted(zip(layout.strides, layout.sizes, strict=True))
     span = 0  # elements reached by the dims with smaller strides
     for stride, size in dims:
         if size == 1:
@@ -115,14 +136,20 @@ def overlaps_itself(t: torch.Tensor) -> bool:
         if stride == 0:
             return True
         if stride <= span:  # not nested: decide exactly
-            return _runs_overlap_themselves(t)
+            return _runs_overlap_themselves(layout)
         span += (size - 1) * stride
     return False
 
 
 def tensors_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether some byte of ``a`` is also a byte of ``b`` (exact up to :data:`MAX_RUNS`)."""
-    a_lo, a_hi = _span(a)
+    a, b = _physical(a), _physical(b)
+    if _virtual(a) and not _same_storage(a, b):
+        return False
+    try:
+        a_lo, a_hi = _span(a)
+    except _Undecidable:
+        return False
     b_lo, b_hi = _span(b)
     return a_lo < b_hi and b_lo < a_hi and _runs_intersect(a, b)
 
@@ -165,26 +192,89 @@ def _overlap_message(api: str, out: str, other: str, both_written: bool, in_plac
     )
 
 
+def _physical(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose memory a kernel would touch: functorch's wrappers (``vmap``'s
+    batches, ``grad``'s and ``jvp``'s levels, ``functionalize``'s functional tensors) hold
+    no storage of their own, so the one they wrap, at the innermost level (a batch's
+    physical tensor includes the batch dims: the memory is the same)."""
+    while _is_wrapped(t):
+        t = _unwrapped(t)
+    return t
+
+
+class _Undecidable(Exception):
+    """A traced (symbolic) size, stride or offset with no example value behind it."""
+
+
+class _Layout(NamedTuple):
+    """Where a tensor's elements lie, as plain ints: its first byte (for a fake tensor, its
+    offset into its storage), sizes, strides (in elements) and element size."""
+
+    address: int
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    element_size: int
+
+
+def _layout(t: torch.Tensor) -> _Layout:
+    """``t``'s layout.  A fake tensor traced with dynamic shapes has symbolic sizes: their
+    example values (the hints) are used, without adding guards, as the decision is a
+    property of how the tensors were built (views of one storage), not of their sizes."""
+    es = t.element_size()
+    if not _virtual(t):
+        return _Layout(t.data_ptr(), tuple(t.shape), tuple(t.stride()), es)
+    return _Layout(
+        _hint(t.storage_offset()) * es,
+        tuple(_hint(s) for s in t.shape),
+        tuple(_hint(s) for s in t.stride()),
+        es,
+    )
+
+
+def _hint(value: int | torch.SymInt) -> int:
+    if isinstance(value, int):
+        return value
+    hint = value.node.hint
+    if hint is None:
+        raise _Undecidable
+    return int(hint)
+
+
+def _virtual(t: torch.Tensor) -> bool:
+    """Whether ``t`` has no real addresses (a fake tensor, as traced by ``torch.compile``):
+    its address is then its offset into its storage, and only tensors of one storage are
+    compared (fake storages alias exactly as the real ones will)."""
+    return isinstance(t, FakeTensor)
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(a.untyped_storage()._cdata == b.untyped_storage()._cdata)
+
+
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same address, dtype and shape, and the same stride wherever a dim has two or more
     elements (the stride of a size-1 dim never matters)."""
-    if a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.shape != b.shape:
+    la, lb = _layout(a), _layout(b)
+    if la.address != lb.address or a.dtype != b.dtype or la.sizes != lb.sizes:
         return False
-    return a.stride() == b.stride() or all(
-        sa == sb or size == 1 for size, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True)
+    return la.strides == lb.strides or all(
+        sa == sb or size == 1 for size, sa, sb in zip(la.sizes, la.strides, lb.strides, strict=True)
     )
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     """``t``'s address range ``[first byte, one past the last)``, empty for an empty ``t``
     (strides are never negative in torch)."""
-    lo = t.data_ptr()
-    if t.is_contiguous():
+    if not _virtual(t) and t.is_contiguous():  # the common case, without building a layout
+        lo = t.data_ptr()
         return lo, lo + t.nbytes
-    if t.numel() == 0:
+    layout = _layout(t)
+    lo = layout.address
+    if 0 in layout.sizes:
         return lo, lo
-    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
-    return lo, lo + (last + 1) * t.element_size()
+    dims = zip(layout.sizes, layout.strides, strict=True)
+    last = sum((size - 1) * stride for size, stride in dims)
+    return lo, lo + (last + 1) * layout.element_size
 
 
 class _Runs(NamedTuple):
@@ -211,11 +301,11 @@ class _Runs(NamedTuple):
         return starts.sort().values
 
 
-def _runs(t: torch.Tensor) -> _Runs:
-    """``t``'s runs.  Dims of size 1 and stride 0 add no addresses; the innermost dims that
-    are contiguous with each other fold into one run."""
-    es = t.element_size()
-    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True))
+def _runs(layout: _Layout) -> _Runs:
+    """A layout's runs.  Dims of size 1 and stride 0 add no addresses; the innermost dims
+    that are contiguous with each other fold into one run."""
+    es = layout.element_size
+    dims = sorted(zip(layout.strides, layout.sizes, strict=True))
     dims = [(stride, size) for stride, size in dims if size > 1 and stride > 0]
     length = es
     while dims and dims[0][0] * es == length:
@@ -223,11 +313,11 @@ def _runs(t: torch.Tensor) -> _Runs:
     number = 1
     for _, size in dims:
         number *= size
-    return _Runs(t.data_ptr(), length, [(stride * es, size) for stride, size in dims], number)
+    return _Runs(layout.address, length, [(stride * es, size) for stride, size in dims], number)
 
 
-def _runs_overlap_themselves(t: torch.Tensor) -> bool:
-    runs = _runs(t)  # callers have ruled out zero strides, which _runs drops
+def _runs_overlap_themselves(layout: _Layout) -> bool:
+    runs = _runs(layout)  # callers have ruled out zero strides, which _runs drops
     if runs.number > MAX_RUNS:
         return True  # too many pieces to list: assume the worst
     if runs.number <= _FEW_RUNS:
@@ -239,9 +329,9 @@ def _runs_overlap_themselves(t: torch.Tensor) -> bool:
 
 def _runs_intersect(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Exact overlap of two tensors (called when their address ranges intersect)."""
-    if a.device != b.device or a.device.type == "meta":
+    if a.device != b.device or (a.device.type == "meta" and not _virtual(a)):
         return False  # no memory shared: another device, or none at all
-    ra, rb = _runs(a), _runs(b)
+    ra, rb = _runs(_layout(a)), _runs(_layout(b))
     if len(ra.outer) <= 1 and len(rb.outer) <= 1:
         return _strided_runs_meet(ra, rb)
     if ra.number > MAX_RUNS or rb.number > MAX_RUNS:
