@@ -124,6 +124,7 @@ def backend_requirement(
     overlap: OverlapRule | None = None,
     fake: Callable[..., Any] | None = None,
     backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
+    jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
 ) -> Callable[[Callable[P, R]], BackendOp[P, R]]:
     """Decorate an API with its backends' support checkers.
 
@@ -193,6 +194,11 @@ def backend_requirement(
       operator's gradient (``arguments``: the call's arguments by name).  Without it, a
       compiled call given a tensor that requires grad is refused with an error naming the
       fix, never silently detached.
+    - ``jvp``: ``jvp(arguments, tangents) -> tangent`` registers the operator's
+      forward-mode derivative (``tangents``: each tensor argument's tangent by name, None
+      for one without), for ``torch.autograd.forward_ad`` and ``torch.func.jvp`` over the
+      operator.  Without it, such a call is refused with an error naming forward-mode AD,
+      never given a zero or a dropped tangent.
 
     ``op.torch_op`` is the operator (``None`` when the signature has no schema, with the
     reason in ``op.torch_op_reason``: such an API graph-breaks when compiled).
@@ -233,6 +239,7 @@ def backend_requirement(
             overlap=overlap,
             fake=fake,
             backward=backward,
+            jvp=jvp,
         )
         return cast("BackendOp[P, R]", op.function)
 

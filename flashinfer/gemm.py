@@ -43,8 +43,9 @@ from flashinfer.kernels import (
     offsets_reason,
     triton_device_reason,
 )
-from flashinfer.kernels.autograd import out_with_grad_error
+from flashinfer.kernels.autograd import needs_function, out_with_grad_error
 from flashinfer.kernels.tiled_mm import mm_backward as mm_backward
+from flashinfer.kernels.tiled_mm import mm_jvp as mm_jvp
 from flashinfer.kernels.tiled_mm import run_tiled as run_tiled
 
 try:
@@ -62,6 +63,7 @@ __all__ = [
     "TritonRunner",
     "mm",
     "mm_backward",
+    "mm_jvp",
     "run_tiled",
 ]
 
@@ -128,8 +130,8 @@ class TorchRunner:
         dtype = result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
             a, b = a.float(), b.float()
-        if out is not None and out.dtype == a.dtype:
-            return torch.mm(a, b, out=out)
+        if out is not None and out.dtype == a.dtype and not needs_function(a, b, out):
+            return torch.mm(a, b, out=out)  # (vmap and forward AD have no rule for mm.out)
         result = torch.mm(a, b)
         if out is not None:
             return out.copy_(result)
@@ -335,6 +337,7 @@ def _heuristic(
     heuristic_func=_heuristic,
     overlap=OVERLAP,
     backward=mm_backward,
+    jvp=mm_jvp,
 )
 def mm(
     a: torch.Tensor,

@@ -25,9 +25,15 @@ from flashinfer.api_logging import flashinfer_api
 from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 from flashinfer.kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
-from flashinfer.kernels.autograd import out_with_grad_error
+from flashinfer.kernels.autograd import (
+    forward_ad_open,
+    is_functorch_tensor,
+    needs_function,
+    out_with_grad_error,
+    vmap_rule,
+)
 
-__all__ = ["rmsnorm", "rmsnorm_backward"]
+__all__ = ["rmsnorm", "rmsnorm_backward", "rmsnorm_jvp"]
 
 SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
@@ -204,13 +210,18 @@ def _check_triton(
 def _rmsnorm_triton(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
-    # The one grad test (attribute reads first: no call when nothing requires grad).
-    if (
-        input.requires_grad or weight.requires_grad or (out is not None and out.requires_grad)
-    ) and torch.is_grad_enabled():
+    # The one test for autograd, forward AD and functorch (no call when none is in play).
+    if needs_function(input, weight, out):
         if out is not None:
-            raise out_with_grad_error("rmsnorm", "triton", input=input, weight=weight, out=out)
+            raise _out_refusal(input, weight, out)
         return _RMSNormTriton.apply(input, weight, eps)  # type: ignore[no-any-return]
+    return _rmsnorm_kernel(input, weight, eps, out)
+
+
+def _rmsnorm_kernel(
+    input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
+) -> torch.Tensor:
+    """Launch the kernel on plain tensors (the Function's forward calls this directly)."""
     from flashinfer.kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
 
     result = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
@@ -220,20 +231,33 @@ def _rmsnorm_triton(
     return result
 
 
+def _out_refusal(input: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> Exception:
+    """Why the Triton backend refuses ``out=`` when its kernel must run in its Function."""
+    if forward_ad_open() or any(is_functorch_tensor(t) for t in (input, weight, out)):
+        return ValueError(
+            "rmsnorm: backend 'triton' cannot write into out= under forward-mode AD or a "
+            "torch.func transform (jvp, vmap, grad): the tangent or batch would be lost. "
+            "Drop out=, or use backend='torch'"
+        )
+    return out_with_grad_error("rmsnorm", "triton", input=input, weight=weight, out=out)
+
+
 class _RMSNormTriton(torch.autograd.Function):
-    """The Triton kernel as autograd sees it when grad is required: forward runs
-    :func:`_rmsnorm_triton` (grad mode is off inside a Function's forward, so it launches the
-    kernel), backward the formula :func:`rmsnorm_backward` computes."""
+    """The Triton kernel as autograd and torch.func see it: forward runs
+    :func:`_rmsnorm_kernel` (functorch hands it plain tensors), backward the formula
+    :func:`rmsnorm_backward` computes, ``jvp`` the forward-mode one (:func:`rmsnorm_jvp`),
+    ``vmap`` one launch over the batch's rows when the weight is shared."""
 
     @staticmethod
     def forward(input: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        return _rmsnorm_triton(input, weight, eps, None)
+        return _rmsnorm_kernel(input, weight, eps, None)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         # Separate from forward, so that torch.func.grad can use the Function too.
         input, weight, eps = inputs
         ctx.save_for_backward(input, weight)
+        ctx.save_for_forward(input, weight)
         ctx.eps = eps
 
     @staticmethod
@@ -241,6 +265,28 @@ class _RMSNormTriton(torch.autograd.Function):
         input, weight = ctx.saved_tensors
         need_input, need_weight = ctx.needs_input_grad[:2]
         return (*_rmsnorm_grads(grad, input, weight, ctx.eps, need_input, need_weight), None)
+
+    @staticmethod
+    def jvp(
+        ctx: Any, input_t: torch.Tensor | None, weight_t: torch.Tensor | None, _: Any
+    ) -> torch.Tensor:
+        input, weight = ctx.saved_tensors
+        return _rmsnorm_tangent(input, weight, ctx.eps, input_t, weight_t)
+
+    @staticmethod
+    def vmap(
+        info: Any,
+        in_dims: tuple[int | None, ...],
+        input: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+    ) -> tuple[torch.Tensor, int]:
+        input_dim, weight_dim = in_dims[:2]
+        if weight_dim is None and input_dim is not None:
+            # a row is a row whichever dim holds the batch: one launch over all of them
+            rows = input.movedim(input_dim, 0).contiguous()
+            return _RMSNormTriton.apply(rows, weight, eps), 0
+        return vmap_rule(_RMSNormTriton.apply, info, in_dims, input, weight, eps)
 
 
 # --------------------------------------------------------------------------------------
@@ -269,6 +315,44 @@ def _rmsnorm_grads(
         g = dy * weight.float()
         grad_input = (rstd * (g - xhat * (g * xhat).mean(dim=-1, keepdim=True))).to(input.dtype)
     return grad_input, grad_weight
+
+
+def _rmsnorm_tangent(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    input_t: torch.Tensor | None,
+    weight_t: torch.Tensor | None,
+) -> torch.Tensor:
+    """The tangent of ``y = xhat * w`` (``xhat = x * rstd``) in fp32, returned in the input's
+    dtype: ``dy = rstd * (dx - xhat * mean(xhat * dx)) * w + xhat * dw``."""
+    x = input.float()
+    rstd = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    xhat = x * rstd
+    tangent = torch.zeros_like(x)
+    if input_t is not None:
+        dx = input_t.float()
+        tangent = (
+            tangent + rstd * (dx - xhat * (xhat * dx).mean(dim=-1, keepdim=True)) * weight.float()
+        )
+    if weight_t is not None:
+        tangent = tangent + xhat * weight_t.float()
+    return tangent.to(input.dtype)
+
+
+def rmsnorm_jvp(inputs: dict[str, Any], tangents: dict[str, torch.Tensor | None]) -> torch.Tensor:
+    """The forward-mode derivative of :func:`rmsnorm`: ``inputs`` (the call's arguments by
+    name: ``input``, ``weight``, ``eps``) and ``tangents`` (``input``'s and ``weight``'s
+    tangents, None for one without) give the result's tangent, in fp32 and returned in the
+    input's dtype, as forward AD through the torch backend gives it.  The Triton backend's
+    Function uses it, and so does the compiled operator."""
+    return _rmsnorm_tangent(
+        inputs["input"],
+        inputs["weight"],
+        inputs.get("eps", 1e-6),
+        tangents.get("input"),
+        tangents.get("weight"),
+    )
 
 
 def rmsnorm_backward(grad: torch.Tensor, inputs: dict[str, Any]) -> dict[str, torch.Tensor | None]:
@@ -315,6 +399,7 @@ def _heuristic(
     heuristic_func=_heuristic,
     overlap=OVERLAP,
     backward=rmsnorm_backward,
+    jvp=rmsnorm_jvp,
 )
 def rmsnorm(
     input: torch.Tensor,

@@ -41,6 +41,7 @@ class BackendRequirementOp(ReferenceDispatcher):
         overlap: Any = None,
         fake: Callable[..., Any] | None = None,
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
+        jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
     ) -> None:
         # overlap: what the API writes (its ``OverlapRule``), or None; the dispatcher checks
         # it (see ``plan``), and the operator's schema marks those arguments mutated.
@@ -67,7 +68,7 @@ class BackendRequirementOp(ReferenceDispatcher):
             self._front = Front(self, self._ns)
             generated = self._front.build()
         self.function = self._public_function(generated)
-        attach_torch_op(self, fake, backward)
+        attach_torch_op(self, fake, backward, jvp)
         register_op(self.api_key, self.function)
 
     def _public_function(self, fn: Any) -> Any:

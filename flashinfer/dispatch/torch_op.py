@@ -99,6 +99,37 @@ def _defined(name: str) -> bool:
     return bool(torch._C._jit_get_schemas_for_operator(f"{NAMESPACE}::{name}"))
 
 
+_base_apply = torch._C._FunctionBase.__dict__["apply"]
+_functorch = torch._C._functorch
+
+
+def _here(function: type) -> Callable[..., Any]:
+    """``function.apply`` at the autograd level the operator's kernel runs at.
+
+    ``Function.apply`` under a torch.func transform hands the Function to functorch's
+    interpreters, which the operator's ``Autograd`` kernel is already below (the call
+    fails: no kernel for ``custom_function_call``).  Applied here instead, the Function
+    records on this level's tensors, as every aten op's autograd kernel does, so
+    ``grad``, ``jacrev``, ``jvp``, ``jacfwd`` and their compositions see its backward and
+    jvp; functorch's guard on such a "single level" Function is lifted for the call."""
+    apply = _base_apply.__get__(None, function)
+    allowed, allow = (
+        _functorch.get_single_level_autograd_function_allowed,
+        _functorch.set_single_level_autograd_function_allowed,
+    )
+
+    def apply_here(*args: Any) -> Any:
+        previous = allowed()
+        allow(True)
+        try:
+            return apply(*args)
+        finally:
+            allow(previous)
+
+    apply_here.function = function  # type: ignore[attr-defined]
+    return apply_here
+
+
 class TorchOp:
     """The torch operator of one API, registered when built (see the module docstring).
 
@@ -121,6 +152,7 @@ class TorchOp:
         validate: Callable[[dict[str, Any]], None],
         fake: Callable[[dict[str, Any]], Any] | None,
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
+        jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
         transparent: Any = None,
     ) -> None:
         self.api_key = api_key
@@ -135,6 +167,7 @@ class TorchOp:
         self._dispatcher = dispatcher
         self.fake = fake  # the fake implementation, or None (see the class docstring)
         self._backward = backward
+        self._jvp = jvp
         # Every argument of the default overload, in schema order (autograd's inputs).
         self._names = [*schema.positional, *schema.keyword]
         if dispatcher:
@@ -210,6 +243,9 @@ class TorchOp:
             "_Tensor": torch.Tensor,
             "_fresh": _fresh,
             "_refuse": self._refusal,
+            "_refuse_forward": self._forward_refusal,
+            "_fwad": torch.autograd.forward_ad,
+            "_unpack": torch.autograd.forward_ad.unpack_dual,
         }
         signature = inspect.signature(self._func)
         for n, p in signature.parameters.items():
@@ -267,15 +303,32 @@ class TorchOp:
                 f"    return _fresh(_r, {inputs})",
             ]
 
+        tangents = " or ".join(
+            f"_unpack({t}).tangent is not None"
+            if t in schema.positional and signature.parameters[t].default is signature.empty
+            else f"({t} is not None and _unpack({t}).tangent is not None)"
+            for t in own
+        )
+
         def autograd(with_out: bool) -> list[str]:
             overload = "out" if with_out else "default"
             names = f"({', '.join(repr(t) for t in own)},)"
             values = f"({', '.join(own)},)"
-            grads = self._backward is not None and not with_out and not schema.mutated
-            lines = [f"    if _grad_on() and ({needs or 'False'}) and not _exporting():"]
+            functional = not with_out and not schema.mutated
+            grads = self._backward is not None and functional
+            # Forward AD first: a tangent is never dropped (the Function's jvp gives it)
+            lines = [
+                f"    if _fwad._current_level >= 0 and ({tangents or 'False'}):",
+            ]
+            if self._jvp is not None and functional:
+                ns.setdefault("_Fn", _here(self._function()))
+                lines.append(f"        return _Fn({', '.join(self._names)})")
+            else:
+                lines.append(f"        _refuse_forward({overload!r}, {names}, {values})")
+            lines.append(f"    if _grad_on() and ({needs or 'False'}) and not _exporting():")
             if grads:
-                ns["_Fn"] = self._function()
-                lines.append(f"        return _Fn.apply({', '.join(self._names)})")
+                ns.setdefault("_Fn", _here(self._function()))
+                lines.append(f"        return _Fn({', '.join(self._names)})")
             else:
                 lines.append(f"        _refuse({overload!r}, {names}, {values})")
             target = "_out" if with_out else "_default"
@@ -316,6 +369,21 @@ class TorchOp:
             "functional form (no out=)"
         )
 
+    def _forward_refusal(self, overload: str, names: tuple, values: tuple) -> None:
+        dual = [
+            n
+            for n, v in zip(names, values, strict=True)
+            if isinstance(v, torch.Tensor)
+            and torch.autograd.forward_ad.unpack_dual(v).tangent is not None
+        ]
+        raise RuntimeError(
+            f"{self.qualname}.{overload} ({self.api_key}) has no forward-mode derivative: "
+            f"{', '.join(dual)} carries a forward-AD tangent (torch.autograd.forward_ad or "
+            "torch.func.jvp), and this form of the op declares no jvp (an out= or in-place "
+            "form, or an op without jvp=), so the tangent would be lost. Call the op's "
+            "functional form (no out=), or use reverse mode (torch.func.vjp, jacrev)"
+        )
+
     def _function(self) -> type:
         """The op's :class:`torch.autograd.Function`: forward is the operator (grad mode is
         off inside, so it goes below autograd), backward the API's ``backward`` formula."""
@@ -323,23 +391,51 @@ class TorchOp:
         positional = self.schema.positional
 
         class Function(torch.autograd.Function):
+            # vmap of the Function is vmap of its forward: the operator's own batching
+            generate_vmap_rule = True
+
             @staticmethod
-            def forward(ctx: Any, *args: Any) -> Any:
+            def forward(*args: Any) -> Any:
                 values = dict(zip(names, args, strict=True))
+                kwargs = {n: v for n, v in values.items() if n not in positional}
+                with torch._C._AutoDispatchBelowAutograd():  # the operator, as computed
+                    return op.default(*(values[n] for n in positional), **kwargs)
+
+            @staticmethod
+            def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+                # Separate from forward, so that torch.func transforms can use the Function.
+                values = dict(zip(names, inputs, strict=True))
                 saved = [n for n in names if n in tensors and isinstance(values[n], torch.Tensor)]
                 ctx.tensor_names = saved
                 ctx.save_for_backward(*(values[n] for n in saved))
+                ctx.save_for_forward(*(values[n] for n in saved))
                 ctx.other = {n: v for n, v in values.items() if n not in saved}
-                kwargs = {n: v for n, v in values.items() if n not in positional}
-                return op.default(*(values[n] for n in positional), **kwargs)
 
             @staticmethod
             def backward(ctx: Any, grad: torch.Tensor) -> tuple:
                 values = dict(ctx.other)
                 values.update(zip(ctx.tensor_names, ctx.saved_tensors, strict=True))
-                assert op._backward is not None
+                if op._backward is None:
+                    raise RuntimeError(
+                        f"{op.qualname} ({op.api_key}) declares no backward: reverse-mode "
+                        "AD through it is not available; use forward mode (torch.func.jvp, "
+                        "jacfwd)"
+                    )
                 grads = op._backward(grad, values)
                 return tuple(grads.get(n) if n in ctx.tensor_names else None for n in names)
+
+            @staticmethod
+            def jvp(ctx: Any, *tangents: Any) -> Any:
+                values = dict(ctx.other)
+                values.update(zip(ctx.tensor_names, ctx.saved_tensors, strict=True))
+                given = dict(zip(names, tangents, strict=True))
+                if op._jvp is None:
+                    raise RuntimeError(
+                        f"{op.qualname} ({op.api_key}) declares no jvp: forward-mode AD "
+                        "through it is not available; use reverse mode (torch.func.vjp, "
+                        "jacrev)"
+                    )
+                return op._jvp(values, {n: given[n] for n in ctx.tensor_names})
 
         Function.__name__ = Function.__qualname__ = f"{self.name}_function"
         return Function
@@ -431,6 +527,9 @@ class TorchOp:
         if self.no_grad is not None:
             ns["_no_grad"], ns["_exporting"] = self.no_grad, torch.compiler.is_exporting
             ns["_grad_on"] = torch.is_grad_enabled
+            # Under a torch.func transform Dynamo traces requires_grad as False (the wrapped
+            # tensors' flag is not the level's): the operator's Autograd kernel decides.
+            ns["_transforms"] = torch._C._are_functorch_transforms_active
             own = [t for t in schema.tensors if t != schema.out_param]
             signature = inspect.signature(self._func)
             needs = " or ".join(
@@ -440,7 +539,9 @@ class TorchOp:
                 for t in own
             )
             lines += [
-                f"    if not _exporting() and (not _grad_on() or not ({needs or 'False'})):",
+                "    if not _exporting() and not _transforms() and (",
+                f"        not _grad_on() or not ({needs or 'False'})",
+                "    ):",
                 f"        {'return ' if schema.returns != 'none' else ''}{call('_no_grad', False)}",
                 *(["        return None"] if schema.returns == "none" else []),
             ]

@@ -35,6 +35,7 @@ def attach_torch_op(
     op: Any,
     fake: Callable[..., Any] | None,
     backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
+    jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
 ) -> None:
     """Build ``op``'s operator from its schema (``op.torch_schema``) and hand it to its
     generated code (``_traceable``) and to Dynamo (``op.function._torchdynamo_inline``):
@@ -58,6 +59,7 @@ def attach_torch_op(
         validate=lambda values: metadata_checks(op, values),
         fake=_fake_for(op, fake),
         backward=backward,
+        jvp=jvp,
         transparent=transparent_plan(op, metadata_checks),
     )
     op.torch_op = torch_op
@@ -94,11 +96,15 @@ def metadata_checks(op: Any, values: dict[str, Any]) -> None:
     if op.backend_checks and backend != "auto" and backend not in op.backend_checks:
         op._select(None, bound)  # raises the unknown-backend error
     if skip:
+        op.check_overlap(bound)  # skip_check skips every check but the overlap rule
         return
     tensors = [v for v in bound.values() if v is not None]
     cc = find_compute_capability(*tensors)
     if op.common_check is not None:
         op._run_common_check(cc, bound, backend)
+    # Fake tensors alias as the real ones will: refused here, out=a is refused however
+    # the graph is compiled (aot_eager's functionalization would hand the kernel a copy).
+    op.check_overlap(bound)
     # A meta tensor has no device to run on: it asks for the result's shape under any
     # backend, so a named backend's (device-bound) checks are left out for it.
     meta = any(getattr(t, "is_meta", False) for t in tensors)

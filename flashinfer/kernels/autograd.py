@@ -1,4 +1,6 @@
-"""What the kernel backends share for autograd: the refusal of ``out=`` when grad is required.
+"""What the kernel backends share for autograd: when a kernel must run inside its
+:class:`torch.autograd.Function`, the refusal of ``out=`` when grad is required, and a
+``vmap`` rule for a Function whose kernel sees only plain tensors.
 
 A Triton kernel's launch is invisible to autograd, so a kernel backend that differentiates
 (``rmsnorm``'s and ``mm``'s Triton backends, ``mm``'s split-K) runs its kernel as the forward
@@ -8,13 +10,74 @@ A call that writes into ``out=`` has no result for autograd to track; every back
 included, refuses it when grad is required, as torch does for its own ``out=`` functions
 (``torch.mm(..., out=...)``: "functions with out=... arguments don't support automatic
 differentiation").  The error is built here, so that every backend says the same thing.
+
+A kernel cannot see forward-mode tangents (``torch.autograd.forward_ad``, ``torch.func.jvp``)
+nor functorch's wrapped tensors (``vmap``'s batched tensors, ``torch.func.grad``'s
+wrappers): launched on them it would drop the tangent or fail on their storage.  So the
+kernel also runs inside its Function while a forward-AD level is open or an argument is a
+functorch tensor (:func:`needs_function`): the Function's ``jvp`` gives the tangent,
+functorch hands its ``forward`` plain tensors, and its ``vmap`` rule maps over the batch.
 """
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["OutWithGradError", "out_with_grad_error"]
+import torch
+import torch.autograd.forward_ad as _forward_ad
+
+__all__ = [
+    "OutWithGradError",
+    "forward_ad_open",
+    "needs_function",
+    "out_with_grad_error",
+    "vmap_rule",
+]
+
+is_functorch_tensor: Callable[[torch.Tensor], bool] = (
+    torch._C._functorch.is_functorch_wrapped_tensor
+)
+"""Whether a tensor is one of functorch's wrappers (a ``vmap`` batch, a ``grad`` level)."""
+
+
+def forward_ad_open() -> bool:
+    """Whether a forward-AD level is open (``forward_ad.dual_level()``, or inside
+    ``torch.func.jvp``, which opens one): a tensor may then carry a tangent."""
+    return _forward_ad._current_level >= 0
+
+
+def needs_function(*tensors: torch.Tensor | None) -> bool:
+    """Whether a kernel backend must run its kernel inside its autograd Function: grad
+    mode is on and a tensor requires grad, a forward-AD level is open, or a tensor is one
+    of functorch's wrappers (``vmap``, ``torch.func.grad``).  Attribute reads first: a
+    plain call with nothing requiring grad makes two cheap calls."""
+    if any(t is not None and t.requires_grad for t in tensors) and torch.is_grad_enabled():
+        return True
+    if _forward_ad._current_level >= 0:
+        return True
+    return any(t is not None and is_functorch_tensor(t) for t in tensors)
+
+
+def vmap_rule(
+    apply: Callable[..., torch.Tensor],
+    info: Any,
+    in_dims: tuple[int | None, ...],
+    *args: Any,
+) -> tuple[torch.Tensor, int]:
+    """An autograd Function's ``vmap`` staticmethod for a kernel that sees plain tensors:
+    ``apply`` (the Function's ``apply``) runs once per sample of the batch (the batched
+    arguments sliced along their ``in_dims``; an argument whose dim is None, or a
+    structure of Nones, is shared), and the results are stacked along dim 0.
+    Correct for any op; an op whose kernel batches natively (rmsnorm's rows) checks for
+    that first."""
+    samples = []
+    for i in range(info.batch_size):
+        sample = [
+            a.select(d, i) if isinstance(d, int) else a for a, d in zip(args, in_dims, strict=True)
+        ]
+        samples.append(apply(*sample))
+    return torch.stack(samples), 0
 
 
 class OutWithGradError(ValueError, RuntimeError):

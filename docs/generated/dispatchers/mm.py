@@ -243,6 +243,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _out = a torch._ops.OpOverload
+#   _transforms = builtin _are_functorch_transforms_active
 #   _no_grad = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
 
@@ -254,7 +255,9 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
         return out
-    if not _exporting() and (not _grad_on() or not (a.requires_grad or b.requires_grad)):
+    if not _exporting() and not _transforms() and (
+        not _grad_on() or not (a.requires_grad or b.requires_grad)
+    ):
         return _no_grad(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
     return _default(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
 

@@ -198,6 +198,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _out = a torch._ops.OpOverload
+#   _transforms = builtin _are_functorch_transforms_active
 #   _no_grad = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
 
@@ -209,7 +210,9 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         return out
-    if not _exporting() and (not _grad_on() or not (input.requires_grad or weight.requires_grad)):
+    if not _exporting() and not _transforms() and (
+        not _grad_on() or not (input.requires_grad or weight.requires_grad)
+    ):
         return _no_grad(input, weight, eps, backend=backend, skip_check=skip_check)
     return _default(input, weight, eps, backend=backend, skip_check=skip_check)
 
