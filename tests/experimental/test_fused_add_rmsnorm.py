@@ -252,3 +252,32 @@ def test_the_entry_point_imports_the_implementation_only_when_called():
         "assert 'flashinfer.experimental.fused_add_rmsnorm.implementation' in sys.modules\n"
     )
     assert_runs_in_fresh_interpreter(code)
+
+
+def _in_place(x, r, w):
+    """fused_add_rmsnorm as a function of its inputs: the updated input and residual."""
+    x, r = x.clone(), r.clone()
+    fused_add_rmsnorm(x, r, w)
+    return x, r
+
+
+@settings(max_examples=10, deadline=None)
+@given(rows=st.integers(1, 4), hidden=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_torch_func_transforms_give_the_unfused_composition(rows, hidden, seed):
+    """``functionalize`` (no false "input and residual overlap"), ``vmap`` (no storage
+    error from the kernel) and ``jvp`` each give the unfused composition's result: under a
+    transform the kernel, which would see wrapped tensors, is not launched."""
+    warnings.simplefilter("ignore", ExperimentalWarning)  # (pytest restores the filters)
+    x, r = _rand(rows, hidden, seed=seed), _rand(rows, hidden, seed=seed + 1)
+    w = _rand(hidden, seed=seed + 2)
+    expected = _unfused(x, r, w)
+    torch.testing.assert_close(torch.func.functionalize(_in_place)(x, r, w), expected)
+    batched = torch.func.vmap(_in_place, in_dims=(0, 0, None))(
+        torch.stack([x, 2 * x]), torch.stack([r, r]), w
+    )
+    torch.testing.assert_close(batched[0][0], expected[0])
+    torch.testing.assert_close(batched[0][1], _unfused(2 * x, r, w)[0])
+    tangent = torch.ones_like(x)
+    _, got = torch.func.jvp(lambda x: _in_place(x, r, w), (x,), (tangent,))
+    _, want = torch.func.jvp(lambda x: _unfused(x, r, w), (x,), (tangent,))
+    torch.testing.assert_close(got, want)

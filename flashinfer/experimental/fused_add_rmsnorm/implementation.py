@@ -11,10 +11,11 @@ out=input)``, in one pass over memory.  The Triton kernel (:mod:`.kernel`, impor
 use) runs when it can: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``, with rows
 of unit stride.  Otherwise a torch composition does the same thing.
 
-Autograd (grad mode on and a tensor requiring grad): ``input`` and ``residual`` are written
-in place, so a leaf that requires grad is refused as torch's in-place operations refuse it
-(:func:`refuse_leaves`); otherwise the torch composition runs, which autograd records (the
-kernel's launch it would not see).
+Autograd (grad mode on and a tensor requiring grad), forward AD and functorch's transforms
+(``vmap``, ``functionalize``, ``torch.func.grad``/``jvp``): the torch composition runs, which
+they record or batch (the kernel's launch they would not see).  ``input`` and ``residual``
+are written in place, so a leaf that requires grad is refused as torch's in-place
+operations refuse it (:func:`refuse_leaves`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from flashinfer.aliasing import OverlapRule
 from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
 from flashinfer.kernels import offsets_reason, rows_view, triton_device_reason
+from flashinfer.kernels.autograd import needs_function
 from flashinfer.norm import rmsnorm
 
 __all__ = ["fused_add_rmsnorm", "kernel_unsupported_reason", "refuse_leaves"]
@@ -104,9 +106,8 @@ def fused_add_rmsnorm(
     the other validation and before anything is written.  The entry point hands it down so
     that this module does not import its entry point back (imports flow one way)."""
     _validate(input, residual, weight, eps, overlap)
-    if (
-        input.requires_grad or residual.requires_grad or weight.requires_grad
-    ) and torch.is_grad_enabled():
+    if needs_function(input, residual, weight):
+        # Autograd, forward AD or a functorch transform: the kernel would not see them.
         _recorded(input, residual, weight, eps)
         return
     if input.numel() == 0:
