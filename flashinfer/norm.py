@@ -24,7 +24,13 @@ from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
 from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
-from flashinfer.kernels import bf16_reason, offsets_reason, rows_view, triton_device_reason
+from flashinfer.kernels import (
+    bf16_reason,
+    dispatch_mode_active,
+    offsets_reason,
+    rows_view,
+    triton_device_reason,
+)
 from flashinfer.kernels.autograd import (
     forward_ad_open,
     is_functorch_tensor,
@@ -222,6 +228,11 @@ def _rmsnorm_kernel(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
     """Launch the kernel on plain tensors (the Function's forward calls this directly)."""
+    if dispatch_mode_active():
+        result = torch.ops.flashinfer.rmsnorm_no_grad(
+            input, weight, eps, backend="triton", skip_check=True
+        )
+        return result if out is None else out.copy_(result)
     from flashinfer.kernels.rmsnorm_triton import rmsnorm_rows  # first use imports Triton
 
     result = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out

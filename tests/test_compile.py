@@ -39,6 +39,8 @@ from typing import Any
 import pytest
 import torch
 from autotuner_fakes import clean_tuner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from throwaway_experimental import OWNER, SOON
 from torch._dynamo.testing import CompileCounter
 from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
@@ -692,24 +694,28 @@ def _shaped(name: str, device: str) -> list[tuple[tuple, dict[str, Any], tuple, 
     ]
 
 
-def _check_metadata(name: str, backend: str, device: str) -> None:
+def _check_metadata(name: str, backend: str, device: str, skip_check: bool) -> None:
     op = _op(name)
     for args, options, shape, dtype in _shaped(name, device):
-        result = op(*args, **options, backend=backend)
+        result = op(*args, **options, backend=backend, skip_check=skip_check)
         assert (tuple(result.shape), result.dtype, result.device.type) == (shape, dtype, device)
         out = torch.empty(shape, dtype=dtype, device=device)
-        assert op(*args, **options, out=out, backend=backend) is out
+        assert op(*args, **options, out=out, backend=backend, skip_check=skip_check) is out
 
 
+@pytest.mark.parametrize("skip_check", [False, True], ids=["checked", "skip_check"])
 @pytest.mark.parametrize("name, backend", _metadata_cases())
-def test_meta_tensors_give_the_result_metadata(name, backend):
-    _check_metadata(name, backend, "meta")
+def test_meta_tensors_give_the_result_metadata(name, backend, skip_check):
+    """``skip_check=True`` too: a Triton backend failed with "Cannot copy out of meta
+    tensor" (no backend can run on meta tensors; the operator gives the shape)."""
+    _check_metadata(name, backend, "meta", skip_check)
 
 
+@pytest.mark.parametrize("skip_check", [False, True], ids=["checked", "skip_check"])
 @pytest.mark.parametrize("name, backend", _metadata_cases())
-def test_fake_tensors_give_the_result_metadata(name, backend):
+def test_fake_tensors_give_the_result_metadata(name, backend, skip_check):
     with FakeTensorMode():
-        _check_metadata(name, backend, "cpu")
+        _check_metadata(name, backend, "cpu", skip_check)
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -894,3 +900,94 @@ def test_an_experimental_backend_named_in_a_compiled_call_warns_once_in_the_user
     assert len(warned) == 1, [str(w.message) for w in caught]
     assert warned[0].filename == __file__
     _assert_same(compiled(a, b), program(a, b))
+
+
+# ---- number arguments: as the eager call takes them --------------------------------------
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_number_argument_is_refused_compiled_as_eagerly(flag: bool, dynamic: bool) -> None:
+    """The schema reads ``eps=True`` as 1.0: the compiled call ran with it."""
+    x, w = torch.randn(3, 8), torch.rand(8) + 0.5
+    with pytest.raises(ValueError, match="eps"):
+        flashinfer.rmsnorm(x, w, eps=flag)
+    compiled = torch.compile(lambda x: flashinfer.rmsnorm(x, w, eps=flag), dynamic=dynamic)
+    with pytest.raises(Exception, match="eps must be a number, got " + repr(flag)):
+        compiled(x)
+
+
+@settings(max_examples=8, deadline=None)
+@given(eps=st.floats(1e-8, 1.0), backend=st.sampled_from(["auto", "torch"]))
+def test_a_numpy_float_eps_compiles_and_equals_the_eager_call(eps: float, backend: str) -> None:
+    """``np.float64`` (a float, held by a module say) is taken eagerly; Dynamo traces it as
+    a 0-dim array, which the operator's ``float`` refused."""
+    np = pytest.importorskip("numpy")
+    x, w = torch.randn(3, 8), torch.rand(8) + 0.5
+    held = np.float64(eps)
+    expected = flashinfer.rmsnorm(x, w, eps=held, backend=backend)
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda x: flashinfer.rmsnorm(x, w, eps=held, backend=backend), fullgraph=True
+    )
+    torch.testing.assert_close(compiled(x), expected)
+
+
+# ---- use_backends and autotune blocks inside a compiled function -----------------------------
+
+
+def _blocks() -> list[Any]:
+    """(label, block factory, backend named by the call) for each kind of block."""
+    return [
+        pytest.param(
+            lambda: flashinfer.use_backends(rmsnorm=["triton"]), "auto", id="use_backends-triton"
+        ),
+        pytest.param(
+            lambda: flashinfer.use_backends(rmsnorm=["torch"]), "auto", id="use_backends-torch"
+        ),
+        pytest.param(lambda: autotune(False), "triton", id="autotune-off-named"),
+        pytest.param(lambda: autotune(), "auto", id="autotune-auto"),
+    ]
+
+
+@pytest.mark.parametrize(("block", "backend"), _blocks())
+def test_a_block_inside_a_compiled_function_breaks_cleanly_and_is_obeyed(
+    block: Callable[[], Any], backend: str
+) -> None:
+    """Without fullgraph the function runs eagerly from the block on: Dynamo used to trace
+    the dispatcher and Triton's interpreter frame by frame (InterpreterError)."""
+    x, w = torch.randn(4, 8), torch.rand(8) + 0.5
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        with block():
+            y = flashinfer.rmsnorm(x, w, backend=backend) * 2
+            used = list(flashinfer.rmsnorm.suitable_auto_backends)
+        return y + len(used)
+
+    with clean_tuner(warmup=0, repeat=1):
+        eager = program(x)
+        eager_used = list(flashinfer.rmsnorm.suitable_auto_backends)
+        torch._dynamo.reset()
+        compiled = torch.compile(program)(x)
+    torch.testing.assert_close(compiled, eager)
+    assert list(flashinfer.rmsnorm.suitable_auto_backends) == eager_used
+
+
+@pytest.mark.parametrize(("block", "backend"), _blocks())
+def test_a_block_inside_a_fullgraph_function_is_refused_naming_it(
+    block: Callable[[], Any], backend: str
+) -> None:
+    x, w = torch.randn(4, 8), torch.rand(8) + 0.5
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        with block():
+            return flashinfer.rmsnorm(x, w, backend=backend)
+
+    name = type(block()).__name__
+    torch._dynamo.reset()
+    with (
+        clean_tuner(warmup=0, repeat=1),
+        pytest.raises(Exception, match=rf"flashinfer\.{name}\(\.\.\.\) cannot") as info,
+    ):
+        torch.compile(program, fullgraph=True)(x)
+    assert "around the compiled call" in str(info.value)

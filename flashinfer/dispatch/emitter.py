@@ -126,6 +126,7 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         # A traced call (fake, meta or functional tensors; export) goes to the API's torch
         # operator (see tracing); _traceable is set once the operator is built.
         "_traced": traced_call,
+        "_jit": torch._C._is_tracing,  # torch.jit.trace recording: it records the operator
         "_traceable": None,
         "_Tensor": torch.Tensor,
         # The API's overlap rule (see overlap_lines).

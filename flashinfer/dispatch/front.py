@@ -124,6 +124,7 @@ class Front:
         ]
         # A named backend runs its checks, as it did before the cache (see emitter).
         lines += explicit_lines(op)
+        lines += route_lines(op, "auto")
         gated = bool(op.experimental_backends)
         lines.append("    _rx = _rfind(_api) if _RS.on else None")
         if gated:

@@ -62,6 +62,8 @@ class OpSchema:
         required: the parameters without a default (a call always passes them).
         mutated: the arguments the default overload writes in place.
         returns: ``"tensor"``, ``"tensors"`` (a tuple of them, ``count`` long) or ``"none"``.
+        numbers: the parameters typed ``float`` or ``int``, with their type (``float`` or
+            ``int``): the schema would read a ``bool`` passed to them as a number.
     """
 
     default: str
@@ -74,6 +76,7 @@ class OpSchema:
     mutated: tuple[str, ...]
     returns: str
     count: int = 1
+    numbers: tuple[tuple[str, type], ...] = ()
 
 
 def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher: bool) -> OpSchema:
@@ -94,6 +97,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     positional: list[str] = []
     keyword: list[str] = []
     tensors: list[str] = []
+    numbers: list[tuple[str, type]] = []
     required: list[str] = []
     mutated_names: list[str] = []
     pieces: list[tuple[str, str, bool]] = []  # (name, declaration, keyword-only)
@@ -109,6 +113,8 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         kind, optional = _schema_type(hints[p.name], p.name)
         if kind == "Tensor":
             tensors.append(p.name)
+        elif kind in ("float", "SymInt"):
+            numbers.append((p.name, float if kind == "float" else int))
         if p.default is p.empty:
             required.append(p.name)
         if p.name in written:
@@ -148,6 +154,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         tuple(mutated_names),
         returns,
         count,
+        tuple(numbers),
     )
 
 

@@ -34,6 +34,7 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Any
 
+from flashinfer.codegen.dynamo_marks import block_boundary
 from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.gate import warn_unrecognised_once
@@ -444,3 +445,6 @@ def warn_listed_experimental(api_key: str, candidates: Sequence[str], experiment
 def _listed_message(api_key: str, backend: str) -> str:
     """The warning's text, with who lists the backend (asked only when it warns)."""
     return listed_in_restriction(api_key, backend, restriction_source(api_key) or USE_BACKENDS)
+
+
+block_boundary(use_backends, "use_backends(...)")

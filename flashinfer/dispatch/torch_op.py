@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
+from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 
 __all__ = [
@@ -461,6 +462,25 @@ class TorchOp:
 
     # ---- the function compilers inline ---------------------------------------------------
 
+    def _number_lines(self, ns: dict[str, Any]) -> list[str]:
+        """The traced code's first lines: each ``float`` or ``int`` argument as the eager
+        call takes it.  The operator's schema would read ``True`` as ``1.0`` (the eager
+        call refuses a bool), so a bool is refused while tracing; a numpy scalar, which
+        Dynamo traces as a 0-dim array, is passed as the Python number it is."""
+        lines: list[str] = []
+        if not self.schema.numbers:
+            return lines
+        api = self.api_key.rsplit(".", 1)[-1]
+        ns |= {"_refuse_bool": _bool_refusal(api), "_Tensor": torch.Tensor}
+        for name, kind in self.schema.numbers:
+            lines += [
+                f"    if isinstance({name}, bool):",
+                f"        _refuse_bool({name!r}, {name})",
+                f"    elif {name} is not None and not isinstance({name}, (int, float, _Tensor)):",
+                f"        {name} = {kind.__name__}({name})",
+            ]
+        return lines
+
     def _transparent_lines(self, ns: dict[str, Any]) -> list[str]:
         """The traced code's first lines when the API can be transparent
         (:mod:`.transparent`): a static call without ``out`` asks the chooser, and when it
@@ -517,7 +537,24 @@ class TorchOp:
                 kws += ["backend=backend", "skip_check=skip_check"]
             return f"{target}({', '.join(filter(None, [pos, *kws]))})"
 
-        lines: list[str] = self._transparent_lines(ns)
+        ns["_jit_tracing"] = jit_tracing
+        lines: list[str] = [
+            # torch.jit.trace records the operator itself (Dynamo reads this as False).
+            "    if _jit_tracing():",
+            *(
+                [
+                    f"        if {schema.out_param} is not None:",
+                    f"            {call('_out', True)}",
+                    f"            return {schema.out_param}",
+                ]
+                if schema.out_param is not None
+                else []
+            ),
+            f"        {'return ' if schema.returns != 'none' else ''}{call('_default', False)}",
+            *(["        return None"] if schema.returns == "none" else []),
+            *self._number_lines(ns),
+            *self._transparent_lines(ns),
+        ]
         if schema.out_param is not None:
             lines += [
                 f"    if {schema.out_param} is not None:",
@@ -529,7 +566,7 @@ class TorchOp:
             ns["_grad_on"] = torch.is_grad_enabled
             # Under a torch.func transform Dynamo traces requires_grad as False (the wrapped
             # tensors' flag is not the level's): the operator's Autograd kernel decides.
-            ns["_transforms"] = torch._C._are_functorch_transforms_active
+            ns["_transforms"] = functorch_transforms_active
             own = [t for t in schema.tensors if t != schema.out_param]
             signature = inspect.signature(self._func)
             needs = " or ".join(
@@ -555,22 +592,36 @@ class TorchOp:
         )
 
 
-def run_outside_dynamo(code: Any) -> None:
-    """Never let Dynamo trace a frame of ``code`` nor any frame it calls.
+def jit_tracing() -> bool:
+    """Whether ``torch.jit.trace`` is recording (a constant False to Dynamo)."""
+    return bool(torch._C._is_tracing())
 
-    For the calls a compiled program makes eagerly after a graph break (an op without a fake
-    or without an operator): Dynamo would otherwise compile each frame of the dispatcher, the
-    API's body and the backend as it is entered, guard them, and break again on their locks
-    and context variables.  What ``torch.compiler.disable`` does to a function, done to a
-    code object through the interpreter hook's own table, without importing Dynamo; on a
-    torch without that table, the frames are traced as before (slower, still correct).
-    """
-    hook: Any = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
-    strategy = getattr(hook, "_FrameExecStrategy", None)
-    action = getattr(hook, "_FrameAction", None)
-    if strategy is None or action is None or not hasattr(hook, "set_code_exec_strategy"):
-        return
-    hook.set_code_exec_strategy(code, strategy(action.SKIP, action.SKIP))
+
+jit_tracing._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def functorch_transforms_active() -> bool:
+    """Whether a ``torch.func`` transform is active.  Dynamo calls it while tracing and
+    takes the result as a constant (called directly, torch's function would leave a dead
+    node in every graph); a graph traced under a transform is guarded on functorch's
+    stack by Dynamo itself."""
+    return bool(torch._C._are_functorch_transforms_active())
+
+
+functorch_transforms_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def _bool_refusal(api: str) -> Callable[[str, bool], None]:
+    def refuse_bool(name: str, value: bool) -> None:
+        raise ValueError(
+            f"{api}: {name} must be a number, got {value!r} (a bool, which the compiled "
+            f"operator would read as {int(value)}); pass {float(value)!r} if that is meant"
+        )
+
+    # Called by Dynamo while tracing (a constant function), so that the error is raised
+    # as it is, at the user's call, rather than traced into the graph.
+    refuse_bool._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return refuse_bool
 
 
 def _no_metadata(overload: str) -> Callable[..., Any]:
@@ -610,17 +661,19 @@ def _contiguous_like(result: Any) -> Any:
 
 def traced_call(*values: Any) -> bool:
     """Whether a call with these arguments is being traced rather than run: a fake, meta or
-    functional tensor among them, or export (or Dynamo) in progress.  The dispatcher then
-    calls the operator (see ``traceable``), whose fake implementation answers.  Only asked
-    on paths that already cost more than this: a call whose argument types the dispatcher
-    has not learnt, or a named backend's call on a tensor that is not a plain one."""
+    functional tensor among them, export (or Dynamo) in progress, or ``torch.jit.trace``
+    recording (a trace records the operator as one node, decided when the trace runs).
+    The dispatcher then calls the operator (see ``traceable``), whose fake implementation
+    answers.  Only asked on paths that already cost more than this: a call whose argument
+    types the dispatcher has not learnt, a named backend's call on a tensor that is not a
+    plain one, or any call while ``torch.jit.trace`` records."""
     for v in values:
         if isinstance(v, torch.Tensor):
             if v.is_meta:
                 return True
             if type(v) is not torch.Tensor and type(v) is not torch.nn.Parameter and _is_fake(v):
                 return True
-    return bool(torch.compiler.is_compiling())
+    return bool(torch.compiler.is_compiling() or torch._C._is_tracing())
 
 
 def _is_fake(t: torch.Tensor) -> bool:

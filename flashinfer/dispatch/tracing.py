@@ -68,6 +68,10 @@ def attach_torch_op(
         op._ns["_traced"] = _never
         _eager_only(op.function)  # a compiled call breaks the graph and calls it eagerly
     op.function._torchdynamo_inline = torch_op.traceable
+    # A frame Dynamo starts at the public function itself (a call from a frame it gave up
+    # on, say after a use_backends block) runs eagerly: Dynamo would trace the dispatcher,
+    # the backend and Triton's interpreter frame by frame.
+    _eager_only(op.function)
 
 
 def _eager_only(function: Any) -> None:
@@ -146,10 +150,13 @@ def route_lines(op: Any, where: str) -> list[str]:
 
     ``where``: ``"named"`` (a named backend's checked path: a type test and a meta test on
     the first tensor argument first, so that a plain eager call pays only those),
-    ``"unchecked"`` (``skip_check=True`` with a named backend: the type test only, so fake
-    and functional tensors are routed but meta ones run the backend, as everything that
-    call skips is skipped) or ``"uncached"`` (a call the verdict cache could not key:
-    already the slow path)."""
+    ``"unchecked"`` (``skip_check=True`` with a named backend: the same tests: a meta
+    call's shape is the operator's to give, as no backend can run on meta tensors),
+    ``"auto"`` (an ``"auto"`` call: only while ``torch.jit.trace`` records, which takes a
+    plain tensor's sizes as traced values) or
+    ``"uncached"`` (a call the verdict cache could not key: already the slow path).
+    ``torch.jit.trace`` records the operator as one node, decided when the trace runs (it
+    would record the chosen backend's torch calls, or nothing of a kernel's launch)."""
     schema = op.torch_schema
     required = [t for t in schema.tensors if t in schema.required] if schema else []
     if not required:  # no tensor a call always passes: nothing cheap to test first
@@ -159,7 +166,9 @@ def route_lines(op: Any, where: str) -> list[str]:
     test = f"_traced({', '.join(tensors)})"
     first = tensors[0]
     if where == "named":
-        test = f"(_type({first}) is not _Tensor or {first}.is_meta) and {test}"
+        test = f"(_type({first}) is not _Tensor or {first}.is_meta or _jit()) and {test}"
     elif where == "unchecked":
-        test = f"_type({first}) is not _Tensor and {test}"
+        test = f"(_type({first}) is not _Tensor or {first}.is_meta or _jit()) and {test}"
+    elif where == "auto":
+        test = f"_jit() and {test}"
     return [f"    if {test}:", f"        return {call}"]

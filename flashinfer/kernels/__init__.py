@@ -17,6 +17,7 @@ from flashinfer.kernels.availability import interpreter_enabled, reset_probe, tr
 __all__ = [
     "INT32_MAX",
     "bf16_reason",
+    "dispatch_mode_active",
     "interpreter_enabled",
     "max_offset",
     "next_positive_power_of_2",
@@ -42,6 +43,14 @@ def triton_device_reason(*tensors: torch.Tensor) -> str | None:
     """
     problem = triton_unavailable(tensors[0].device.type)
     return None if problem is None else str(problem)
+
+
+def dispatch_mode_active() -> bool:
+    """Whether a torch dispatch mode is active (``make_fx`` tracing real tensors,
+    ``FlopCounterMode``, a logging mode): it sees tensor operations, never a kernel's launch,
+    and Triton's launcher fails on the storage it hands over.  A kernel backend then runs as
+    its operator, one operation the mode sees and runs with itself set aside."""
+    return bool(torch._C._len_torch_dispatch_stack() > 0)
 
 
 def next_positive_power_of_2(n: int) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from flashinfer.kernels import dispatch_mode_active
 from flashinfer.kernels.autograd import (
     forward_ad_open,
     is_functorch_tensor,
@@ -68,8 +69,15 @@ def _launch_tiled(
     backend: str,
     launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
 ) -> torch.Tensor:
-    """Launch on plain tensors (the Function's forward calls this directly)."""
+    """Launch on plain tensors (the Function's forward calls this directly).  Under a
+    dispatch mode, ``mm``'s operator runs instead (``dispatch_mode_active``), which
+    chooses its tactic when it runs."""
     a, b, out, out_dtype = inputs
+    if dispatch_mode_active():
+        result = torch.ops.flashinfer.mm_no_grad(
+            a, b, out_dtype=out_dtype, backend=backend, skip_check=True
+        )
+        return result if out is None else out.copy_(result)
     if tactic is None:
         tactic = runner.tactics(inputs)[0]
     elif tactic not in space:

@@ -281,3 +281,20 @@ def test_torch_func_transforms_give_the_unfused_composition(rows, hidden, seed):
     _, got = torch.func.jvp(lambda x: _in_place(x, r, w), (x,), (tangent,))
     _, want = torch.func.jvp(lambda x: _unfused(x, r, w), (x,), (tangent,))
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
+def test_make_fx_records_a_graph_that_replays_the_update(quiet, mode):
+    """On real tensors (``make_fx``'s default) the kernel failed on the storage the proxy
+    mode hands it; under a dispatch mode the torch composition runs, which the mode sees."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def update(x, r, w):
+        x, r = x.clone(), r.clone()
+        fused_add_rmsnorm(x, r, w)
+        return x, r
+
+    x, r, w = _rand(3, 16), _rand(3, 16, seed=1), _rand(16, seed=2)
+    graph = make_fx(update, tracing_mode=mode)(x, r, w)
+    x2, r2 = _rand(3, 16, seed=3), _rand(3, 16, seed=4)
+    torch.testing.assert_close(graph(x2, r2, w), _unfused(x2, r2, w))

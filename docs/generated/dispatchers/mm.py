@@ -28,6 +28,7 @@
 #   _d_backend = 'auto'
 #   _type = builtins.type
 #   _Tensor = torch.Tensor
+#   _jit = builtin _is_tracing
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.gemm.mm[traceable] (below)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
@@ -71,14 +72,14 @@
 def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
     if skip_check:
         if backend != 'auto':
-            if _type(a) is not _Tensor and _traced(a, b, out):
+            if (_type(a) is not _Tensor or a.is_meta or _jit()) and _traced(a, b, out):
                 return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
             if out is not None:
                 _ovl(out, a, b)
             return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(a, b, out, out_dtype)
     if backend != 'auto':
-        if (_type(a) is not _Tensor or a.is_meta) and _traced(a, b, out):
+        if (_type(a) is not _Tensor or a.is_meta or _jit()) and _traced(a, b, out):
             return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
         if backend == 'torch':
             if _live.dropped and (_r := _state.r).dropped:
@@ -134,6 +135,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
                 _warn(_api, 'splitk')
             return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
         _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+    if _jit() and _traced(a, b, out):
+        return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
     _rx = _rfind(_api) if _RS.on else None
     _g = _env0()
     try:
@@ -235,6 +238,9 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
+#   _jit_tracing = flashinfer.dispatch.torch_op.jit_tracing  (flashinfer/dispatch/torch_op.py)
+#   _out = a torch._ops.OpOverload
+#   _default = a torch._ops.OpOverload
 #   _exporting = torch.compiler.is_exporting
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
@@ -242,12 +248,15 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
-#   _out = a torch._ops.OpOverload
-#   _transforms = builtin _are_functorch_transforms_active
+#   _transforms = flashinfer.dispatch.torch_op.functorch_transforms_active  (flashinfer/dispatch/torch_op.py)
 #   _no_grad = a torch._ops.OpOverload
-#   _default = a torch._ops.OpOverload
 
 def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
+    if _jit_tracing():
+        if out is not None:
+            _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
+            return out
+        return _default(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
     if out is None and not _exporting() and _static(a, b, out_dtype):
         _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check)
         if _b is not None and (backend != 'auto' or not _flag.named):
@@ -450,6 +459,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _d_backend = 'auto'
 #   _type = builtins.type
 #   _Tensor = torch.Tensor
+#   _jit = builtin _is_tracing
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.gemm.mm[traceable] (below)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
@@ -495,7 +505,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False, _key=None):
     if skip_check:
         if backend != 'auto':
-            if _type(a) is not _Tensor and _traced(a, b, out):
+            if (_type(a) is not _Tensor or a.is_meta or _jit()) and _traced(a, b, out):
                 return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
             if out is not None:
                 _ovl(out, a, b)
@@ -503,7 +513,7 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         return _skip_auto(a, b, out=out, out_dtype=out_dtype, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(a, b, out, out_dtype)
     if backend != 'auto':
-        if (_type(a) is not _Tensor or a.is_meta) and _traced(a, b, out):
+        if (_type(a) is not _Tensor or a.is_meta or _jit()) and _traced(a, b, out):
             return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
         if backend == 'torch':
             if _live.dropped and (_r := _state.r).dropped:

@@ -25,6 +25,7 @@
 #   _d_backend = 'auto'
 #   _type = builtins.type
 #   _Tensor = torch.Tensor
+#   _jit = builtin _is_tracing
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.norm.rmsnorm[traceable] (below)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
@@ -59,14 +60,14 @@
 def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
     if skip_check:
         if backend != 'auto':
-            if _type(input) is not _Tensor and _traced(input, weight, out):
+            if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
                 return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
             if out is not None:
                 _ovl(out, input, weight)
             return _func(input, weight, eps, out=out, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
     if backend != 'auto':
-        if (_type(input) is not _Tensor or input.is_meta) and _traced(input, weight, out):
+        if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
             return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         if backend == 'torch':
             _v = _common(input, weight, eps, out=out, backend=backend)
@@ -99,6 +100,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             return _func(input, weight, eps, out=out, backend=backend)
         _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+    if _jit() and _traced(input, weight, out):
+        return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
     _rx = _rfind(_api) if _RS.on else None
     try:
         if _os.environ is not _environ:
@@ -190,6 +193,11 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
+#   _jit_tracing = flashinfer.dispatch.torch_op.jit_tracing  (flashinfer/dispatch/torch_op.py)
+#   _out = a torch._ops.OpOverload
+#   _default = a torch._ops.OpOverload
+#   _refuse_bool = flashinfer.dispatch.torch_op._bool_refusal.<locals>.refuse_bool  (flashinfer/dispatch/torch_op.py)
+#   _Tensor = torch.Tensor
 #   _exporting = torch.compiler.is_exporting
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
@@ -197,12 +205,19 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
-#   _out = a torch._ops.OpOverload
-#   _transforms = builtin _are_functorch_transforms_active
+#   _transforms = flashinfer.dispatch.torch_op.functorch_transforms_active  (flashinfer/dispatch/torch_op.py)
 #   _no_grad = a torch._ops.OpOverload
-#   _default = a torch._ops.OpOverload
 
 def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
+    if _jit_tracing():
+        if out is not None:
+            _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
+            return out
+        return _default(input, weight, eps, backend=backend, skip_check=skip_check)
+    if isinstance(eps, bool):
+        _refuse_bool('eps', eps)
+    elif eps is not None and not isinstance(eps, (int, float, _Tensor)):
+        eps = float(eps)
     if out is None and not _exporting() and _static(input, weight, eps):
         _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check)
         if _b is not None and (backend != 'auto' or not _flag.named):
@@ -348,6 +363,7 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
 #   _d_backend = 'auto'
 #   _type = builtins.type
 #   _Tensor = torch.Tensor
+#   _jit = builtin _is_tracing
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
 #   _traceable = generated flashinfer.norm.rmsnorm[traceable] (below)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
@@ -380,7 +396,7 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
 def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False, _key=None):
     if skip_check:
         if backend != 'auto':
-            if _type(input) is not _Tensor and _traced(input, weight, out):
+            if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
                 return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
             if out is not None:
                 _ovl(out, input, weight)
@@ -388,7 +404,7 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
         return _skip_auto(input, weight, eps, out=out, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
     if backend != 'auto':
-        if (_type(input) is not _Tensor or input.is_meta) and _traced(input, weight, out):
+        if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
             return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         if backend == 'torch':
             _v = _common(input, weight, eps, out=out, backend=backend)

@@ -24,7 +24,12 @@ import torch
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
-from flashinfer.kernels import offsets_reason, rows_view, triton_device_reason
+from flashinfer.kernels import (
+    dispatch_mode_active,
+    offsets_reason,
+    rows_view,
+    triton_device_reason,
+)
 from flashinfer.kernels.autograd import needs_function
 from flashinfer.norm import rmsnorm
 
@@ -49,6 +54,8 @@ def kernel_unsupported_reason(
     reason = triton_device_reason(input)
     if reason is not None:
         return reason
+    if dispatch_mode_active():
+        return "a torch dispatch mode (make_fx, FlopCounterMode) would not see the launch"
     for name, t in (("input", input), ("residual", residual)):
         if rows_view(t) is None:
             return f"{name} is not a stack of rows with a contiguous last dimension"
