@@ -2,6 +2,12 @@
 
 Builds offline (no intersphinx) and on CPU: the doctest builder runs every example.
 Both builds run with warnings as errors: ``scripts/docs/build_docs.sh``.
+
+The examples run in the environment they are given, as a user's would: this file does not
+set ``TRITON_INTERPRET``.  ``build_docs.sh`` runs the doctests twice, with the variable unset
+and with ``TRITON_INTERPRET=1``; an example that needs the interpreter (a Triton kernel on CPU
+tensors) says so on its page and carries ``:skipif: not TRITON_INTERPRETED``, so the first run
+skips it (``tests/test_doc_interpreter.py`` checks both).
 """
 
 from __future__ import annotations
@@ -14,8 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # document the checkout, also without `pip install -e .`
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # directives that render pages from the code
 
-# Examples run on CPU tensors; Triton kernels (if an example reaches one) run interpreted.
-os.environ.setdefault("TRITON_INTERPRET", "1")
 # The examples show the default behaviour: the gate is off unless an example turns it on.
 os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)
 
@@ -64,6 +68,11 @@ import flashinfer
 
 os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)
 flashinfer.reset_experimental_warnings()
+
+# An example that runs a Triton kernel on CPU tensors: ``:skipif: not TRITON_INTERPRETED``.
+from flashinfer.kernels.availability import interpreter_enabled
+
+TRITON_INTERPRETED = interpreter_enabled()
 """
 doctest_global_cleanup = """
 os.environ.pop("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", None)

@@ -9,6 +9,12 @@ so a reader who runs it sees the same thing: here every text is checked to name 
 shape, and the example is run (as a user would, gate off) and its table compared with the
 Quick look and with the output the docs print.
 
+On a CPU-only machine the printed table needs ``TRITON_INTERPRET=1``: the docs' console
+blocks export it on a line of their own before the command, and the example is run with
+exactly the variables a block exports (none else of ``FLASHINFER_*`` or
+``TRITON_INTERPRET``).  It is also run without the variable, and compared with what the docs
+say a user sees then.
+
 Stable lane: the experimental backend's name is read from the op and from README, never
 written here.
 """
@@ -27,6 +33,7 @@ import pytest
 import torch
 
 import flashinfer
+from flashinfer.backend_families import TRITON, family_of
 from flashinfer.cli import build_parser
 from flashinfer.cli.explain import EXAMPLE
 
@@ -70,24 +77,40 @@ def _quick_look_dropped() -> list[str]:
     return list(ast.literal_eval(line.split("listed here:", 1)[1].strip()))
 
 
-def _console_blocks(text: str, fence: str) -> list[list[str]]:
-    """The ``$ flashinfer explain ...`` blocks of a page: [command, output lines...]."""
+EXPORT = re.compile(r"\$ export (\w+)=(\S+)$")
+"""A console block's ``$ export NAME=VALUE`` line, before its command."""
+
+
+def _console_blocks(text: str, fence: str) -> list[tuple[dict[str, str], list[str]]]:
+    """The ``$ flashinfer explain ...`` blocks of a page: (the variables the block exports
+    before the command, [command, output lines...])."""
     found = []
     for block in re.findall(fence, text, flags=re.S):
         lines = [line for line in block.splitlines() if line.strip()]
-        if lines and lines[0].lstrip().startswith("$ flashinfer explain"):
-            indent = len(lines[0]) - len(lines[0].lstrip())
-            found.append([line[indent:] for line in lines])
+        if not lines:
+            continue
+        indent = len(lines[0]) - len(lines[0].lstrip())
+        lines = [line[indent:] for line in lines]
+        exports: dict[str, str] = {}
+        while lines and (export := EXPORT.match(lines[0])):
+            exports[export[1]] = export[2]
+            lines = lines[1:]
+        if lines and lines[0].startswith("$ flashinfer explain"):
+            found.append((exports, lines))
     return found
 
 
-def _run(command: str) -> subprocess.CompletedProcess[str]:
+def _run(command: str, exports: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``command`` (``flashinfer ...``) as a user runs it: a fresh process, the gate off,
-    no restriction of ``"auto"``."""
+    no restriction of ``"auto"``, ``TRITON_INTERPRET`` only if ``exports`` sets it."""
     argv = shlex.split(command)
     assert argv[0] == "flashinfer", command
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
-    env["TRITON_INTERPRET"] = "1"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("FLASHINFER_") and k != "TRITON_INTERPRET"
+    }
+    env.update(exports)
     return subprocess.run(
         [sys.executable, "-m", "flashinfer", *argv[1:]],
         cwd=ROOT,
@@ -97,6 +120,12 @@ def _run(command: str) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
+
+
+README_BLOCK = r"```console\n(.*?)```"
+DOCS_BLOCK = r"code-block:: console\n\n(.*?)(?:\n\S|\Z)"
+INTERPRETED = {"TRITON_INTERPRET": "1"}
+"""What the docs' blocks export: on CPU, Triton's kernels run only through its interpreter."""
 
 
 # ---- every text names the same problem -------------------------------------------------
@@ -115,10 +144,11 @@ def test_the_help_readme_docs_and_module_docstring_show_the_example():
     shapes = EXAMPLE.split("--shapes ", 1)[1]
     [shapes_help] = [a.help for a in explain._actions if "--shapes" in a.option_strings]
     assert f"e.g. {shapes} for mm" in (shapes_help or "")
-    readme_blocks = _console_blocks(QUICK_LOOK, r"```console\n(.*?)```")
-    docs_blocks = _console_blocks(BACKEND_CONTROL, r"code-block:: console\n\n(.*?)(?:\n\S|\Z)")
-    assert [b[0] for b in readme_blocks] == [f"$ {EXAMPLE}"]
-    assert [b[0] for b in docs_blocks] == [f"$ {EXAMPLE}"]
+    readme_blocks = _console_blocks(QUICK_LOOK, README_BLOCK)
+    docs_blocks = _console_blocks(BACKEND_CONTROL, DOCS_BLOCK)
+    # The printed table is the interpreter's: each block says so, in the line a user copies.
+    assert [(env, b[0]) for env, b in readme_blocks] == [(INTERPRETED, f"$ {EXAMPLE}")]
+    assert [(env, b[0]) for env, b in docs_blocks] == [(INTERPRETED, f"$ {EXAMPLE}")]
     import flashinfer.cli as cli
 
     assert f"flashinfer explain mm --shapes {shapes} " in (cli.__doc__ or "")
@@ -129,7 +159,7 @@ def test_the_help_readme_docs_and_module_docstring_show_the_example():
 
 @pytest.fixture(scope="module")
 def example_output() -> str:
-    proc = _run(EXAMPLE)
+    proc = _run(EXAMPLE, INTERPRETED)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -159,22 +189,57 @@ def test_the_example_shows_the_experimental_backend_viable_and_left_out_by_the_g
 
 
 def test_the_op_option_spelling_of_the_example_prints_the_same(example_output):
-    proc = _run(EXAMPLE.replace(" mm ", " --op mm "))
+    proc = _run(EXAMPLE.replace(" mm ", " --op mm "), INTERPRETED)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == example_output
 
 
-@pytest.mark.parametrize(
+PAGES = pytest.mark.parametrize(
     "page, fence",
-    [
-        (QUICK_LOOK, r"```console\n(.*?)```"),
-        (BACKEND_CONTROL, r"code-block:: console\n\n(.*?)(?:\n\S|\Z)"),
-    ],
+    [(QUICK_LOOK, README_BLOCK), (BACKEND_CONTROL, DOCS_BLOCK)],
     ids=["README", "backend_control.rst"],
 )
-def test_the_output_the_docs_print_is_what_the_example_prints(example_output, page, fence):
-    [block] = _console_blocks(page, fence)
-    printed = example_output.splitlines()
-    missing = [line for line in block[1:] if line not in printed]
-    assert not missing, f"lines the docs show that the command does not print: {missing}"
-    assert block[1] == printed[0]  # the call line first
+
+
+@PAGES
+def test_the_output_the_docs_print_is_what_the_example_prints(page, fence):
+    [(exports, block)] = _console_blocks(page, fence)
+    proc = _run(EXAMPLE, exports)
+    assert proc.returncode == 0, proc.stderr
+    # Every line, the last ones too (the verdict cache's count): what the reader sees.
+    assert block[1:] == proc.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def uninterpreted_output() -> str:
+    proc = _run(EXAMPLE, {})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@PAGES
+def test_what_the_docs_say_the_example_prints_without_the_interpreter_holds(
+    uninterpreted_output, page, fence
+):
+    # "Without the variable, the two Triton rows read `no  left out (checker)`, with the
+    # reason `on CPU, needs TRITON_INTERPRET=1`, and the candidates are `['torch']`."
+    text = " ".join(page.split())
+    said = re.search(
+        r"[Ww]ithout (?:it|the variable), the two Triton rows read `+(no +left out \(checker\))`+,"
+        r" with the reason `+([^`]+)`+, and the candidates are `+([^`]+)`+",
+        text,
+    )
+    assert said is not None, "the page no longer says what the example prints without it"
+    verdict, reason, candidates = said.groups()
+    triton = [n for n, fn in flashinfer.mm.backend_checks.items() if family_of(fn) is TRITON]
+    assert len(triton) == 2, triton
+    rows = {
+        m[1]: m[2]
+        for m in re.finditer(
+            r"^  (\w+) +(?:stable|experimental) +(.*)$", uninterpreted_output, re.M
+        )
+    }
+    for name in triton:
+        assert re.sub(r" +", " ", rows[name]).startswith(verdict.replace("  ", " ")), rows[name]
+        assert reason in rows[name], rows[name]
+    assert f"\ncandidates: {candidates}\n" in uninterpreted_output, uninterpreted_output
