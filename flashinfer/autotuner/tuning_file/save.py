@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
-from filelock import FileLock
 
 from flashinfer.autotuner._types import TunedResults
 from flashinfer.autotuner.fingerprint import (
@@ -44,6 +43,7 @@ from flashinfer.autotuner.tuning_file.format import (
     shown_version,
     strict_json,
 )
+from flashinfer.autotuner.tuning_file.lock import held
 from flashinfer.autotuner.tuning_file.paths import (
     create_temporary,
     remove_stale_temporaries,
@@ -126,10 +126,10 @@ def check_mergeable(path: str | os.PathLike[str]) -> None:
 
 @contextlib.contextmanager
 def _file_lock(path: str) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path + '.lock'`` (``filelock``: an OS lock on
-    POSIX and Windows alike; the lock file stays, which is harmless and race-free).  A new
-    lock object per save, so that threads of one process exclude each other too."""
-    with FileLock(path + ".lock", mode=0o666):
+    """Exclusive inter-process lock on ``path + '.lock'`` (:func:`.lock.held`: waits while
+    another process holds it, raises :class:`TuningFileError` at once when it can never be
+    taken)."""
+    with held(path):
         yield
 
 
