@@ -44,6 +44,7 @@ from flashinfer.autotuner import (
 from flashinfer.autotuner.tuning_file import format as format_module
 from flashinfer.autotuner.tuning_file import paths
 from flashinfer.autotuner.tuning_file import save as save_module
+from flashinfer.autotuner.tuning_file import write as write_module
 from flashinfer.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,7 +153,7 @@ def no_writes(monkeypatch):
         raise AssertionError(f"the path was to be refused before this: {args}")
 
     monkeypatch.setattr(save_module, "_file_lock", refuse)
-    monkeypatch.setattr(save_module, "create_temporary", refuse)
+    monkeypatch.setattr(write_module, "create_temporary", refuse)
     monkeypatch.setattr(save_module.os, "replace", refuse)
     real_open = os.open
 

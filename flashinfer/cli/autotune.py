@@ -21,7 +21,8 @@ What it promises (``flashinfer autotune --help`` says the same):
 * entries of the file measured on other machines or software (their fingerprint differs)
   are counted in a warning, not used, and written back untouched;
 * a bad ``--tuning-file`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
-  device; in a missing or unwritable directory; a file of a newer schema version) is a
+  device; in a missing or unwritable directory, ``/proc`` included; one whose lock file
+  cannot be created or opened; a file of a newer schema version) is a
   usage error before anything is timed, worded as the API words it where the API refuses
   it too; a symbolic link's target is written and the link kept;
 * saving locks ``FILE.lock``, created beside the file written (a link's target) and left
@@ -132,6 +133,7 @@ def _check_tuning_file(path: str) -> str:
     with the API's own message."""
     from flashinfer.autotuner import TuningFileError, check_mergeable
     from flashinfer.autotuner.tuning_file.format import checked_path
+    from flashinfer.autotuner.tuning_file.lock import lock_path, lock_problem
     from flashinfer.autotuner.tuning_file.paths import resolved
 
     if not path:
@@ -149,6 +151,15 @@ def _check_tuning_file(path: str) -> str:
         raise UsageError(
             f"--tuning-file {path}: directory {directory} is not writable (the file is "
             "replaced atomically through a temporary file next to it)"
+        )
+    # os.access passes where creating still fails (root on /proc): try it, so that a lock
+    # that can never be taken is refused here, not after the tuning (issue 34, item 0).
+    lock = lock_path(resolved(path))
+    problem = lock_problem(lock)
+    if problem is not None:
+        raise UsageError(
+            f"--tuning-file {path}: its lock file {lock} {problem.reason}, so it can never be "
+            "locked for saving; name a file in a directory this process can write"
         )
     try:
         check_mergeable(path)

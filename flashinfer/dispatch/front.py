@@ -23,6 +23,7 @@ itself (``flashinfer.rmsnorm``); the call in flight finishes on the old code.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,7 @@ from flashinfer.gating.gate import (
     GATE_OFF_VALUES,
     environment_reader,
 )
+from flashinfer.kernels.availability import TRITON_INTERPRET_ENV, TRITON_LIBRARY_MODULE
 
 __all__ = ["Front"]
 
@@ -82,6 +84,13 @@ class Front:
             if environ is not None:  # the reader holds os.environ's data: check it is current
                 ns["_os"], ns["_environ"] = environ
                 self.environ_checked = True
+        # TRITON_INTERPRET means what it says only until Triton is imported: from then on
+        # Triton runs in the mode it was imported in, whatever the variable says later.  So
+        # the key holds whether Triton's library is imported, beside the raw value: a
+        # verdict cached before the import is never served after it (issue 34, item 21).
+        self.triton_mode = TRITON_INTERPRET_ENV in env
+        if self.triton_mode:
+            ns["_modules"], ns["_TRITON_LIBRARY"] = sys.modules, TRITON_LIBRARY_MODULE
 
     def build(self) -> Callable[..., Any]:
         """The public function (no pattern learnt yet)."""
@@ -130,6 +139,8 @@ class Front:
         if gated:
             lines.append("    _g = _env0()")
         env = [f"_env{i}()" for i in range(1 if gated else 0, len(self.env))]
+        if self.triton_mode:
+            env.append("(_TRITON_LIBRARY in _modules)")
         lines.append("    try:")
         branch = "if"
         if self.environ_checked:  # os.environ replaced (a mock): the readers would not see it

@@ -18,7 +18,11 @@ sound because the checks are confined to what the signature holds:
   ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` (ops with experimental backends; a value
   that is not recognised is never cached, so it warns as it always has);
 - the raw value of every environment variable a check declares it reads
-  (:func:`reads_environment`; the Triton family's checkers declare ``TRITON_INTERPRET``).
+  (:func:`reads_environment`; the Triton family's checkers declare ``TRITON_INTERPRET``),
+  and, for ``TRITON_INTERPRET``, whether Triton is imported yet: Triton reads the variable
+  once, when it is imported, and runs in that mode for good, so a verdict cached while
+  Triton was not imported is never served once it is (the variable unset, Triton imported,
+  the variable set again: the same raw value, another mode).
 
 A check that reads anything else (tensor *values*, a data pointer's alignment, global state)
 is marked :func:`reads_tensor_data`: its op's verdicts are never cached, and it runs on every

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "TRITON_INTERPRET_ENV",
+    "TRITON_LIBRARY_MODULE",
     "TritonUnavailable",
     "interpret_mismatch",
     "interpreter_enabled",
@@ -104,6 +105,11 @@ def reset_probe() -> None:
 # A function of Triton's own library, decorated with @triton.jit when Triton is imported:
 # its class says which mode Triton was imported in.
 _TRITON_LIBRARY = ("triton.language.standard", "cdiv")
+
+TRITON_LIBRARY_MODULE = _TRITON_LIBRARY[0]
+"""The module of Triton's own library whose import fixes the mode Triton runs in: once it is
+in ``sys.modules``, ``TRITON_INTERPRET`` no longer decides the mode (the verdict cache keys on
+whether it is there, beside the variable's raw value)."""
 
 _imported_mode: bool | None = None  # known for good once Triton is imported
 

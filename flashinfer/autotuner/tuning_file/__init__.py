@@ -55,17 +55,27 @@ alike, with one message that names the path, what it is and what to do
   names (the link is kept), so every writer of one shared file, through a link or not,
   takes one lock.  A dangling link names the file it would reach: the first save creates
   it there (when its directory exists), as ``open(link, "w")`` would;
-* a save keeps the file's mode (a ``0600`` file stays ``0600``); a new file gets ``0666``
-  less the umask, as ``open()`` gives.
+* a save keeps the file's mode (a ``0600`` file stays ``0600``), owner and group, and its
+  hard links (see "In place" below); a new file gets ``0666`` less the umask, as ``open()``
+  gives.
 
 Saving (:func:`save_tuning_file`, or :meth:`AutoTuner.save_tuning_file`) takes an exclusive lock on
-``<file>.lock`` (``filelock``: an OS lock, POSIX and Windows alike), merges with the entries
+``<file>.lock`` (``filelock``: an OS lock, POSIX and Windows alike; held by another process, it
+is waited for, with no time limit; one that can never be taken, its file impossible to create
+or open, raises ``OSError`` at once, naming the path: :mod:`.lock`), merges with the entries
 already in the file (so processes that tuned different keys, or the same key in different
 environments, all keep theirs; an entry of this process replaces the file's entry of the
 same key *and* fingerprint, and of two such entries in the file the later wins), writes a
-temporary file ``.<file>.<pid>@<host>.<random>.tmp`` beside the file and ``os.replace``-s it
-over the file: a reader sees the old file or the new one, never a partial one, and a crash
-mid-write leaves the old file intact.  A save killed before the rename leaves its temporary;
+temporary file ``.<file>.<pid>@<host>.<random>.tmp`` beside the file, given the file's mode,
+owner and group, and ``os.replace``-s it over the file: a reader sees the old file or the new
+one, never a partial one, and a crash mid-write leaves the old file intact.  **In place**:
+when a rename would change the file's identity (it has other hard links, or this process
+cannot give a new file its owner and group), the save writes through the file itself, as an
+in-place editor does: it truncates it, writes it from the start and flushes it, keeping the
+complete temporary until then.  A save cut short there leaves a file that is empty or a
+prefix of the new text, which is never JSON (it reads as truncated: a load warns and uses
+nothing of it), and the complete copy beside it, which the next save merges with instead
+(:mod:`.write`).  A save killed before the rename leaves its temporary;
 the next save of the file, holding the lock, removes those whose writer is gone (written on
 this host by a process that no longer exists, or untouched for an hour,
 ``paths.STALE_TEMPORARY_AGE_S``), and nothing else: another file's temporaries, a live
@@ -108,8 +118,9 @@ mount.
 
 This package is the public face of the file; the work is done in its modules ``format``
 (the schema, the entry and document types, parsing and writing the text), ``paths`` (the
-paths refused, links, the temporaries), ``load`` (reading and validating a file) and
-``save`` (merging, locking, the atomic write), and in
+paths refused, links, the temporaries), ``load`` (reading and validating a file), ``save``
+(merging), ``lock`` (the lock, and the refusal of one that can never be taken) and ``write``
+(replacing or writing in place, keeping the file's identity), and in
 :mod:`flashinfer.autotuner.fingerprint` (the environment of a result).
 """
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
-from filelock import FileLock
 
 from flashinfer.autotuner._types import TunedResults
 from flashinfer.autotuner.fingerprint import (
@@ -44,11 +42,9 @@ from flashinfer.autotuner.tuning_file.format import (
     shown_version,
     strict_json,
 )
-from flashinfer.autotuner.tuning_file.paths import (
-    create_temporary,
-    remove_stale_temporaries,
-    resolved,
-)
+from flashinfer.autotuner.tuning_file.lock import held
+from flashinfer.autotuner.tuning_file.paths import remove_stale_temporaries, resolved
+from flashinfer.autotuner.tuning_file.write import interrupted_copy, write_file
 from flashinfer.gating.stacklevel import user_stacklevel
 
 __all__ = ["check_mergeable", "save_into"]
@@ -68,6 +64,8 @@ class _Existing:
     dropped: dict[str, int] = field(default_factory=dict)
     #: why the previous content could not be read (it is then replaced)
     unreadable: str | None = None
+    #: the complete copy an interrupted in-place save left, merged with instead of the file
+    recovered: str | None = None
 
 
 def _refusal(path: str, doc: dict[str, Any]) -> TuningFileError:
@@ -87,22 +85,28 @@ def _refusal(path: str, doc: dict[str, Any]) -> TuningFileError:
     )
 
 
-def _read_existing(path: str, shown: str | None = None) -> _Existing:
+def _read_existing(
+    path: str, shown: str | None = None, copy: tuple[str, bytes] | None = None
+) -> _Existing:
     """The entries of the file at ``path`` a merge keeps; raises :class:`TuningFileError`
     for a file of another schema version (naming it ``shown``, the path the caller gave),
-    and ``OSError`` for one that exists but cannot be read (never overwritten blind)."""
+    and ``OSError`` for one that exists but cannot be read (never overwritten blind).
+    ``copy``: the complete copy an interrupted in-place save left (:func:`.interrupted_copy`),
+    read instead of a file that is empty or cut short."""
     try:
         data = read_bytes_nofollow(path)
-    except FileNotFoundError:
+    except FileNotFoundError:  # (removed: a copy left beside it is not brought back)
         return _Existing()
-    if not data.strip():  # an empty file (touch, mktemp) holds nothing to keep
-        return _Existing()
-    doc, error = parse_document(data)
-    if doc is None:
-        return _Existing(unreadable=error)
+    doc, error = parse_document(data) if data.strip() else (None, None)
+    recovered = None
+    if doc is None and copy is not None:  # empty or cut short by that save: use its copy
+        recovered, data = copy
+        doc, error = parse_document(data)
+    if doc is None:  # an empty file (touch, mktemp) holds nothing to keep
+        return _Existing() if error is None else _Existing(unreadable=error)
     if doc["schema_version"] not in READABLE_SCHEMAS:
         raise _refusal(path if shown is None else shown, doc)
-    kept = _Existing()
+    kept = _Existing(recovered=recovered)
     for raw in file_entries(doc):  # a schema-1 file's stamped with its header's versions
         if not isinstance(raw, dict):
             reason = DROP_NOT_OBJECT
@@ -126,55 +130,29 @@ def check_mergeable(path: str | os.PathLike[str]) -> None:
 
 @contextlib.contextmanager
 def _file_lock(path: str) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path + '.lock'`` (``filelock``: an OS lock on
-    POSIX and Windows alike; the lock file stays, which is harmless and race-free).  A new
-    lock object per save, so that threads of one process exclude each other too."""
-    with FileLock(path + ".lock", mode=0o666):
+    """Exclusive inter-process lock on ``path + '.lock'`` (:func:`.lock.held`: waits while
+    another process holds it, raises :class:`TuningFileError` at once when it can never be
+    taken)."""
+    with held(path):
         yield
 
 
-def _current_umask() -> int:
-    """The process's umask; read from ``/proc`` where it can be, since setting it to read it
-    back would give a file another thread creates meanwhile the wrong mode."""
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _mode_for(path: str) -> int:
-    """The permission bits a save gives ``path``: the file's own (a ``0600`` file stays
-    ``0600``), or, for a new file, ``0666`` less the umask, as ``open()`` would."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return 0o666 & ~_current_umask()
-
-
 def _atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` (a resolved path: no link) through a temporary file beside
-    it, keeping its mode."""
-    fd, tmp = create_temporary(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` (a resolved path: no link), keeping the file's owner,
+    group, mode and hard links, never leaving a part that reads as a tuning file
+    (:func:`.write.write_file`)."""
+    write_file(path, text)
 
 
 def _warn_replaced(path: str, existing: _Existing, total: int) -> None:
     """One warning for what a save did not keep of the file it replaced (if anything)."""
     parts = []
+    if existing.recovered is not None:
+        parts.append(
+            "an earlier save was interrupted while writing it in place, so its content was "
+            f"merged from the complete copy that save left ({existing.recovered!r}, now "
+            "removed)"
+        )
     if existing.unreadable is not None:
         parts.append(
             f"its previous content could not be read ({existing.unreadable}) and was replaced"
@@ -238,8 +216,9 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
         ours.append((entry_record(key, choice, tuner, fingerprint), loaded is None))
     with _file_lock(target):
         checked_path(path)
+        copy = interrupted_copy(target)  # before the stale temporaries go
         remove_stale_temporaries(target)
-        existing = _read_existing(target, path) if merge else _Existing()
+        existing = _read_existing(target, path, copy) if merge else _Existing()
         merged = _merge(existing.entries, ours)
         doc: TuningFileDocument = {
             "schema_version": SCHEMA_VERSION,
