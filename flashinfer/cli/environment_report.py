@@ -82,15 +82,32 @@ def public_name(api_key: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _switch(raw: str, on: str, off: str, *, strict: bool) -> Reading:
-    """A variable that only ``'1'`` turns on; ``strict``: values other than '1', '0' and
-    empty are refused (the reader warns), else they count as off silently."""
+def _switch(raw: str, on: str, off: str) -> Reading:
+    """A variable that only ``'1'`` turns on: values other than '1', '0' and empty are
+    refused (the reader warns once, or raises under FLASHINFER_STRICT_SETTINGS=1)."""
     if raw == "1":
         return True, True, on
     if raw in ("", "0"):
         return True, False, off
-    how = "warns once and counts as off" if strict else "counts as off"
-    return False, False, f"{off} (not '1', '0' or empty: {how})"
+    return False, False, f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
+
+
+_REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
+
+
+def _strict(raw: str) -> Reading:
+    from flashinfer.settings.strict import STRICT_ACCEPTED
+
+    if raw == "1":
+        return True, True, "a malformed flashinfer variable raises SettingsError at first use"
+    if raw in ("", "0"):
+        return True, False, "a malformed flashinfer variable warns once and is ignored"
+    return (
+        False,
+        None,
+        "unrecognised: raises SettingsError when a malformed variable is read "
+        f"(accepted: {STRICT_ACCEPTED})",
+    )
 
 
 def _gate(raw: str) -> Reading:
@@ -142,7 +159,7 @@ def _log_level(raw: str) -> Reading:
     try:
         level = int(raw or 0)
     except ValueError:
-        return False, 0, "not an integer: counts as 0 (the APIs are not logged)"
+        return False, 0, f"not an integer: {_REFUSED} and counts as 0 (the APIs are not logged)"
     if level <= 0:
         return True, level, "the APIs are not logged"
     if level < 3:
@@ -168,20 +185,18 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
         raw,
         "the backend choice log is printed to stderr too",
         "the backend choice log goes to the 'flashinfer.dispatch' logger only",
-        strict=True,
     ),
     "FLASHINFER_AUTOTUNER_LOG": lambda raw: _switch(
         raw,
         "the autotuner's log is printed to stderr too",
         "the autotuner's log goes to the 'flashinfer.autotuner' logger only",
-        strict=False,
     ),
     "FLASHINFER_CLI_TRACEBACK": lambda raw: _switch(
         raw,
         "the flashinfer command prints the traceback of a runtime failure",
         "the flashinfer command's runtime errors are one line",
-        strict=False,
     ),
+    "FLASHINFER_STRICT_SETTINGS": _strict,
     "TRITON_INTERPRET": _triton_interpret,
 }
 """How the report reads each variable of :data:`flashinfer.settings.ENVIRONMENT` (a test
