@@ -499,34 +499,53 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
-    """One line for the header, within ``width``: unknown ``FLASHINFER_*`` names (likely
-    typos), then the variables flashinfer reads that are set (those that change what
-    ``backend='auto'`` picks first), as many as fit, the others counted; ``None`` when there
-    are neither."""
-    rows = report["environment"]
-    unknown = [r["name"] for r in rows if r["read_by"] == "unknown"]
-    changed = [r["name"] for r in rows if r["value"] is not None and r["read_by"] == "flashinfer"]
-    changed.sort(key=lambda name: (name not in _DECIDE_WHAT_RUNS, name))
-    if not changed and not unknown:
+    """One line for the header, within ``width``: the variables whose value flashinfer
+    rejected (a rejected ``FLASHINFER_BACKENDS`` restricts nothing), then unknown
+    ``FLASHINFER_*`` names (likely typos), then the others that are set (flashinfer's,
+    those that change what ``backend='auto'`` picks first, and Triton's own), as many as
+    fit, the others counted: every variable the details list as set is named or counted
+    once.  ``None`` when none is set."""
+    groups = settings_groups(report["environment"])
+    if not any(names for names, _ in groups):
         return None
+    total = sum(len(names) for names, _ in groups)
     line = ""
-    for shown in range(len(unknown) + len(changed), -1, -1):
-        line = _summary(unknown, changed, shown)
+    for shown in range(total, -1, -1):
+        line = _summary(groups, shown)
         if len(line) <= width:
             break
     return line
 
 
-def _summary(unknown: list[str], changed: list[str], shown: int) -> str:
-    """The header's settings line naming the first ``shown`` of ``unknown`` + ``changed``."""
-    parts = []
-    for names, what in ((unknown, "unknown (a typo?)"), (changed, "set")):
+def settings_groups(rows: list[dict[str, Any]]) -> list[tuple[list[str], str]]:
+    """The set variables of ``rows`` (the report's ``environment``) in the header's groups,
+    each with its label: rejected values, unknown names, the others set."""
+    present = [r for r in rows if r["value"] is not None]
+    unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
+    rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
+    others = [r["name"] for r in present if r["name"] not in unknown and r["name"] not in rejected]
+    for names in (rejected, others):
+        names.sort(key=lambda name: (name not in _DECIDE_WHAT_RUNS, name.startswith("TRITON_"), name))
+    return [  # a rejected value first: it changes what runs (FLASHINFER_BACKENDS restricts nothing)
+        (rejected, "rejected"),
+        (unknown, "unknown (a typo?)"),
+        (others, "set"),
+    ]
+
+
+def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
+    """The header's settings line naming the first ``shown`` names of the groups in turn;
+    the rest of each group is counted."""
+    parts: list[str] = []
+    for names, what in groups:
         if not names:
             continue
         named, shown = names[:shown], max(0, shown - len(names))
         more = len(names) - len(named)
         if named:
             listed = ", ".join(named) + (f" and {more} more" if more else "")
+        elif parts:  # short, so that the names before fit: "FLASHINFER_BACKENDS rejected; 3 more set"
+            listed = f"{more} more"
         else:
             listed = f"{more} variable{'s' if more > 1 else ''}"
         parts.append(f"{listed} {what}")
