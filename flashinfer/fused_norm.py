@@ -81,6 +81,41 @@ def _check_metadata(values: dict[str, Any]) -> None:
     validate_metadata(values["input"], values["residual"], values["weight"], eps)
 
 
+def _explain(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> Any:
+    """What ``fused_add_rmsnorm(input, residual, weight, eps)`` would run, and why
+    (``flashinfer explain fused_add_rmsnorm``): its Triton kernel when it can, else the
+    torch composition.  Runs the checks only; metadata-only (fake) tensors are fine."""
+    from flashinfer.dispatch.explain import explain_paths
+    from flashinfer.experimental.fused_add_rmsnorm.implementation import (
+        kernel_unsupported_reason,
+    )
+
+    bound = {"input": input, "residual": residual, "weight": weight, "eps": eps}
+    try:
+        validate_metadata(input, residual, weight, eps)
+    except ValueError as exc:
+        return explain_paths(_API, bound, {_KERNEL: str(exc), _COMPOSITION: str(exc)}, str(exc))
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (input, residual, weight))
+    kernel = "a tensor requires grad: autograd records the composition" if grad else None
+    if kernel is None and input.numel() == 0:
+        kernel = "empty input: nothing to compute"
+    if kernel is None:
+        kernel = kernel_unsupported_reason(input, residual, weight)
+        # The device reason's advice ends in "or use backend='torch'": this API takes none.
+        kernel = kernel if kernel is None else kernel.replace(", or use backend='torch'", "")
+    notes = ("the overlap of input, residual and weight is checked on the real call",)
+    return explain_paths(_API, bound, {_KERNEL: kernel, _COMPOSITION: None}, notes=notes)
+
+
+_API = "flashinfer.fused_add_rmsnorm"
+_KERNEL, _COMPOSITION = "triton kernel", "torch composition"
+
+# Not ``explain``: that name says "an op with backends" (op.explain returns an Explanation).
+fused_add_rmsnorm.explain_paths = _explain  # type: ignore[attr-defined]
+
+
 TORCH_OP = register_api_op(
     fused_add_rmsnorm, overlap=OVERLAP, validate=_check_metadata, fake=lambda values: None
 )
@@ -113,7 +148,7 @@ def _case_inputs(shape: tuple[int, ...], dtype: torch.dtype) -> Any:
 
 
 def _declare_cases() -> None:
-    from flashinfer.testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs = [
         ("f32_4x64", (4, 64), torch.float32),
@@ -135,7 +170,24 @@ def _declare_cases() -> None:
             for i, (name, shape, dtype) in enumerate(specs)
         ],
         overlap=OVERLAP,
+        examples=ExampleInputs(
+            shape_help="TOKENSxHIDDEN (or any AxBx...xHIDDEN; input and residual)",
+            ndims=(1, 2, 3, 4),
+            make=_example_inputs,
+            example="64x256,128x512",
+            tensors=lambda d: {"input": d, "residual": d, "weight": (d[-1],)},
+        ),
     )
+
+
+def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
+    """The CLI's inputs for ``--shapes TOKENSxHIDDEN``: input and residual of that shape,
+    the weight of its last dimension."""
+    return {
+        "input": torch.randn(*dims, dtype=dtype, device=device),
+        "residual": torch.randn(*dims, dtype=dtype, device=device),
+        "weight": torch.randn(dims[-1], dtype=dtype, device=device),
+    }
 
 
 _declare_cases()

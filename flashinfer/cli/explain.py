@@ -56,7 +56,10 @@ def _resolve(name: str) -> tuple[Any, Any]:
     from flashinfer.dispatch.backend_names import flashinfer_apis
     from flashinfer.testing import example_inputs_for
 
-    apis = flashinfer_apis()
+    apis = dict(flashinfer_apis())
+    op = _op_without_backends(name) if name not in apis else None
+    if op is not None:  # an op whose module explains it (no backends to choose between)
+        apis[name] = op
     known = ", ".join(sorted(apis)) or "none"
     if name not in apis:
         raise UsageError(f"unknown op {name!r}; ops with backends: {known}")
@@ -67,6 +70,21 @@ def _resolve(name: str) -> tuple[Any, Any]:
             "example inputs (declare_cases(..., examples=ExampleInputs(...)))"
         )
     return apis[name], target
+
+
+def _op_without_backends(name: str) -> Any:
+    """The op of the one list named ``name`` that has no backends but explains its calls
+    itself (an ``explain_paths`` attribute, returning a ``PathExplanation``), as something
+    with the ``explain`` of an op with backends; or None."""
+    import importlib
+    import types
+
+    from flashinfer.api_modules import OPS
+
+    if name not in OPS:
+        return None
+    explain = getattr(getattr(importlib.import_module(OPS[name]), name, None), "explain_paths", None)
+    return types.SimpleNamespace(explain=explain) if callable(explain) else None
 
 
 def _load_tuning_file(path: str, err: TextIO) -> None:
