@@ -34,7 +34,10 @@ POOL = {
     "FLASHINFER_SOMETHING_ELSE_ENTIRELY": "1",  # unknown
 }
 
-_PART = re.compile(r"(?:(?P<names>[A-Z0-9_, ]+?)(?: and (?P<more>\d+) more)?|(?P<n>\d+) (?:variables?|more)) (?P<label>rejected|unknown \(a typo\?\)|set)")
+_PART = re.compile(
+    r"(?:(?P<names>[A-Z0-9_, ]+?)(?: and (?P<more>\d+) more)?|(?P<n>\d+) (?:variables?|more))"
+    r" (?P<label>rejected|unknown \(a typo\?\)|set)"
+)
 
 
 def _counted(line: str) -> tuple[int, list[str]]:
@@ -61,7 +64,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(chosen=st.sets(st.sampled_from(sorted(POOL)), min_size=1), width=st.integers(40, 200))
 @example(  # the report: three set, the header counted two
     chosen={"FLASHINFER_BACKENDS", "FLASHINFER_LOGLEVEL", "TRITON_CACHE_DIR"}, width=100
@@ -77,7 +82,9 @@ def test_the_header_names_or_counts_every_variable_set(clean_env, chosen, width)
     assert set(named) <= chosen and len(named) == len(set(named)), line
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(others=st.sets(st.sampled_from(sorted(set(POOL) - {"FLASHINFER_BACKENDS"}))))
 def test_a_rejected_backends_value_is_flagged_by_name(clean_env, others):
     with pytest.MonkeyPatch.context() as mp:
@@ -87,7 +94,9 @@ def test_a_rejected_backends_value_is_flagged_by_name(clean_env, others):
         line = settings_summary({"environment": environment_settings()})
     assert line is not None and len(line) <= 100
     assert line.startswith("settings (see below): FLASHINFER_BACKENDS"), line
-    assert re.match(r"settings \(see below\): FLASHINFER_BACKENDS[ ,A-Z_]*(and \d+ more )?rejected", line)
+    assert re.match(
+        r"settings \(see below\): FLASHINFER_BACKENDS[ ,A-Z_]*(and \d+ more )?rejected", line
+    )
 
 
 def test_an_accepted_backends_value_is_not_flagged(clean_env):

@@ -191,7 +191,9 @@ def _default_warns_and_fails_open(env: Any, name: str, value: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(READERS))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_a_malformed_value_raises_under_strict_and_warns_by_default(env, name, data):
     value = data.draw(READERS[name][2], label="value")
@@ -216,7 +218,9 @@ def test_accepted_values_do_not_raise_under_strict(env, name):
             READERS[name][0]()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(value=SWITCH)
 @example(value="yes")
 def test_a_malformed_strict_switch_raises_when_it_is_asked(env, value):

@@ -525,7 +525,9 @@ def settings_groups(rows: list[dict[str, Any]]) -> list[tuple[list[str], str]]:
     rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
     others = [r["name"] for r in present if r["name"] not in unknown and r["name"] not in rejected]
     for names in (rejected, others):
-        names.sort(key=lambda name: (name not in _DECIDE_WHAT_RUNS, name.startswith("TRITON_"), name))
+        names.sort(
+            key=lambda name: (name not in _DECIDE_WHAT_RUNS, name.startswith("TRITON_"), name)
+        )
     return [  # a rejected value first: it changes what runs (FLASHINFER_BACKENDS restricts nothing)
         (rejected, "rejected"),
         (unknown, "unknown (a typo?)"),
@@ -544,7 +546,9 @@ def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
         more = len(names) - len(named)
         if named:
             listed = ", ".join(named) + (f" and {more} more" if more else "")
-        elif parts:  # short, so that the names before fit: "FLASHINFER_BACKENDS rejected; 3 more set"
+        elif (
+            parts
+        ):  # short, so that the names before fit: "FLASHINFER_BACKENDS rejected; 3 more set"
             listed = f"{more} more"
         else:
             listed = f"{more} variable{'s' if more > 1 else ''}"

@@ -83,7 +83,9 @@ def _op_without_backends(name: str) -> Any:
 
     if name not in OPS:
         return None
-    explain = getattr(getattr(importlib.import_module(OPS[name]), name, None), "explain_paths", None)
+    explain = getattr(
+        getattr(importlib.import_module(OPS[name]), name, None), "explain_paths", None
+    )
     return types.SimpleNamespace(explain=explain) if callable(explain) else None
 
 

@@ -22,7 +22,9 @@ _logger = logging.getLogger("flashinfer.api")
 
 
 LOGLEVEL_ENV = "FLASHINFER_LOGLEVEL"
-LOGLEVEL_ACCEPTED = "an integer (0 off, 1 or 2 each call's name, 3 or more its arguments too), or empty/unset"
+LOGLEVEL_ACCEPTED = (
+    "an integer (0 off, 1 or 2 each call's name, 3 or more its arguments too), or empty/unset"
+)
 
 
 def _log_level() -> int:
@@ -30,7 +32,9 @@ def _log_level() -> int:
     try:
         return int(raw or 0)
     except ValueError:
-        warn_unrecognised_once(LOGLEVEL_ENV, raw, "treating it as 0 (no logging)", LOGLEVEL_ACCEPTED)
+        warn_unrecognised_once(
+            LOGLEVEL_ENV, raw, "treating it as 0 (no logging)", LOGLEVEL_ACCEPTED
+        )
         return 0
 
 
