@@ -14,6 +14,7 @@ from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.dispatch.torch_op import register_api_op, traced_call
 
 # The only module-level import from flashinfer.experimental: the light validation.
+from flashinfer.experimental.fused_add_rmsnorm.explain import explain_paths
 from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
 
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
@@ -81,6 +82,10 @@ def _check_metadata(values: dict[str, Any]) -> None:
     validate_metadata(values["input"], values["residual"], values["weight"], eps)
 
 
+# Not ``explain``: that name says "an op with backends" (op.explain returns an Explanation).
+fused_add_rmsnorm.explain_paths = explain_paths  # type: ignore[attr-defined]
+
+
 TORCH_OP = register_api_op(
     fused_add_rmsnorm, overlap=OVERLAP, validate=_check_metadata, fake=lambda values: None
 )
@@ -113,7 +118,7 @@ def _case_inputs(shape: tuple[int, ...], dtype: torch.dtype) -> Any:
 
 
 def _declare_cases() -> None:
-    from flashinfer.testing import Case, allclose, declare_cases
+    from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs = [
         ("f32_4x64", (4, 64), torch.float32),
@@ -135,7 +140,24 @@ def _declare_cases() -> None:
             for i, (name, shape, dtype) in enumerate(specs)
         ],
         overlap=OVERLAP,
+        examples=ExampleInputs(
+            shape_help="TOKENSxHIDDEN (or any AxBx...xHIDDEN; input and residual)",
+            ndims=(1, 2, 3, 4),
+            make=_example_inputs,
+            example="64x256,128x512",
+            tensors=lambda d: {"input": d, "residual": d, "weight": (d[-1],)},
+        ),
     )
+
+
+def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
+    """The CLI's inputs for ``--shapes TOKENSxHIDDEN``: input and residual of that shape,
+    the weight of its last dimension."""
+    return {
+        "input": torch.randn(*dims, dtype=dtype, device=device),
+        "residual": torch.randn(*dims, dtype=dtype, device=device),
+        "weight": torch.randn(dims[-1], dtype=dtype, device=device),
+    }
 
 
 _declare_cases()

@@ -57,6 +57,7 @@ from flashinfer.autotuner._types import (
 )
 from flashinfer.autotuner.keys import Key
 from flashinfer.autotuner.timing import TuningDuringCaptureError, measure
+from flashinfer.gating.gate import warn_unrecognised_once
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
@@ -91,7 +92,10 @@ _logger = logging.getLogger("flashinfer.autotuner")
 def log(message: str) -> None:
     """One line to the ``flashinfer.autotuner`` logger (and stderr, see the module doc)."""
     _logger.debug(message)
-    if os.environ.get(AUTOTUNER_LOG_ENV) == "1":
+    raw = os.environ.get(AUTOTUNER_LOG_ENV)
+    if raw not in (None, "", "0", "1"):
+        warn_unrecognised_once(AUTOTUNER_LOG_ENV, raw, "treating it as off", "'1', '0' or unset")
+    if raw == "1":
         print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
 
 

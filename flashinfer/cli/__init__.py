@@ -86,10 +86,19 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 
 def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``flashinfer backends``: its module (which imports torch) loads when the command runs."""
-    from flashinfer.cli.backends import cmd_backends as run
+    """``flashinfer backends``: its module (which imports torch) loads when the command runs.
+    Under ``FLASHINFER_STRICT_SETTINGS=1`` it does not raise for a malformed variable: its
+    report is where the bad values are shown."""
+    import warnings
 
-    return run(args, out, err)
+    from flashinfer.settings.strict import reporting_only
+
+    with reporting_only(), warnings.catch_warnings():
+        # A malformed value's warning would repeat, above the report, what its settings say.
+        warnings.filterwarnings("ignore", ".*is not a recognised value", RuntimeWarning)
+        from flashinfer.cli.backends import cmd_backends as run
+
+        return run(args, out, err)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,11 +196,37 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         return 130
     except Exception as exc:  # a runtime failure: one line, no traceback
         print(f"{PROG} {args.command}: error: {type(exc).__name__}: {exc}", file=err)
-        if os.environ.get("FLASHINFER_CLI_TRACEBACK") == "1":
+        if _traceback_asked(err):
             import traceback
 
             traceback.print_exc(file=err)
         return 1
+
+
+def _traceback_asked(err: TextIO) -> bool:
+    """``FLASHINFER_CLI_TRACEBACK=1``; another value (not '0' or empty) is said on stderr, as
+    a warning, or as an error under ``FLASHINFER_STRICT_SETTINGS=1`` (the exit status stays
+    the failure's)."""
+    raw = os.environ.get(TRACEBACK_ENV)
+    if raw in (None, "", "0", "1"):
+        return raw == "1"
+    from flashinfer.settings.strict import SettingsError, refuse_if_strict
+
+    accepted = "'1', '0' or unset"
+    try:
+        refuse_if_strict(TRACEBACK_ENV, raw, accepted)
+    except SettingsError as exc:
+        print(f"{PROG}: error: {exc}", file=err)
+        return False
+    print(
+        f"{PROG}: warning: {TRACEBACK_ENV}={raw!r} is not a recognised value; treating it as "
+        f"off. Accepted values: {accepted}.",
+        file=err,
+    )
+    return False
+
+
+TRACEBACK_ENV = "FLASHINFER_CLI_TRACEBACK"
 
 
 # --------------------------------------------------------------------------------------

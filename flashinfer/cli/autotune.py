@@ -191,16 +191,19 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _epilog() -> str:
     """The tunable ops of this build, an example, the exit codes and the environment.
-    Computed when ``--help`` is asked for: listing the ops imports them."""
-    tunable = tunable_ops()
+    Computed when ``--help`` is asked for, from the ops' declarations (read from source in a
+    process that has not imported torch: :mod:`flashinfer.cli.declarations`)."""
+    from flashinfer.cli.declarations import help_examples
+
+    tunable = help_examples(tunable_only=True)
     if tunable:
         width = max(len(name) for name in tunable)
         ops = "\n".join(
-            f"  {name.ljust(width)}  --shapes {target.shape_help}"
-            for name, (_, target) in sorted(tunable.items())
+            f"  {name.ljust(width)}  --shapes {shape_help}"
+            for name, (shape_help, _) in tunable.items()
         )
         name = next(iter(tunable))  # the first in the one list of ops
-        command = f"--shapes {tunable[name][1].example} --tuning-file tuned.json"
+        command = f"--shapes {tunable[name][1]} --tuning-file tuned.json"
         example = (
             "example, the op named either way (finishes in seconds on a CPU):\n"
             f"  {PROG} autotune {name} {command}\n"

@@ -28,7 +28,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from flashinfer.cli.common import format_table, gate_line, gate_state
+from flashinfer.cli.common import ISSUE_TRACKER, format_table, gate_line, gate_state
 from flashinfer.cli.environment_report import (
     cuda_info,
     detail_lines,
@@ -158,8 +158,10 @@ def backends_report() -> dict[str, Any]:
             }
         )
     entries.sort(key=lambda e: e["api"])
+    # What a reader wants first (`--json | head`): the APIs, then versions and the rest.
     return {
         "schema_version": SCHEMA_VERSION,
+        "apis": entries,
         "versions": _versions(),
         "cuda": cuda_info(),
         "devices": devices,
@@ -171,7 +173,6 @@ def backends_report() -> dict[str, Any]:
         "system": system_info(),
         "install": install_info(),
         "autotuner_file": None,
-        "apis": entries,
         "missing_modules": missing,
     }
 
@@ -319,6 +320,9 @@ def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(file=out)
     for line in _details(report):
         print(_wrapped(line), file=out)
+    print(file=out)
+    print("report a bug here, with this whole output pasted (the template asks for it):", file=out)
+    print(f"  {ISSUE_TRACKER}", file=out)
     for module in report["missing_modules"]:
         print(f"note: API module {module} is missing from this build; not listed", file=err)
     return 0

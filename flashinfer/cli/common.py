@@ -10,6 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 PROG = "flashinfer"
+
+ISSUE_TEMPLATE = ".github/ISSUE_TEMPLATE/bug_report.md"
+ISSUE_TRACKER = (
+    "https://github.com/flashinfer-gating/flashinfer-gating/issues/new?template=bug_report.md"
+)
+"""Where a bug is reported: the tracker's new-issue page with the template
+(:data:`ISSUE_TEMPLATE`), which asks for ``flashinfer backends``' output.  ``flashinfer
+backends`` prints it last, so the output a reporter pastes says where to paste it."""
 DTYPES = ("float32", "float16", "bfloat16")
 
 

@@ -82,15 +82,32 @@ def public_name(api_key: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _switch(raw: str, on: str, off: str, *, strict: bool) -> Reading:
-    """A variable that only ``'1'`` turns on; ``strict``: values other than '1', '0' and
-    empty are refused (the reader warns), else they count as off silently."""
+def _switch(raw: str, on: str, off: str) -> Reading:
+    """A variable that only ``'1'`` turns on: values other than '1', '0' and empty are
+    refused (the reader warns once, or raises under FLASHINFER_STRICT_SETTINGS=1)."""
     if raw == "1":
         return True, True, on
     if raw in ("", "0"):
         return True, False, off
-    how = "warns once and counts as off" if strict else "counts as off"
-    return False, False, f"{off} (not '1', '0' or empty: {how})"
+    return False, False, f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
+
+
+_REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
+
+
+def _strict(raw: str) -> Reading:
+    from flashinfer.settings.strict import STRICT_ACCEPTED
+
+    if raw == "1":
+        return True, True, "a malformed flashinfer variable raises SettingsError at first use"
+    if raw in ("", "0"):
+        return True, False, "a malformed flashinfer variable warns once and is ignored"
+    return (
+        False,
+        None,
+        "unrecognised: raises SettingsError when a malformed variable is read "
+        f"(accepted: {STRICT_ACCEPTED})",
+    )
 
 
 def _gate(raw: str) -> Reading:
@@ -142,7 +159,7 @@ def _log_level(raw: str) -> Reading:
     try:
         level = int(raw or 0)
     except ValueError:
-        return False, 0, "not an integer: counts as 0 (the APIs are not logged)"
+        return False, 0, f"not an integer: {_REFUSED} and counts as 0 (the APIs are not logged)"
     if level <= 0:
         return True, level, "the APIs are not logged"
     if level < 3:
@@ -168,20 +185,18 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
         raw,
         "the backend choice log is printed to stderr too",
         "the backend choice log goes to the 'flashinfer.dispatch' logger only",
-        strict=True,
     ),
     "FLASHINFER_AUTOTUNER_LOG": lambda raw: _switch(
         raw,
         "the autotuner's log is printed to stderr too",
         "the autotuner's log goes to the 'flashinfer.autotuner' logger only",
-        strict=False,
     ),
     "FLASHINFER_CLI_TRACEBACK": lambda raw: _switch(
         raw,
         "the flashinfer command prints the traceback of a runtime failure",
         "the flashinfer command's runtime errors are one line",
-        strict=False,
     ),
+    "FLASHINFER_STRICT_SETTINGS": _strict,
     "TRITON_INTERPRET": _triton_interpret,
 }
 """How the report reads each variable of :data:`flashinfer.settings.ENVIRONMENT` (a test
@@ -484,34 +499,57 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
-    """One line for the header, within ``width``: unknown ``FLASHINFER_*`` names (likely
-    typos), then the variables flashinfer reads that are set (those that change what
-    ``backend='auto'`` picks first), as many as fit, the others counted; ``None`` when there
-    are neither."""
-    rows = report["environment"]
-    unknown = [r["name"] for r in rows if r["read_by"] == "unknown"]
-    changed = [r["name"] for r in rows if r["value"] is not None and r["read_by"] == "flashinfer"]
-    changed.sort(key=lambda name: (name not in _DECIDE_WHAT_RUNS, name))
-    if not changed and not unknown:
+    """One line for the header, within ``width``: the variables whose value flashinfer
+    rejected (a rejected ``FLASHINFER_BACKENDS`` restricts nothing), then unknown
+    ``FLASHINFER_*`` names (likely typos), then the others that are set (flashinfer's,
+    those that change what ``backend='auto'`` picks first, and Triton's own), as many as
+    fit, the others counted: every variable the details list as set is named or counted
+    once.  ``None`` when none is set."""
+    groups = settings_groups(report["environment"])
+    if not any(names for names, _ in groups):
         return None
+    total = sum(len(names) for names, _ in groups)
     line = ""
-    for shown in range(len(unknown) + len(changed), -1, -1):
-        line = _summary(unknown, changed, shown)
+    for shown in range(total, -1, -1):
+        line = _summary(groups, shown)
         if len(line) <= width:
             break
     return line
 
 
-def _summary(unknown: list[str], changed: list[str], shown: int) -> str:
-    """The header's settings line naming the first ``shown`` of ``unknown`` + ``changed``."""
-    parts = []
-    for names, what in ((unknown, "unknown (a typo?)"), (changed, "set")):
+def settings_groups(rows: list[dict[str, Any]]) -> list[tuple[list[str], str]]:
+    """The set variables of ``rows`` (the report's ``environment``) in the header's groups,
+    each with its label: rejected values, unknown names, the others set."""
+    present = [r for r in rows if r["value"] is not None]
+    unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
+    rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
+    others = [r["name"] for r in present if r["name"] not in unknown and r["name"] not in rejected]
+    for names in (rejected, others):
+        names.sort(
+            key=lambda name: (name not in _DECIDE_WHAT_RUNS, name.startswith("TRITON_"), name)
+        )
+    return [  # a rejected value first: it changes what runs (FLASHINFER_BACKENDS restricts nothing)
+        (rejected, "rejected"),
+        (unknown, "unknown (a typo?)"),
+        (others, "set"),
+    ]
+
+
+def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
+    """The header's settings line naming the first ``shown`` names of the groups in turn;
+    the rest of each group is counted."""
+    parts: list[str] = []
+    for names, what in groups:
         if not names:
             continue
         named, shown = names[:shown], max(0, shown - len(names))
         more = len(names) - len(named)
         if named:
             listed = ", ".join(named) + (f" and {more} more" if more else "")
+        elif (
+            parts
+        ):  # short, so that the names before fit: "FLASHINFER_BACKENDS rejected; 3 more set"
+            listed = f"{more} more"
         else:
             listed = f"{more} variable{'s' if more > 1 else ''}"
         parts.append(f"{listed} {what}")

@@ -56,7 +56,10 @@ def _resolve(name: str) -> tuple[Any, Any]:
     from flashinfer.dispatch.backend_names import flashinfer_apis
     from flashinfer.testing import example_inputs_for
 
-    apis = flashinfer_apis()
+    apis = dict(flashinfer_apis())
+    op = _op_without_backends(name) if name not in apis else None
+    if op is not None:  # an op whose module explains it (no backends to choose between)
+        apis[name] = op
     known = ", ".join(sorted(apis)) or "none"
     if name not in apis:
         raise UsageError(f"unknown op {name!r}; ops with backends: {known}")
@@ -67,6 +70,23 @@ def _resolve(name: str) -> tuple[Any, Any]:
             "example inputs (declare_cases(..., examples=ExampleInputs(...)))"
         )
     return apis[name], target
+
+
+def _op_without_backends(name: str) -> Any:
+    """The op of the one list named ``name`` that has no backends but explains its calls
+    itself (an ``explain_paths`` attribute, returning a ``PathExplanation``), as something
+    with the ``explain`` of an op with backends; or None."""
+    import importlib
+    import types
+
+    from flashinfer.api_modules import OPS
+
+    if name not in OPS:
+        return None
+    explain = getattr(
+        getattr(importlib.import_module(OPS[name]), name, None), "explain_paths", None
+    )
+    return types.SimpleNamespace(explain=explain) if callable(explain) else None
 
 
 def _load_tuning_file(path: str, err: TextIO) -> None:
@@ -138,6 +158,43 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+_EXAMPLE_HELP = (
+    "example: README's Quick look problem (a 16x2048 times b 2048x32, float32),\n"
+    "whose experimental backend can run but is left out by the gate:\n"
+    f"  {EXAMPLE}\n"
+    f"  {EXAMPLE.replace(' mm ', ' --op mm ')}   (the same)"
+)
+
+
+def _epilog() -> str:
+    """Each op's ``--shapes`` format, then the example.  Computed when ``--help`` is asked
+    for, from the ops' declarations read from source (importing them would import torch)."""
+    from flashinfer.cli.declarations import help_examples
+
+    declared = help_examples(tunable_only=False)
+    if declared:
+        width = max(len(name) for name in declared)
+        shapes = "\n".join(
+            f"  {name.ljust(width)}  --shapes {shape_help}, e.g. {example}"
+            for name, (shape_help, example) in declared.items()
+        )
+    else:
+        shapes = "  none in this build"
+    return f"ops and their --shapes:\n{shapes}\n\n{_EXAMPLE_HELP}"
+
+
+class _HelpAction(argparse.Action):
+    """``-h/--help`` that fills in the epilog first (it reads the ops' declarations)."""
+
+    def __init__(self, option_strings: Any, dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.epilog = _epilog()
+        parser.print_help()
+        parser.exit()
+
+
 def add_explain_parser(sub: Any) -> None:
     """Add the ``explain`` sub-command to the ``flashinfer`` parser's sub-parsers."""
     p = sub.add_parser(
@@ -153,13 +210,10 @@ def add_explain_parser(sub: Any) -> None:
             "a shape of any size allocates nothing; a shape no tensor can have is a usage\n"
             "error (exit 2)."
         ),
-        epilog=(
-            "example: README's Quick look problem (a 16x2048 times b 2048x32, float32),\n"
-            "whose experimental backend can run but is left out by the gate:\n"
-            f"  {EXAMPLE}\n"
-            f"  {EXAMPLE.replace(' mm ', ' --op mm ')}   (the same)"
-        ),
+        epilog=_EXAMPLE_HELP,  # --help puts each op's --shapes format before it
+        add_help=False,
     )
+    p.add_argument("-h", "--help", action=_HelpAction, help="show this help message and exit")
     add_op_arguments(p, "to explain: an API with backends, e.g. mm or rmsnorm")
     p.add_argument(
         "--shapes",

@@ -33,6 +33,20 @@ _S, _SN, _IN, _BN = "string", "string|null", "integer|null", "boolean|null"
 
 FIELDS: tuple[Field, ...] = (
     Field("schema_version", "integer", f"the version of this schema ({SCHEMA_VERSION})"),
+    Field("apis", "array", "every API, sorted by the name users call"),
+    Field("apis[].api", _S, "the name users call, e.g. 'flashinfer.mm'"),
+    Field("apis[].qualified_name", _S, "where it is defined, e.g. 'flashinfer.gemm.mm'"),
+    Field("apis[].experimental", "boolean", "whether the API itself is experimental"),
+    Field("apis[].backends", "array", "its backends (empty: an API without backends)"),
+    Field("apis[].backends[].name", _S, "the backend's name"),
+    Field("apis[].backends[].experimental", "boolean", "whether the backend is experimental"),
+    Field(
+        "apis[].backends[].runnable",
+        _BN,
+        "whether it can run here; null: unknown (its checker declares no family)",
+    ),
+    Field("apis[].backends[].reason", _SN, "why it cannot run (or is unknown); else null"),
+    Field("apis[].backends[].advice", _SN, "what to do about it; else null"),
     Field("versions", "object", "the versions of flashinfer and what it runs on"),
     Field("versions.flashinfer", _S, "flashinfer's version"),
     Field("versions.python", _S, "Python's version, implementation and platform"),
@@ -123,23 +137,11 @@ FIELDS: tuple[Field, ...] = (
         "always null: no setting names one (a tuning file is named per call, "
         "autotune(tuning_file=...) or flashinfer autotune --tuning-file)",
     ),
-    Field("apis", "array", "every API, sorted by the name users call"),
-    Field("apis[].api", _S, "the name users call, e.g. 'flashinfer.mm'"),
-    Field("apis[].qualified_name", _S, "where it is defined, e.g. 'flashinfer.gemm.mm'"),
-    Field("apis[].experimental", "boolean", "whether the API itself is experimental"),
-    Field("apis[].backends", "array", "its backends (empty: an API without backends)"),
-    Field("apis[].backends[].name", _S, "the backend's name"),
-    Field("apis[].backends[].experimental", "boolean", "whether the backend is experimental"),
-    Field(
-        "apis[].backends[].runnable",
-        _BN,
-        "whether it can run here; null: unknown (its checker declares no family)",
-    ),
-    Field("apis[].backends[].reason", _SN, "why it cannot run (or is unknown); else null"),
-    Field("apis[].backends[].advice", _SN, "what to do about it; else null"),
     Field("missing_modules", "array", "API modules missing from this build (strings)"),
 )
-"""Every field of the report, parents before their fields."""
+"""Every field of the report, parents before their fields, in the order the report prints
+them: what a reader of ``flashinfer backends --json | head`` wants first (every API and
+whether its backends run here), then the versions and the rest."""
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -81,10 +81,18 @@ def _watch_levels() -> bool:
 
 
 _watching = _watch_levels()
-_raw_switch = os.environ.get(DISPATCH_LOG_ENV, "")
-_to_stderr = _raw_switch == "1"
-if _raw_switch not in ("", "0", "1"):
-    warn_unrecognised_once(DISPATCH_LOG_ENV, _raw_switch, "treated as 0 (off)", "'1', '0' or unset")
+
+
+def read_switch() -> bool:
+    """``FLASHINFER_DISPATCH_LOG`` as this module reads it once, at import: whether the log
+    goes to stderr too.  A bad value warns once (raises under strict settings)."""
+    raw = os.environ.get(DISPATCH_LOG_ENV, "")
+    if raw not in ("", "0", "1"):
+        warn_unrecognised_once(DISPATCH_LOG_ENV, raw, "treated as 0 (off)", "'1', '0' or unset")
+    return raw == "1"
+
+
+_to_stderr = read_switch()
 
 
 _SLOTS = ("auto", "restricted", "tuned", "tuner_auto", "tuner_restricted")

@@ -34,7 +34,7 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.messages import gate_verdict
 
-__all__ = ["BackendVerdict", "Explanation", "explain_call"]
+__all__ = ["BackendVerdict", "Explanation", "PathExplanation", "explain_call", "explain_paths"]
 
 HEURISTIC = "heuristic"
 DECLARATION_ORDER = "declaration order"
@@ -141,6 +141,84 @@ class Explanation:
                 f"evicted {c.evicted})"
             )
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PathExplanation:
+    """What a call of an API without backends (no ``backend=`` to choose, e.g. an
+    experimental API that runs a kernel when it can and a torch composition otherwise)
+    would run, and why: its :class:`Explanation` where there is nothing to select.  Built
+    by :func:`explain_paths` from the API's own rules; nothing runs."""
+
+    api: str  #: the API as users call it, e.g. ``"flashinfer.fused_add_rmsnorm"``
+    call: str  #: the arguments, summarised (dtype and shape of tensors)
+    capability: int | None  #: the call's compute capability (None: no CUDA tensor)
+    paths: tuple[tuple[str, str | None], ...]
+    """Each way the API can run, in the order it tries them, with why it cannot run this
+    call (None: it can)."""
+    chosen: str | None  #: the path that would run (None: the call would raise)
+    error: str | None = None  #: why the call would raise instead of running
+    tactic: Any = None  #: always None (no tuning); kept so the JSON has Explanation's keys
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __str__(self) -> str:
+        cc = self.capability
+        where = "no CUDA tensor" if cc is None else f"compute capability {cc}"
+        lines = [
+            f"{self.api}({self.call}); {where}",
+            "  no backends to choose between (no backend= argument): it runs the first of "
+            "these that can run the call",
+        ]
+        rows = [("path", "can run", "why not")]
+        rows += [(name, "no" if why else "yes", why or "") for name, why in self.paths]
+        widths = [max(len(r[i]) for r in rows) for i in range(2)]
+        for r in rows:
+            lines.append(f"  {r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}".rstrip())
+        if self.chosen is not None:
+            lines.append(f"choice: {self.chosen!r}")
+        else:
+            lines.append(f"choice: none; the call raises: {self.error}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def explain_paths(
+    api: str,
+    bound: Mapping[str, Any],
+    paths: Mapping[str, str | None],
+    error: str | None = None,
+    notes: tuple[str, ...] = (),
+) -> PathExplanation:
+    """The :class:`PathExplanation` of a call with arguments ``bound`` (by name), given
+    each path's reason (None: it can run) in the order the API tries them; ``error``: why
+    the call would raise (then nothing is chosen)."""
+    cc = None
+    for value in bound.values():
+        device = getattr(value, "device", None)
+        if getattr(device, "type", None) == "cuda":
+            cc = capability_of(device)
+            break
+    chosen = None if error else next((n for n, why in paths.items() if why is None), None)
+    return PathExplanation(
+        api=api,
+        call=_call_text(bound),
+        capability=cc,
+        paths=tuple(paths.items()),
+        chosen=chosen,
+        error=error,
+        notes=notes,
+    )
+
+
+def capability_of(device: Any) -> int | None:
+    """``major * 10 + minor`` of a CUDA ``device``; None when torch cannot say."""
+    import torch
+
+    try:
+        major, minor = torch.cuda.get_device_capability(device)
+    except (RuntimeError, AssertionError):
+        return None
+    return major * 10 + minor
 
 
 def _summary(value: Any) -> str:

@@ -238,6 +238,7 @@ def _read_env() -> None:
                 f"{length}{why}; the whole value is ignored, so automatic selection is not "
                 "restricted",
                 ENV_FORMAT,
+                why,
             )
     with _lock:
         if not _env_read:

@@ -24,6 +24,7 @@ from flashinfer.gating.messages import (
     unrecognised_value,
 )
 from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.settings.strict import refuse_if_strict, strict_settings
 
 __all__ = [
     "ACCEPTED_GATE_VALUES",
@@ -97,12 +98,19 @@ def experimental_auto_backends_allowed() -> bool:
         return True
     if raw is None or raw in GATE_OFF_VALUES:
         return False
+    refuse_if_strict(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, ACCEPTED_GATE_VALUES)
     _warn_unrecognised_once(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV, raw, unrecognised_gate_value, raw)
     return False
 
 
-def warn_unrecognised_once(variable: str, raw: str, effect: str, accepted: str) -> None:
-    """One RuntimeWarning per (variable, value): the value, what is done instead, the fix."""
+def warn_unrecognised_once(
+    variable: str, raw: str, effect: str, accepted: str, why: str = ""
+) -> None:
+    """One RuntimeWarning per (variable, value): the value, what is done instead, the fix.
+    Under ``FLASHINFER_STRICT_SETTINGS=1`` raises ``SettingsError`` instead (at every use:
+    nothing is remembered), ``why`` saying what is wrong with the value when it is not
+    plain."""
+    refuse_if_strict(variable, raw, accepted, why)
     _warn_unrecognised_once(variable, raw, unrecognised_value, variable, raw, effect, accepted)
 
 
@@ -136,5 +144,12 @@ def require_experimental_auto_backends(feature: str) -> None:
 
 
 # A bad gate value warns when flashinfer is imported (one read, no cost per call), not only
-# on the first call whose selection it changes; a value set later warns at that call.
-experimental_auto_backends_allowed()
+# on the first call whose selection it changes; a value set later warns at that call.  Under
+# strict settings the import does not raise: the first call that reads the gate does, so that
+# `flashinfer backends` can still report the bad value.
+try:
+    _strict_at_import = strict_settings()
+except ValueError:  # FLASHINFER_STRICT_SETTINGS itself is malformed: that raises on first use
+    _strict_at_import = True
+if not _strict_at_import:
+    experimental_auto_backends_allowed()

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.records import qualified_name, record_api
 
 __all__ = ["flashinfer_api"]
@@ -20,10 +21,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 _logger = logging.getLogger("flashinfer.api")
 
 
+LOGLEVEL_ENV = "FLASHINFER_LOGLEVEL"
+LOGLEVEL_ACCEPTED = (
+    "an integer (0 off, 1 or 2 each call's name, 3 or more its arguments too), or empty/unset"
+)
+
+
 def _log_level() -> int:
+    raw = os.environ.get(LOGLEVEL_ENV, "0")
     try:
-        return int(os.environ.get("FLASHINFER_LOGLEVEL", "0") or 0)
+        return int(raw or 0)
     except ValueError:
+        warn_unrecognised_once(
+            LOGLEVEL_ENV, raw, "treating it as 0 (no logging)", LOGLEVEL_ACCEPTED
+        )
         return 0
 
 

@@ -34,16 +34,23 @@ class EnvironmentVariable:
     """The documentation page that says more (a Sphinx document name), if any."""
 
 
+_STRICT = (
+    "  With FLASHINFER_STRICT_SETTINGS=1 it raises SettingsError instead (a ValueError naming "
+    "the variable, its value, the accepted values and the fix), at the first use of the value"
+)
+
 ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable(
         name="FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS",
         summary="Lets backend='auto' and the autotuner choose experimental backends.",
-        values="'1': on.  '0', empty or unset: off.",
+        values="exactly '1': on.  '0', empty or unset: off.  No other spelling: 'yes', "
+        "'true', 'on' and '1 ' (a space) are not accepted (unlike TRITON_INTERPRET), since "
+        "this is the opt-in to code that may change, and upstream FlashInfer reads '1' only",
         default="off: automatic selection uses stable backends only",
         read_when="at every backend='auto' call of an API that has experimental backends, "
         "and by the autotuner when it lists candidates; a change takes effect on the next call",
         bad_value="warns once per distinct value (RuntimeWarning naming the variable and the "
-        "accepted values) and counts as off",
+        "accepted values) and counts as off." + _STRICT,
         read_by=(
             "flashinfer.gating.messages",
             "flashinfer.gating.gate",
@@ -61,7 +68,7 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         read_when="once per process, at the first automatic selection; a use_backends "
         "block overrides it for the APIs the block names",
         bad_value="a value that does not parse, or names an unknown API or backend, warns once "
-        "and is ignored as a whole (nothing is restricted)",
+        "and is ignored as a whole (nothing is restricted)." + _STRICT,
         read_by=("flashinfer.dispatch.restrictions",),
         topic="backend_control",
     ),
@@ -73,19 +80,21 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         default="unset: each experimental API and backend warns once per process",
         read_when="each time an ExperimentalWarning is issued",
         bad_value="warns once (RuntimeWarning naming the variable and the accepted values) and "
-        "is ignored",
+        "is ignored." + _STRICT,
         read_by=("flashinfer.gating.warn_once",),
         topic="experimental",
     ),
     EnvironmentVariable(
         name="FLASHINFER_LOGLEVEL",
         summary="Logs calls of the stable APIs to the 'flashinfer.api' logger.",
-        values="an integer: 0 off; 1 to 2 each call's name; 3 or more also its arguments "
-        "(tensors as shape, dtype and device)",
+        values="an integer as Python's int() reads it ('2', ' 3', '-1'): 0 or less off; 1 to 2 "
+        "each call's name; 3 or more also its arguments (tensors as shape, dtype and device); "
+        "empty or unset: 0",
         default="0: the APIs are not wrapped, so logging costs nothing per call",
         read_when="when each API is defined, i.e. when its module is first imported; set it "
         "before the first use of flashinfer's operators",
-        bad_value="a value that is not an integer counts as 0, silently",
+        bad_value="a value that is not an integer warns once (when the APIs are defined) and "
+        "counts as 0." + _STRICT,
         read_by=("flashinfer.gating.stable_marker",),
     ),
     EnvironmentVariable(
@@ -95,27 +104,47 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         "unset: only the logger",
         default="off",
         read_when="once, when flashinfer's dispatcher is imported",
-        bad_value="warns once (RuntimeWarning) and counts as '0'",
+        bad_value="warns once (RuntimeWarning) and counts as '0'." + _STRICT,
         read_by=("flashinfer.dispatch.choice_log",),
         topic="backend_control",
     ),
     EnvironmentVariable(
         name="FLASHINFER_AUTOTUNER_LOG",
         summary="Also prints the autotuner's log (every timing, failure and pick) to stderr.",
-        values="'1': print to stderr as well as to the 'flashinfer.autotuner' logger",
+        values="exactly '1': print to stderr as well as to the 'flashinfer.autotuner' logger.  "
+        "'0', empty or unset: the logger only",
         default="off: the 'flashinfer.autotuner' logger only (DEBUG level)",
         read_when="at each line the autotuner logs",
-        bad_value="any value other than '1' counts as off, silently",
+        bad_value="warns once (RuntimeWarning, at the first line logged) and counts as off."
+        + _STRICT,
         read_by=("flashinfer.autotuner.candidate_timing",),
     ),
     EnvironmentVariable(
         name="FLASHINFER_CLI_TRACEBACK",
         summary="Adds the Python traceback to the flashinfer command's one-line runtime errors.",
-        values="'1': print the traceback after the error line",
+        values="exactly '1': print the traceback after the error line.  '0', empty or unset: "
+        "the error line only",
         default="off: one line on stderr",
         read_when="when a sub-command fails at run time (exit status 1)",
-        bad_value="any value other than '1' counts as off, silently",
+        bad_value="a warning line on stderr, and counts as off; with "
+        "FLASHINFER_STRICT_SETTINGS=1 an error line instead (the exit status stays the "
+        "failure's)",
         read_by=("flashinfer.cli",),
+    ),
+    EnvironmentVariable(
+        name="FLASHINFER_STRICT_SETTINGS",
+        summary="Makes a malformed value of any flashinfer variable above an error instead of "
+        "a warning.",
+        values="exactly '1': strict.  '0', empty or unset: a malformed value warns once and "
+        "fails open (the variable counts as unset or off)",
+        default="off: bad values warn once and are ignored, so a deployment keeps running",
+        read_when="each time a malformed value of another variable is read, at that "
+        "variable's first use (not at import: `flashinfer backends` still reports the bad "
+        "values, and never raises for them)",
+        bad_value="raises SettingsError (a ValueError naming the variable, its value, the "
+        "accepted values and the fix) when a malformed value of another variable is read: "
+        "whoever set it asked for strictness in some spelling",
+        read_by=("flashinfer.settings.strict",),
     ),
     EnvironmentVariable(
         name="TRITON_INTERPRET",
