@@ -43,6 +43,7 @@ class MapError(Exception):
 
 @dataclass
 class TestRecord:
+    __test__ = False  # a record, not a pytest test class
     lane: str
     duration: float
     files: set[str] = field(default_factory=set)
@@ -52,6 +53,7 @@ class TestRecord:
 
 @dataclass
 class TestMap:
+    __test__ = False
     commit: str
     tests: dict[str, TestRecord]
     session_functions: set[str] = field(default_factory=set)
