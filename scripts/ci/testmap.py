@@ -29,7 +29,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from testmap_lib.mapfile import MapError, TestMap, load  # noqa: E402
-from testmap_lib.rules import result_json, select  # noqa: E402
+from testmap_lib.rules import result_json, select, share  # noqa: E402
 from testmap_lib.shards import deal  # noqa: E402
 
 REPO = _HERE.parents[1]
@@ -64,8 +64,9 @@ def _select(args: argparse.Namespace) -> int:
         print("testmap select: --shards K and --shard I go together", file=sys.stderr)
         return 2
     if args.shards is not None and not 1 <= args.shard <= args.shards:
-        print(f"testmap select: --shard must be 1..{args.shards}, got {args.shard}",
-              file=sys.stderr)
+        print(
+            f"testmap select: --shard must be 1..{args.shards}, got {args.shard}", file=sys.stderr
+        )
         return 2
     repo = args.repo.resolve()
     m: TestMap | None
@@ -85,6 +86,7 @@ def _select(args: argparse.Namespace) -> int:
         mine = deal(every, m, args.shards)[args.shard - 1]
         shard = result_json(sel, m, mine)
         shard["mode"] = result["mode"]
+        shard["share"] = share(mine, m) if m is not None else 1.0 / args.shards
         result = shard
     if args.json:
         print(json.dumps(result, indent=1))

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from . import TESTMAP, commit, git, write
-from testmap_lib import mapfile  # noqa: E402 - tests/ci/__init__.py puts scripts/ci on the path
+from testmap_lib import mapfile
 from testmap_lib.mapfile import TestMap, TestRecord
 from testmap_lib.rules import result_json, select
+
+from . import TESTMAP, commit, git, write
 
 MOD = '''\
 """A module."""
@@ -66,13 +66,22 @@ def _map(commit_sha: str) -> TestMap:
     return TestMap(
         commit_sha,
         {
-            A: TestRecord("stable", 1.0, base | {"tests/test_a.py"}, {"flashinfer/mod.py::used_by_a"}),
+            A: TestRecord(
+                "stable", 1.0, base | {"tests/test_a.py"}, {"flashinfer/mod.py::used_by_a"}
+            ),
             B: TestRecord(
-                "stable", 3.0, base | {"tests/test_b.py"},
+                "stable",
+                3.0,
+                base | {"tests/test_b.py"},
                 {"flashinfer/mod.py::used_by_b", "flashinfer/mod.py::cached"},
             ),
-            DOCS: TestRecord("stable", 2.0, {"tests/test_docs.py"}, set(),
-                             {"docs/guide.md", "flashinfer/kernels/"}),
+            DOCS: TestRecord(
+                "stable",
+                2.0,
+                {"tests/test_docs.py"},
+                set(),
+                {"docs/guide.md", "flashinfer/kernels/"},
+            ),
             EXP: TestRecord("experimental", 4.0, base | {"tests/experimental/test_exp.py"}, set()),
         },
         session_functions={"flashinfer/mod.py::at_session_start"},
@@ -137,7 +146,9 @@ def test_module_level_lines_select_every_test_that_imported_the_module(repo) -> 
 def test_a_cached_function_counts_as_module_level(repo) -> None:
     """lru_cache credits only the first caller: every importer is selected."""
     root, base, m = repo
-    _edit(root, "flashinfer/mod.py", "def cached(x):\n    return x", "def cached(x):\n    return -x")
+    _edit(
+        root, "flashinfer/mod.py", "def cached(x):\n    return x", "def cached(x):\n    return -x"
+    )
     assert _ids(_select(root, m, base)) == {A, B, EXP}
 
 
@@ -167,8 +178,16 @@ def test_a_changed_test_file_selects_all_its_tests(repo) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["pyproject.toml", "tests/conftest.py", ".github/workflows/x.yml", ".ci/run",
-     "scripts/test.sh", "scripts/ci/testmap.py", "setup.py", "pytest.ini"],
+    [
+        "pyproject.toml",
+        "tests/conftest.py",
+        ".github/workflows/x.yml",
+        ".ci/run",
+        "scripts/test.sh",
+        "scripts/ci/testmap.py",
+        "setup.py",
+        "pytest.ini",
+    ],
 )
 def test_build_ci_and_config_files_run_everything(repo, path: str) -> None:
     root, base, m = repo
@@ -233,8 +252,12 @@ def test_experimental_tests_are_their_own_lane(repo) -> None:
 @pytest.mark.parametrize("case", ["no map", "unknown base", "unknown head", "unknown map commit"])
 def test_any_error_runs_everything_and_says_why(repo, case: str) -> None:
     root, base, m = repo
-    args = {"no map": (None, base, None), "unknown base": (m, "nope", None),
-            "unknown head": (m, base, "f" * 40), "unknown map commit": (_map("0" * 40), base, None)}
+    args = {
+        "no map": (None, base, None),
+        "unknown base": (m, "nope", None),
+        "unknown head": (m, base, "f" * 40),
+        "unknown map commit": (_map("0" * 40), base, None),
+    }
     chosen_map, b, h = args[case]
     result = _select(root, chosen_map, b, h)
     assert result["mode"] == "all" and result["share"] == 1.0
@@ -259,7 +282,10 @@ def test_a_stale_map_says_how_many_commits_stale(repo) -> None:
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(TESTMAP), "select", *args], cwd=root, capture_output=True, text=True,
+        [sys.executable, str(TESTMAP), "select", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
     )
 
 

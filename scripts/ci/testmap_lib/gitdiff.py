@@ -43,14 +43,14 @@ def resolve(repo: Path, ref: str) -> str:
     try:
         return git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
     except DiffError:
-        raise DiffError(f"unknown commit {ref!r} (fetch it, or check out with fetch-depth: 0)")
+        raise DiffError(
+            f"unknown commit {ref!r} (fetch it, or check out with fetch-depth: 0)"
+        ) from None
 
 
 def show(repo: Path, commit: str, path: str) -> str | None:
     """``path``'s text at ``commit``, or None where it does not exist there."""
-    proc = subprocess.run(
-        ["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True
-    )
+    proc = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True)
     if proc.returncode != 0:
         return None
     return proc.stdout.decode("utf-8", errors="replace")

@@ -117,7 +117,7 @@ def to_json(m: TestMap) -> dict[str, Any]:
 
 def from_json(raw: Any) -> TestMap:
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise MapError(f"not a {FORMAT} file (no \"format\": \"{FORMAT}\")")
+        raise MapError(f'not a {FORMAT} file (no "format": "{FORMAT}")')
     if raw.get("version") != VERSION:
         raise MapError(
             f"map format version {raw.get('version')!r}, this selector reads {VERSION}: "

@@ -24,8 +24,18 @@ from testmap_lib.mapfile import MapError, TestMap, load
 from testmap_lib.rules import result_json, select
 from testmap_lib.scopes import parse_scopes
 
-_FLIPS = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq,
-          ast.NotEq: ast.Eq, ast.Add: ast.Sub, ast.Sub: ast.Add, ast.And: ast.Or, ast.Or: ast.And}
+_FLIPS = {
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.And: ast.Or,
+    ast.Or: ast.And,
+}
 
 
 def history(repo: Path, n: int) -> list[tuple[str, str, str]]:
@@ -81,7 +91,8 @@ def _mutate(source: str, functions: set[str], rng: random.Random) -> str | None:
                 name = prefix + node.name
                 if name in functions:
                     sites.extend(
-                        n for n in ast.walk(node)
+                        n
+                        for n in ast.walk(node)
                         if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
                         or (isinstance(n, ast.Constant) and type(n.value) in (int, bool))
                     )
@@ -140,7 +151,9 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> 
                 ran += 1
                 missed = full - picked
                 misses += len(missed)
-                print(f"mutant {ran} in {ch.path} ({commit[:12]}): {len(full)} fail in full, "
-                      f"{len(missed)} missed by the selection ({sel['mode']}, {sel['share']:.0%})")
+                print(
+                    f"mutant {ran} in {ch.path} ({commit[:12]}): {len(full)} fail in full, "
+                    f"{len(missed)} missed by the selection ({sel['mode']}, {sel['share']:.0%})"
+                )
     print(f"\nmutants: {ran}, misses: {misses}")
     return 1 if misses else 0

@@ -32,8 +32,15 @@ from testmap_lib.mapfile import TestMap, lane_of
 from testmap_lib.scopes import MODULE, Scopes, parse_scopes
 
 RUN_ALL_FILES = frozenset(
-    {"pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini", "scripts/test.sh",
-     "scripts/check.sh"}
+    {
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+        "scripts/test.sh",
+        "scripts/check.sh",
+    }
 )
 RUN_ALL_DIRS = (".ci/", ".github/", "scripts/ci/")  # scripts/ci/: the recorder itself
 PACKAGE = "flashinfer/"

@@ -28,8 +28,9 @@ def deal(tests: Iterable[str], m: TestMap | None, shards: int) -> list[list[str]
         raise ValueError(f"--shards must be at least 1, got {shards}")
     durations = [t.duration for t in m.tests.values()] if m is not None else []
     default = sorted(durations)[len(durations) // 2] if durations else 1.0
-    weighted = sorted(((duration_of(t, m, default), t) for t in set(tests)),
-                      key=lambda x: (-x[0], x[1]))
+    weighted = sorted(
+        ((duration_of(t, m, default), t) for t in set(tests)), key=lambda x: (-x[0], x[1])
+    )
     heap = [(0.0, i) for i in range(shards)]
     out: list[list[str]] = [[] for _ in range(shards)]
     for weight, test in weighted:
