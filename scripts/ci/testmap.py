@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Run what a change reaches: a per-test map, selection by rules that fail open, shards.
+
+    python scripts/ci/testmap.py record --out testmap.json [--no-baseline] [pytest args]
+    python scripts/ci/testmap.py select --map testmap.json --base REF [--head REF] [--json]
+                                        [--shards K --shard I]
+    python scripts/ci/testmap.py replay [--commits N] [--map testmap.json]
+
+``record`` runs pytest (once plainly, for the overhead, unless --no-baseline; then under the
+recorder) and writes the map.  ``select`` prints the selection for the change from the map's
+commit to ``--head`` (default: the work tree), with the pull request's own files as
+``--base..--head``; ``--json`` prints ``{"mode", "reasons", "tests": {"stable",
+"experimental"}, "share"}``.  Rules: testmap_lib/rules.py; map format: testmap_lib/mapfile.py;
+docs/ci.rst says what runs when.
+
+Exit codes: 0 done (a selection of everything is a decision, not an error), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from testmap_lib.mapfile import MapError, TestMap, load  # noqa: E402
+from testmap_lib.rules import result_json, select, share  # noqa: E402
+from testmap_lib.shards import deal  # noqa: E402
+
+REPO = _HERE.parents[1]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="testmap.py", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    rec = sub.add_parser("record", help="run the suite under the recorder, write the map")
+    rec.add_argument("--out", required=True, type=Path)
+    rec.add_argument("--no-baseline", action="store_true", help="skip the plain run")
+    rec.add_argument("--repo", type=Path, default=REPO)
+    sel = sub.add_parser("select", help="what to run for a change")
+    sel.add_argument("--map", required=True, type=Path)
+    sel.add_argument("--base", required=True)
+    sel.add_argument("--head", default=None, help="default: the work tree")
+    sel.add_argument("--json", action="store_true")
+    sel.add_argument("--shards", type=int, default=None)
+    sel.add_argument("--shard", type=int, default=None, help="1..K")
+    sel.add_argument("--repo", type=Path, default=Path("."))
+    rep = sub.add_parser("replay", help="the selection over this repository's history")
+    rep.add_argument("--commits", type=int, default=100)
+    rep.add_argument("--map", type=Path, default=Path("testmap.json"))
+    rep.add_argument("--mutants", type=int, default=0, help="mutants per commit (run each)")
+    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--repo", type=Path, default=Path("."))
+    return parser
+
+
+def _select(args: argparse.Namespace) -> int:
+    if (args.shards is None) != (args.shard is None):
+        print("testmap select: --shards K and --shard I go together", file=sys.stderr)
+        return 2
+    if args.shards is not None and not 1 <= args.shard <= args.shards:
+        print(
+            f"testmap select: --shard must be 1..{args.shards}, got {args.shard}", file=sys.stderr
+        )
+        return 2
+    repo = args.repo.resolve()
+    m: TestMap | None
+    try:
+        m = load(args.map)
+        error = None
+    except MapError as exc:
+        m, error = None, str(exc)
+    sel = select(repo, m, args.base, args.head)
+    if error is not None:
+        sel.reasons[-1]["detail"] = f"{error}: running everything"
+    result = result_json(sel, m)
+    if args.shards is not None:
+        every = result["tests"]["stable"] + result["tests"]["experimental"]
+        if result["mode"] == "all" and m is None:
+            every = ["tests"]  # no map: nothing to deal by; shard 1 runs the lane whole
+        mine = deal(every, m, args.shards)[args.shard - 1]
+        shard = result_json(sel, m, mine)
+        shard["mode"] = result["mode"]
+        shard["share"] = share(mine, m) if m is not None else 1.0 / args.shards
+        result = shard
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"mode: {result['mode']} (share of recorded time: {result['share']:.1%})")
+    for r in result["reasons"]:
+        print(f"  {r['file'] or '-'}: {r['rule']}: {r['detail']} [{r['tests']}]")
+    for lane in ("stable", "experimental"):
+        for t in result["tests"][lane]:
+            print(t)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # record passes everything after its own options to pytest.
+    if argv[:1] == ["record"]:
+        own, rest = [], argv[1:]
+        while rest and rest[0] in ("--out", "--no-baseline", "--repo"):
+            take = 1 if rest[0] == "--no-baseline" else 2
+            own += rest[:take]
+            rest = rest[take:]
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        args = build_parser().parse_args(["record", *own])
+        from testmap_lib.record import record
+
+        return record(args.repo.resolve(), args.out, rest, baseline=not args.no_baseline)
+    args = build_parser().parse_args(argv)
+    if args.cmd == "select":
+        return _select(args)
+    from testmap_lib.replay import replay
+
+    return replay(args.repo.resolve(), args.map, args.commits, args.mutants, args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

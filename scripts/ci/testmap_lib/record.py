@@ -1,0 +1,177 @@
+"""The recording run: the suite under coverage.py with one context per test (the plugin and
+the site hook in ``recorder_site/``), then the contexts folded into a map.
+
+Why coverage.py: its C tracer with dynamic contexts runs on Python 3.10 and 3.11, where
+``sys.monitoring`` does not exist, and it already follows subprocesses through a startup
+hook; on 3.12+ coverage can use ``sys.monitoring`` itself (``COVERAGE_CORE=sysmon``), so one
+recorder serves every supported Python.  Lines are folded into functions (:mod:`.scopes`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from testmap_lib.gitdiff import DiffError, git
+from testmap_lib.mapfile import TestMap, TestRecord, lane_of
+from testmap_lib.scopes import MODULE, Scopes, import_closure, scopes_of_file
+
+SITE = Path(__file__).resolve().parent / "recorder_site"
+
+RCFILE = """\
+[run]
+source = {repo}
+data_file = {out}/.coverage
+parallel = true
+disable_warnings =
+    no-data-collected
+    module-not-measured
+    module-not-imported
+    already-imported
+    no-ctracer
+    couldnt-parse
+"""
+
+
+def _pytest(args: Sequence[str], env: dict[str, str], repo: Path) -> tuple[int, float]:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    start = time.perf_counter()
+    rc = subprocess.run(cmd, cwd=repo, env=env).returncode
+    return rc, time.perf_counter() - start
+
+
+class _Contexts:
+    def __init__(self) -> None:
+        self.files: dict[str, set[str]] = {}
+        self.functions: dict[str, set[str]] = {}
+        self.data: dict[str, set[str]] = {}
+
+    def add_lines(self, repo: Path, data_file: str) -> None:
+        import coverage
+
+        data = coverage.CoverageData(basename=data_file)
+        data.read()
+        scopes: dict[str, Scopes] = {}
+        for measured in data.measured_files():
+            try:
+                rel = Path(measured).resolve().relative_to(repo).as_posix()
+            except ValueError:
+                continue
+            if rel not in scopes:
+                scopes[rel] = scopes_of_file(repo / rel)
+            by_line = data.contexts_by_lineno(measured)
+            for line, contexts in by_line.items():
+                scope = scopes[rel].scope_of(line)
+                for ctx in contexts:
+                    self.files.setdefault(ctx, set()).add(rel)
+                    if scope != MODULE:
+                        self.functions.setdefault(ctx, set()).add(f"{rel}::{scope}")
+
+    def add_reads(self, path: str) -> None:
+        for ctx, rel in json.loads(Path(path).read_text(encoding="utf-8")):
+            self.data.setdefault(ctx, set()).add(rel)
+
+
+def _conftests(repo: Path, test_file: str) -> list[str]:
+    out = []
+    here = Path(test_file).parent
+    while True:
+        c = here / "conftest.py"
+        if (repo / c).is_file():
+            out.append(c.as_posix())
+        if here == Path("."):
+            return out
+        here = here.parent
+
+
+def build_map(repo: Path, out: Path, commit: str, meta: dict) -> TestMap:
+    ctx = _Contexts()
+    for data_file in sorted(glob.glob(str(out / ".coverage.*"))):
+        ctx.add_lines(repo, data_file)
+    for reads in sorted(glob.glob(str(out / "reads-*.json"))):
+        ctx.add_reads(reads)
+    recorded = json.loads((out / "tests.json").read_text(encoding="utf-8"))
+    closure_cache: dict[str, set[str]] = {}
+    tests = {}
+    for nodeid, info in recorded.items():
+        test_file = nodeid.split("::", 1)[0]
+        names = [nodeid, f"collect:{test_file}", *info["fixtures"]]
+        rec = TestRecord(lane_of(nodeid), float(info["duration"]))
+        for name in names:
+            rec.files |= ctx.files.get(name, set())
+            rec.functions |= ctx.functions.get(name, set())
+            rec.data |= ctx.data.get(name, set())
+        rec.files |= import_closure(repo, [test_file, *_conftests(repo, test_file)], closure_cache)
+        rec.files.add(test_file)
+        tests[nodeid] = rec
+    session = ctx.functions.get("", set())
+    return TestMap(commit, tests, session, meta)
+
+
+def record(repo: Path, out_path: Path, pytest_args: Sequence[str], baseline: bool) -> int:
+    try:
+        import coverage  # noqa: F401
+    except ImportError:
+        print("testmap record: coverage.py is missing: pip install -e '.[test]'", file=sys.stderr)
+        return 2
+    try:
+        commit = git(repo, "rev-parse", "HEAD").strip()
+        dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no").strip())
+    except DiffError as exc:
+        print(f"testmap record: {exc}", file=sys.stderr)
+        return 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TESTMAP_")}
+    plain_s = None
+    if baseline:
+        print("==> plain run (for the overhead)", flush=True)
+        _, plain_s = _pytest(pytest_args, env, repo)
+    with tempfile.TemporaryDirectory(prefix="testmap-") as tmp:
+        out = Path(tmp)
+        rc_file = out / "coveragerc"
+        rc_file.write_text(RCFILE.format(repo=repo, out=out), encoding="utf-8")
+        rec_env = {
+            **env,
+            "TESTMAP_RC": str(rc_file),
+            "TESTMAP_REPO": str(repo),
+            "TESTMAP_DIR": str(out),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), env.get("PYTHONPATH")])),
+        }
+        print("==> recording run", flush=True)
+        rc, recorded_s = _pytest(["-p", "testmap_plugin", *pytest_args], rec_env, repo)
+        if not (out / "tests.json").is_file():
+            print(f"testmap record: pytest exited {rc} before any test ran", file=sys.stderr)
+            return rc or 1
+        meta = {
+            "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"
+            ),
+            "python": sys.version.split()[0],
+            "pytest_args": list(pytest_args),
+        }
+        if dirty:
+            meta["dirty"] = True
+        start = time.perf_counter()
+        m = build_map(repo, out, commit, meta)
+        fold_s = time.perf_counter() - start
+    from testmap_lib.mapfile import save
+
+    save(m, out_path)
+    print(
+        f"==> map: {len(m.tests)} tests at {commit[:12]}{' (dirty tree)' if dirty else ''} "
+        f"-> {out_path} (folded in {fold_s:.1f}s)"
+    )
+    line = f"==> recorded run {recorded_s:.1f}s"
+    if plain_s:
+        line += f", plain run {plain_s:.1f}s: overhead {recorded_s / plain_s:.2f}x"
+    print(line)
+    if rc != 0:
+        print(f"testmap record: pytest exited {rc}; the map holds what ran", file=sys.stderr)
+    return rc

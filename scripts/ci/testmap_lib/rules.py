@@ -1,0 +1,284 @@
+"""The selection rules: from a diff (the map's commit to the head) and a map, what to run.
+
+Each rule fails open: a change the map cannot see runs everything and says why.
+
+- A changed test file selects all its tests (the file itself is the selection, so tests it
+  adds run too).
+- Build, CI and config files run everything (:data:`RUN_ALL_FILES`, :data:`RUN_ALL_DIRS`,
+  any ``conftest.py``).
+- A Python file no test used runs everything; so does a package file (``flashinfer/``) that
+  no test read.
+- Changed lines inside a function select the tests that ran it; module-level lines (and
+  functions that run once and are cached, or are Triton kernels: :mod:`.scopes`) select
+  every test that imported the module; a function run outside any test (session start,
+  conftest) runs everything.
+- An added file selects through the changed files that use it, and the tests that listed
+  its folder.
+- Renames count on both sides: the old path as removed, the new one as added.
+- A file a test read as data selects that test; other non-Python files no test read select
+  nothing.
+- Any error (no map, unreadable diff, unknown commit) runs everything and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from testmap_lib.gitdiff import DiffError, FileChange, diff, git, resolve, show
+from testmap_lib.mapfile import TestMap, lane_of
+from testmap_lib.scopes import MODULE, Scopes, parse_scopes
+
+RUN_ALL_FILES = frozenset(
+    {
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+        "scripts/test.sh",
+        "scripts/check.sh",
+    }
+)
+RUN_ALL_DIRS = (".ci/", ".github/", "scripts/ci/")  # scripts/ci/: the recorder itself
+PACKAGE = "flashinfer/"
+
+
+@dataclass
+class Selection:
+    mode: str = "subset"  # "all" | "subset" | "none"
+    reasons: list[dict[str, Any]] = field(default_factory=list)
+    tests: set[str] = field(default_factory=set)  # node IDs and whole test files
+    run_all: bool = False
+
+    def fire(self, file: str | None, rule: str, detail: str, tests: Iterable[str] = ()) -> None:
+        chosen = set(tests)
+        self.tests |= chosen
+        self.reasons.append({"file": file, "rule": rule, "detail": detail, "tests": len(chosen)})
+
+    def everything(self, file: str | None, rule: str, detail: str) -> None:
+        self.run_all = True
+        self.reasons.append({"file": file, "rule": rule, "detail": detail, "tests": "all"})
+
+
+def is_test_file(path: str) -> bool:
+    p = PurePosixPath(path)
+    return (
+        p.parts[:1] == ("tests",)
+        and p.suffix == ".py"
+        and (p.name.startswith("test_") or p.name.endswith("_test.py"))
+    )
+
+
+def runs_everything(path: str) -> str | None:
+    """Why a change to ``path`` runs everything, or None."""
+    if path in RUN_ALL_FILES:
+        return "a build, CI or config file"
+    if PurePosixPath(path).name == "conftest.py":
+        return "conftest.py: its fixtures and hooks reach every test below it"
+    for prefix in RUN_ALL_DIRS:
+        if path.startswith(prefix):
+            return f"under {prefix} (CI, or the selector itself)"
+    return None
+
+
+class _Index:
+    """The map inverted: who used each file, function and data path."""
+
+    def __init__(self, m: TestMap) -> None:
+        self.by_file: dict[str, set[str]] = {}
+        self.by_function: dict[str, set[str]] = {}
+        self.by_data: dict[str, set[str]] = {}
+        for nodeid, t in m.tests.items():
+            for f in t.files:
+                self.by_file.setdefault(f, set()).add(nodeid)
+            for fn in t.functions:
+                self.by_function.setdefault(fn, set()).add(nodeid)
+            for d in t.data:
+                self.by_data.setdefault(d, set()).add(nodeid)
+        self.session = m.session_functions
+        self.session_files = {f.split("::", 1)[0] for f in m.session_functions}
+
+    def listed_folder(self, path: str) -> set[str]:
+        parent = PurePosixPath(path).parent.as_posix()
+        return self.by_data.get("./" if parent == "." else parent + "/", set())
+
+
+def _scopes(repo: Path, commit: str, path: str) -> Scopes:
+    text = show(repo, commit, path)
+    return parse_scopes(text) if text is not None else Scopes([MODULE])
+
+
+def _removed_side(sel: Selection, idx: _Index, path: str, how: str) -> None:
+    """``path`` is gone from the head (deleted, or renamed away)."""
+    if runs_everything(path):
+        sel.everything(path, "run-all-file", f"{how}: {runs_everything(path)}")
+        return
+    if is_test_file(path):
+        sel.fire(path, "test-file-removed", f"{how}: its tests are gone")
+        return
+    users = idx.by_file.get(path, set()) | idx.by_data.get(path, set())
+    users |= idx.listed_folder(path)
+    if path.endswith(".py") and path in idx.session_files:
+        sel.everything(path, "session-code", f"{how}: it ran at session start")
+    elif path.endswith(".py") and not users:
+        sel.everything(path, "unused-python-file", f"{how}, and no test used it")
+    else:
+        sel.fire(path, "file-removed", f"{how}: every test that used, read or listed it", users)
+
+
+def _added_side(sel: Selection, idx: _Index, path: str, how: str) -> None:
+    """``path`` is new at the head (added, or renamed to)."""
+    if runs_everything(path):
+        sel.everything(path, "run-all-file", f"{how}: {runs_everything(path)}")
+    elif is_test_file(path):
+        sel.fire(path, "test-file", f"{how}: a test file selects all its tests", [path])
+    else:
+        sel.fire(
+            path,
+            "added-file",
+            f"{how}: selects through the changed files that use it, and the tests that "
+            "listed its folder",
+            idx.listed_folder(path),
+        )
+
+
+def _modified(
+    sel: Selection, idx: _Index, repo: Path, ch: FileChange, old: str, head: str | None
+) -> None:
+    path = ch.path
+    if runs_everything(path):
+        sel.everything(path, "run-all-file", runs_everything(path) or "")
+        return
+    if is_test_file(path):
+        sel.fire(path, "test-file", "a changed test file selects all its tests", [path])
+        return
+    readers = idx.by_data.get(path, set())
+    if not path.endswith(".py") or ch.binary:
+        if readers:
+            sel.fire(path, "data-file", "read as data by these tests", readers)
+        elif path.startswith(PACKAGE):
+            sel.everything(path, "unused-package-file", "a package file no test read")
+        else:
+            sel.fire(path, "unread-file", "not Python, and no test read it")
+        return
+    if path not in idx.by_file and path not in idx.session_files and not readers:
+        sel.everything(path, "unused-python-file", "a Python file no test used or imported")
+        return
+    if readers:
+        sel.fire(path, "data-file", "its source is read as data by these tests", readers)
+    old_scopes = _scopes(repo, old, ch.old_path or path)
+    if head is None:
+        try:
+            new_text: str | None = (repo / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            new_text = None
+    else:
+        new_text = show(repo, head, path)
+    new_scopes = parse_scopes(new_text) if new_text is not None else Scopes([MODULE])
+    touched = {old_scopes.effective(n) for n in ch.old_lines} | {
+        new_scopes.effective(n) for n in ch.new_lines
+    }
+    known = old_scopes.functions()
+    for scope in sorted(touched):
+        key = f"{path}::{scope}"
+        old_key = f"{ch.old_path or path}::{scope}"
+        if scope == MODULE:
+            users = idx.by_file.get(path, set()) | idx.by_file.get(ch.old_path or path, set())
+            sel.fire(path, "module-level", "module-level lines: every test that imported it", users)
+        elif key in idx.session or old_key in idx.session:
+            sel.everything(path, "session-code", f"{scope} runs at session start (conftest)")
+        elif key in idx.by_function or old_key in idx.by_function:
+            users = idx.by_function.get(key, set()) | idx.by_function.get(old_key, set())
+            sel.fire(path, "function", f"{scope}: the tests that ran it", users)
+        elif scope not in known:
+            sel.fire(path, "new-function", f"{scope} is new: selects through its callers")
+        else:
+            sel.fire(path, "unrun-function", f"{scope}: no test ran it")
+
+
+def select(repo: Path, m: TestMap | None, base: str, head: str | None) -> Selection:
+    """The selection for the change from ``base`` to ``head`` (None: the work tree)."""
+    sel = Selection()
+    try:
+        if m is None:
+            raise DiffError("no map")
+        base_sha = resolve(repo, base)
+        head_sha = resolve(repo, head) if head is not None else None
+        try:
+            map_sha = resolve(repo, m.commit)
+        except DiffError:
+            raise DiffError(
+                f"the map's commit {m.commit[:12]} is unknown here (a map from another "
+                "repository, or a shallow clone: fetch-depth: 0)"
+            ) from None
+        _staleness(sel, repo, map_sha, base_sha)
+        idx = _Index(m)
+        # The map describes the tree at its commit: every difference from it to the head
+        # counts, the pull request's own and whatever main did since the map.
+        changes = diff(repo, map_sha, head_sha)
+        pr_files = {c.path for c in diff(repo, base_sha, head_sha)} | {
+            c.old_path for c in diff(repo, base_sha, head_sha) if c.old_path
+        }
+        for ch in changes:
+            before = len(sel.reasons)
+            if ch.status == "A":
+                _added_side(sel, idx, ch.path, "added")
+            elif ch.status == "D":
+                _removed_side(sel, idx, ch.path, "deleted")
+            elif ch.status == "R":
+                _removed_side(sel, idx, ch.old_path or "", f"renamed to {ch.path}")
+                _added_side(sel, idx, ch.path, f"renamed from {ch.old_path}")
+            else:
+                _modified(sel, idx, repo, ch, map_sha, head_sha)
+            if ch.path not in pr_files and ch.old_path not in pr_files:
+                for r in sel.reasons[before:]:
+                    r["detail"] += " (changed on the base since the map was recorded)"
+    except DiffError as exc:
+        sel.everything(None, "error", f"{exc}: running everything")
+    return sel
+
+
+def _staleness(sel: Selection, repo: Path, map_sha: str, base_sha: str) -> None:
+    if map_sha == base_sha:
+        return
+    behind = int(git(repo, "rev-list", "--count", f"{map_sha}..{base_sha}").strip() or 0)
+    ahead = int(git(repo, "rev-list", "--count", f"{base_sha}..{map_sha}").strip() or 0)
+    detail = f"the map is {behind} commit(s) stale: recorded at {map_sha[:12]}"
+    if ahead:
+        detail += f", {ahead} commit(s) of it not on the base"
+    sel.reasons.append({"file": None, "rule": "stale-map", "detail": detail, "tests": 0})
+
+
+def result_json(sel: Selection, m: TestMap | None, tests: Iterable[str] | None = None) -> dict:
+    """The ``--json`` shape: mode, reasons, tests by lane, share of recorded time."""
+    chosen = set(sel.tests if tests is None else tests)
+    if sel.run_all:
+        mode = "all"
+        chosen = set(m.tests) if m is not None and tests is None else chosen
+    else:
+        mode = "subset" if chosen else "none"
+    whole_files = {t for t in chosen if "::" not in t}
+    chosen = {t for t in chosen if t in whole_files or t.split("::", 1)[0] not in whole_files}
+    lanes: dict[str, list[str]] = {"stable": [], "experimental": []}
+    for t in sorted(chosen):
+        lanes[lane_of(t)].append(t)
+    return {"mode": mode, "reasons": sel.reasons, "tests": lanes, "share": share(chosen, m, mode)}
+
+
+def share(chosen: Iterable[str], m: TestMap | None, mode: str = "subset") -> float:
+    if m is None or mode == "all":
+        return 1.0
+    total = m.total_duration()
+    if total <= 0:
+        return 0.0
+    chosen = set(chosen)
+    files = {t for t in chosen if "::" not in t}
+    picked = sum(
+        t.duration
+        for nodeid, t in m.tests.items()
+        if nodeid in chosen or nodeid.split("::", 1)[0] in files
+    )
+    return round(min(1.0, picked / total), 4)
