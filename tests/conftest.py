@@ -15,11 +15,15 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import hypothesis_profiles  # noqa: E402
 import pytest  # noqa: E402
 
 import flashinfer  # noqa: E402
 import flashinfer.gating.op_registry as registry  # noqa: E402
 from flashinfer.dispatch.restrictions import reset_block_flags  # noqa: E402
+
+# Deterministic Hypothesis draws under CI; loaded before any test module builds its settings.
+hypothesis_profiles.load_for(os.environ)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
