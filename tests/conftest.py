@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # Triton kernels run on CPU tensors through the interpreter when there is no GPU. The
 # variable must be set before triton is first imported, hence here, before any test module.
@@ -33,6 +34,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The overlap attacks collection left out (they could not be built), counted with why."""
+    testing = sys.modules.get("flashinfer.testing")  # not imported: no attack was collected
+    summary = testing.unbuilt_overlap_summary() if testing is not None else ""
+    if summary:
+        terminalreporter.write_sep("-", "overlap attacks not built")
+        terminalreporter.write_line(summary)
 
 
 @pytest.fixture(autouse=True)
