@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # Triton kernels run on CPU tensors through the interpreter when there is no GPU. The
 # variable must be set before triton is first imported, hence here, before any test module.
@@ -15,11 +16,15 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import hypothesis_profiles  # noqa: E402
 import pytest  # noqa: E402
 
 import flashinfer  # noqa: E402
 import flashinfer.gating.op_registry as registry  # noqa: E402
 from flashinfer.dispatch.restrictions import reset_block_flags  # noqa: E402
+
+# Deterministic Hypothesis draws under CI; loaded before any test module builds its settings.
+hypothesis_profiles.load_for(os.environ)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,6 +34,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The overlap attacks collection left out (they could not be built), counted with why."""
+    testing = sys.modules.get("flashinfer.testing")  # not imported: no attack was collected
+    summary = testing.unbuilt_overlap_summary() if testing is not None else ""
+    if summary:
+        terminalreporter.write_sep("-", "overlap attacks not built")
+        terminalreporter.write_line(summary)
 
 
 @pytest.fixture(autouse=True)

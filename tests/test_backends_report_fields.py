@@ -11,10 +11,13 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import flashinfer.cli.environment_report as er
 from flashinfer.cli import main
@@ -287,14 +290,11 @@ def test_install_kind_from_direct_url(monkeypatch, tmp_path, direct, version, ki
     if kind == "editable":
         assert info["source_path"] == "/src/fi" and info["git_commit"] == SHA
         assert "not from the editable checkout" in info["note"]  # imported from elsewhere
-        # The checkout this package is imported from: no note (and a path that only starts
-        # with the same letters is another folder).
+        # The checkout this package is imported from: no note.  (Other folders, wherever the
+        # checkout lies: test_the_editable_note_holds_wherever_the_checkout_is.)
         here = Path(er.__file__).resolve().parents[2]
         monkeypatch.setattr(er, "_direct_url", lambda: {**direct, "url": here.as_uri()})
         assert er.install_info()["note"] is None
-        shorter = here.with_name(here.name[:-1]).as_uri()  # "/work/mai" for "/work/main"
-        monkeypatch.setattr(er, "_direct_url", lambda: {**direct, "url": shorter})
-        assert er.install_info()["note"] is not None
     elif kind == "vcs":
         assert info["git_commit"] == SHA and info["git_branch"] is None
     elif kind == "not installed":
@@ -302,6 +302,51 @@ def test_install_kind_from_direct_url(monkeypatch, tmp_path, direct, version, ki
     elif kind in ("wheel", "local directory", "archive"):
         assert info["git_commit"] is None
     assert er._install_line(info)  # each kind has its line
+
+
+# A folder name: any text a POSIX file name can hold (no "/", no NUL, not "." or "..").
+FOLDER_NAMES = st.text(
+    st.characters(exclude_characters="/\0", exclude_categories=("Cs",)), min_size=1, max_size=12
+).filter(lambda name: name not in (".", ".."))
+
+
+@settings(max_examples=60, deadline=None)
+@given(parent=FOLDER_NAMES, name=FOLDER_NAMES)
+@example(parent="src", name="p")  # issue 34: a one-character checkout name
+@example(parent="my work", name="flash infer")
+@example(parent="ü ñ", name="日本")
+@example(parent="x", name="100% #1?")
+def test_the_editable_note_holds_wherever_the_checkout_is(parent, name):
+    """The editable note ("imported from ..., not from the editable checkout") is absent for
+    the checkout the package is imported from, whatever its path, also through a symlink on
+    either side; present for a folder whose path merely starts like it, or extends it."""
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+        checkout = Path(tmp, parent, name)
+        module = checkout / "flashinfer" / "cli" / "environment_report.py"
+        module.parent.mkdir(parents=True)
+        module.touch()
+        link = Path(tmp, "link")
+        link.symlink_to(checkout, target_is_directory=True)
+        mp.setattr(er, "_installed_version", lambda: "0.1.0")
+        mp.setattr(er, "git_commit", lambda tree: (SHA, "main"))
+
+        def note(source: Path, imported: Path = module) -> str | None:
+            url = {"url": source.as_uri(), "dir_info": {"editable": True}}
+            mp.setattr(er, "_direct_url", lambda: url)
+            mp.setattr(er, "__file__", str(imported))
+            info = er.install_info()
+            assert info["source_path"] == str(source)  # the URL's path, read back whole
+            return info["note"]
+
+        assert note(checkout) is None
+        assert note(link) is None  # the editable install names the checkout through a link
+        assert note(checkout, link / "flashinfer" / "cli" / "environment_report.py") is None
+        others = [checkout.with_name(name + "0")]  # a longer name: another folder
+        if len(name) > 1:
+            others.append(checkout.with_name(name[:-1]))  # a shorter one
+        for other in others:
+            other.mkdir()
+            assert note(other) is not None, other
 
 
 def test_this_install_is_reported(monkeypatch, capsys):

@@ -103,6 +103,11 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
+    """Read ``--shapes``: comma-separated shapes, each of positive integers in ASCII digits
+    joined by ``x`` or ``X`` (``128x4096x4096``, ``128X4096X4096``), with as many dimensions
+    as ``target`` takes.  Whitespace around a shape is ignored; anything else (signs, ``_``,
+    inner spaces, non-ASCII digits) is a :class:`UsageError`.  ``X`` has always been read as
+    ``x`` (the text is lowercased first); it stays, so no script that spells it so breaks."""
     shapes = []
     for item in text.split(","):
         item = item.strip()
@@ -112,7 +117,7 @@ def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
         if not all(_DIGITS.fullmatch(d) for d in parts):  # int() would take "+3", "1_0", " 4"
             raise UsageError(
                 f"--shapes: malformed shape {item!r}; expected {target.shape_help}, "
-                "e.g. 128x4096x4096, positive integers joined by 'x'"
+                "e.g. 128x4096x4096, positive integers in ASCII digits joined by 'x' (or 'X')"
             )
         dims = tuple(int(d) for d in parts)
         if any(d <= 0 for d in dims):
@@ -250,7 +255,10 @@ def add_autotune_parser(sub: Any) -> None:
     p.add_argument(
         "--shapes",
         required=True,
-        help="comma-separated shapes, e.g. 64x64x64,128x64x32 for mm (MxNxK)",
+        help=(
+            "comma-separated shapes, e.g. 64x64x64,128x64x32 for mm (MxNxK): positive "
+            "integers joined by 'x' (or 'X')"
+        ),
     )
     p.add_argument(
         "--tuning-file",

@@ -25,7 +25,8 @@ Overlap attacks: an op declares its :class:`~flashinfer.dispatch.overlap.Overlap
 it, views of it and of each other argument shifted against each other in one buffer, the
 identical tensor passed twice, and read-only arguments aliasing each other.  Each attack
 must raise ``ValueError`` before anything is written, or, where the rule allows the
-aliasing, match the reference.
+aliasing, match the reference.  An attack that cannot be built for a case's tensors is left
+out and counted (:func:`unbuilt_overlap_attacks`, :func:`unbuilt_overlap_summary`).
 
 Helpers for the tests themselves: :func:`conformance_devices` and :func:`run_or_skip` (the
 body of each lane's conformance test), and :func:`assert_runs_in_fresh_interpreter` (for
@@ -61,6 +62,7 @@ from flashinfer.testing.cases import Comparator as Comparator
 from flashinfer.testing.cases import Inputs as Inputs
 from flashinfer.testing.conformance import (
     ConformanceItem,
+    api_name_of,
     call_arguments,
     conformance_devices,
     run_or_skip,
@@ -75,12 +77,14 @@ from flashinfer.testing.examples import (
 from flashinfer.testing.overlap import (
     Attack,
     OverlapItem,
+    UnbuiltAttack,
     attack_tensors,
     build_attack,
     declare_overlap_rule,
     overlap_attacks,
     overlap_rule_for,
     run_overlap_items_on,
+    unbuilt_summary,
 )
 
 __all__ = [
@@ -92,6 +96,7 @@ __all__ = [
     "ExampleInputs",
     "FROBENIUS_BOUNDS",
     "OverlapItem",
+    "UnbuiltAttack",
     "allclose",
     "assert_runs_in_fresh_interpreter",
     "call_arguments",
@@ -109,6 +114,8 @@ __all__ = [
     "run_or_skip",
     "run_overlap_items_on",
     "support_reason",
+    "unbuilt_overlap_attacks",
+    "unbuilt_overlap_summary",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -116,6 +123,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 
 _declared: dict[str, tuple[Any, list[Case]]] = {}
+# Attacks overlap_items() could not build, by (op key, case name, attack): reported, not lost.
+_unbuilt: dict[tuple[str, str, str], UnbuiltAttack] = {}
 
 
 def declare_cases(
@@ -192,8 +201,9 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
     declared an overlap rule, ``backend="auto"`` included; each refused attack also with
     ``skip_check=True`` on ops that have it.  Attacks that cannot be built for a case's
     shapes and dtypes (``"same"`` on tensors of different shapes, say) are left out here, at
-    collection, rather than skipped.  ``experimental`` filters as in
-    :func:`conformance_items`."""
+    collection, rather than skipped, and recorded with the reason
+    (:func:`unbuilt_overlap_attacks`, counted in a test run's summary).  ``experimental``
+    filters as in :func:`conformance_items`, the record too."""
     items = []
     for op in declared_ops():
         rule = overlap_rule_for(op)
@@ -203,15 +213,35 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
         backends: list[str | None] = [*checks, "auto"] if checks else [None]
         for case in cases_for(op):
             tensors = attack_tensors(rule, case, case.make_inputs("cpu"))
-            attacks = [
-                a for a in overlap_attacks(rule) if not isinstance(build_attack(a, tensors), str)
-            ]
+            attacks = []
+            for attack in overlap_attacks(rule):
+                built = build_attack(attack, tensors)
+                if not isinstance(built, str):
+                    attacks.append(attack)
+                elif any(  # left out for a backend this filter keeps: say so at the end
+                    experimental is None or item.experimental == experimental
+                    for item in (OverlapItem(op, b, case, attack) for b in backends)
+                ):
+                    key = (op_key(op), case.name, str(attack))
+                    _unbuilt[key] = UnbuiltAttack(api_name_of(op), case.name, str(attack), built)
             for backend, attack in itertools.product(backends, attacks):
                 for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
                     item = OverlapItem(op, backend, case, attack, skip)
                     if experimental is None or item.experimental == experimental:
                         items.append(item)
     return items
+
+
+def unbuilt_overlap_attacks() -> list[UnbuiltAttack]:
+    """The attacks :func:`overlap_items` has left out so far because they could not be built
+    for a case's tensors, of the ops declared now, sorted."""
+    return sorted(u for (key, _, _), u in _unbuilt.items() if key in _declared)
+
+
+def unbuilt_overlap_summary() -> str:
+    """:func:`unbuilt_overlap_attacks` counted per op and reason, for a test run's summary
+    (tests/conftest.py prints it): ``""`` when every attack was built."""
+    return unbuilt_summary(unbuilt_overlap_attacks())
 
 
 # --------------------------------------------------------------------------------------

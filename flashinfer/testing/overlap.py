@@ -98,6 +98,33 @@ def overlap_attacks(rule: OverlapRule) -> list[Attack]:
     return attacks
 
 
+@dataclass(frozen=True, order=True)
+class UnbuiltAttack:
+    """An attack that could not be built for a declared case (``reason`` says why), so no
+    backend runs it: :func:`~flashinfer.testing.overlap_items` leaves it out at collection
+    and records it here, once per (op, case, attack)."""
+
+    op: str
+    case: str
+    attack: str
+    reason: str
+
+
+def unbuilt_summary(unbuilt: list[UnbuiltAttack]) -> str:
+    """How many attacks could not be built, per op and reason, one line each ("" if none)."""
+    if not unbuilt:
+        return ""
+    counts: dict[tuple[str, str], int] = {}
+    for u in unbuilt:
+        counts[u.op, u.reason] = counts.get((u.op, u.reason), 0) + 1
+    lines = [
+        f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be built "
+        "(left out at collection, run for no backend):"
+    ]
+    lines += [f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())]
+    return "\n".join(lines)
+
+
 Built = tuple[dict[str, torch.Tensor], list[torch.Tensor]]
 
 
