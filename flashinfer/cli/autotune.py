@@ -21,9 +21,9 @@ What it promises (``flashinfer autotune --help`` says the same):
 * entries of the file measured on other machines or software (their fingerprint differs)
   are counted in a warning, not used, and written back untouched;
 * a bad ``--tuning-file`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
-  device; in a missing or unwritable directory, ``/proc`` included; one whose lock file
-  cannot be created or opened; a file of a newer schema version) is a
-  usage error before anything is timed, worded as the API words it where the API refuses
+  device; in a missing or unwritable directory; a file of a newer schema version) is a
+  usage error before anything is timed (exit 2); one whose lock file cannot be created or
+  opened (``/proc``) is refused before anything is timed too, exit 1, worded as the API words it where the API refuses
   it too; a symbolic link's target is written and the link kept;
 * saving locks ``FILE.lock``, created beside the file written (a link's target) and left
   there: the help of ``--tuning-file`` and docs/api/autotuner.rst ("The lock file") say why, and
@@ -161,8 +161,8 @@ def _check_tuning_file(path: str) -> str:
     # that can never be taken is refused here, not after the tuning (issue 34, item 0).
     lock = lock_path(resolved(path))
     problem = lock_problem(lock)
-    if problem is not None:
-        raise UsageError(
+    if problem is not None:  # a runtime failure, exit 1 (issue 34 item 0 names it)
+        raise OSError(
             f"--tuning-file {path}: its lock file {lock} {problem.reason}, so it can never be "
             "locked for saving; name a file in a directory this process can write"
         )
