@@ -25,7 +25,7 @@ from flashinfer.dispatch.capability import (
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.declarations import Backend, ImplementationTable
 from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
-from flashinfer.dispatch.explain import BackendVerdict, Explanation
+from flashinfer.dispatch.explain import BackendVerdict, Explanation, PathExplanation, explain_paths
 from flashinfer.dispatch.markers import supported_compute_capability
 from flashinfer.dispatch.op import BackendRequirementOp
 from flashinfer.dispatch.overlap import OverlapRule
@@ -48,12 +48,14 @@ __all__ = [
     "BackendSupportedError",
     "BackendVerdict",
     "Explanation",
+    "PathExplanation",
     "PerThreadList",
     "UnsupportedInputsError",
     "VerdictCache",
     "VerdictCacheInfo",
     "backend_requirement",
     "experimental_backend",
+    "explain_paths",
     "find_compute_capability",
     "forget_verdicts",
     "reads_environment",

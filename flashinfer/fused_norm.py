@@ -14,8 +14,7 @@ from flashinfer.api_logging import flashinfer_experimental_api
 from flashinfer.dispatch.torch_op import register_api_op, traced_call
 
 # The only module-level import from flashinfer.experimental: the light validation.
-from flashinfer.experimental.fused_add_rmsnorm.explain import explain_paths
-from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
+from flashinfer.experimental.fused_add_rmsnorm.support import explain_paths, validate_metadata
 
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
 

@@ -23,8 +23,8 @@ What it promises (``flashinfer autotune --help`` says the same):
 * a bad ``--tuning-file`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
   device; in a missing or unwritable directory; a file of a newer schema version) is a
   usage error before anything is timed (exit 2); one whose lock file cannot be created or
-  opened (``/proc``) is refused before anything is timed too, exit 1, worded as the API words it where the API refuses
-  it too; a symbolic link's target is written and the link kept;
+  opened (``/proc``) is refused before anything is timed too, exit 1; each worded as the
+  API words it where the API refuses it too; a symbolic link's target is written and the link kept;
 * saving locks ``FILE.lock``, created beside the file written (a link's target) and left
   there: the help of ``--tuning-file`` and docs/api/autotuner.rst ("The lock file") say why, and
   that it is safe to delete while no tuning runs.

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from flashinfer.dispatch.explain import explain_paths as _paths
+from flashinfer.backend_dispatch import explain_paths as _paths
 from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
 
 __all__ = ["explain_paths"]

@@ -7,12 +7,22 @@ every call before the overlap rule.  Imports no kernel.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from flashinfer.backend_families import FLOAT_DTYPES
 
-__all__ = ["validate_metadata"]
+__all__ = ["explain_paths", "validate_metadata"]
+
+
+def explain_paths(*args: Any, **kwargs: Any) -> Any:
+    """What a ``fused_add_rmsnorm`` call would run, and why (``flashinfer explain``); the
+    explanation (:mod:`.explain`) loads on first use, as the kernel does."""
+    from flashinfer.experimental.fused_add_rmsnorm.explain import explain_paths as explain
+
+    return explain(*args, **kwargs)
+
 
 _DTYPES = FLOAT_DTYPES  # the torch and Triton families' dtypes (its two paths)
 
