@@ -23,13 +23,11 @@ from __future__ import annotations
 import torch
 
 from flashinfer.aliasing import OverlapRule
-from flashinfer.experimental.fused_add_rmsnorm.support import validate_metadata
-from flashinfer.kernels import (
-    dispatch_mode_active,
-    offsets_reason,
-    rows_view,
-    triton_device_reason,
+from flashinfer.experimental.fused_add_rmsnorm.support import (
+    kernel_unsupported_reason,
+    validate_metadata,
 )
+from flashinfer.kernels import rows_view
 from flashinfer.kernels.autograd import needs_function
 from flashinfer.norm import rmsnorm
 
@@ -45,26 +43,6 @@ def _validate(
 ) -> None:
     validate_metadata(input, residual, weight, eps)
     overlap.check(input, residual, weight)
-
-
-def kernel_unsupported_reason(
-    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
-) -> str | None:
-    """Why the Triton kernel cannot run these (validated) tensors, or ``None`` if it can."""
-    reason = triton_device_reason(input)
-    if reason is not None:
-        return reason
-    if dispatch_mode_active():
-        return "a torch dispatch mode (make_fx, FlopCounterMode) would not see the launch"
-    for name, t in (("input", input), ("residual", residual)):
-        if rows_view(t) is None:
-            return f"{name} is not a stack of rows with a contiguous last dimension"
-        reason = offsets_reason(**{name: t})
-        if reason is not None:
-            return reason
-    if weight.shape[0] > 1 and weight.stride(0) != 1:
-        return "weight is not contiguous"
-    return None
 
 
 def refuse_leaves(input: torch.Tensor, residual: torch.Tensor) -> None:

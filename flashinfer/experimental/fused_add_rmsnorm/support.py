@@ -1,7 +1,8 @@
 """The light part of the experimental :func:`flashinfer.fused_add_rmsnorm`: the validation
 that metadata decides (shapes, dtypes, devices, ``eps``), which the API's torch operator runs
 at trace time on fake tensors (``flashinfer/fused_norm.py``) and the implementation runs on
-every call before the overlap rule.  Imports no kernel.
+every call before the overlap rule; whether the Triton kernel can take the tensors; and the
+explanation of a call (``flashinfer explain``), built from those two.  Imports no kernel.
 """
 
 from __future__ import annotations
@@ -13,15 +14,7 @@ import torch
 
 from flashinfer.backend_families import FLOAT_DTYPES
 
-__all__ = ["explain_paths", "validate_metadata"]
-
-
-def explain_paths(*args: Any, **kwargs: Any) -> Any:
-    """What a ``fused_add_rmsnorm`` call would run, and why (``flashinfer explain``); the
-    explanation (:mod:`.explain`) loads on first use, as the kernel does."""
-    from flashinfer.experimental.fused_add_rmsnorm.explain import explain_paths as explain
-
-    return explain(*args, **kwargs)
+__all__ = ["explain_paths", "kernel_unsupported_reason", "validate_metadata"]
 
 
 _DTYPES = FLOAT_DTYPES  # the torch and Triton families' dtypes (its two paths)
@@ -73,3 +66,60 @@ def validate_metadata(
         or not (math.isfinite(eps) and eps >= 0)
     ):
         raise ValueError(f"fused_add_rmsnorm: eps must be a finite float >= 0, got {eps!r}")
+
+
+def kernel_unsupported_reason(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
+) -> str | None:
+    """Why the Triton kernel cannot run these (validated) tensors, or ``None`` if it can.
+    Metadata only: the explanation asks it too, without loading the kernel."""
+    from flashinfer.kernels import (
+        dispatch_mode_active,
+        offsets_reason,
+        rows_view,
+        triton_device_reason,
+    )
+
+    reason = triton_device_reason(input)
+    if reason is not None:
+        return reason
+    if dispatch_mode_active():
+        return "a torch dispatch mode (make_fx, FlopCounterMode) would not see the launch"
+    for name, t in (("input", input), ("residual", residual)):
+        if rows_view(t) is None:
+            return f"{name} is not a stack of rows with a contiguous last dimension"
+        reason = offsets_reason(**{name: t})
+        if reason is not None:
+            return reason
+    if weight.shape[0] > 1 and weight.stride(0) != 1:
+        return "weight is not contiguous"
+    return None
+
+
+_API = "flashinfer.fused_add_rmsnorm"
+_KERNEL, _COMPOSITION = "triton kernel", "torch composition"
+
+
+def explain_paths(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> Any:
+    """What ``fused_add_rmsnorm(input, residual, weight, eps)`` would run, and why
+    (``flashinfer explain fused_add_rmsnorm``): its Triton kernel when it can, else the
+    torch composition.  Runs the checks only; metadata-only (fake) tensors are fine."""
+    from flashinfer.backend_dispatch import explain_paths as _paths
+
+    bound = {"input": input, "residual": residual, "weight": weight, "eps": eps}
+    try:
+        validate_metadata(input, residual, weight, eps)
+    except ValueError as exc:
+        return _paths(_API, bound, {_KERNEL: str(exc), _COMPOSITION: str(exc)}, str(exc))
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (input, residual, weight))
+    kernel = "a tensor requires grad: autograd records the composition" if grad else None
+    if kernel is None and input.numel() == 0:
+        kernel = "empty input: nothing to compute"
+    if kernel is None:
+        kernel = kernel_unsupported_reason(input, residual, weight)
+        # The device reason's advice ends in "or use backend='torch'": this API takes none.
+        kernel = kernel if kernel is None else kernel.replace(", or use backend='torch'", "")
+    notes = ("the overlap of input, residual and weight is checked on the real call",)
+    return _paths(_API, bound, {_KERNEL: kernel, _COMPOSITION: None}, notes=notes)
