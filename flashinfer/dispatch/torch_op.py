@@ -46,6 +46,11 @@ import torch
 from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
+from flashinfer.dispatch.traced_blocks import (
+    RESTRICTED_PREFIX,
+    token_backends,
+    traced_restriction,
+)
 
 __all__ = [
     "NAMESPACE",
@@ -247,6 +252,8 @@ class TorchOp:
             "_refuse_forward": self._forward_refusal,
             "_fwad": torch.autograd.forward_ad,
             "_unpack": torch.autograd.forward_ad.unpack_dual,
+            "_RESTRICTED": RESTRICTED_PREFIX,
+            "_block": self._restricted_block,
         }
         signature = inspect.signature(self._func)
         for n, p in signature.parameters.items():
@@ -276,9 +283,27 @@ class TorchOp:
             for t in own
         )
 
+        def restricted(with_out: bool) -> list[str]:
+            """A call traced inside a ``use_backends`` block (:mod:`.traced_blocks`): the
+            dispatcher runs inside the same restriction, entered here at run time."""
+            if not extra:
+                return []
+            again = call("_again_out" if with_out else "_again", with_out)
+            again = again.replace("backend=backend", "backend='auto'")
+            return [
+                "    if backend.startswith(_RESTRICTED):",
+                "        _blk = _block(backend)",
+                "        _blk.__enter__()",
+                "        try:",
+                f"            return {again}",
+                "        finally:",
+                "            _blk.__exit__(None, None, None)",
+            ]
+
         def real(with_out: bool) -> list[str]:
             public = call("_public", with_out)
             lines = [
+                *restricted(with_out),
                 "    if _grad_on():",
                 "        _set_grad(False)",
                 "        try:",
@@ -350,11 +375,20 @@ class TorchOp:
             built["autograd_out"] = compile_function(
                 params(True), autograd(True), ns, role="autograd out kernel", api=self.api_key
             )
+        ns["_again"], ns["_again_out"] = built["real"], built.get("real_out")
         self._kernel_ns = ns  # the overloads are set once registered (see __init__)
         if self.fake is None:  # a compiled call breaks the graph and runs these eagerly
             for kernel in built.values():
                 run_outside_dynamo(kernel.__code__)
         return built
+
+    def _restricted_block(self, token: str) -> Any:
+        """The block a call traced inside ``use_backends`` runs its dispatcher in."""
+        from flashinfer.dispatch.restrictions import block_for
+
+        backends = token_backends(token)
+        assert backends is not None
+        return block_for(self.api_key, backends)
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]
@@ -481,6 +515,15 @@ class TorchOp:
             ]
         return lines
 
+    def _restriction_lines(self, ns: dict[str, Any]) -> list[str]:
+        """``_r``: the restriction of a ``use_backends`` block the traced call is written
+        in, as a ``backend`` token, or None (:mod:`.traced_blocks`; an explicit backend is
+        not restricted, as in eager)."""
+        if not self._dispatcher:
+            return []
+        ns["_restriction"] = traced_restriction
+        return [f"    _r = _restriction({self.api_key!r}) if backend == 'auto' else None"]
+
     def _transparent_lines(self, ns: dict[str, Any]) -> list[str]:
         """The traced code's first lines when the API can be transparent
         (:mod:`.transparent`): a static call without ``out`` asks the chooser, and when it
@@ -513,10 +556,14 @@ class TorchOp:
             test = f"{schema.out_param} is None and {test}"
         # The block flag is read only for a transparent "auto" choice: a graph whose call
         # names its backend, or whose "auto" call stays opaque, is not guarded on it.
+        # A block written in the compiled function (_r, see traced_blocks) replaces the
+        # flag's question: the choice is made among its backends.
         return [
             f"    if {test}:",
-            f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check)",
-            "        if _b is not None and (backend != 'auto' or not _flag.named):",
+            f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check, _r)",
+            "        if _b is not None and (",
+            "            backend != 'auto' or _r is not None or not _flag.named",
+            "        ):",
             f"            return _body({', '.join(body_args)})",
         ]
 
@@ -553,7 +600,9 @@ class TorchOp:
             f"        {'return ' if schema.returns != 'none' else ''}{call('_default', False)}",
             *(["        return None"] if schema.returns == "none" else []),
             *self._number_lines(ns),
+            *self._restriction_lines(ns),
             *self._transparent_lines(ns),
+            *(["    if _r is not None:", "        backend = _r"] if self._dispatcher else []),
         ]
         if schema.out_param is not None:
             lines += [

@@ -241,6 +241,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _jit_tracing = flashinfer.dispatch.torch_op.jit_tracing  (flashinfer/dispatch/torch_op.py)
 #   _out = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
+#   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
@@ -257,10 +258,15 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
             _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
             return out
         return _default(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
+    _r = _restriction('flashinfer.gemm.mm') if backend == 'auto' else None
     if out is None and not _exporting() and _static(a, b, out_dtype):
-        _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check)
-        if _b is not None and (backend != 'auto' or not _flag.named):
+        _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check, _r)
+        if _b is not None and (
+            backend != 'auto' or _r is not None or not _flag.named
+        ):
             return _body(a, b, out_dtype=out_dtype, out=None, backend=_b, skip_check=skip_check)
+    if _r is not None:
+        backend = _r
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
         return out

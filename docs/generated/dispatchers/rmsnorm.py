@@ -198,6 +198,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _default = a torch._ops.OpOverload
 #   _refuse_bool = flashinfer.dispatch.torch_op._bool_refusal.<locals>.refuse_bool  (flashinfer/dispatch/torch_op.py)
 #   _Tensor = torch.Tensor
+#   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
@@ -218,10 +219,15 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
         _refuse_bool('eps', eps)
     elif eps is not None and not isinstance(eps, (int, float, _Tensor)):
         eps = float(eps)
+    _r = _restriction('flashinfer.norm.rmsnorm') if backend == 'auto' else None
     if out is None and not _exporting() and _static(input, weight, eps):
-        _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check)
-        if _b is not None and (backend != 'auto' or not _flag.named):
+        _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check, _r)
+        if _b is not None and (
+            backend != 'auto' or _r is not None or not _flag.named
+        ):
             return _body(input, weight, eps, out=None, backend=_b, skip_check=skip_check)
+    if _r is not None:
+        backend = _r
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         return out
