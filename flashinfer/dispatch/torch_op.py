@@ -45,6 +45,7 @@ import torch
 
 from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
+from flashinfer.dispatch.autocast import AutocastRule, cast_tensors, register_autocast_kernels
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 from flashinfer.dispatch.traced_blocks import (
     RESTRICTED_PREFIX,
@@ -160,8 +161,10 @@ class TorchOp:
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
         jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
         transparent: Any = None,
+        autocast: AutocastRule | None = None,
     ) -> None:
         self.api_key = api_key
+        self._autocast = autocast  # how the inputs are cast under torch.autocast, or None
         self._transparent = transparent  # a dispatcher op's TransparentPlan, or None
         self.schema = schema
         self.public = public
@@ -211,6 +214,14 @@ class TorchOp:
             lib.define(f"{no_grad}{schema.default}")
             lib.impl(no_grad, kernels["real"], "CompositeExplicitAutograd")
             torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_impl, lib=lib)
+        if self._autocast is not None:  # the functional overloads only: out= is not cast
+            packet = getattr(torch.ops, NAMESPACE)
+            register_autocast_kernels(lib, name, getattr(packet, name).default, self._autocast)
+            if self.fake is not None:
+                no_grad_op = getattr(packet, f"{name}_{NO_GRAD_SUFFIX}").default
+                register_autocast_kernels(
+                    lib, f"{name}_{NO_GRAD_SUFFIX}", no_grad_op, self._autocast
+                )
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
         if schema.out is not None:
@@ -515,6 +526,21 @@ class TorchOp:
             ]
         return lines
 
+    def _autocast_lines(self, ns: dict[str, Any]) -> list[str]:
+        """Under ``torch.autocast``, the tensor arguments cast by the op's rule (traced by
+        Dynamo, which guards on the autocast state), so that a transparent call's torch code
+        and the operator see what an eager call's backend sees (:mod:`.autocast`)."""
+        if self._autocast is None:
+            return []
+        ns |= {"_cast": cast_tensors, "_acrule": self._autocast}
+        names = [t for t in self.schema.tensors if t != self.schema.out_param]
+        targets = ", ".join(names) + ("," if len(names) == 1 else "")
+        line = f"{targets} = _cast(_acrule, {', '.join(names)})"
+        out = self.schema.out_param
+        if out is None:
+            return [f"    {line}"]
+        return [f"    if {out} is None:", f"        {line}"]
+
     def _restriction_lines(self, ns: dict[str, Any]) -> list[str]:
         """``_r``: the restriction of a ``use_backends`` block the traced call is written
         in, as a ``backend`` token, or None (:mod:`.traced_blocks`; an explicit backend is
@@ -600,6 +626,7 @@ class TorchOp:
             f"        {'return ' if schema.returns != 'none' else ''}{call('_default', False)}",
             *(["        return None"] if schema.returns == "none" else []),
             *self._number_lines(ns),
+            *self._autocast_lines(ns),
             *self._restriction_lines(ns),
             *self._transparent_lines(ns),
             *(["    if _r is not None:", "        backend = _r"] if self._dispatcher else []),

@@ -35,8 +35,9 @@ __all__ = [
 
 RESTRICTED_PREFIX = "auto|"
 """How an opaque traced call's ``backend`` argument carries a block's restriction:
-``"auto|triton,torch"`` is ``"auto"`` restricted to those backends, in that order (no
-backend name holds ``|``: see :mod:`.backend_names`)."""
+``"auto|triton,torch"`` is ``"auto"`` restricted to those backends, in that order (a
+backend's name is an identifier, so it holds neither ``|`` nor ``,``: see
+:mod:`.declarations`)."""
 
 _local = threading.local()  # .trace: the TracingContext of the stack, .stack: its entries
 

@@ -62,6 +62,7 @@ def attach_torch_op(
         backward=backward,
         jvp=jvp,
         transparent=transparent_plan(op, metadata_checks),
+        autocast=getattr(op, "autocast", None),
     )
     op.torch_op = torch_op
     op._ns["_traceable"] = torch_op.traceable
