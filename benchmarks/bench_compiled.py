@@ -1,8 +1,11 @@
 """Compiled is faster, not slower: issue 31's table, every ratio taken in one run.
 
 Run:  python benchmarks/bench_compiled.py [--number 100] [--repeat 15] [--quick]
+                                         [--device {cpu,cuda}] [--mode reduce-overhead]
 
-CPU, one thread, ``torch.compile(fullgraph=True)`` with inductor, float32 unless said.
+CPU, one thread, ``torch.compile(fullgraph=True)`` with inductor, float32 unless said
+(``--device cuda --mode reduce-overhead``: the same figures on a GPU with CUDA graphs;
+each round then ends with a synchronize).
 Rows of one figure are timed interleaved (``--repeat`` rounds of ``--number`` calls each,
 after warm-up); a row prints the best round and the median round per call, in
 microseconds, and ratios are of medians.  Figures:
@@ -19,7 +22,11 @@ microseconds, and ratios are of medians.  Figures:
    ``use_backends`` block) against a bare ``torch.library`` operator running the same torch
    code in Python: the floor of any opaque Python operator.
 5. ``eager``: ``flashinfer.rmsnorm`` (auto) against ``F.rms_norm`` at 4x256, and
-   ``flashinfer.mm`` (auto) against ``torch.mm`` at 8x64x64 (added microseconds).
+   ``flashinfer.mm`` (auto) against ``torch.mm`` at 8x64x64 (added microseconds), with the
+   signature floor: a Python function that reads each tensor's shape, strides, dtype and
+   device, looks the tuple up in a dict and calls ``torch.mm`` (what a metadata-keyed
+   cache of choices costs at least; ``benchmarks/bench_call_overhead.py`` prints it too).
+6. ``targets``: issue 31's table, each figure against its target, ``met`` or ``MISSED``.
 
 The last line is JSON with every figure.  The script uses only APIs older than this issue
 (it patches the model itself), so the same command measures an older checkout.
@@ -43,6 +50,18 @@ import flashinfer
 
 EPS = 1e-6
 Row = Callable[[], Any]
+DEVICE = "cpu"  # --device
+MODE: str | None = None  # --mode (torch.compile's)
+COMPILER = "inductor"  # --compiler (tests use "eager": the script's work without inductor)
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device=DEVICE)
 
 
 def timed(rows: dict[str, Row], number: int, repeat: int) -> dict[str, dict[str, float]]:
@@ -56,6 +75,7 @@ def timed(rows: dict[str, Row], number: int, repeat: int) -> dict[str, dict[str,
             start = time.perf_counter()
             for _ in range(number):
                 fn()
+            _sync()
             rounds[name].append((time.perf_counter() - start) / number * 1e6)
     return {k: {"best": min(v), "median": statistics.median(v)} for k, v in rounds.items()}
 
@@ -73,7 +93,7 @@ def show(title: str, figures: dict[str, dict[str, float]], base: str) -> dict[st
 def compiled(fn: Callable[..., Any], dynamic: bool | None = False) -> Callable[..., Any]:
     # dynamic=False: each shape its own static graph (one function compiled at several
     # shapes would otherwise turn dynamic, where a flashinfer call stays opaque).
-    return torch.compile(fn, fullgraph=True, backend="inductor", dynamic=dynamic)
+    return torch.compile(fn, fullgraph=True, backend=COMPILER, dynamic=dynamic, mode=MODE)
 
 
 def fi_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -88,7 +108,7 @@ def compiled_call(shapes: list[str], number: int, repeat: int) -> dict[str, Any]
     out: dict[str, Any] = {}
     for shape in shapes:
         rows, hidden = (int(s) for s in shape.split("x"))
-        x, w = torch.randn(rows, hidden), torch.randn(hidden)
+        x, w = randn(rows, hidden), randn(hidden)
         cf, ct = compiled(fi_norm), compiled(torch_norm)
         figures = timed(
             {
@@ -103,7 +123,7 @@ def compiled_call(shapes: list[str], number: int, repeat: int) -> dict[str, Any]
         out[shape] = {"figures": figures, "ratio": ratios["flashinfer.rmsnorm compiled"]}
     # Dynamic shapes: the call is opaque (a size could change the choice), a known limit.
     rows, hidden = (int(s) for s in shapes[-1].split("x"))
-    x, w = torch.randn(rows, hidden), torch.randn(hidden)
+    x, w = randn(rows, hidden), randn(hidden)
     cf, ct = compiled(fi_norm, dynamic=True), compiled(torch_norm, dynamic=True)
     figures = timed(
         {
@@ -135,7 +155,7 @@ def kernels_generated(fn: Callable[..., Any], *args: Any) -> int:
 
 
 def chained() -> dict[str, int]:
-    x, w = torch.randn(8, 256), torch.randn(256)
+    x, w = randn(8, 256), randn(256)
 
     def fi(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return fi_norm(fi_norm(fi_norm(x, w), w), w)
@@ -183,13 +203,13 @@ def llama(number: int, repeat: int) -> dict[str, Any]:
         max_position_embeddings=64,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
+    model = LlamaForCausalLM(config).eval().to(DEVICE)
     patched = copy.deepcopy(model)
     for module in list(patched.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, LlamaRMSNorm):
                 setattr(module, name, _Norm(child))
-    ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     torch._dynamo.reset()
     cm, cp = compiled(model), compiled(patched)
     with torch.no_grad():
@@ -234,8 +254,8 @@ def _floor_ops() -> tuple[Any, Any]:
 
 def opaque(number: int, repeat: int) -> dict[str, Any]:
     rms_floor, mm_floor = _floor_ops()
-    x, w = torch.randn(8, 256), torch.randn(256)
-    a, b = torch.randn(8, 64), torch.randn(64, 64)
+    x, w = randn(8, 256), randn(256)
+    a, b = randn(8, 64), randn(64, 64)
     c_floor_rms = compiled(lambda x, w: rms_floor(x, w, EPS))
     c_fi_rms = compiled(fi_norm)
     c_floor_mm = compiled(lambda a, b: mm_floor(a, b))
@@ -269,26 +289,94 @@ def opaque(number: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def signature_floor() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The least a Python dispatcher keyed on the call's metadata adds: read each tensor's
+    shape, strides, dtype and device, look the tuple up, call the kernel."""
+    seen: dict[tuple, Any] = {}
+    mm = torch.mm
+
+    def floor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
+        if seen.get(key) is None:
+            seen[key] = mm
+        return mm(a, b)
+
+    return floor
+
+
 def eager(number: int, repeat: int) -> dict[str, Any]:
-    x, w = torch.randn(4, 256), torch.randn(256)
-    a, b = torch.randn(8, 64), torch.randn(64, 64)
+    x, w = randn(4, 256), randn(256)
+    a, b = randn(8, 64), randn(64, 64)
+    floor = signature_floor()
     figures = timed(
         {
             "flashinfer.rmsnorm auto 4x256": lambda: flashinfer.rmsnorm(x, w, EPS),
             "F.rms_norm 4x256": lambda: F.rms_norm(x, (256,), w, EPS),
             "flashinfer.mm auto 8x64x64": lambda: flashinfer.mm(a, b),
             "torch.mm 8x64x64": lambda: torch.mm(a, b),
+            "signature floor (torch.mm) 8x64x64": lambda: floor(a, b),
         },
         number * 10,
         repeat,
     )
     print("\n5. eager")
     rms = figures["flashinfer.rmsnorm auto 4x256"]["median"] / figures["F.rms_norm 4x256"]["median"]
-    added = figures["flashinfer.mm auto 8x64x64"]["median"] - figures["torch.mm 8x64x64"]["median"]
+    base = figures["torch.mm 8x64x64"]["median"]
+    added = figures["flashinfer.mm auto 8x64x64"]["median"] - base
+    floor_added = figures["signature floor (torch.mm) 8x64x64"]["median"] - base
     for name, f in figures.items():
         print(f"  {name:<44} best {f['best']:9.2f} us  median {f['median']:9.2f} us")
-    print(f"  rmsnorm auto / F.rms_norm: {rms:.2f}x;  mm auto - torch.mm: {added:+.2f} us")
-    return {"figures": figures, "rmsnorm_ratio": rms, "mm_added_us": added}
+    print(
+        f"  rmsnorm auto / F.rms_norm: {rms:.2f}x;  mm auto - torch.mm: {added:+.2f} us;  "
+        f"signature floor - torch.mm: {floor_added:+.2f} us"
+    )
+    return {
+        "figures": figures,
+        "rmsnorm_ratio": rms,
+        "mm_added_us": added,
+        "signature_floor_added_us": floor_added,
+    }
+
+
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 31's table: each figure, its target, met or not."""
+    rows: list[dict[str, Any]] = []
+
+    def row(figure: str, value: float, target: float, unit: str, floor: str = "") -> None:
+        met = value <= target
+        rows.append({"figure": figure, "value": value, "target": target, "met": met})
+        shown = f"{value:.2f}{unit}"
+        limit = f"<= {target:.2f}{unit}"
+        note = "met" if met else f"MISSED{'; ' + floor if floor else ''}"
+        print(f"  {figure:<58} {shown:>9}  {limit:>10}  {note}")
+
+    print("\n6. targets (medians)")
+    for shape, fig in result["compiled_call"].items():
+        if shape != "dynamic":
+            row(f"compiled rmsnorm {shape} / compiled torch math", fig["ratio"], 1.1, "x")
+    kernels = result["chained_kernels"]
+    extra = max(kernels["flashinfer auto"], kernels["flashinfer backend='torch'"])
+    row(
+        "three chained calls: kernels more than the torch math",
+        extra - kernels["torch math"],
+        0,
+        "",
+    )
+    if "llama" in result:
+        row("tiny llama patched / unpatched, compiled", result["llama"]["ratio"], 1.05, "x")
+    for name, fig in result["opaque"].items():
+        row(f"opaque {name} / bare operator (the opaque floor)", fig["ratio"], 1.1, "x")
+    ev = result["eager"]
+    row("eager rmsnorm auto 4x256 / F.rms_norm", ev["rmsnorm_ratio"], 1.25, "x")
+    floor = ev["signature_floor_added_us"]
+    row(
+        "eager mm auto 8x64x64: us added over torch.mm",
+        ev["mm_added_us"],
+        floor + 0.5,
+        "",
+        f"the signature floor alone adds {floor:.2f} us",
+    )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,10 +384,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--number", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="8x256 only, no llama")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--compiler", default="inductor", help="torch.compile's backend (tests: eager)"
+    )
+    parser.add_argument(
+        "--mode", default=None, help="torch.compile's mode, e.g. reduce-overhead (CUDA graphs)"
+    )
     args = parser.parse_args(argv)
+    global DEVICE, MODE, COMPILER
+    DEVICE, MODE, COMPILER = args.device, args.mode, args.compiler
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available")
     torch.set_num_threads(1)
     shapes = ["8x256"] if args.quick else ["8x256", "128x4096", "1024x4096"]
-    print(f"flashinfer from {flashinfer.__file__}; torch {torch.__version__}")
+    print(
+        f"flashinfer from {flashinfer.__file__}; torch {torch.__version__}; "
+        f"device {DEVICE}; mode {MODE or 'default'}"
+    )
     result = {
         "compiled_call": compiled_call(shapes, args.number, args.repeat),
         "chained_kernels": chained(),
@@ -308,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.quick:
         result["llama"] = llama(args.number, args.repeat)
+    result["targets"] = targets(result)
+    result["device"], result["mode"], result["compiler"] = DEVICE, MODE, COMPILER
     print(json.dumps(result))
     return 0
 

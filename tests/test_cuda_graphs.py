@@ -95,3 +95,20 @@ def test_a_cached_auto_call_never_synchronises_nor_allocates_for_the_dispatcher(
         flashinfer.rmsnorm(x, w, out=out)
     factories = {"empty", "empty_like", "zeros", "zeros_like", "ones", "full", "tensor"}
     assert not factories & set(made), made
+
+
+@gpu
+@pytest.mark.parametrize("name", ["rmsnorm", "mm"])
+def test_compiled_with_cuda_graphs_equals_eager(name):
+    """``torch.compile(mode="reduce-overhead")``: the graph is captured once and replayed;
+    every replay equals the eager call on the inputs of that call (issue 31)."""
+    torch._dynamo.reset()
+    op = getattr(flashinfer, name)
+    if name == "rmsnorm":
+        make = lambda: (torch.randn(8, 256, device="cuda"), torch.randn(256, device="cuda"))  # noqa: E731
+    else:
+        make = lambda: (torch.randn(8, 64, device="cuda"), torch.randn(64, 64, device="cuda"))  # noqa: E731
+    compiled = torch.compile(lambda x, y: op(x, y) * 2, mode="reduce-overhead", fullgraph=True)
+    for _ in range(4):
+        x, y = make()
+        torch.testing.assert_close(compiled(x, y).clone(), op(x, y) * 2, rtol=1e-4, atol=1e-4)
