@@ -112,6 +112,25 @@ def test_an_opaque_call_in_the_block_runs_the_listed_backend(ran: list[str]) -> 
     assert flashinfer.rmsnorm.suitable_auto_backends == [backend]
 
 
+def test_an_exported_program_carries_the_block_and_obeys_it(ran: list[str]) -> None:
+    """torch.export keeps the operator (never transparent) with the block's list in its
+    ``backend`` argument: the exported program obeys the block when it runs."""
+    x, w, _, _ = _inputs()
+    backend = next(b for b in flashinfer.rmsnorm.stable_backends if b != "torch")
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            with flashinfer.use_backends(rmsnorm=[backend]):
+                return flashinfer.rmsnorm(x, w)
+
+    program = torch.export.export(Model(), (x,))
+    (node,) = [n for n in program.graph.nodes if "flashinfer" in str(n.target)]
+    assert node.kwargs["backend"] == f"auto|{backend}"
+    ran.clear()
+    torch.testing.assert_close(program.module()(x), Model()(x))
+    assert ran == [backend, backend]  # the exported program's call, then eager's
+
+
 def test_a_block_listing_only_torch_is_transparent(ran: list[str]) -> None:
     """Listing the torch backend makes the call certain torch code: it is in the graph."""
     x, w, _, _ = _inputs()
