@@ -76,6 +76,16 @@ from flashinfer.autotuner._types import (
     TuningRecord,
     check_median,
 )
+from flashinfer.autotuner.block_report import (
+    AutotuneReport,
+    FileReport,
+    KeyReport,
+    close_report,
+    current_report,
+    is_noisy,
+    left_out_reasons,
+    open_report,
+)
 from flashinfer.autotuner.candidate_timing import (
     AUTOTUNER_LOG_ENV,
     DEFAULT_SWITCH_MARGIN,
@@ -145,6 +155,12 @@ class AutoTuner:
         self._switch_margin = DEFAULT_SWITCH_MARGIN
         #: What was tuned, loaded and served, per op (:meth:`stats`).
         self.stats_book = StatsBook()
+        #: key -> the interquartile range (seconds) of the timed calls behind its choice,
+        #: where known: saved with it (``iqr_ms``) so that a noisy one is timed again.
+        self._spread: dict[Key, float] = {}
+        #: Keys whose choice was set (loaded from a file) with a noisy measurement: the
+        #: next tuning-mode call of each times it again (see :mod:`.block_report`).
+        self._retime: set[Key] = set()
 
     # ---- the timing settings (each checked at the assignment) -------------------------
 
@@ -278,15 +294,26 @@ class AutoTuner:
             _group.check_block(self, op.api_key)  # the ranks' settings, once per block
         if tuning and op.api_key in skipped_ops():
             choice = None  # autotune(skip_ops=...): the default, untimed
+            if (report := current_report()) is not None:
+                report.note_skipped(op.api_key)
         elif tuning:
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
-            if choice is None or choice.backend not in candidates or _group.group_in_effect():
+            retime = key in self._retime  # a saved noisy measurement: timed again
+            if (
+                choice is None
+                or choice.backend not in candidates
+                or retime
+                or _group.group_in_effect()
+            ):
+                was = (choice.median_s, self._spread.get(key, 0.0)) if retime and choice else None
                 record = self._tune(op, runners, inputs, key, candidates)
             else:
-                record = TuningRecord(key, choice, False)
+                record, was = TuningRecord(key, choice, False), None
             self._local.last = record
             choice = record.choice
+            if (report := current_report()) is not None:
+                self._report_key(report, op, runners, candidates, inputs, record, was)
         else:
             fast = self._fast
             exact = exact_signature(op.api_key, inputs)
@@ -333,7 +360,12 @@ class AutoTuner:
         with self._tune_lock:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
             group = _group.group_in_effect()
-            if group is None and choice is not None and choice.backend in candidates:
+            if (
+                group is None
+                and choice is not None
+                and choice.backend in candidates
+                and key not in self._retime
+            ):
                 return TuningRecord(key, choice, False)
             # Timing (or the group's collective step) synchronises: never while capturing.
             refuse_during_capture(f"tune {op.api_key} (a key with no tuned choice)")
@@ -349,9 +381,50 @@ class AutoTuner:
                 return record
             with self._lock:
                 self._best[key] = record.choice
+                self._keep_spread(key, record.iqr_s)
+                self._retime.discard(key)  # measured now: a noisy one waits for a later run
                 self._forget_memos()
             note_tuned(key)
             return record
+
+    def _keep_spread(self, key: Key, iqr_s: float | None) -> None:
+        if iqr_s is None:
+            self._spread.pop(key, None)
+        else:
+            self._spread[key] = float(iqr_s)
+
+    def _report_key(
+        self,
+        report: AutotuneReport,
+        op: TunableOp,
+        runners: Mapping[str, TunableRunner],
+        candidates: Sequence[str],
+        inputs: tuple,
+        record: TuningRecord,
+        was_noisy: tuple[float, float] | None,
+    ) -> None:
+        """Tell this block's report (:mod:`.block_report`) what this tuning-mode call did;
+        the backends left out are asked of the dispatcher only when a key is timed."""
+        if not record.timed and report.count_call(record.key):
+            return  # a key this block already reported: only counted
+        if record.timed:
+            entry = KeyReport(
+                op.api_key,
+                op.api_name,
+                record.key,
+                "timed" if was_noisy is None else "re-timed",
+                timed=tuple(b for b in candidates if b in runners),
+                pairs=record.tried,
+                failures=record.failures,
+                left_out=left_out_reasons(op, candidates, runners, inputs),
+                choice=record.choice,
+                iqr_s=record.iqr_s,
+                was_noisy=was_noisy,
+            )
+        else:
+            spread = self._spread.get(record.key)
+            entry = KeyReport(op.api_key, op.api_name, record.key, "reused", choice=record.choice, iqr_s=spread)
+        report.note_key(entry)
 
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
@@ -374,16 +447,33 @@ class AutoTuner:
         """A copy of every tuned (or loaded) result."""
         return dict(self._best)
 
-    def set_choice(self, key: Key, choice: Choice) -> None:
+    def set_choice(self, key: Key, choice: Choice, *, iqr_s: float | None = None) -> None:
         """Record ``choice`` for ``key`` (used by the tuning file's loader).
 
-        ``ValueError`` for a ``median_s`` that is not a finite number >= 0 (``TypeError``
-        for one that is not a number): see :mod:`flashinfer.autotuner.tuning_file`.
+        ``iqr_s``: the interquartile range of the timed calls ``choice.median_s`` is the
+        median of (None: unknown).  A *noisy* one (more than
+        :data:`~flashinfer.autotuner.block_report.NOISY_SPREAD` of the median) makes the
+        next tuning-mode call of ``key``, inside ``autotune()``, time it again.
+        ``ValueError`` for a ``median_s`` (or an ``iqr_s``) that is not a finite number >= 0
+        (``TypeError`` for one that is not a number): see
+        :mod:`flashinfer.autotuner.tuning_file`.
         """
         check_median(choice.median_s)
+        if iqr_s is not None:
+            check_median(iqr_s)
         with self._lock:
             self._best[key] = choice
+            self._keep_spread(key, iqr_s)
+            if is_noisy(choice.median_s, iqr_s):
+                self._retime.add(key)
+            else:
+                self._retime.discard(key)
             self._forget_memos()
+
+    def spread(self, key: Key) -> float | None:
+        """The interquartile range, in seconds, of the timed calls behind ``key``'s choice
+        (None: unknown, or no choice): what the tuning file saves as ``iqr_ms``."""
+        return self._spread.get(key)
 
     def stats(self) -> dict[str, OpStats]:
         """Per op (``api_key``), since the process started: keys tuned, results loaded from
@@ -396,6 +486,7 @@ class AutoTuner:
         """Forget every tuned result (registrations and :meth:`stats` stay)."""
         with self._lock:
             self._best = {}
+            self._spread, self._retime = {}, set()
             self._forget_memos()
 
     # ---- the tuning file ----------------------------------------------------------------
@@ -488,6 +579,9 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self.process_group, self.shard = process_group, shard
         self._open: list[_TuneEntry] = []  # this block's entries not left yet, any context
+        #: What the block did (:class:`~flashinfer.autotuner.block_report.AutotuneReport`),
+        #: from its entry on (a nested block's is its outermost block's); None before.
+        self.report: AutotuneReport | None = None
 
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
@@ -495,6 +589,16 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         group = _group.open_block(tuner, self.tuning_file, self.process_group, self.shard)
         tokens = enter_block(self.enabled, self.progress, self.skip_ops)
         entry = _TuneEntry(self, tokens, group, sys._getframe(1))
+        entry.report, entry.report_token = open_report(self.enabled)
+        self.report = entry.report
+        if self.tuning_file is not None:
+            loaded = group.loaded
+            entry.file = FileReport(
+                self.tuning_file,
+                None if loaded is None else loaded.loaded,
+                0 if loaded is None else loaded.total_skipped,
+            )
+            entry.report.files.append(entry.file)
         with _entries_lock:
             self._open.append(entry)
         _entries.set((*_entries.get(), entry))
@@ -502,6 +606,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
 
     def __exit__(self, *exc_info: object) -> None:
         frame = sys._getframe(1)
+        raised = exc_info[0] is not None
         mine = [e for e in _entries.get() if e.block is self and not e.left]
         with _entries_lock:
             found = entry_to_leave(mine, self._open, frame)
@@ -522,6 +627,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
                     "thread that entered it, e.g. close such a generator there"
                 )
             entry.left, entry.frame = True, None
+            entry.raised = raised
         _unwind_left(AutoTuner.get())
 
 
@@ -530,11 +636,18 @@ class _TuneEntry:
     before it, the frame that entered it (while open), and whether it has been left (it is
     restored once it is this context's newest entry)."""
 
-    __slots__ = ("block", "tokens", "group", "frame", "left")
+    __slots__ = (
+        "block", "tokens", "group", "frame", "left", "raised", "report", "report_token", "file",
+    )  # fmt: skip
 
     def __init__(self, block: autotune, tokens: BlockTokens, group: Any, frame: Any) -> None:
         self.block, self.tokens, self.group, self.frame = block, tokens, group, frame
-        self.left = False
+        self.left = self.raised = False
+        #: the report this entry writes to, the token that ends it (outermost entry only),
+        #: and its tuning file's part of it
+        self.report: AutotuneReport = AutotuneReport()
+        self.report_token: Any = None
+        self.file: FileReport | None = None
 
 
 #: This context's ``autotune()`` entries, oldest first: each block leaves its own entry in
@@ -552,14 +665,45 @@ def _unwind_left(tuner: AutoTuner) -> None:
         return
     entry = entries[-1]
     _entries.set(entries[:-1])
+    saved_ok = False
     try:
         tuned = False
         try:
             tuned = bool(leave_block(entry.tokens))
         finally:
-            _group.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
+            saved = _group.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
+        _note_save(entry, tuned, saved)
+        saved_ok = True
     finally:
+        if entry.report_token is not None:  # the outermost block: say what it did, once
+            close_report(
+                entry.report,
+                entry.report_token,
+                lambda: _tunable_names(tuner),
+                warn=saved_ok and not entry.raised,
+            )
         _unwind_left(tuner)
+
+
+def _note_save(entry: _TuneEntry, tuned: bool, saved: int | None) -> None:
+    """Record in the block's report what became of its tuning file."""
+    if entry.file is None:
+        return
+    entry.file.saved = saved
+    if saved is None:
+        entry.file.why_not_saved = (
+            "rank 0 of the autotune process group saves it"
+            if tuned
+            else "nothing new was tuned in the block; the file is left unchanged"
+        )
+
+
+def _tunable_names(tuner: AutoTuner) -> list[str]:
+    """The autotunable ops, as users call them (every op module loaded first)."""
+    from flashinfer.api_modules import load_api_modules
+
+    load_api_modules()
+    return sorted({getattr(op, "api_name", key) for key, (op, _) in tuner.registered().items()})
 
 
 block_boundary(autotune, "autotune(...)")
