@@ -48,7 +48,8 @@ def main() -> None:
     calls = {"busy_20us": lambda: busy(20), "mm_128x256x128": lambda: a @ b}
     report: dict[str, Any] = {}
     for load in (0, 2, 4):
-        spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
+        spin = [sys.executable, "-c", "while True: pass"]
+        spinning = [subprocess.Popen(spin) for _ in range(load)]
         try:
             time.sleep(0.2)
             report[f"load_{load}"] = {name: spreads(fn, args.runs) for name, fn in calls.items()}

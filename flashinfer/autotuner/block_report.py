@@ -71,6 +71,9 @@ NOISY_SPREAD = 0.10
 
 _logger = logging.getLogger("flashinfer.autotuner")
 
+#: The "nothing was tuned" line names at most this many autotunable ops.
+_NAMES_SHOWN = 8
+
 
 @exposed_in("flashinfer.autotuner")
 class AutotuneReportWarning(UserWarning):
@@ -80,21 +83,24 @@ class AutotuneReportWarning(UserWarning):
     ``flashinfer.autotuner`` logger at INFO."""
 
 
-def is_noisy(median_s: float, iqr_s: float | None) -> bool:
-    """Whether a measurement's spread (``iqr_s``, None: unknown) is more than
-    :data:`NOISY_SPREAD` of its median."""
-    return iqr_s is not None and median_s > 0 and iqr_s > NOISY_SPREAD * median_s
+def is_noisy(median_s: float, iqr_s: float | None, limit: float = NOISY_SPREAD) -> bool:
+    """Whether a measurement's spread (``iqr_s``, None: unknown) is more than ``limit``
+    (``AutoTuner.noisy_spread``) of its median."""
+    return iqr_s is not None and median_s > 0 and iqr_s > limit * median_s
 
 
 def _ms(seconds: float) -> str:
+    """A time as the summary shows it: in us below a millisecond, else in ms."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.4g} us"
     return f"{seconds * 1e3:.4g} ms"
 
 
-def _spread_text(median_s: float, iqr_s: float) -> str:
+def _spread_text(median_s: float, iqr_s: float, limit: float) -> str:
     share = iqr_s / median_s if median_s > 0 else 0.0
     return (
         f"median {_ms(median_s)}, IQR {_ms(iqr_s)} ({share:.0%} of the median, over the "
-        f"{NOISY_SPREAD:.0%} limit)"
+        f"{limit:.0%} of AutoTuner.noisy_spread)"
     )
 
 
@@ -120,11 +126,12 @@ class KeyReport:
     #: the saved measurement that was timed again: (median_s, iqr_s)
     was_noisy: tuple[float, float] | None = None
     calls: int = 0  #: tuning-mode calls of this key in the block
+    limit: float = NOISY_SPREAD  #: ``AutoTuner.noisy_spread`` when it was reported
 
     @property
     def noisy(self) -> bool:
         """Whether the pick's measurement (this block's, or the one reused) is noisy."""
-        return self.choice is not None and is_noisy(self.choice.median_s, self.iqr_s)
+        return self.choice is not None and is_noisy(self.choice.median_s, self.iqr_s, self.limit)
 
     def shape(self) -> str:
         """The key's inputs as the summary shows them: ``float32[16, 64], float32[64, 32]
@@ -139,14 +146,16 @@ class KeyReport:
         where = data["device"] or "no device"
         return f"{', '.join(parts)} on {where}"
 
-    def lines(self) -> list[str]:
+    def lines(self, *, failures: bool = True) -> list[str]:
+        """This key's part of the summary; ``failures=False`` leaves out the line of each
+        failed pair (for a caller that lists them itself)."""
         head = f"{self.name}({self.shape()})"
         calls = f"{self.calls} call{'s' * (self.calls != 1)}"
         if self.outcome == "reused":
             assert self.choice is not None
             line = f"  {head}: already tuned ({calls}): {self._pick()}"
             if self.noisy and self.iqr_s is not None:
-                line += f"; noisy ({_spread_text(self.choice.median_s, self.iqr_s)})"
+                line += f"; noisy ({_spread_text(self.choice.median_s, self.iqr_s, self.limit)})"
             return [line]
         what = "re-timed" if self.outcome == "re-timed" else "timed"
         failed = f", {len(self.failures)} failed" if self.failures else ""
@@ -157,21 +166,25 @@ class KeyReport:
         if self.was_noisy is not None:
             lines.append(
                 "    re-timed because the saved measurement was noisy "
-                f"({_spread_text(*self.was_noisy)})"
+                f"({_spread_text(*self.was_noisy, self.limit)})"
             )
+        by_reason: dict[str, list[str]] = {}  # one line per reason: Triton's is long
         for backend, why in self.left_out:
-            lines.append(f"    left out {backend}: {why}")
-        for f in self.failures:
+            by_reason.setdefault(why, []).append(backend)
+        for why, backends in by_reason.items():
+            lines.append(f"    left out {', '.join(backends)}: {why}")
+        for f in self.failures if failures else ():
             lines.append(f"    failed {f.backend} {describe_tactic(f.tactic)}: {f.reason}")
         if self.choice is None:
             lines.append("    no pick: nothing could be timed; calls run the first candidate")
             return lines
         lines.append(f"    picked {self._pick()}")
         if self.noisy and self.iqr_s is not None:
+            spread = _spread_text(self.choice.median_s, self.iqr_s, self.limit)
             lines.append(
-                f"    noisy: {_spread_text(self.choice.median_s, self.iqr_s)}: the machine "
-                "was busy? Saved with its spread; the next autotune() block that loads it "
-                "times it again (or run `flashinfer autotune --force` on a quiet machine)"
+                f"    noisy: {spread}: the machine was busy? Saved with its spread; the next "
+                "autotune() block that loads it times it again (or run `flashinfer autotune "
+                "--force` on a quiet machine)"
             )
         return lines
 
@@ -236,15 +249,20 @@ class AutotuneReport:
 
     def headline(self) -> str:
         timed, reused = len(self.timed), len(self.keys) - len(self.timed)
+        if not self.keys and self.skipped_ops:
+            return (
+                "autotune() block: nothing was timed: the only backend='auto' calls of "
+                "autotunable ops were of ops its skip_ops leaves untuned"
+            )
         if not self.keys:
-            tunable = ", ".join(self.tunable) or "none in this build"
-            skipped = ""
-            if self.skipped_ops:
-                skipped = f" (skip_ops ran {', '.join(sorted(self.skipped_ops))} untimed)"
+            shown = list(self.tunable[:_NAMES_SHOWN])
+            if len(self.tunable) > _NAMES_SHOWN:
+                shown.append(f"and {len(self.tunable) - _NAMES_SHOWN} more")
             return (
                 "autotune() block: nothing was tuned: no backend='auto' call of an "
-                f"autotunable op ran in it{skipped}. Autotunable ops: {tunable}; calls with "
-                "an explicit backend= and ops that are not autotunable are never timed"
+                f"autotunable op ran in it. Autotunable ops: {', '.join(shown) or 'none'}; "
+                "calls with an explicit backend= and ops that are not autotunable are never "
+                "timed"
             )
         noisy = f", {len(self.noisy)} noisy" if self.noisy else ""
         return (
@@ -252,12 +270,13 @@ class AutotuneReport:
             f"tuned{noisy}"
         )
 
-    def lines(self, *, files: bool = True) -> list[str]:
+    def lines(self, *, files: bool = True, failures: bool = True) -> list[str]:
         """The summary, one line each; ``files=False`` leaves out the tuning files' lines
-        (for a caller that loads and saves itself, as ``flashinfer autotune`` does)."""
+        and ``failures=False`` each failed pair's (for a caller that loads, saves and lists
+        failures itself, as ``flashinfer autotune`` does)."""
         lines = [self.headline()]
         for report in self.keys.values():
-            lines += report.lines()
+            lines += report.lines(failures=failures)
         for api_key, calls in sorted(self.skipped_ops.items()):
             lines.append(f"  {api_key}: {calls} call(s) left untuned by skip_ops (untimed)")
         if files:

@@ -52,6 +52,7 @@ from flashinfer.autotuner._settings import (
     DEFAULT_REPEAT,
     DEFAULT_WARMUP,
     check_budget_s,
+    check_noisy_spread,
     check_repeat,
     check_switch_margin,
     check_warmup,
@@ -77,6 +78,7 @@ from flashinfer.autotuner._types import (
     check_median,
 )
 from flashinfer.autotuner.block_report import (
+    NOISY_SPREAD,
     AutotuneReport,
     FileReport,
     KeyReport,
@@ -153,6 +155,7 @@ class AutoTuner:
         self._repeat = DEFAULT_REPEAT
         self._budget_s: float | None = DEFAULT_BUDGET_S
         self._switch_margin = DEFAULT_SWITCH_MARGIN
+        self._noisy_spread = NOISY_SPREAD
         #: What was tuned, loaded and served, per op (:meth:`stats`).
         self.stats_book = StatsBook()
         #: key -> the interquartile range (seconds) of the timed calls behind its choice,
@@ -215,6 +218,20 @@ class AutoTuner:
     @switch_margin.setter
     def switch_margin(self, value: float) -> None:
         self._switch_margin = check_switch_margin(value)
+
+    @property
+    def noisy_spread(self) -> float:
+        """A measurement is *noisy* when the interquartile range of its timed calls is more
+        than this fraction of their median (default
+        :data:`~flashinfer.autotuner.block_report.NOISY_SPREAD`, 0.1: 10 %): the block
+        summary flags it, and a noisy saved pick is timed again by the next ``autotune()``
+        block that loads it.  ``math.inf``: nothing is noisy, nothing is re-timed.  A number
+        >= 0: anything else raises ``TypeError``/``ValueError`` at the assignment."""
+        return self._noisy_spread
+
+    @noisy_spread.setter
+    def noisy_spread(self, value: float) -> None:
+        self._noisy_spread = check_noisy_spread(value)
 
     # ---- the singleton and registration -----------------------------------------------
 
@@ -420,10 +437,19 @@ class AutoTuner:
                 choice=record.choice,
                 iqr_s=record.iqr_s,
                 was_noisy=was_noisy,
+                limit=self._noisy_spread,
             )
         else:
             spread = self._spread.get(record.key)
-            entry = KeyReport(op.api_key, op.api_name, record.key, "reused", choice=record.choice, iqr_s=spread)
+            entry = KeyReport(
+                op.api_key,
+                op.api_name,
+                record.key,
+                "reused",
+                choice=record.choice,
+                iqr_s=spread,
+                limit=self._noisy_spread,
+            )
         report.note_key(entry)
 
     def _forget_memos(self) -> None:
@@ -464,7 +490,7 @@ class AutoTuner:
         with self._lock:
             self._best[key] = choice
             self._keep_spread(key, iqr_s)
-            if is_noisy(choice.median_s, iqr_s):
+            if is_noisy(choice.median_s, iqr_s, self._noisy_spread):
                 self._retime.add(key)
             else:
                 self._retime.discard(key)

@@ -230,6 +230,17 @@ def print_summary(results: Sequence[ShapeResult], out: TextIO) -> None:
             print(line, file=out)
 
 
+def print_block_report(report: Any, out: TextIO) -> None:
+    """The tuning block's summary (an ``AutotuneReport``, None: none): per key, the
+    backends timed, those left out and why, and noisy picks; the command says itself what
+    it loaded and saved, and which pairs failed."""
+    if report is None:
+        return
+    print(file=out)
+    for line in report.lines(files=False, failures=False):  # the table lists failures
+        print(line, file=out)
+
+
 def print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
     """The tuner's per-op counts (``AutoTuner.get().stats()``: ``api_key -> OpStats``)."""
     if not stats:
