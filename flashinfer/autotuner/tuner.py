@@ -725,11 +725,16 @@ def _note_save(entry: _TuneEntry, tuned: bool, saved: int | None) -> None:
 
 
 def _tunable_names(tuner: AutoTuner) -> list[str]:
-    """The autotunable ops, as users call them (every op module loaded first)."""
+    """The autotunable ops, as users call them (every op module loaded first): flashinfer's
+    own first, then those a program registered."""
     from flashinfer.api_modules import load_api_modules
 
     load_api_modules()
-    return sorted({getattr(op, "api_name", key) for key, (op, _) in tuner.registered().items()})
+    ops = sorted(
+        (not key.startswith("flashinfer."), getattr(op, "api_name", key))
+        for key, (op, _) in tuner.registered().items()
+    )
+    return list(dict.fromkeys(name for _, name in ops))
 
 
 block_boundary(autotune, "autotune(...)")
