@@ -62,11 +62,15 @@ __all__ = [
 ]
 
 #: A measurement is *noisy* when the interquartile range of its timed calls is more than
-#: this fraction of their median.  Measured with ``python benchmarks/bench_tuning_noise.py
-#: --spread`` on the shared 2-core CPU machine: a 20 us busy loop and a 128x256x128 CPU mm,
-#: 25 measurements each, had a relative spread of at most 2-4 % (90th percentile) with the
-#: machine to themselves, and 10-60 % with two or four processes spinning beside them.
-#: 10 % sits above what a quiet machine shows and below what a loaded one does.
+#: this fraction of their median (the default of ``AutoTuner.noisy_spread``).  Measured with
+#: ``python benchmarks/bench_measure_spread.py`` on the shared 2-core CPU machine (other jobs
+#: running), 25 measurements per load: a 128x256x128 CPU matmul had a relative spread of 2 %
+#: at the median and 5 % at the 90th percentile with no added load; with two or four
+#: processes spinning beside it, 4-5 % at the median, 10-19 % at the 90th percentile, and
+#: outliers of 124 % up to 370 times the median.  (A 20 us busy loop, which waits for a
+#: deadline, stays at 0.1-0.4 % under any load.)  10 % sits above the 90th percentile of the
+#: unloaded runs and at that of the loaded ones: a pick flagged wrongly costs one more timing
+#: in a later block, one missed keeps a pick a loaded machine may have got wrong.
 NOISY_SPREAD = 0.10
 
 _logger = logging.getLogger("flashinfer.autotuner")
