@@ -239,7 +239,6 @@ class AutotuneReport:
     files: list[FileReport] = field(default_factory=list)
     #: the autotunable ops (their ``api_name``), for the "nothing was tuned" line
     tunable: tuple[str, ...] = ()
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def timed(self) -> list[KeyReport]:
@@ -304,14 +303,14 @@ class AutotuneReport:
         held = self.keys.get(key)
         if held is None:
             return False
-        with self._lock:
+        with _lock:
             held.calls += 1
         return True
 
     def note_key(self, report: KeyReport) -> None:
         """A tuning-mode call of ``report.key``: the first one's report is kept (later calls
         of a key timed here reuse it and are only counted)."""
-        with self._lock:
+        with _lock:
             held = self.keys.get(report.key)
             if held is None or (held.outcome == "reused" and report.outcome != "reused"):
                 report.calls += 0 if held is None else held.calls
@@ -319,9 +318,13 @@ class AutotuneReport:
             held.calls += 1
 
     def note_skipped(self, api_key: str) -> None:
-        with self._lock:
+        with _lock:
             self.skipped_ops[api_key] = self.skipped_ops.get(api_key, 0) + 1
 
+
+#: Guards the reports' counts: threads (or tasks) that share a block's context write to its
+#: report; held for a dict update only.
+_lock = threading.Lock()
 
 #: The report of this context's outermost ``autotune()`` block (None outside any).
 _current: ContextVar[AutotuneReport | None] = ContextVar("flashinfer_autotune_report", default=None)
