@@ -19,8 +19,8 @@ happened in it (an :class:`AutotuneReport`) and, when it ends, says it once:
 **Delivery.** One :class:`AutotuneReportWarning` (a ``UserWarning``: filter it with
 ``warnings.filterwarnings("ignore", category=AutotuneReportWarning)``) per outermost block
 that tuned (``enabled=True``), pointing at the user's ``with`` line; the same text is logged
-at INFO to the ``flashinfer.autotuner`` logger for every block, ``autotune(False)`` ones
-included.  Blocks nested in a block are part of its summary (one summary, not one per
+at INFO to the ``flashinfer.autotuner`` logger for every outermost block, ``autotune(False)``
+ones included.  Blocks nested in a block are part of its summary (one summary, not one per
 block).  A block left by an exception only logs it (the exception is what the user sees; a
 warning turned into an error must not replace it).  The report itself is
 ``block.report`` after the block (``block = autotune(); with block: ...``), which is how

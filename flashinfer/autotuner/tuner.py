@@ -34,6 +34,10 @@ logged to the ``flashinfer.autotuner`` logger, and to stderr with
 ``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`.candidate_timing`, which times the candidates).
 The vocabulary (:class:`TunableRunner`, :class:`Choice`, ...) is defined in :mod:`._types`
 and documented here.
+
+**The block summary**: each ``autotune()`` block says once, when it ends, what it timed, what
+it left out and why, and what it saved (an ``AutotuneReportWarning`` at the user's ``with``
+line, and the logger); a noisy saved pick is timed again.  See :mod:`.block_report`.
 """
 
 from __future__ import annotations
