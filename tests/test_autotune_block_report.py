@@ -409,5 +409,6 @@ def test_the_command_prints_the_summary_and_retimes_a_noisy_entry(tmp_path, caps
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "re-timed because the saved measurement was noisy" in out
+    assert out.splitlines()[1].endswith("re-timed (its saved timing was noisy)")  # the row
     assert f"wrote 1 entries to {cache}" in out
     assert json.loads(cache.read_text())["entries"][0]["iqr_ms"] == 0.01

@@ -176,6 +176,7 @@ class ShapeResult:
     shape: str
     record: Any  # TuningRecord | None (None: the call never reached the tuner)
     error: str | None = None
+    retimed: bool = False  # its key was in the file, but its saved timing was noisy
 
     @property
     def choice(self) -> Any:
@@ -191,6 +192,8 @@ class ShapeResult:
         if self.choice is None:
             return (self.shape, "-", "-", "-", failed, "nothing could be timed")
         source = "tuned" if rec.timed else "reused (key already tuned)"
+        if rec.timed and self.retimed:
+            source = "re-timed (its saved timing was noisy)"
         if rec.timed and getattr(rec, "too_noisy", False):
             # a faster-looking pair was within the spread of the timed calls: not a win
             source = "tuned; too noisy to choose (kept the earlier pair)"

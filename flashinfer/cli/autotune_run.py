@@ -134,6 +134,7 @@ def run_tuning(
         progress.end_line()
         return _interrupted(tuning_file, results, len(shapes), out, err, block.report)
 
+    _mark_retimed(results, block.report)
     print_summary(results, out)
     print_block_report(block.report, out)
     print_stats(AutoTuner.get().stats(), out)
@@ -153,6 +154,14 @@ def run_tuning(
     return 0
 
 
+def _mark_retimed(results: Sequence[ShapeResult], report: Any) -> None:
+    """Mark the shapes whose key the block timed again because its saved timing was noisy."""
+    for result in results:
+        if result.record is not None and report is not None:
+            seen = report.keys.get(result.record.key)
+            result.retimed = seen is not None and seen.outcome == "re-timed"
+
+
 def _interrupted(
     tuning_file: str,
     results: Sequence[ShapeResult],
@@ -163,6 +172,7 @@ def _interrupted(
 ) -> int:
     """Ctrl-C: keep what was tuned, say so, exit 130."""
     if results:
+        _mark_retimed(results, report)
         print_summary(results, out)
         print_block_report(report, out)
     written = _save(tuning_file, results, err)
