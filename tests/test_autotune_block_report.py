@@ -412,3 +412,16 @@ def test_the_command_prints_the_summary_and_retimes_a_noisy_entry(tmp_path, caps
     assert out.splitlines()[1].endswith("re-timed (its saved timing was noisy)")  # the row
     assert f"wrote 1 entries to {cache}" in out
     assert json.loads(cache.read_text())["entries"][0]["iqr_ms"] == 0.01
+
+
+def test_with_the_gate_on_the_experimental_backend_is_timed_not_left_out(monkeypatch):
+    op, runners = three_backend_op()
+    monkeypatch.setenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", "1")
+    script_timings(monkeypatch, {**QUIET, ("exp", None): (5.0, 0.01)})  # slowest: not picked
+    with pytest.warns(AutotuneReportWarning) as caught:
+        with autotune():
+            op(torch.zeros(4))
+    text = str(reports(caught)[0].message)
+    assert "timed a, b, exp (4 (backend, tactic) pairs; 1 call)" in text
+    assert "left out exp" not in text and "left out wide: support check rejected" in text
+    assert runners["exp"].calls == [None]  # the scripted timer's one call
