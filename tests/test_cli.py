@@ -58,7 +58,12 @@ def test_autotune_subprocess_writes_cache_and_prints_summary(tmp_path):
     doc = json.loads(cache.read_text())
     assert doc["schema_version"] == 2
     assert {tuple(e["inputs"][0]["shape"]) for e in doc["entries"]} == {(16, 32), (8, 16)}
-    # Run again: the keys are in the file, so nothing is timed.
+    # Run again: the keys are in the file, so nothing is timed.  (A pick whose timing was
+    # noisy, likely on a loaded machine, would be timed again: issue 34, item 17; this test
+    # is about reuse, so the file says each was measured quietly.)
+    for entry in doc["entries"]:
+        entry["iqr_ms"] = 0.0
+    cache.write_text(json.dumps(doc))
     again = run_module(
         "autotune", "--op", "mm", "--shapes", "16x16x32", "--tuning-file", str(cache)
     )

@@ -304,7 +304,9 @@ def test_deeply_nested_file_warns_as_corrupt_everywhere(tmp_path, content):
     with pytest.warns(TuningFileWarning) as rec:
         with autotune(tuning_file=path):
             op(torch.zeros(8))
-    assert [r.filename for r in rec] == [__file__, __file__]
+    # Each tuning file warning points here (as does the block's summary, not counted).
+    found = [r.filename for r in rec if issubclass(r.category, TuningFileWarning)]
+    assert found == [__file__, __file__]
     assert len(json.loads(path.read_text())["entries"]) == 2
 
 

@@ -12,13 +12,21 @@ of the tuning file is its new name's (:data:`~flashinfer.autotuner.tuning_file.O
 
 See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 :mod:`flashinfer.autotuner.keys` (what a tuning key is, shape buckets),
-:mod:`flashinfer.autotuner.tuning_file` (the tuning file, persisted JSON) and
+:mod:`flashinfer.autotuner.tuning_file` (the tuning file, persisted JSON),
+:mod:`flashinfer.autotuner.block_report` (what a block says when it ends) and
 :mod:`flashinfer.autotuner.distributed` (one choice on every rank of a process group).
 """
 
 from __future__ import annotations
 
 from flashinfer.autotuner._choice_note import ChoiceView
+from flashinfer.autotuner.block_report import (
+    NOISY_SPREAD,
+    AutotuneReport,
+    AutotuneReportWarning,
+    FileReport,
+    KeyReport,
+)
 from flashinfer.autotuner.distributed import (
     AutotuneConsistencyError,
     get_autotune_process_group,
@@ -68,11 +76,16 @@ install_tuner_view(ChoiceView(AutoTuner.get))
 __all__ = [
     "AUTOTUNER_LOG_ENV",
     "MAX_DEPTH",
+    "NOISY_SPREAD",
     "OLD_SPELLINGS",
     "AutoTuner",
     "AutotuneConsistencyError",
+    "AutotuneReport",
+    "AutotuneReportWarning",
     "Choice",
     "EnumValue",
+    "FileReport",
+    "KeyReport",
     "LoadReport",
     "OpStats",
     "ProgressCallback",

@@ -9,7 +9,9 @@ timings settle; ``repeat``: the least number of timed calls, which are taken for
 (backend, tactic) is timed for after its first call, which wins over ``repeat`` (at least one
 timed call).  No new setting was added: the time targets are constants of the timing module,
 and these four are what the ranks of a process group compare
-(:data:`flashinfer.autotuner.distributed.agreement.SETTINGS`).
+(:data:`flashinfer.autotuner.distributed.agreement.SETTINGS`).  A fifth,
+``noisy_spread``, changes no pick: it says which saved measurements are noisy enough to be
+timed again (:mod:`flashinfer.autotuner.block_report`), so the ranks do not compare it.
 
 The :class:`~flashinfer.autotuner.AutoTuner` properties call these checks at the assignment,
 so a bad value fails on the user's line, before any timing, and the value in effect stays
@@ -29,6 +31,7 @@ __all__ = [
     "DEFAULT_REPEAT",
     "DEFAULT_WARMUP",
     "check_budget_s",
+    "check_noisy_spread",
     "check_repeat",
     "check_switch_margin",
     "check_warmup",
@@ -135,3 +138,22 @@ def check_budget_s(value: Any) -> float | None:
             f"budget; got {_shown(value)}"
         )
     return budget
+
+
+def check_noisy_spread(value: Any) -> float:
+    """``value`` as a float if it is a number >= 0 (``math.inf``: no measurement is ever
+    noisy); ``TypeError`` for anything that is not a number (``bool`` included),
+    ``ValueError`` for a negative or NaN one."""
+    if not _is_real(value):
+        raise TypeError(
+            "AutoTuner.noisy_spread must be a number: the interquartile range of a "
+            "measurement's timed calls, as a fraction of their median, above which it is "
+            f"noisy, e.g. 0.1 for 10 %; got {_shown(value)}"
+        )
+    spread = _as_float(value)
+    if not spread >= 0.0:  # NaN too
+        raise ValueError(
+            "AutoTuner.noisy_spread must be a number >= 0 (0.1, the default, is 10 %; "
+            f"math.inf never calls a measurement noisy); got {_shown(value)}"
+        )
+    return spread

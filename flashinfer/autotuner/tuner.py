@@ -34,6 +34,10 @@ logged to the ``flashinfer.autotuner`` logger, and to stderr with
 ``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`.candidate_timing`, which times the candidates).
 The vocabulary (:class:`TunableRunner`, :class:`Choice`, ...) is defined in :mod:`._types`
 and documented here.
+
+**The block summary**: each ``autotune()`` block says once, when it ends, what it timed, what
+it left out and why, and what it saved (an ``AutotuneReportWarning`` at the user's ``with``
+line, and the logger); a noisy saved pick is timed again.  See :mod:`.block_report`.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from flashinfer.autotuner._settings import (
     DEFAULT_REPEAT,
     DEFAULT_WARMUP,
     check_budget_s,
+    check_noisy_spread,
     check_repeat,
     check_switch_margin,
     check_warmup,
@@ -75,6 +80,17 @@ from flashinfer.autotuner._types import (
     TunableRunner,
     TuningRecord,
     check_median,
+)
+from flashinfer.autotuner.block_report import (
+    NOISY_SPREAD,
+    AutotuneReport,
+    FileReport,
+    KeyReport,
+    close_report,
+    current_report,
+    is_noisy,
+    left_out_reasons,
+    open_report,
 )
 from flashinfer.autotuner.candidate_timing import (
     AUTOTUNER_LOG_ENV,
@@ -143,8 +159,15 @@ class AutoTuner:
         self._repeat = DEFAULT_REPEAT
         self._budget_s: float | None = DEFAULT_BUDGET_S
         self._switch_margin = DEFAULT_SWITCH_MARGIN
+        self._noisy_spread = NOISY_SPREAD
         #: What was tuned, loaded and served, per op (:meth:`stats`).
         self.stats_book = StatsBook()
+        #: key -> the interquartile range (seconds) of the timed calls behind its choice,
+        #: where known: saved with it (``iqr_ms``) so that a noisy one is timed again.
+        self._spread: dict[Key, float] = {}
+        #: Keys whose choice was set (loaded from a file) with a noisy measurement: the
+        #: next tuning-mode call of each times it again (see :mod:`.block_report`).
+        self._retime: set[Key] = set()
 
     # ---- the timing settings (each checked at the assignment) -------------------------
 
@@ -199,6 +222,20 @@ class AutoTuner:
     @switch_margin.setter
     def switch_margin(self, value: float) -> None:
         self._switch_margin = check_switch_margin(value)
+
+    @property
+    def noisy_spread(self) -> float:
+        """A measurement is *noisy* when the interquartile range of its timed calls is more
+        than this fraction of their median (default
+        :data:`~flashinfer.autotuner.block_report.NOISY_SPREAD`, 0.1: 10 %): the block
+        summary flags it, and a noisy saved pick is timed again by the next ``autotune()``
+        block that loads it.  ``math.inf``: nothing is noisy, nothing is re-timed.  A number
+        >= 0: anything else raises ``TypeError``/``ValueError`` at the assignment."""
+        return self._noisy_spread
+
+    @noisy_spread.setter
+    def noisy_spread(self, value: float) -> None:
+        self._noisy_spread = check_noisy_spread(value)
 
     # ---- the singleton and registration -----------------------------------------------
 
@@ -278,15 +315,26 @@ class AutoTuner:
             _group.check_block(self, op.api_key)  # the ranks' settings, once per block
         if tuning and op.api_key in skipped_ops():
             choice = None  # autotune(skip_ops=...): the default, untimed
+            if (report := current_report()) is not None:
+                report.note_skipped(op.api_key)
         elif tuning:
             key = make_key(op.api_key, inputs)
             choice = self._best.get(key)
-            if choice is None or choice.backend not in candidates or _group.group_in_effect():
+            retime = key in self._retime  # a saved noisy measurement: timed again
+            if (
+                choice is None
+                or choice.backend not in candidates
+                or retime
+                or _group.group_in_effect()
+            ):
+                was = (choice.median_s, self._spread.get(key, 0.0)) if retime and choice else None
                 record = self._tune(op, runners, inputs, key, candidates)
             else:
-                record = TuningRecord(key, choice, False)
+                record, was = TuningRecord(key, choice, False), None
             self._local.last = record
             choice = record.choice
+            if (report := current_report()) is not None:
+                self._report_key(report, op, runners, candidates, inputs, record, was)
         else:
             fast = self._fast
             exact = exact_signature(op.api_key, inputs)
@@ -333,7 +381,12 @@ class AutoTuner:
         with self._tune_lock:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
             group = _group.group_in_effect()
-            if group is None and choice is not None and choice.backend in candidates:
+            if (
+                group is None
+                and choice is not None
+                and choice.backend in candidates
+                and key not in self._retime
+            ):
                 return TuningRecord(key, choice, False)
             # Timing (or the group's collective step) synchronises: never while capturing.
             refuse_during_capture(f"tune {op.api_key} (a key with no tuned choice)")
@@ -349,9 +402,59 @@ class AutoTuner:
                 return record
             with self._lock:
                 self._best[key] = record.choice
+                self._keep_spread(key, record.iqr_s)
+                self._retime.discard(key)  # measured now: a noisy one waits for a later run
                 self._forget_memos()
             note_tuned(key)
             return record
+
+    def _keep_spread(self, key: Key, iqr_s: float | None) -> None:
+        if iqr_s is None:
+            self._spread.pop(key, None)
+        else:
+            self._spread[key] = float(iqr_s)
+
+    def _report_key(
+        self,
+        report: AutotuneReport,
+        op: TunableOp,
+        runners: Mapping[str, TunableRunner],
+        candidates: Sequence[str],
+        inputs: tuple,
+        record: TuningRecord,
+        was_noisy: tuple[float, float] | None,
+    ) -> None:
+        """Tell this block's report (:mod:`.block_report`) what this tuning-mode call did;
+        the backends left out are asked of the dispatcher only when a key is timed."""
+        if not record.timed and report.count_call(record.key):
+            return  # a key this block already reported: only counted
+        if record.timed:
+            entry = KeyReport(
+                op.api_key,
+                op.api_name,
+                record.key,
+                "timed" if was_noisy is None else "re-timed",
+                timed=tuple(b for b in candidates if b in runners),
+                pairs=record.tried,
+                failures=record.failures,
+                left_out=left_out_reasons(op, candidates, runners, inputs),
+                choice=record.choice,
+                iqr_s=record.iqr_s,
+                was_noisy=was_noisy,
+                limit=self._noisy_spread,
+            )
+        else:
+            spread = self._spread.get(record.key)
+            entry = KeyReport(
+                op.api_key,
+                op.api_name,
+                record.key,
+                "reused",
+                choice=record.choice,
+                iqr_s=spread,
+                limit=self._noisy_spread,
+            )
+        report.note_key(entry)
 
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
@@ -374,16 +477,33 @@ class AutoTuner:
         """A copy of every tuned (or loaded) result."""
         return dict(self._best)
 
-    def set_choice(self, key: Key, choice: Choice) -> None:
+    def set_choice(self, key: Key, choice: Choice, *, iqr_s: float | None = None) -> None:
         """Record ``choice`` for ``key`` (used by the tuning file's loader).
 
-        ``ValueError`` for a ``median_s`` that is not a finite number >= 0 (``TypeError``
-        for one that is not a number): see :mod:`flashinfer.autotuner.tuning_file`.
+        ``iqr_s``: the interquartile range of the timed calls ``choice.median_s`` is the
+        median of (None: unknown).  A *noisy* one (more than
+        :data:`~flashinfer.autotuner.block_report.NOISY_SPREAD` of the median) makes the
+        next tuning-mode call of ``key``, inside ``autotune()``, time it again.
+        ``ValueError`` for a ``median_s`` (or an ``iqr_s``) that is not a finite number >= 0
+        (``TypeError`` for one that is not a number): see
+        :mod:`flashinfer.autotuner.tuning_file`.
         """
         check_median(choice.median_s)
+        if iqr_s is not None:
+            check_median(iqr_s)
         with self._lock:
             self._best[key] = choice
+            self._keep_spread(key, iqr_s)
+            if is_noisy(choice.median_s, iqr_s, self._noisy_spread):
+                self._retime.add(key)
+            else:
+                self._retime.discard(key)
             self._forget_memos()
+
+    def spread(self, key: Key) -> float | None:
+        """The interquartile range, in seconds, of the timed calls behind ``key``'s choice
+        (None: unknown, or no choice): what the tuning file saves as ``iqr_ms``."""
+        return self._spread.get(key)
 
     def stats(self) -> dict[str, OpStats]:
         """Per op (``api_key``), since the process started: keys tuned, results loaded from
@@ -396,6 +516,7 @@ class AutoTuner:
         """Forget every tuned result (registrations and :meth:`stats` stay)."""
         with self._lock:
             self._best = {}
+            self._spread, self._retime = {}, set()
             self._forget_memos()
 
     # ---- the tuning file ----------------------------------------------------------------
@@ -488,6 +609,9 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self.process_group, self.shard = process_group, shard
         self._open: list[_TuneEntry] = []  # this block's entries not left yet, any context
+        #: What the block did (:class:`~flashinfer.autotuner.block_report.AutotuneReport`),
+        #: from its entry on (a nested block's is its outermost block's); None before.
+        self.report: AutotuneReport | None = None
 
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
@@ -495,6 +619,16 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         group = _group.open_block(tuner, self.tuning_file, self.process_group, self.shard)
         tokens = enter_block(self.enabled, self.progress, self.skip_ops)
         entry = _TuneEntry(self, tokens, group, sys._getframe(1))
+        entry.report, entry.report_token = open_report(self.enabled)
+        self.report = entry.report
+        if self.tuning_file is not None:
+            loaded = group.loaded
+            entry.file = FileReport(
+                self.tuning_file,
+                None if loaded is None else loaded.loaded,
+                0 if loaded is None else loaded.total_skipped,
+            )
+            entry.report.files.append(entry.file)
         with _entries_lock:
             self._open.append(entry)
         _entries.set((*_entries.get(), entry))
@@ -502,6 +636,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
 
     def __exit__(self, *exc_info: object) -> None:
         frame = sys._getframe(1)
+        raised = exc_info[0] is not None
         mine = [e for e in _entries.get() if e.block is self and not e.left]
         with _entries_lock:
             found = entry_to_leave(mine, self._open, frame)
@@ -522,6 +657,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
                     "thread that entered it, e.g. close such a generator there"
                 )
             entry.left, entry.frame = True, None
+            entry.raised = raised
         _unwind_left(AutoTuner.get())
 
 
@@ -530,11 +666,18 @@ class _TuneEntry:
     before it, the frame that entered it (while open), and whether it has been left (it is
     restored once it is this context's newest entry)."""
 
-    __slots__ = ("block", "tokens", "group", "frame", "left")
+    __slots__ = (
+        "block", "tokens", "group", "frame", "left", "raised", "report", "report_token", "file",
+    )  # fmt: skip
 
     def __init__(self, block: autotune, tokens: BlockTokens, group: Any, frame: Any) -> None:
         self.block, self.tokens, self.group, self.frame = block, tokens, group, frame
-        self.left = False
+        self.left = self.raised = False
+        #: the report this entry writes to, the token that ends it (outermost entry only),
+        #: and its tuning file's part of it
+        self.report: AutotuneReport = AutotuneReport()
+        self.report_token: Any = None
+        self.file: FileReport | None = None
 
 
 #: This context's ``autotune()`` entries, oldest first: each block leaves its own entry in
@@ -552,14 +695,50 @@ def _unwind_left(tuner: AutoTuner) -> None:
         return
     entry = entries[-1]
     _entries.set(entries[:-1])
+    saved_ok = False
     try:
         tuned = False
         try:
             tuned = bool(leave_block(entry.tokens))
         finally:
-            _group.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
+            saved = _group.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
+        _note_save(entry, tuned, saved)
+        saved_ok = True
     finally:
+        if entry.report_token is not None:  # the outermost block: say what it did, once
+            close_report(
+                entry.report,
+                entry.report_token,
+                lambda: _tunable_names(tuner),
+                warn=saved_ok and not entry.raised,
+            )
         _unwind_left(tuner)
+
+
+def _note_save(entry: _TuneEntry, tuned: bool, saved: int | None) -> None:
+    """Record in the block's report what became of its tuning file."""
+    if entry.file is None:
+        return
+    entry.file.saved = saved
+    if saved is None:
+        entry.file.why_not_saved = (
+            "rank 0 of the autotune process group saves it"
+            if tuned
+            else "nothing new was tuned in the block; the file is left unchanged"
+        )
+
+
+def _tunable_names(tuner: AutoTuner) -> list[str]:
+    """The autotunable ops, as users call them (every op module loaded first): flashinfer's
+    own first, then those a program registered."""
+    from flashinfer.api_modules import load_api_modules
+
+    load_api_modules()
+    ops = sorted(
+        (not key.startswith("flashinfer."), getattr(op, "api_name", key))
+        for key, (op, _) in tuner.registered().items()
+    )
+    return list(dict.fromkeys(name for _, name in ops))
 
 
 block_boundary(autotune, "autotune(...)")

@@ -21,12 +21,13 @@ written to stderr.  Errors are one line on stderr, starting ``flashinfer: error:
 ``flashinfer <command>: error:``); ``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a
 runtime failure.
 
-``autotune`` loads the tuning file first (keys already in it are not timed again; ``--force``
-re-times them), tunes each shape inside :func:`flashinfer.autotuner.autotune` with a
-plain-text progress bar on stderr, then saves (merging with the file, atomically) and prints
-one row per shape: the picked backend, tactic and median time, whether it was timed now, and
-how many (backend, tactic) pairs failed, each listed below the table with its reason.  A run
-that only reused keys already in the file writes nothing.
+``autotune`` loads the tuning file first (keys already in it are not timed again, unless their
+saved timing was noisy; ``--force`` re-times them all), tunes each shape inside
+:func:`flashinfer.autotuner.autotune` with a plain-text progress bar on stderr, then saves
+(merging with the file, atomically) and prints one row per shape: the picked backend, tactic
+and median time, whether it was timed now, and how many (backend, tactic) pairs failed, each
+listed below the table with its reason; then the block's summary (the backends left out and
+why, noisy picks).  A run that only reused keys already in the file writes nothing.
 """
 
 from __future__ import annotations

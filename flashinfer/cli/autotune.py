@@ -12,6 +12,10 @@ What it promises (``flashinfer autotune --help`` says the same):
 * every (backend, tactic) that failed is counted and listed under the table with a one-line
   reason; a shape for which nothing could be timed makes the command exit 1 (the shapes
   that did tune are still saved);
+* under the table, the tuning block's summary (``AutotuneReport``): per key, the backends
+  left out and why (Triton on CPU without ``TRITON_INTERPRET=1``, the experimental gate, a
+  support check's refusal), and noisy picks; a noisy pick saved by an earlier run is timed
+  again without ``--force``;
 * Ctrl-C saves the shapes tuned so far, says so, and exits 130;
 * a shape that tuned nothing new (every key already in the file) leaves the file untouched:
   a run that only reads never writes nor locks it;
@@ -243,10 +247,11 @@ def add_autotune_parser(sub: Any) -> None:
             "`--op mm`): time every (backend, tactic) that automatic selection offers on\n"
             "this machine, keep the fastest, write the picks to the JSON tuning file (merged\n"
             "with what it already holds; keys already in it are not timed again unless\n"
-            "--force) and print them, with every pair that failed and why, and the\n"
-            "tuner's per-op counts.  Each result is stamped with this machine's\n"
-            "environment (versions, GPU); entries from other machines stay in the file,\n"
-            "unused here.  Use the file with flashinfer.autotune(tuning_file=PATH) or\n"
+            "--force, or their saved timing was noisy) and print them, with every pair that\n"
+            "failed and why, the backends left out and why, and the tuner's per-op\n"
+            "counts.  Each result is stamped with this machine's environment (versions,\n"
+            "GPU); entries from other machines stay in the file, unused here.  Use the\n"
+            "file with flashinfer.autotune(tuning_file=PATH) or\n"
             "flashinfer.autotuner.load_tuning_file(PATH)."
         ),
     )

@@ -176,6 +176,7 @@ class ShapeResult:
     shape: str
     record: Any  # TuningRecord | None (None: the call never reached the tuner)
     error: str | None = None
+    retimed: bool = False  # its key was in the file, but its saved timing was noisy
 
     @property
     def choice(self) -> Any:
@@ -191,6 +192,8 @@ class ShapeResult:
         if self.choice is None:
             return (self.shape, "-", "-", "-", failed, "nothing could be timed")
         source = "tuned" if rec.timed else "reused (key already tuned)"
+        if rec.timed and self.retimed:
+            source = "re-timed (its saved timing was noisy)"
         if rec.timed and getattr(rec, "too_noisy", False):
             # a faster-looking pair was within the spread of the timed calls: not a win
             source = "tuned; too noisy to choose (kept the earlier pair)"
@@ -228,6 +231,17 @@ def print_summary(results: Sequence[ShapeResult], out: TextIO) -> None:
         print(f"{failures} of {tried} (backend, tactic) pairs failed:", file=out)
         for line in failed:
             print(line, file=out)
+
+
+def print_block_report(report: Any, out: TextIO) -> None:
+    """The tuning block's summary (an ``AutotuneReport``, None: none): per key, the
+    backends timed, those left out and why, and noisy picks; the command says itself what
+    it loaded and saved, and which pairs failed."""
+    if report is None:
+        return
+    print(file=out)
+    for line in report.lines(files=False, failures=False):  # the table lists failures
+        print(line, file=out)
 
 
 def print_stats(stats: Mapping[str, Any], out: TextIO) -> None:

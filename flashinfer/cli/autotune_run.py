@@ -11,7 +11,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from flashinfer.cli.autotune_report import ShapeResult, TuningProgress, print_stats, print_summary
+from flashinfer.cli.autotune_report import (
+    ShapeResult,
+    TuningProgress,
+    print_block_report,
+    print_stats,
+    print_summary,
+)
 from flashinfer.cli.common import PROG
 
 if TYPE_CHECKING:  # (the package imports torch: the command imports it on first use)
@@ -108,22 +114,29 @@ def run_tuning(
     """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status."""
     import torch
 
-    from flashinfer.autotuner import AutoTuner
+    from flashinfer.autotuner import AutoTuner, AutotuneReportWarning, autotune
 
     if not args.force and os.path.exists(tuning_file):
         _reporting_tuning_file_warnings(err, lambda: AutoTuner.get().load_tuning_file(tuning_file))
     progress = TuningProgress(err, len(shapes))
     results: list[ShapeResult] = []
+    # One block around every shape: its summary (what was timed, left out and why, noisy
+    # picks) is printed below the table, not issued as a warning (the command saves itself).
+    block = autotune(progress=progress)
     try:
-        with torch.inference_mode():
-            for i, dims in enumerate(shapes):
-                progress.start_shape(i, f"{target.op_name} {'x'.join(map(str, dims))}")
-                results.append(_tune_shape(target, op, dims, args, progress))
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=AutotuneReportWarning)
+            with block:
+                for i, dims in enumerate(shapes):
+                    progress.start_shape(i, f"{target.op_name} {'x'.join(map(str, dims))}")
+                    results.append(_tune_shape(target, op, dims, args, progress))
     except KeyboardInterrupt:
         progress.end_line()
-        return _interrupted(tuning_file, results, len(shapes), out, err)
+        return _interrupted(tuning_file, results, len(shapes), out, err, block.report)
 
+    _mark_retimed(results, block.report)
     print_summary(results, out)
+    print_block_report(block.report, out)
     print_stats(AutoTuner.get().stats(), out)
     written = _save(tuning_file, results, err)
     if written is None:
@@ -141,12 +154,27 @@ def run_tuning(
     return 0
 
 
+def _mark_retimed(results: Sequence[ShapeResult], report: Any) -> None:
+    """Mark the shapes whose key the block timed again because its saved timing was noisy."""
+    for result in results:
+        if result.record is not None and report is not None:
+            seen = report.keys.get(result.record.key)
+            result.retimed = seen is not None and seen.outcome == "re-timed"
+
+
 def _interrupted(
-    tuning_file: str, results: Sequence[ShapeResult], total: int, out: TextIO, err: TextIO
+    tuning_file: str,
+    results: Sequence[ShapeResult],
+    total: int,
+    out: TextIO,
+    err: TextIO,
+    report: Any = None,
 ) -> int:
     """Ctrl-C: keep what was tuned, say so, exit 130."""
     if results:
+        _mark_retimed(results, report)
         print_summary(results, out)
+        print_block_report(report, out)
     written = _save(tuning_file, results, err)
     kept = sum(r.tuned_now for r in results)
     if written is None:

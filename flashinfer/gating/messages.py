@@ -32,6 +32,7 @@ __all__ = [
     "only_experimental_fit",
     "plain_name",
     "restriction_cannot_run",
+    "tuning_left_out_by_gate",
     "unrecognised_gate_value",
     "unrecognised_value",
 ]
@@ -110,6 +111,12 @@ def gate_exclusion_reason() -> str:
 def gate_verdict() -> str:
     """``op.explain()``'s short verdict on an experimental backend that fits, gate off."""
     return f"experimental: {_GATE} is not 1"
+
+
+def tuning_left_out_by_gate() -> str:
+    """Why an ``autotune()`` block's summary says it did not time an experimental backend
+    that fits (gate off)."""
+    return f"experimental: {_GATE} is not 1 (set it to 1 to let the autotuner time it)"
 
 
 def cached_experimental_skipped() -> str:

@@ -405,10 +405,12 @@ _facts: ContextVar[_BlockFacts | None] = ContextVar("flashinfer_autotune_block",
 
 
 class BlockHandle(NamedTuple):
-    """What :func:`open_block` gives the block to hand back to :func:`close_block`."""
+    """What :func:`open_block` gives the block to hand back to :func:`close_block`, and
+    what it loaded from its tuning file (None: no file, or none there yet)."""
 
     group: Token[GroupSetting | None]
     facts: Token[_BlockFacts | None]
+    loaded: LoadReport | None = None
 
 
 def _settings_here(tuner: Any) -> tuple[tuple[str, Any], ...]:
@@ -462,23 +464,24 @@ def open_block(
         setting = group_in_effect()
         if setting is not None:
             _compare_settings(setting, tuner, "comparing the settings", "entering autotune()")
-        if tuning_file is not None:
-            load_for_block(tuner, tuning_file)
+        loaded = None if tuning_file is None else load_for_block(tuner, tuning_file)
     except BaseException:
         _facts.reset(facts)
         _block.reset(token)
         raise
-    return BlockHandle(token, facts)
+    return BlockHandle(token, facts, loaded)
 
 
 def close_block(
     handle: BlockHandle, tuner: TunedResults, tuning_file: str | None, tuned: bool
-) -> None:
+) -> int | None:
     """What an ``autotune()`` block does on exit: save its tuning file if it ``tuned`` a key
-    (:func:`save_for_block`), and restore the enclosing block's group and settings."""
+    (:func:`save_for_block`; returns the entry count written, None when nothing was), and
+    restore the enclosing block's group and settings."""
     try:
         if tuning_file is not None and tuned:
-            save_for_block(tuner, tuning_file)
+            return save_for_block(tuner, tuning_file)
+        return None
     finally:
         _facts.reset(handle.facts)
         _block.reset(handle.group)

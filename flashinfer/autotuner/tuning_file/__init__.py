@@ -96,12 +96,17 @@ broken measurement, not a result, so none can get into the tuner: a tactic whose
 not finite counts as failed, ``AutoTuner.set_choice`` refuses one, and an entry with one is
 skipped on load.
 
+An entry's ``iqr_ms`` (optional, written when known) is the spread of its measurement; a
+*noisy* one (more than ``AutoTuner.noisy_spread`` of ``median_ms``) is loaded and used, and
+the next ``autotune()`` block that calls its key times it again (see
+:mod:`flashinfer.autotuner.block_report`).
+
 Loading (:func:`load_tuning_file`, or :meth:`AutoTuner.load_tuning_file`) imports every op module
 first, then skips, and reports in **one** warning grouped by reason, entries that
 
 * come from a schema version it cannot read (the whole file then),
-* are malformed (including a ``median_ms`` that is not a finite, non-negative number, or a
-  fingerprint field of the wrong type),
+* are malformed (including a ``median_ms``, or an ``iqr_ms`` other than null, that is not a
+  finite, non-negative number, or a fingerprint field of the wrong type),
 * were measured in another environment (their fingerprint does not match; kept in the file),
 * name an op that is unknown or not registered with the autotuner,
 * name a backend, or a tactic, that no longer exists (checked against the registered

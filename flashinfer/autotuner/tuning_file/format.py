@@ -14,7 +14,7 @@ import math
 import os
 import stat
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from flashinfer.autotuner._types import Choice, TunedResults, is_number, is_real_time
 from flashinfer.autotuner.fingerprint import (
@@ -78,12 +78,14 @@ class TuningFileEntry(TypedDict):
          "inputs": [{"shape": [128, 4096], "dtype": "float32"},
                     {"shape": [4096, 4096], "dtype": "float32"}, null, null],
          "device": "cpu", "compute_capability": null,
-         "backend": "torch", "tactic": null, "median_ms": 12.5, "experimental": false,
+         "backend": "torch", "tactic": null, "median_ms": 12.5, "iqr_ms": 0.25,
+         "experimental": false,
          "fingerprint": {"flashinfer": "0.1.0", "torch": "2.13.0+cpu", "triton": "3.9.0",
                          "device": "cpu", "compute_capability": null,
                          "triton_interpret": true}}
 
-    The type is what a save writes: every field, in this order.  A reader is more lenient
+    The type is what a save writes: every field, in this order (``iqr_ms`` when it is
+    known).  A reader is more lenient
     where a field says so (a field a file may leave out); an entry whose fields hold
     anything else is skipped on load, and written back untouched by a save.  At run time
     an entry is a plain ``dict``, the JSON object itself.
@@ -115,6 +117,14 @@ class TuningFileEntry(TypedDict):
     #: choice's ``median_s``.  JSON number, finite and ``>= 0`` (anything else is
     #: malformed); required; schemas 1 and 2.
     median_ms: float
+    #: The interquartile range of the timed calls ``median_ms`` is the median of, in
+    #: milliseconds (6 significant digits): the spread of the measurement.  One more than
+    #: ``NOISY_SPREAD`` (10 %) of ``median_ms`` marks a noisy measurement (a busy machine),
+    #: which the next ``autotune()`` block that loads it times again.  JSON number, finite
+    #: and ``>= 0``, or null (unknown: never noisy); written when known, so a file may leave
+    #: it out (read as null: files written before it existed, whose entries a save writes
+    #: back as they were); schema 2.  Older flashinfers ignore it.
+    iqr_ms: float | None
     #: Whether ``backend`` was experimental when the result was saved, informative only and
     #: never read (the op's own table decides on load).  JSON boolean; a file may leave it
     #: out; schemas 1 and 2.
@@ -311,10 +321,11 @@ def entry_record(
 ) -> TuningFileEntry:
     """The file entry of one result, stamped with the environment that measured it: the
     writer's one line per field of :class:`TuningFileEntry`, in its order."""
+    iqr_s = tuner.spread(key)
     registered = tuner.registered().get(key[0])
     experimental = bool(registered and choice.backend in registered[0].experimental_backends)
     tuning_key = key_to_json(key)
-    return {
+    record: dict[str, Any] = {
         "op": tuning_key["op"],
         "inputs": tuning_key["inputs"],
         "device": tuning_key["device"],
@@ -322,9 +333,13 @@ def entry_record(
         "backend": choice.backend,
         "tactic": normalise_document(choice.tactic),
         "median_ms": float(f"{choice.median_s * 1e3:.6g}"),
+        "iqr_ms": None if iqr_s is None else float(f"{iqr_s * 1e3:.6g}"),
         "experimental": experimental,
         "fingerprint": fingerprint,
     }
+    if iqr_s is None:  # unknown (e.g. loaded from an older file): left out, as it was
+        del record["iqr_ms"]
+    return cast(TuningFileEntry, record)
 
 
 def read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
@@ -334,10 +349,12 @@ def read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
     raises ``ValueError``, ``KeyError`` (a required field is missing: the message is its
     name) or ``TypeError`` saying what is wrong; of several problems, the first in this
     order: the key's fields, a missing ``backend``, ``tactic`` or ``median_ms``, then the
-    values of ``median_ms``, ``backend`` and ``fingerprint``."""
+    values of ``median_ms``, ``iqr_ms``, ``backend`` and ``fingerprint``."""
     key = key_from_json(raw)  # op, inputs, device, compute_capability; raw is a dict
     backend, _tactic = raw["backend"], raw["tactic"]
     median_seconds(raw["median_ms"])
+    if raw.get("iqr_ms") is not None:
+        median_seconds(raw["iqr_ms"], "iqr_ms")
     if not isinstance(backend, str):
         raise ValueError(f"bad backend {shorten(repr(backend))}")
     check_fingerprint(raw.get("fingerprint"))
@@ -345,14 +362,15 @@ def read_entry(raw: Any) -> tuple[Key, TuningFileEntry]:
     return key, entry
 
 
-def median_seconds(value: Any) -> float:
-    """A file's ``median_ms`` in seconds; ``ValueError`` unless a finite number >= 0."""
+def median_seconds(value: Any, name: str = "median_ms") -> float:
+    """A file's ``median_ms`` (or ``name``, another time in milliseconds) in seconds;
+    ``ValueError`` unless a finite number >= 0."""
     if not is_number(value):
-        raise ValueError(f"bad median_ms {shorten(repr(value))}")
+        raise ValueError(f"bad {name} {shorten(repr(value))}")
     try:
         ms = float(value)
     except OverflowError:
         ms = math.inf
     if not is_real_time(ms):
-        raise ValueError(f"median_ms {shorten(repr(value), 24)} is not a finite number >= 0")
+        raise ValueError(f"{name} {shorten(repr(value), 24)} is not a finite number >= 0")
     return ms / 1e3

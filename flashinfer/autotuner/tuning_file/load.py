@@ -125,10 +125,10 @@ def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
             skipped[_reason_schema(doc["schema_version"])] = [""] * len(entries)
     else:
         accepted = _accepted_entries(tuner, file_entries(doc), skipped)
-        for key, choice, fingerprint in _most_specific(accepted):
-            tuner.set_choice(key, choice)
+        for key, choice, fingerprint, iqr_s in _most_specific(accepted):
+            tuner.set_choice(key, choice, iqr_s=iqr_s)  # a noisy one is timed again
             remember_loaded(tuner, key, choice, fingerprint)
-        for api_key, count in Counter(key[0] for key, _, _ in accepted).items():
+        for api_key, count in Counter(item[0][0] for item in accepted).items():
             tuner.stats_book.loaded(api_key, count)
         report.loaded = len(accepted)
 
@@ -136,6 +136,10 @@ def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
     if skipped:
         _warn_skipped(report, skipped, len(entries))
     return report
+
+
+#: An entry this process can use: its key, choice, fingerprint and spread (seconds or None).
+_Accepted = tuple[Key, Choice, Fingerprint, float | None]
 
 
 def _warn_skipped(report: LoadReport, skipped: dict[str, list[str]], total: int) -> None:
@@ -154,12 +158,10 @@ def _warn_skipped(report: LoadReport, skipped: dict[str, list[str]], total: int)
     )
 
 
-def _most_specific(
-    accepted: list[tuple[Key, Choice, Fingerprint]],
-) -> list[tuple[Key, Choice, Fingerprint]]:
+def _most_specific(accepted: list[_Accepted]) -> list[_Accepted]:
     """One result per key: of the entries that match this process, the one whose
     fingerprint pins the most fields; of equally specific ones, the later in the file."""
-    best: dict[Key, tuple[Key, Choice, Fingerprint]] = {}
+    best: dict[Key, _Accepted] = {}
     for item in accepted:
         held = best.get(item[0])
         if held is None or specificity(item[2]) >= specificity(held[2]):
@@ -169,9 +171,9 @@ def _most_specific(
 
 def _accepted_entries(
     tuner: TunedResults, entries: list[Any], skipped: dict[str, list[str]]
-) -> list[tuple[Key, Choice, Fingerprint]]:
-    """The entries this process can use, with their fingerprints; the rest go to
-    ``skipped`` (reason -> details)."""
+) -> list[_Accepted]:
+    """The entries this process can use, with their fingerprints and spreads; the rest go
+    to ``skipped`` (reason -> details)."""
 
     def skip(reason: str, detail: str) -> None:
         skipped.setdefault(reason, []).append(detail)
@@ -180,7 +182,7 @@ def _accepted_entries(
     ops = tuner.registered()
     gate_on = experimental_auto_backends_allowed()
     spaces: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
-    accepted: list[tuple[Key, Choice, Fingerprint]] = []
+    accepted: list[_Accepted] = []
     for raw in entries:
         try:
             key, entry = read_entry(raw)
@@ -216,5 +218,7 @@ def _accepted_entries(
         if backend in op.experimental_backends and not gate_on:
             skip(REASON_EXPERIMENTAL, f"{backend!r} of {api_key}")
             continue
-        accepted.append((key, Choice(backend, match[0], median_s), fingerprint))
+        iqr = entry.get("iqr_ms")  # left out (an older file) or null: unknown
+        iqr_s = None if iqr is None else median_seconds(iqr, "iqr_ms")
+        accepted.append((key, Choice(backend, match[0], median_s), fingerprint, iqr_s))
     return accepted
