@@ -94,6 +94,43 @@ def test_a_block_inside_a_compiled_function_is_obeyed_by_every_call_it_holds(
     assert not block_flag(flashinfer.mm.api_key).named
 
 
+BREAKS = ["none", "before-block", "first-in-block", "between-calls", "last-in-block", "after"]
+
+
+@pytest.mark.parametrize("where", BREAKS)
+def test_a_graph_break_anywhere_keeps_the_block_obeyed(ran: list[str], where: str) -> None:
+    """Without fullgraph, a graph break inside the block makes Dynamo run the function as
+    Python from the block on: the block's methods then run eagerly (never compiled as a
+    frame of their own, which would enter nothing), so every call in it is restricted."""
+    x, w, _, _ = _inputs()
+    backend = next(b for b in flashinfer.rmsnorm.stable_backends if b != "torch")
+
+    def brk(here: str) -> None:
+        if here == where:
+            torch._dynamo.graph_break()
+
+    def program(x):
+        brk("before-block")
+        with flashinfer.use_backends(rmsnorm=[backend]):
+            brk("first-in-block")
+            y = flashinfer.rmsnorm(x, w)
+            brk("between-calls")
+            y = flashinfer.rmsnorm(y, w)
+            brk("last-in-block")
+        brk("after")
+        return y + flashinfer.rmsnorm(x, w, backend="torch")
+
+    ran.clear()
+    expected = program(x)
+    eager_ran = [r for r in ran if r != "torch"]
+    assert eager_ran == [backend, backend]
+    compiled = torch.compile(program)
+    for _ in range(2):
+        ran.clear()
+        torch.testing.assert_close(compiled(x), expected, rtol=1e-5, atol=1e-5)
+        assert [r for r in ran if r != "torch"] == eager_ran
+
+
 def test_an_opaque_call_in_the_block_runs_the_listed_backend(ran: list[str]) -> None:
     """The restriction travels with the operator call and is obeyed when it runs."""
     x, w, _, _ = _inputs()

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced
@@ -464,6 +465,14 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
         listed = ", ".join(f"{k.rsplit('.', 1)[-1]}={list(v)}" for k, v in self.backends.items())
         return f"use_backends({listed})"
 
+
+# A block's methods are traced only inlined into a compiled function's frame.  A frame that
+# starts at one of them (compiled code that fell back to eager, say after a graph break
+# inside the block, calls them from Python) runs as Python: Dynamo would otherwise compile
+# __enter__ alone, its traced branch a graph with nothing in it, and the block would not be
+# entered at all.
+for _method in (use_backends.__init__, use_backends.__enter__, use_backends.__exit__):
+    run_outside_dynamo(_method.__code__)
 
 _blocks_for: dict[tuple[str, tuple[str, ...]], use_backends] = {}
 
