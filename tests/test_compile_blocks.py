@@ -131,6 +131,41 @@ def test_a_graph_break_anywhere_keeps_the_block_obeyed(ran: list[str], where: st
         assert [r for r in ran if r != "torch"] == eager_ran
 
 
+def test_a_block_naming_the_op_by_its_object_is_obeyed(ran: list[str]) -> None:
+    """``use_backends({op: [...]})`` written in the compiled function: Dynamo hands the op's
+    stand-in, whose api_key names it."""
+    x, w, _, _ = _inputs()
+    backend = next(b for b in flashinfer.rmsnorm.stable_backends if b != "torch")
+
+    def program(x):
+        with flashinfer.use_backends({flashinfer.rmsnorm: [backend]}):
+            return flashinfer.rmsnorm(x, w)
+
+    ran.clear()
+    torch.compile(program, fullgraph=True)(x)
+    assert ran == [backend]
+
+
+def test_a_block_built_outside_and_entered_inside_is_entered_eagerly(ran: list[str]) -> None:
+    """A block object made outside the compiled function: Dynamo cannot enter it, so without
+    fullgraph the function runs as Python from the block on (obeyed); with fullgraph,
+    compiling is refused naming the block."""
+    x, w, _, _ = _inputs()
+    backend = next(b for b in flashinfer.rmsnorm.stable_backends if b != "torch")
+    block = flashinfer.use_backends(rmsnorm=[backend])
+
+    def program(x):
+        with block:
+            return flashinfer.rmsnorm(x, w)
+
+    ran.clear()
+    torch.compile(program)(x)
+    assert ran == [backend]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="use_backends"):
+        torch.compile(program, fullgraph=True)(x)
+
+
 def test_an_opaque_call_in_the_block_runs_the_listed_backend(ran: list[str]) -> None:
     """The restriction travels with the operator call and is obeyed when it runs."""
     x, w, _, _ = _inputs()

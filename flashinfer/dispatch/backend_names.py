@@ -61,11 +61,22 @@ def _valid_api_names() -> str:
     return ", ".join(repr(n) for n in flashinfer_apis()) or "none"
 
 
+OP_KEY_PREFIX = "op:"
+"""How traced code names an op object it holds (``"op:" + api_key``): Dynamo cannot hand a
+function to a constant function, but it can hand a string (see ``use_backends``)."""
+
+
 def op_of(key: Any, where: str) -> Any:
     """The dispatcher (``BackendRequirementOp``) that ``key`` names: an API's plain name
     (``"mm"``), the function ``backend_requirement`` returned, or the dispatcher itself.
     ``ValueError`` for an unknown name or an API without backend choices, ``TypeError`` for
     anything else."""
+    if isinstance(key, str) and key.startswith(OP_KEY_PREFIX):
+        api_key = key[len(OP_KEY_PREFIX) :]
+        api = next((f for f in registered_ops() if f.dispatcher.api_key == api_key), None)
+        if api is None:
+            raise ValueError(f"{where}: no op {api_key!r} is registered")
+        key = api
     if isinstance(key, str):
         api = flashinfer_apis().get(key)
         if api is None:

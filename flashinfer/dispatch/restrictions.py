@@ -37,7 +37,12 @@ from typing import Any
 import torch
 
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
-from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
+from flashinfer.dispatch.backend_names import (
+    ENV_FORMAT,
+    OP_KEY_PREFIX,
+    parse_env_value,
+    restriction_of,
+)
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced
 from flashinfer.gating.gate import warn_unrecognised_once
@@ -415,6 +420,13 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
     def __init__(
         self, ops: Mapping[Any, Sequence[str] | str] | None = None, /, **apis: Sequence[str] | str
     ) -> None:
+        if ops is not None and torch.compiler.is_compiling() and isinstance(ops, Mapping):
+            # Traced: an op object is the stand-in Dynamo inlines for it, which carries the
+            # op's api_key; a string is what the constant function below can be handed.
+            ops = {
+                k if isinstance(k, str) else f"{OP_KEY_PREFIX}{getattr(k, 'api_key', k)}": v
+                for k, v in ops.items()
+            }
         self.backends: dict[str, tuple[str, ...]] = checked_restriction(ops, apis)
         self._open: list[_Entry] = []  # this block's entries not left yet, in any context
 

@@ -194,6 +194,9 @@ class TorchOp:
             ).default
         self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
         self.traceable = self._traceable()
+        # What traced code reads of the op through the stand-in Dynamo inlines for it (a
+        # use_backends block keyed by the op object: see restrictions.use_backends).
+        self.traceable.api_key = api_key  # type: ignore[attr-defined]
 
     # ---- registration --------------------------------------------------------------------
 
