@@ -67,7 +67,7 @@ __all__ = [
 #: running), 25 measurements per load: a 128x256x128 CPU matmul had a relative spread of 2 %
 #: at the median and 5 % at the 90th percentile with no added load; with two or four
 #: processes spinning beside it, 4-5 % at the median, 10-19 % at the 90th percentile, and
-#: outliers of 124 % up to 370 times the median.  (A 20 us busy loop, which waits for a
+#: outliers of 124 % up to 370 times the median.  (A short busy loop, which waits for a
 #: deadline, stays at 0.1-0.4 % under any load.)  10 % sits above the 90th percentile of the
 #: unloaded runs and at that of the loaded ones: a pick flagged wrongly costs one more timing
 #: in a later block, one missed keeps a pick a loaded machine may have got wrong.
