@@ -47,7 +47,7 @@ from flashinfer.gating.history import (
 )
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
-__all__ = ["DispatchPlan", "GradRequired", "grad_inputs"]
+__all__ = ["DispatchPlan", "GradRequired", "experimental_code", "grad_inputs"]
 
 
 class GradRequired(ValueError):
@@ -329,7 +329,7 @@ class DispatchPlan:
             if declared is not None:
                 parts.append(("implementation", declared.run))
             for role, fn in parts:
-                found = _experimental_code(fn)
+                found = experimental_code(fn)
                 if found is not None:
                     raise ValueError(
                         f"API {self.api_name!r}: the {role} of backend {backend!r} {found}, "
@@ -412,7 +412,7 @@ class DispatchPlan:
         return [n for n in self._sig.names if n != "backend"]
 
 
-def _experimental_code(fn: Any) -> str | None:
+def experimental_code(fn: Any) -> str | None:
     """How ``fn`` (a function, or a callable object: its class's methods) is experimental
     code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
     importing from one (an import inside a function body counts)."""

@@ -44,6 +44,7 @@ from flashinfer.gating.stacklevel import user_stacklevel
 __all__ = [
     "ALIAS_MINOR_RELEASES",
     "HISTORY",
+    "THREE_EXITS",
     "Graduated",
     "LifecycleRecord",
     "Removed",
@@ -70,6 +71,13 @@ __all__ = [
     "tuning_name",
     "warn_alias_once",
 ]
+
+THREE_EXITS = (
+    "graduate it (flashinfer lifecycle graduate OP:BACKEND|API --apply), extend it (move "
+    "graduate_by later, with the reason in the tracking issue, in a reviewed change), or "
+    "remove it (flashinfer lifecycle remove OP:BACKEND|API --apply)"
+)
+"""The three exits of experimental work, as the lifecycle check names them (docs/lifecycle.rst)."""
 
 ALIAS_MINOR_RELEASES = 2
 """How many minor releases an alias or a tombstone lives: declared in ``0.2.0``, it goes in
