@@ -90,7 +90,7 @@ def _expired(r: Renamed | Removed, version: str) -> list[str]:
         return []
     if isinstance(r, Renamed):
         what = f"the alias {r.old!r} of {r.new!r}" + (f" ({r.api})" if r.backend else "")
-        undo = "the alias"
+        undo = "the alias (and any alias module left at the old path)"
     else:
         kind = f"backend {r.name!r} of {r.api}" if r.backend else f"API {r.api}"
         what = f"the tombstone of {kind}"

@@ -59,6 +59,7 @@ __all__ = [
     "history",
     "parse_version",
     "missing_attribute",
+    "moved_module_getattr",
     "removed_api",
     "removed_api_message",
     "removed_backend",
@@ -326,6 +327,27 @@ def resolve(qualified: str) -> Any:
     """The object a qualified name (``"flashinfer.norm.rmsnorm"``) names, its module imported."""
     module, _, name = qualified.rpartition(".")
     return getattr(importlib.import_module(module), name)
+
+
+def moved_module_getattr(old: str, new: str, version: str, expires: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a module left at ``old`` when its code moved to ``new`` (a
+    promoted API's experimental import path): each name is ``new``'s, a function as a
+    deprecated alias (:func:`deprecated_alias`), anything else after the same one warning."""
+    message = (
+        f"{old} moved to {new} in flashinfer {version}; import from {new} (the old path "
+        f"stops working in {expires})"
+    )
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(importlib.import_module(new), name)
+        if callable(value) and not isinstance(value, type):
+            return deprecated_alias(value, message)
+        warn_alias_once(message)
+        return value
+
+    return __getattr__
 
 
 def missing_attribute(module: str, name: str) -> Any:
