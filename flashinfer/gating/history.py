@@ -39,6 +39,13 @@ from typing import Any, TypeVar
 
 from typing_extensions import deprecated
 
+from flashinfer.gating.messages import (
+    moved_module_used,
+    removed_api_used,
+    removed_backend_named,
+    renamed_api_used,
+    renamed_backend_named,
+)
 from flashinfer.gating.stacklevel import user_stacklevel
 
 __all__ = [
@@ -251,38 +258,27 @@ def tuning_name(api: str, backend: str) -> tuple[str, Removed | None]:
     return name, removed_backend(api, name)
 
 
-def _plain(qualified: str) -> str:
-    return qualified.rpartition(".")[2]
-
-
 def alias_message(record: Renamed) -> str:
     """The deprecation warning of an alias: the old name, the new name, and when it goes."""
     if record.backend:
-        api = _plain(record.api)
-        return (
-            f"{api}: backend {record.old!r} was renamed {record.new!r} in flashinfer "
-            f"{record.version}; write backend={record.new!r} (the old name stops working in "
-            f"{record.expires})"
+        return renamed_backend_named(
+            record.api, record.old, record.new, record.version, record.expires
         )
-    return (
-        f"{record.old} was renamed {record.new} in flashinfer {record.version}; use "
-        f"{record.new} (the old name stops working in {record.expires})"
-    )
+    return renamed_api_used(record.old, record.new, record.version, record.expires)
 
 
 def removed_backend_message(record: Removed) -> str:
     """Why naming a removed backend fails: the version and what to use instead."""
-    return (
-        f"{_plain(record.api)}: backend {record.name!r} was removed in flashinfer "
-        f"{record.version}; use backend={record.use_instead!r} instead (or backend='auto')"
-    )
+    return removed_backend_named(record.api, record.name, record.version, record.use_instead)
 
 
 def removed_api_message(record: Removed) -> str:
     """Why a removed API's name fails: the version and what to use instead."""
-    return (
-        f"{record.api} was removed in flashinfer {record.version}; use {record.use_instead} instead"
-    )
+    return removed_api_used(record.api, record.version, record.use_instead)
+
+
+def _plain(qualified: str) -> str:
+    return qualified.rpartition(".")[2]
 
 
 _warned: set[str] = set()
@@ -333,10 +329,7 @@ def moved_module_getattr(old: str, new: str, version: str, expires: str) -> Call
     """The ``__getattr__`` of a module left at ``old`` when its code moved to ``new`` (a
     promoted API's experimental import path): each name is ``new``'s, a function as a
     deprecated alias (:func:`deprecated_alias`), anything else after the same one warning."""
-    message = (
-        f"{old} moved to {new} in flashinfer {version}; import from {new} (the old path "
-        f"stops working in {expires})"
-    )
+    message = moved_module_used(old, new, version, expires)
 
     def __getattr__(name: str) -> Any:
         if name.startswith("__"):

@@ -63,7 +63,7 @@ def repo(tmp_path: Path) -> Path:
 def test_without_apply_the_plan_is_printed_and_nothing_is_written(repo):
     before = {p: p.read_bytes() for p in repo.rglob("*.py")}
     out = _run(repo, "-m", "flashinfer", "lifecycle", "graduate", "mm:splitk").stdout
-    assert "move    flashinfer/experimental/splitk_gemm/support.py -> " in out
+    assert "move    flashinfer/experimental/splitk_gemm/kernel.py -> " in out
     assert 'Graduated(api="flashinfer.gemm.mm", version=' in out
     assert "nothing written" in out
     assert {p: p.read_bytes() for p in repo.rglob("*.py")} == before
@@ -185,3 +185,51 @@ def test_removing_splitk_leaves_a_tombstone_and_skips_its_tuning(repo, tmp_path)
     )
     assert "1 name a removed backend ('splitk' of mm in" in skipped.stderr
     _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+
+
+def test_removing_fused_add_rmsnorm_leaves_a_tombstone(repo):
+    _run(
+        repo,
+        "-m",
+        "flashinfer",
+        "lifecycle",
+        "remove",
+        "fused_add_rmsnorm",
+        "--instead",
+        "flashinfer.rmsnorm",
+        "--apply",
+    )
+    assert not (repo / "flashinfer/experimental/fused_add_rmsnorm").exists()
+    failed = _run(repo, f"{PROGRAMS}/norm_program.py", ok=False)
+    message = (
+        f"flashinfer.fused_norm.fused_add_rmsnorm was removed in flashinfer {VERSION}; use "
+        "flashinfer.rmsnorm instead"
+    )
+    assert f"AttributeError: {message}" in failed.stderr
+    module = _run(
+        repo,
+        "-c",
+        "import flashinfer.fused_norm as m\ntry:\n    m.fused_add_rmsnorm\n"
+        "except AttributeError as e:\n    print(e)\n",
+    )
+    assert message in module.stdout
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+
+
+def _worked_example() -> list[list[str]]:
+    """The commands of docs/lifecycle.rst's worked example, in order (``$ flashinfer ...``)."""
+    text = (ROOT / "docs" / "lifecycle.rst").read_text()
+    example = text.split("Worked example\n", 1)[1]
+    return [
+        line.strip()[2:].split()
+        for line in example.splitlines()
+        if line.strip().startswith("$ flashinfer lifecycle")
+    ]
+
+
+def test_the_docs_worked_example_is_what_these_tests_run():
+    assert _worked_example() == [
+        ["flashinfer", "lifecycle", "graduate", "mm:splitk"],
+        ["flashinfer", "lifecycle", "graduate", "mm:splitk", "--apply"],
+        ["flashinfer", "lifecycle", "remove", "mm:splitk", "--apply"],
+    ]
