@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # What modules left behind by an exit use (``flashinfer lifecycle ... --apply`` writes them):
 # a moved module's deprecated aliases, and a removed API's tombstone.
-from flashinfer.gating.history import missing_attribute, moved_module_getattr
+from flashinfer.gating.history import call_deprecated, missing_attribute, moved_module_getattr
 from flashinfer.gating.lifecycle import (
     GRADUATION_HORIZON_MONTHS,
     ExperimentalFeature,
@@ -26,6 +26,7 @@ __all__ = [
     "GRADUATION_HORIZON_MONTHS",
     "ExperimentalFeature",
     "ExperimentalMetadataWarning",
+    "call_deprecated",
     "experimental_features",
     "format_listing",
     "graduation_limit",

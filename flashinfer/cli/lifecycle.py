@@ -22,11 +22,14 @@ module paths stay as deprecated aliases for two minor releases.  The decisions a
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -50,6 +53,7 @@ from flashinfer.gating.history import (
     Renamed,
     expiry_after,
 )
+from flashinfer.gating.messages import moved_module_used
 
 __all__ = ["Plan", "add_lifecycle_parser", "cmd_lifecycle", "plan_for"]
 
@@ -299,7 +303,11 @@ def _graduate_api(root: Path, feature: Any, version: str) -> Plan:
                     f'until {expires}.\n"""\n'
                 )
                 continue
-            plan.changes[old] = _alias_module(old_mod, new_mod, name, version, expires)
+            moved = plan.changes[
+                old_mod.replace(".", "/").replace("experimental", "features", 1) + ".py"
+            ]
+            assert moved is not None
+            plan.changes[old] = _alias_module(old_mod, new_mod, name, version, expires, moved)
         package = f"flashinfer.experimental.{folder}"
         plan.extra_records.append(
             Renamed(
@@ -344,13 +352,57 @@ def _implementation_feature(root: Path, feature: Any, plan: Plan) -> str | None:
     return name or None
 
 
-def _alias_module(old: str, new: str, api: str, version: str, expires: str) -> str:
-    return (
+def _public_functions(source: str) -> list[str]:
+    """The public functions a module defines at top level (its ``__all__``'s, if it has one)."""
+    tree = ast.parse(source)
+    listed: set[str] | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            listed = set(ast.literal_eval(node.value))
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+        and not n.name.startswith("_")
+        and (listed is None or n.name in listed)
+    ]
+
+
+def _alias_module(old: str, new: str, api: str, version: str, expires: str, source: str) -> str:
+    """An alias module left at ``old``: each public function of ``new`` (``source``) as a
+    function marked ``@deprecated`` in source, so type checkers flag its uses, warning once
+    when called; any other name through ``__getattr__`` (warning once too)."""
+    text = moved_module_used(old, new, version, expires)
+    # Implicitly joined pieces, so each line stays short (a checker reads them as one literal).
+    pieces = textwrap.wrap(
+        text, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
+    )
+    assert "".join(pieces) == text
+    message = "(\n        " + "\n        ".join(json.dumps(p) for p in pieces) + "\n    )"
+    lines = [
         f'"""Deprecated alias of\n:mod:`{new}`:\n{api} graduated in {version} and its code '
         f"moved there.  This path works, warning\nonce, until {expires} (docs/lifecycle.rst).\n"
-        '"""\n\nfrom flashinfer.lifecycle import moved_module_getattr\n\n'
-        f'__getattr__ = moved_module_getattr(\n    "{old}", "{new}", "{version}", "{expires}"\n)\n'
-    )
+        '"""',
+        "",
+        "from typing import Any",
+        "",
+        "from typing_extensions import deprecated",
+        "",
+        f"import {new} as _moved",
+        "from flashinfer.lifecycle import call_deprecated, moved_module_getattr",
+        "",
+        f'__getattr__ = moved_module_getattr("{old}", "{new}", "{version}", "{expires}")',
+    ]
+    for function in _public_functions(source):
+        lines += [
+            "",
+            "",
+            f"@deprecated({message}, category=None)",
+            f"def {function}(*args: Any, **kwargs: Any) -> Any:",
+            f'    """Deprecated alias of\n    :func:`{new}.{function}`.\n    """',
+            f"    return call_deprecated({message}, _moved.{function}, *args, **kwargs)",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: str) -> Plan:

@@ -58,6 +58,7 @@ __all__ = [
     "Renamed",
     "alias_message",
     "backend_aliases",
+    "call_deprecated",
     "declared_history",
     "deprecated_alias",
     "expiry_after",
@@ -323,6 +324,13 @@ def resolve(qualified: str) -> Any:
     """The object a qualified name (``"flashinfer.norm.rmsnorm"``) names, its module imported."""
     module, _, name = qualified.rpartition(".")
     return getattr(importlib.import_module(module), name)
+
+
+def call_deprecated(message: str, target: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``target(*args, **kwargs)`` after ``message``'s one warning: the body of a deprecated
+    alias written in source (an alias module ``flashinfer lifecycle`` leaves)."""
+    warn_alias_once(message)
+    return target(*args, **kwargs)
 
 
 def moved_module_getattr(old: str, new: str, version: str, expires: str) -> Callable[[str], Any]:

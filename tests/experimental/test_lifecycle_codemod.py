@@ -145,6 +145,24 @@ def test_promoting_fused_add_rmsnorm_keeps_the_program_working_warning_free(repo
         "assert [w.category for w in caught] == [DeprecationWarning], caught\n",
     )
     assert alias.returncode == 0
+    # Type checkers flag the old path: the alias is marked @deprecated in source (PEP 702).
+    user = repo / "user_program.py"
+    user.write_text(
+        "from flashinfer.experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm\n"
+        "fused_add_rmsnorm(1, 2, 3, 4)\n"
+    )
+    checked = _run(
+        repo,
+        "-m",
+        "mypy",
+        "--enable-error-code",
+        "deprecated",
+        "--follow-imports=silent",
+        "--no-incremental",
+        str(user),
+        ok=False,
+    )
+    assert "fused_add_rmsnorm is deprecated" in checked.stdout, checked.stdout
     _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
     _run(repo, "scripts/pr_checks/containment.py")
     _run(repo, "scripts/pr_checks/experimental_public_names.py")
