@@ -378,7 +378,8 @@ def _alias_module(old: str, new: str, api: str, version: str, expires: str, sour
         text, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
     )
     assert "".join(pieces) == text
-    message = "(\n        " + "\n        ".join(json.dumps(p) for p in pieces) + "\n    )"
+    quoted = [json.dumps(p, ensure_ascii=False) for p in pieces]
+    message = "(\n        " + "\n        ".join(quoted) + "\n    )"
     lines = [
         f'"""Deprecated alias of\n:mod:`{new}`:\n{api} graduated in {version} and its code '
         f"moved there.  This path works, warning\nonce, until {expires} (docs/lifecycle.rst).\n"

@@ -39,7 +39,7 @@ _LINE = 100
 def _value(v: object) -> str:
     if isinstance(v, bool) or v is None:
         return repr(v)
-    return json.dumps(v)  # double quotes, as the formatter writes them
+    return json.dumps(v, ensure_ascii=False)  # double quotes, as the formatter writes them
 
 
 def record_source(record: LifecycleRecord, indent: str = "    ") -> str:
