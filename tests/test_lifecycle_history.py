@@ -310,3 +310,20 @@ def test_a_removed_api_raises_attribute_error_naming_version_and_replacement():
     assert "0.2.0" in str(info.value) and "flashinfer.rmsnorm" in str(info.value)
     with pytest.raises(AttributeError, match="has no attribute 'gone_norm'"):
         flashinfer.gone_norm  # noqa: B018  (outside the history: the plain error)
+
+
+def test_a_tuning_entry_of_a_renamed_op_is_read_as_the_new_ops(tmp_path):
+    runners = {"base": FakeRunner("base"), "fast": FakeRunner("fast")}
+    op = build("tuned_new_name", runners)
+    rename = Renamed(
+        op.api_key, f"{HERE}.tuned_old_name", op.api_key, "0.1.0", "0.3.0", backend=False
+    )
+    path = tmp_path / "t.json"
+    _write(path, [_entry(op, "fast") | {"op": f"{HERE}.tuned_old_name"}])
+    with pytest.warns(TuningFileWarning, match="unknown or not autotunable"):
+        assert load_tuning_file(path).loaded == 0  # without the record: an unknown op
+    with declared_history([rename]), warnings.catch_warnings():
+        warnings.simplefilter("error", TuningFileWarning)
+        assert load_tuning_file(path).loaded == 1
+    assert op(torch.zeros(4)) == ("fast", None)
+    assert runners["fast"].tactics_calls == 0

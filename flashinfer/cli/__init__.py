@@ -12,7 +12,7 @@ Sub-commands::
     flashinfer explain mm --shapes 16x32x2048 [--dtype ...] [--device ...] [--tuning-file F]
         [--json]                        what backend='auto' would pick for each shape, and why
     flashinfer lifecycle graduate|remove OP:BACKEND|API [--apply]
-    flashinfer lifecycle rename OP:OLD --to NEW [--apply]
+    flashinfer lifecycle rename OP:OLD|API --to NEW [--apply]
                                         take experimental work out of the experimental state:
                                         prints the plan, --apply edits the checkout
 

@@ -4,7 +4,7 @@
 
     flashinfer lifecycle graduate OP:BACKEND [--apply]      an experimental backend: stable
     flashinfer lifecycle graduate API [--apply]             an experimental API: stable
-    flashinfer lifecycle rename OP:OLD --to NEW [--apply]   a new name; OLD stays an alias
+    flashinfer lifecycle rename OP:OLD|API --to NEW [--apply]   OLD stays an alias
     flashinfer lifecycle remove OP:BACKEND|API [--apply]    deleted, leaving a tombstone
 
 Without ``--apply`` the command prints the plan: each file it would write, move or delete,
@@ -44,6 +44,7 @@ from flashinfer.cli.lifecycle_edits import (
     drop_lines_naming,
     record_source,
     rename_first_argument,
+    rename_module_name,
     swap_decorator,
 )
 from flashinfer.gating.history import (
@@ -51,6 +52,7 @@ from flashinfer.gating.history import (
     LifecycleRecord,
     Removed,
     Renamed,
+    alias_message,
     expiry_after,
 )
 from flashinfer.gating.messages import moved_module_used
@@ -82,7 +84,7 @@ def add_lifecycle_parser(sub: Any) -> None:
         "lifecycle",
         help="graduate, rename or remove experimental work (prints the plan; --apply edits)",
         description="Take experimental work out of the experimental state in a checkout: "
-        "`graduate` a backend (OP:BACKEND) or an API, `rename` a backend (OP:OLD --to NEW; "
+        "`graduate` a backend (OP:BACKEND) or an API, `rename` either (--to NEW; "
         "the old name stays an alias), or `remove` either (leaving a tombstone).  Prints "
         "the planned change; --apply makes it.  See docs/lifecycle.rst.",
     )
@@ -90,7 +92,7 @@ def add_lifecycle_parser(sub: Any) -> None:
     p.add_argument(
         "target", help="OP:BACKEND for a backend (mm:splitk), or an API's name (fused_add_rmsnorm)"
     )
-    p.add_argument("--to", dest="new_name", metavar="NEW", help="rename: the new backend name")
+    p.add_argument("--to", dest="new_name", metavar="NEW", help="rename: the new name")
     p.add_argument(
         "--instead",
         help="remove: what to use instead (a backend, or an API's qualified name); default "
@@ -142,7 +144,7 @@ def plan_for(root: Path, action: str, target: str, version: str, args: Any = Non
         if not instead:
             raise UsageError("removing an API needs --instead (what callers should use)")
         return _remove_api(root, api, version, instead)
-    raise UsageError("rename takes OP:OLD --to NEW (renaming an API is not supported yet)")
+    return _rename_api(root, api, args.new_name, version)
 
 
 # -- finding what is named ---------------------------------------------------------------------
@@ -368,18 +370,22 @@ def _public_functions(source: str) -> list[str]:
     ]
 
 
-def _alias_module(old: str, new: str, api: str, version: str, expires: str, source: str) -> str:
-    """An alias module left at ``old``: each public function of ``new`` (``source``) as a
-    function marked ``@deprecated`` in source, so type checkers flag its uses, warning once
-    when called; any other name through ``__getattr__`` (warning once too)."""
-    text = moved_module_used(old, new, version, expires)
-    # Implicitly joined pieces, so each line stays short (a checker reads them as one literal).
+def _short_literal(text: str) -> str:
+    """``text`` as a parenthesised string literal of implicitly joined pieces, split between
+    words, so each line stays short (a checker reads the pieces as one literal)."""
     pieces = textwrap.wrap(
         text, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
     )
     assert "".join(pieces) == text
     quoted = [json.dumps(p, ensure_ascii=False) for p in pieces]
-    message = "(\n        " + "\n        ".join(quoted) + "\n    )"
+    return "(\n        " + "\n        ".join(quoted) + "\n    )"
+
+
+def _alias_module(old: str, new: str, api: str, version: str, expires: str, source: str) -> str:
+    """An alias module left at ``old``: each public function of ``new`` (``source``) as a
+    function marked ``@deprecated`` in source, so type checkers flag its uses, warning once
+    when called; any other name through ``__getattr__`` (warning once too)."""
+    message = _short_literal(moved_module_used(old, new, version, expires))
     lines = [
         f'"""Deprecated alias of\n:mod:`{new}`:\n{api} graduated in {version} and its code '
         f"moved there.  This path works, warning\nonce, until {expires} (docs/lifecycle.rst).\n"
@@ -523,6 +529,62 @@ def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Pl
     return plan
 
 
+def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
+    """An experimental API's new name: its ``def`` and every use in its module, its line in
+    the ops' block; the old name stays in the module as a function marked ``@deprecated``
+    (type checkers flag it; a call warns once, then runs the API under its new name)."""
+    if not new.isidentifier():
+        raise UsageError(f"{new!r} is not a Python name")
+    module = feature.module
+    name = feature.api.rpartition(".")[2]
+    expires = expiry_after(version)
+    record = Renamed(
+        f"{module}.{new}", f"{module}.{name}", f"{module}.{new}", version, expires, backend=False
+    )
+    plan = Plan(f"rename API {name} ({feature.api}) to {new}", record)
+    path = module.replace(".", "/") + ".py"
+    text = rename_module_name(_read(root, path, plan), name, new)
+    quoted = _short_literal(alias_message(record))
+    if "from typing_extensions import deprecated" not in text:
+        text = text.replace(
+            "from __future__ import annotations\n",
+            "from __future__ import annotations\n\nfrom typing_extensions import deprecated\n",
+            1,
+        )
+    if "from flashinfer.lifecycle import call_deprecated" not in text:
+        text = text.replace(
+            "\n__all__", "\nfrom flashinfer.lifecycle import call_deprecated\n\n__all__", 1
+        )
+    text += (
+        f"\n\n@deprecated({quoted}, category=None)\n"
+        f"def {name}(*args: Any, **kwargs: Any) -> Any:\n"
+        f'    """Deprecated alias of :func:`{new}` (renamed in {version}, until {expires})."""\n'
+        f"    return call_deprecated({quoted}, {new}, *args, **kwargs)\n"
+    )
+    if "from typing import Any" not in text:
+        text = text.replace(
+            "from __future__ import annotations\n",
+            "from __future__ import annotations\n\nfrom typing import Any\n",
+            1,
+        )
+    plan.changes[path] = text
+    init = _read(root, "flashinfer/__init__.py", plan)
+    plan.changes["flashinfer/__init__.py"] = init.replace(
+        f"    from {module} import {name} as {name}\n", f"    from {module} import {new} as {new}\n"
+    )
+    old_doc = f"docs/generated/dispatchers/{name}.py"
+    if (root / old_doc).exists():
+        plan.changes[old_doc] = None
+    _history_and_changelog(
+        root,
+        plan,
+        f"Renamed: experimental API `{name}` is `{new}` (in {version}); `flashinfer.{name}` "
+        f"works as a deprecated alias, warning once, until {expires}.",
+    )
+    plan.left_to_author.append(f"update tests and docs that call {name}")
+    return plan
+
+
 # -- printing and applying -------------------------------------------------------------------------
 
 
@@ -582,7 +644,10 @@ def _regenerate(root: Path, plan: Plan, err: TextIO) -> None:
         str(root / p) for p, t in plan.changes.items() if t is not None and p.endswith(".py")
     ]
     ruff = shutil.which("ruff")
-    if ruff is not None and written:
+    if ruff is not None and written:  # imports sorted, then formatted, as the checks want
+        subprocess.run(
+            [ruff, "check", "-q", "--fix", "--select", "I", *written], cwd=root, check=False
+        )
         subprocess.run([ruff, "format", "-q", *written], cwd=root, check=False)
     env = dict(os.environ, PYTHONPATH=str(root))
     for script in (WRITE_DOCS,):

@@ -28,6 +28,7 @@ __all__ = [
     "drop_lines_naming",
     "record_source",
     "rename_first_argument",
+    "rename_module_name",
     "swap_decorator",
 ]
 
@@ -210,3 +211,38 @@ def drop_lines_naming(text: str, pattern: str) -> str:
             continue
         out.append(line)
     return "".join(out)
+
+
+def rename_module_name(text: str, old: str, new: str) -> str:
+    """``text`` (a module) with the name ``old`` renamed ``new`` where it is code: its
+    ``def``, every load or store of the name, and its entry in ``__all__`` (strings,
+    comments, docstrings and import paths are left as they are)."""
+    tree = ast.parse(text)
+    spans: list[tuple[int, int, int, str]] = []  # (line, col, end col, replacement)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == old:
+            spans.append((node.lineno, node.col_offset, node.end_col_offset or 0, new))
+        elif isinstance(node, ast.FunctionDef) and node.name == old:
+            source = text.splitlines()[node.lineno - 1].encode()
+            col = source.index(f"def {old}".encode()) + 4
+            spans.append((node.lineno, col, col + len(old.encode()), new))
+        elif (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(t) for t in node.targets] == ["__all__"]
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
+            for element in node.value.elts:
+                if isinstance(element, ast.Constant) and element.value == old:
+                    spans.append(
+                        (
+                            element.lineno,
+                            element.col_offset,
+                            element.end_col_offset or 0,
+                            f'"{new}"',
+                        )
+                    )
+    lines = text.splitlines(keepends=True)
+    for number, col, end, replacement in sorted(spans, reverse=True):
+        raw = lines[number - 1].encode()
+        lines[number - 1] = (raw[:col] + replacement.encode() + raw[end:]).decode()
+    return "".join(lines)

@@ -9,7 +9,8 @@ unchanged, runs after, in subprocesses importing the copy's ``flashinfer``:
 * ``graduate fused_add_rmsnorm``: warning-free after, the same results; the experimental
   import path is a deprecated alias (``__deprecated__``, one ``DeprecationWarning``);
 * ``rename mm:splitk --to split_k``: the same results; the old name warns once naming the new one;
-  the tuning file's entry under the old name is read as the new one;
+  the tuning file's entry under the old name is read as the new one (and the same for
+  renaming the API ``fused_add_rmsnorm``);
 * ``remove mm:splitk``: the program fails with ``BackendSupportedError`` naming the version
   and what to use instead; the tuning file's entry is skipped with one line.
 
@@ -251,3 +252,35 @@ def test_the_docs_worked_example_is_what_these_tests_run():
         ["flashinfer", "lifecycle", "graduate", "mm:splitk", "--apply"],
         ["flashinfer", "lifecycle", "remove", "mm:splitk", "--apply"],
     ]
+
+
+def test_renaming_fused_add_rmsnorm_keeps_the_old_name_as_a_deprecated_alias(repo):
+    first = _program(repo, "norm_program.py")
+
+    _run(
+        repo,
+        "-m",
+        "flashinfer",
+        "lifecycle",
+        "rename",
+        "fused_add_rmsnorm",
+        "--to",
+        "add_rmsnorm",
+        "--apply",
+    )
+
+    after = _program(repo, "norm_program.py")
+    assert (after["input"], after["residual"]) == (first["input"], first["residual"])
+    kinds = sorted(w.split(":")[0] for w in after["warnings"])
+    assert kinds == ["DeprecationWarning", "ExperimentalWarning"]  # still experimental
+    (deprecation,) = [w for w in after["warnings"] if w.startswith("Deprecation")]
+    assert "renamed flashinfer.fused_norm.add_rmsnorm" in deprecation
+    source = (repo / "flashinfer/fused_norm.py").read_text()
+    assert "@deprecated(" in source and "def fused_add_rmsnorm(" in source
+    marked = _run(
+        repo,
+        "-c",
+        "from flashinfer.fused_norm import fused_add_rmsnorm as f\n"
+        "assert 'add_rmsnorm' in f.__deprecated__\n",
+    )
+    assert marked.returncode == 0

@@ -41,7 +41,7 @@ from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
 )
-from flashinfer.gating.history import tuning_name
+from flashinfer.gating.history import renamed_api, tuning_name
 from flashinfer.gating.messages import cached_experimental_skipped
 from flashinfer.gating.stacklevel import user_stacklevel
 
@@ -199,6 +199,10 @@ def _accepted_entries(
             skip(REASON_OTHER_ENVIRONMENT, " and ".join(differ))
             continue
         registered = ops.get(api_key)
+        renamed = renamed_api(api_key) if registered is None else None
+        if renamed is not None:  # an op renamed since: its entries are the new name's
+            api_key, key = renamed.new, (renamed.new, *key[1:])
+            registered = ops.get(api_key)
         if registered is None:
             skip(REASON_UNKNOWN_OP, api_key)
             continue
