@@ -149,3 +149,14 @@ def test_the_ci_script_fails_on_a_graduated_backend_still_marked(tmp_path: Path)
     assert result.returncode == 1, result.stdout
     assert "backend 'fast' of fi_life_grad.op graduated in 0.1.0" in result.stdout
     assert "graduate it" in result.stdout and "remove it" in result.stdout
+
+
+def test_a_backend_alias_that_leads_nowhere_fails():
+    ok = Renamed("pkg.ops.mm", "quick", "fast", "0.2.0", "0.4.0")
+    assert exit_problems([fake_op()], records=[ok], version="0.2.0") == []
+    missing = Renamed("pkg.ops.mm", "quick", "faster", "0.2.0", "0.4.0")
+    (problem,) = exit_problems([fake_op()], records=[missing], version="0.2.0")
+    assert "names backend 'faster', which it does not have" in problem
+    shadowed = Renamed("pkg.ops.mm", "base", "fast", "0.2.0", "0.4.0")
+    (problem,) = exit_problems([fake_op()], records=[shadowed], version="0.2.0")
+    assert "still declares backend 'base'" in problem

@@ -10,6 +10,7 @@ taken.  The rules:
 * a graduated backend (or API) still carries an experimental marker;
 * an alias (``Renamed``) or a tombstone (``Removed``) is past its expiry: the package's
   version has reached ``expires``;
+* a backend alias leads nowhere (the op lacks the new name, or still has the old one);
 * a stable backend still lives under ``flashinfer/experimental/`` (its checker or its
   implementation is defined there or imports from there).  The dispatcher refuses such a
   backend when its API is decorated; the check also catches a hand-built table.
@@ -58,6 +59,8 @@ def exit_problems(
             problems += _still_marked(r, by_key, experimental_apis)
         elif isinstance(r, (Renamed, Removed)):
             problems += _expired(r, version)
+        if isinstance(r, Renamed) and r.backend:
+            problems += _dangling_alias(r, by_key)
     for op in ops:
         problems += _stable_under_experimental(op)
     return problems
@@ -81,6 +84,27 @@ def _still_marked(r: Graduated, ops: dict[str, Any], experimental_apis: set[str]
             "@experimental_backend; make its declaration stable (flashinfer lifecycle "
             f"graduate {op.api_name}:{r.backend} --apply does it), or, if it did not "
             f"graduate, delete the record and take another exit: {THREE_EXITS}"
+        ]
+    return []
+
+
+def _dangling_alias(r: Renamed, ops: dict[str, Any]) -> list[str]:
+    """A backend alias must lead somewhere: the op has the new name, and no longer the old."""
+    op = ops.get(r.api)
+    if op is None:
+        return []
+    if r.new not in op.backend_checks:
+        return [
+            f"the alias {r.old!r} of {r.api} names backend {r.new!r}, which it does not have "
+            f"(its backends: {', '.join(op.backend_checks)}); rename the declaration "
+            "(flashinfer lifecycle rename does it) or fix the record in "
+            "flashinfer/gating/history.py"
+        ]
+    if r.old in op.backend_checks:
+        return [
+            f"{r.api} still declares backend {r.old!r}, which flashinfer/gating/history.py "
+            f"says was renamed {r.new!r}: the declaration wins and the alias never runs; "
+            "delete one of them"
         ]
     return []
 

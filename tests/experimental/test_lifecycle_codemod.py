@@ -180,6 +180,7 @@ def test_renaming_splitk_keeps_the_old_name_and_its_tuning(repo, tmp_path):
     deprecations = [w for w in after["warnings"] if w.startswith("DeprecationWarning")]
     assert len(deprecations) == 1 and "'split_k'" in deprecations[0]
     assert after["loaded"] == 1 and after["choices"] == ["split_k"]
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")  # the alias leads somewhere
 
 
 def test_removing_splitk_leaves_a_tombstone_and_skips_its_tuning(repo, tmp_path):
