@@ -96,7 +96,11 @@ def __getattr__(name: str) -> Any:
     elif name in _LAZY_SUBMODULES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:
-        raise AttributeError(f"module 'flashinfer' has no attribute {name!r}")
+        # A renamed API's deprecated alias, or the tombstone of a removed one (its message
+        # says since when and what to use), or the plain AttributeError.
+        from flashinfer.gating.history import missing_attribute
+
+        return missing_attribute(__name__, name)
     globals()[name] = value  # later lookups skip this hook
     return value
 

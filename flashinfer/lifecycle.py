@@ -7,6 +7,9 @@ The listing behind ``flashinfer experimental`` and the lifecycle rules live in
 
 from __future__ import annotations
 
+# What modules left behind by an exit use (``flashinfer lifecycle ... --apply`` writes them):
+# a moved module's deprecated aliases, and a removed API's tombstone.
+from flashinfer.gating.history import call_deprecated, missing_attribute, moved_module_getattr
 from flashinfer.gating.lifecycle import (
     GRADUATION_HORIZON_MONTHS,
     ExperimentalFeature,
@@ -23,9 +26,12 @@ __all__ = [
     "GRADUATION_HORIZON_MONTHS",
     "ExperimentalFeature",
     "ExperimentalMetadataWarning",
+    "call_deprecated",
     "experimental_features",
     "format_listing",
     "graduation_limit",
     "lifecycle_problems",
     "load_api_modules",
+    "missing_attribute",
+    "moved_module_getattr",
 ]

@@ -87,7 +87,9 @@ def facade_import_problems(graph: Mapping[str, set[str]], api_modules: Iterable[
     clients = set(api_modules) | FACADES | {"flashinfer"}
     problems = []
     for module, imported in sorted(graph.items()):
-        if module in clients or module.startswith("flashinfer.experimental"):
+        if module in clients or module.startswith(
+            ("flashinfer.experimental", "flashinfer.features")
+        ):
             continue
         for facade in sorted(imported & (FACADES | {"flashinfer"})):
             problems.append(
@@ -199,7 +201,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("autotuner", ("flashinfer.autotuner",)),
     ("testing", ("flashinfer.testing",)),
     ("facades", tuple(sorted(FACADES))),
-    ("ops", ("flashinfer.experimental",)),  # and every module of OPS, with its folder
+    # and every module of OPS, with its folder; features/ holds graduated features' code
+    ("ops", ("flashinfer.experimental", "flashinfer.features")),
     ("models", ("flashinfer.nn",)),
     ("cli", ("flashinfer.cli",)),
     ("entry points", ("flashinfer", "flashinfer.__main__", "flashinfer.experimental.__main__")),

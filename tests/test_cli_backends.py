@@ -116,6 +116,7 @@ def test_json_carries_the_same_facts():
         "runnable": True,
         "reason": None,
         "advice": None,
+        "graduated_in": None,
     }
     assert mm["triton"]["runnable"] is True  # the interpreter is on and numpy imports
     for name, row in mm.items():
@@ -422,6 +423,7 @@ def test_report_reads_the_declared_family_not_the_checker_code(monkeypatch, fami
         "runnable": False,
         "reason": "probe says no",
         "advice": "do the thing",
+        "graduated_in": None,
     }
     assert rows["declared_torch"]["runnable"] is True
     assert rows["declared_torch"]["reason"] is None

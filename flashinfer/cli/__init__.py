@@ -11,6 +11,10 @@ Sub-commands::
                                         (``python -m flashinfer.experimental`` is an alias)
     flashinfer explain mm --shapes 16x32x2048 [--dtype ...] [--device ...] [--tuning-file F]
         [--json]                        what backend='auto' would pick for each shape, and why
+    flashinfer lifecycle graduate|remove OP:BACKEND|API [--apply]
+    flashinfer lifecycle rename OP:OLD|API --to NEW [--apply]
+                                        take experimental work out of the experimental state:
+                                        prints the plan, --apply edits the checkout
 
 Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the tuning file failed),
 ``2`` a usage error (unknown command, op or dtype, malformed shape, a shape no tensor can
@@ -111,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     from flashinfer._version import __version__
     from flashinfer.cli.autotune import add_autotune_parser
     from flashinfer.cli.explain import add_explain_parser
+    from flashinfer.cli.lifecycle import add_lifecycle_parser
 
     parser = _Parser(
         prog=PROG,
@@ -148,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_experimental)
 
     add_explain_parser(sub)
+    add_lifecycle_parser(sub)
     return parser
 
 

@@ -120,6 +120,7 @@ def _runnable(op: Any, backend: str, cc: int | None) -> tuple[bool | None, str |
 def backends_report() -> dict[str, Any]:
     """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
     from flashinfer.api_modules import load_api_modules
+    from flashinfer.gating.history import graduated_in
     from flashinfer.gating.op_registry import registered_ops
     from flashinfer.gating.records import api_inventory
     from flashinfer.kernels.availability import triton_imported_interpreted
@@ -147,6 +148,7 @@ def backends_report() -> dict[str, Any]:
                     "runnable": runnable,
                     "reason": reason,
                     "advice": advice,
+                    "graduated_in": graduated_in(key, b),
                 }
             )
         entries.append(
@@ -274,6 +276,8 @@ def _api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]
                 if b["advice"]:
                     verdict += f" {note(b['advice'])}"
             kind = "experimental" if b["experimental"] else "stable"
+            if b.get("graduated_in") is not None:  # a report from an older flashinfer lacks it
+                kind += f" (since {b['graduated_in']})"
             rows.append((api["api"], b["name"], kind, verdict))
     return rows, notes
 

@@ -47,6 +47,11 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("apis[].backends[].reason", _SN, "why it cannot run (or is unknown); else null"),
     Field("apis[].backends[].advice", _SN, "what to do about it; else null"),
+    Field(
+        "apis[].backends[].graduated_in",
+        _SN,
+        "the release it graduated in (a stable backend that was experimental); else null",
+    ),
     Field("versions", "object", "the versions of flashinfer and what it runs on"),
     Field("versions.flashinfer", _S, "flashinfer's version"),
     Field("versions.python", _S, "Python's version, implementation and platform"),

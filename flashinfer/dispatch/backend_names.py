@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flashinfer.api_modules import API_MODULES, load_api_modules
+from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.op_registry import registered_ops
 
 __all__ = [
@@ -115,12 +116,17 @@ def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
             f"{where}: an empty list of backends for {op.api_name} would let no backend run; "
             f"list at least one of {valid}, or leave {op.api_name} out"
         )
-    for name in names:
+    for i, name in enumerate(names):
         if not isinstance(name, str):
             raise TypeError(
                 f"{where}: backend names of {op.api_name} must be str, got "
                 f"{type(name).__name__} {name!r}; its backends: {valid}"
             )
+        if name in op.backend_aliases:  # renamed: the new name, after one warning
+            names[i] = name = op.resolve_alias(name)
+        tomb = op.backend_tombstones.get(name)
+        if tomb is not None:
+            raise ValueError(f"{where}: {removed_backend_message(tomb)}; its backends: {valid}")
         if name not in op.backend_checks:
             raise ValueError(
                 f"{where}: {op.api_name} has no backend {name!r}; its backends: {valid}"

@@ -137,6 +137,9 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_ac": torch._C._is_any_autocast_enabled,
         "_acin": AUTOCAST_INSIDE,
         "_acall": None,
+        # Renamed backends (see alias_lines): old name -> new, and what warns once.
+        "_ALIASES": op.backend_aliases,
+        "_alias": op.resolve_alias,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = op._checkers[name]  # a grad gate for one that cannot differentiate
@@ -184,6 +187,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         "skip_check auto dispatcher",
     )
     lines = [
+        *alias_lines(op),
         *first,
         "    if skip_check:",
         "        if backend != 'auto':",
@@ -200,6 +204,18 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     # With a verdict cache, the public function is the front (see front) and this one the
     # checking path it calls on a miss.
     return _compile(op, params, lines, ns, "checking dispatcher" if cached else "dispatcher")
+
+
+def alias_lines(op: ReferenceDispatcher) -> list[str]:
+    """The first lines of a generated dispatcher of an op with renamed backends: an old
+    name becomes the new one (warning once), before anything reads ``backend``.  None for
+    an op without (most): they pay nothing."""
+    if not op.backend_aliases:
+        return []
+    return [
+        "    if _type(backend) is _str and backend in _ALIASES:",
+        "        backend = _alias(backend)",
+    ]
 
 
 def explicit_lines(op: ReferenceDispatcher) -> list[str]:

@@ -32,6 +32,7 @@ from flashinfer.dispatch.verdicts import VerdictCacheInfo, reads_tensor_data_mar
 from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
 )
+from flashinfer.gating.history import graduated_in
 from flashinfer.gating.messages import gate_verdict
 
 __all__ = ["BackendVerdict", "Explanation", "PathExplanation", "explain_call", "explain_paths"]
@@ -64,10 +65,19 @@ class BackendVerdict:
     #: False when the inputs carry metadata only and its checks need more (tensor values,
     #: a data pointer): whether it can run is unknown, and it is left out of the choice.
     decided: bool = True
+    #: The release it graduated in, for a stable backend that was experimental; else None.
+    graduated_in: str | None = None
 
     @property
     def candidate(self) -> bool:
         return self.rank is not None
+
+
+def _kind(v: BackendVerdict) -> str:
+    """The kind column: experimental, stable, or stable with the release it graduated in."""
+    if v.experimental:
+        return "experimental"
+    return "stable" if v.graduated_in is None else f"stable (since {v.graduated_in})"
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,7 @@ class Explanation:
             rows.append(
                 (
                     v.backend,
-                    "experimental" if v.experimental else "stable",
+                    _kind(v),
                     "yes" if v.can_run else "no" if v.decided else "unknown",
                     verdict,
                     v.reason or "",
@@ -458,6 +468,7 @@ def explain_call(
             stage=None if b in rank else left[b][0],
             reason=None if b in rank else left[b][1],
             decided=b not in undecided,
+            graduated_in=graduated_in(op.api_key, b),
         )
         for b in op.backend_checks
     )

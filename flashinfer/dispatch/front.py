@@ -32,7 +32,7 @@ import torch
 
 from flashinfer.codegen.compiler import compile_function, render_call
 from flashinfer.dispatch.autocast import prologue_lines
-from flashinfer.dispatch.emitter import body_call, explicit_lines, overlap_lines
+from flashinfer.dispatch.emitter import alias_lines, body_call, explicit_lines, overlap_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import (
     MAX_PATTERNS,
@@ -125,6 +125,7 @@ class Front:
         keyed_skip = render_call("_skip_auto", specs["__func__"])[:-1] + ", _key=_k)"
         scanned = ", ".join(f"*{n}" if spread else n for n, spread in op._scanned)
         lines = [
+            *alias_lines(op),
             *prologue_lines(op),
             "    if skip_check:",
             "        if backend != 'auto':",

@@ -36,9 +36,18 @@ from flashinfer.dispatch.families import TORCH, differentiable_by_family, family
 from flashinfer.dispatch.results import check_verdict
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+from flashinfer.gating.history import (
+    Removed,
+    Renamed,
+    alias_message,
+    backend_aliases,
+    removed_backends,
+    renamed_backend,
+    warn_alias_once,
+)
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
-__all__ = ["DispatchPlan", "GradRequired", "grad_inputs"]
+__all__ = ["DispatchPlan", "GradRequired", "experimental_code", "grad_inputs"]
 
 
 class GradRequired(ValueError):
@@ -81,6 +90,12 @@ def _check_declared_skip_check(func: Callable[..., Any]) -> None:
 class DispatchPlan:
     """The decoration-time analysis of an API wrapped by ``backend_requirement``."""
 
+    def resolve_alias(self, backend: str) -> str:
+        """The backend an old (renamed) name stands for, after its one deprecation warning
+        (at the caller's line, naming the new name)."""
+        warn_alias_once(self._alias_messages[backend])
+        return self.backend_aliases[backend]
+
     def __init__(
         self,
         func: Callable[..., Any],
@@ -109,6 +124,23 @@ class DispatchPlan:
         )
         self.stable_backends = tuple(
             b for b in self.backend_checks if b not in self.experimental_backends
+        )
+        #: Renamed backends (``flashinfer.gating.history``): old name -> the name it runs
+        #: under now, read once here; naming an old one runs the new one and warns once.
+        self.backend_aliases: Mapping[str, str] = types.MappingProxyType(
+            {
+                old: new
+                for old, new in backend_aliases(self.api_key).items()
+                if new in self.backend_checks and old not in self.backend_checks
+            }
+        )
+        self._alias_messages = {
+            old: alias_message(renamed_backend(self.api_key, old) or Renamed("", old, new, "", ""))
+            for old, new in self.backend_aliases.items()
+        }
+        #: Removed backends' tombstones: naming one raises, saying what to use instead.
+        self.backend_tombstones: Mapping[str, Removed] = types.MappingProxyType(
+            removed_backends(self.api_key)
         )
         _check_declared_skip_check(func)
         # A declared skip_check is the dispatcher's: never passed on (the body sees its
@@ -297,7 +329,7 @@ class DispatchPlan:
             if declared is not None:
                 parts.append(("implementation", declared.run))
             for role, fn in parts:
-                found = _experimental_code(fn)
+                found = experimental_code(fn)
                 if found is not None:
                     raise ValueError(
                         f"API {self.api_name!r}: the {role} of backend {backend!r} {found}, "
@@ -380,7 +412,7 @@ class DispatchPlan:
         return [n for n in self._sig.names if n != "backend"]
 
 
-def _experimental_code(fn: Any) -> str | None:
+def experimental_code(fn: Any) -> str | None:
     """How ``fn`` (a function, or a callable object: its class's methods) is experimental
     code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
     importing from one (an import inside a function body counts)."""

@@ -27,6 +27,7 @@ from flashinfer.dispatch.restrictions import (
 from flashinfer.dispatch.thread_state import CallState, LiveFlags
 from flashinfer.dispatch.verdicts import VerdictCache
 from flashinfer.gating.gate import experimental_auto_backends_allowed
+from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.messages import (
     auto_refused_by_common_check,
     every_candidate_rejected,
@@ -70,6 +71,8 @@ class ReferenceDispatcher(DispatchPlan):
                 f"{self.api_name}: backend must be one backend name (a str), got "
                 f"{type(backend).__name__} {backend!r}. {self._available()}"
             )
+        if backend in self.backend_aliases:
+            return self.resolve_alias(backend)
         return backend
 
     def _select(
@@ -83,6 +86,9 @@ class ReferenceDispatcher(DispatchPlan):
         self._state.clear_dropped()
         backend = self._backend_name(bound)
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
+            tomb = self.backend_tombstones.get(backend)
+            if tomb is not None:
+                raise BackendSupportedError(f"{removed_backend_message(tomb)}. {self._available()}")
             raise BackendSupportedError(
                 f"{api} does not support backend {backend!r}. {self._available()}"
             )
@@ -269,6 +275,9 @@ class ReferenceDispatcher(DispatchPlan):
         against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
         """
         bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
+        named = bound_args.arguments.get("backend")
+        if type(named) is str and named in self.backend_aliases:  # a renamed backend
+            bound_args.arguments["backend"] = self.resolve_alias(named)
         bound = dict(bound_args.arguments)
         # skip_check=True skips every check of an explicit backend; "auto" still has to
         # choose, so it runs the selection without the common check, then calls the body.

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flashinfer.api_modules import load_api_modules
+from flashinfer.gating.history import THREE_EXITS
 from flashinfer.gating.op_registry import registered_ops
 from flashinfer.gating.records import (
     ExperimentalInfo,
@@ -215,9 +216,10 @@ def lifecycle_problems(
 
     Each feature needs an owner who is a person (``owner="@handle"``), a tracking issue (a
     positive number or a URL) and a ``graduate_by`` date (``YYYY-MM-DD``) that is neither
-    before ``today`` (overdue: graduate it, remove it, or move the date in a reviewed
-    change) nor after :func:`graduation_limit` of ``today``.  Malformed metadata the marker
-    recorded (``ExperimentalInfo.problems``) is reported with its reason.
+    before ``today`` (overdue: it names the three exits,
+    :data:`~flashinfer.gating.history.THREE_EXITS`) nor after :func:`graduation_limit` of
+    ``today``.  Malformed metadata the marker recorded (``ExperimentalInfo.problems``) is
+    reported with its reason.
     """
     today = today or _dt.date.today()
     problems = []
@@ -256,7 +258,7 @@ def _date_problem(info: ExperimentalInfo, today: _dt.date) -> str | None:
     if date < today:
         return (
             f"past its graduation date {date.isoformat()} (today {today.isoformat()}); "
-            "graduate it, remove it, or move graduate_by in a reviewed change"
+            f"{THREE_EXITS}"
         )
     limit = graduation_limit(today)
     if date > limit:

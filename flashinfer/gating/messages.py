@@ -9,6 +9,9 @@ reference paths, the reference path itself, the autotuner) calls the builder.  R
 message is an edit of this module only: tests build the text they expect from these
 builders too (``tests/test_messages.py`` pins what each must say).
 
+The exits of experimental work (a renamed backend or API's alias, a removed one's tombstone:
+:mod:`flashinfer.gating.history`) are told here too, so the docs render them from here.
+
 The gate variable's name is defined here, since the messages state it; ``gate`` reads it.
 This module imports nothing of the package.
 """
@@ -30,7 +33,12 @@ __all__ = [
     "gate_exclusion_reason",
     "listed_in_restriction",
     "only_experimental_fit",
+    "moved_module_used",
     "plain_name",
+    "removed_api_used",
+    "removed_backend_named",
+    "renamed_api_used",
+    "renamed_backend_named",
     "restriction_cannot_run",
     "tuning_left_out_by_gate",
     "unrecognised_gate_value",
@@ -192,3 +200,45 @@ def unrecognised_value(variable: str, raw: str, effect: str, accepted: str) -> s
 def unrecognised_gate_value(raw: str) -> str:
     """The warning of the gate variable set to ``raw`` (not ``1``, ``0`` or empty)."""
     return unrecognised_value(_GATE, raw, "treating it as off", ACCEPTED_GATE_VALUES)
+
+
+# -- the exits (flashinfer.gating.history) ------------------------------------------------------
+
+
+def renamed_backend_named(api: str, old: str, new: str, version: str, expires: str) -> str:
+    """The deprecation warning of a renamed backend's old name: the new name, and when the
+    alias goes."""
+    return (
+        f"{plain_name(api)}: backend {old!r} was renamed {new!r} in flashinfer {version}; "
+        f"write backend={new!r} (the old name stops working in {expires})"
+    )
+
+
+def renamed_api_used(old: str, new: str, version: str, expires: str) -> str:
+    """The deprecation warning of a renamed (or moved) API's old name."""
+    return (
+        f"{old} was renamed {new} in flashinfer {version}; use {new} (the old name stops "
+        f"working in {expires})"
+    )
+
+
+def moved_module_used(old: str, new: str, version: str, expires: str) -> str:
+    """The deprecation warning of a name imported from a module whose code moved (a promoted
+    API's experimental import path)."""
+    return (
+        f"{old} moved to {new} in flashinfer {version}; import from {new} (the old path "
+        f"stops working in {expires})"
+    )
+
+
+def removed_backend_named(api: str, name: str, version: str, use_instead: str) -> str:
+    """Why naming a removed backend fails: the version and what to use instead."""
+    return (
+        f"{plain_name(api)}: backend {name!r} was removed in flashinfer {version}; use "
+        f"backend={use_instead!r} instead (or backend='auto')"
+    )
+
+
+def removed_api_used(api: str, version: str, use_instead: str) -> str:
+    """Why a removed API's name fails: the version and what to use instead."""
+    return f"{api} was removed in flashinfer {version}; use {use_instead} instead"

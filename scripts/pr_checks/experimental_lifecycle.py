@@ -12,12 +12,20 @@ Lists what ``python -m flashinfer.experimental`` lists (:mod:`flashinfer.lifecyc
   remove it, or move the date in a reviewed change), or further ahead than
   ``flashinfer.lifecycle.GRADUATION_HORIZON_MONTHS`` months.
 
+It also checks the exits taken (``flashinfer.dispatch.lifecycle_checks.exit_problems``,
+against the declared history ``flashinfer/gating/history.py``): a graduated backend or API
+still marked experimental, an alias or tombstone past its expiry (``--version`` fixes the
+package's version, for tests), a stable backend whose code lives under
+``flashinfer/experimental/``.  Each failure names the three exits: graduate, extend (a new
+date with the reason in the tracking issue), remove.
+
 Malformed metadata never stops a module from importing (the marker records it and warns
 once); this check is where it fails.
 
 Usage: ``python scripts/pr_checks/experimental_lifecycle.py [--today YYYY-MM-DD]
-[--module MOD ...]``.  ``--today`` fixes the date (for tests); ``--module`` (for tests)
-imports those modules instead of the package's API modules and checks only what they define.
+[--version X.Y.Z] [--module MOD ...]``.  ``--today`` fixes the date (for tests); ``--module``
+(for tests) imports those modules instead of the package's API modules and checks only what
+they define.
 Exit 0 clean, 1 with one line per problem.
 """
 
@@ -43,9 +51,22 @@ def _in_scope(name: str, modules: Sequence[str]) -> bool:
     return any(name == m or name.startswith(m + ".") for m in modules)
 
 
+def _exit_problems(modules: Sequence[str] | None, version: str | None) -> list[str]:
+    """The exit rules over the loaded ops (those of ``modules`` only, when given)."""
+    from flashinfer._version import __version__
+    from flashinfer.dispatch.lifecycle_checks import exit_problems
+    from flashinfer.gating.op_registry import registered_ops
+    from flashinfer.gating.records import api_inventory
+
+    ops = [op for op in registered_ops() if not modules or _in_scope(op.api_key, modules)]
+    apis = [r.name for r in api_inventory(experimental=True)]
+    return exit_problems(ops, apis, version=version or __version__)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--today", type=_date, help="the date to check against (YYYY-MM-DD)")
+    parser.add_argument("--version", help="the package version to check expiries against")
     parser.add_argument(
         "--module", action="append", help="check these modules instead (repeatable; for tests)"
     )
@@ -71,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         features = [f for f in features if _in_scope(f.api, args.module)]
     print(format_listing(features))
     problems = lifecycle_problems(features, args.today)
+    problems += _exit_problems(args.module, args.version)
     for problem in problems:
         print(problem)
     if problems:

@@ -41,6 +41,7 @@ from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
 )
+from flashinfer.gating.history import renamed_api, tuning_name
 from flashinfer.gating.messages import cached_experimental_skipped
 from flashinfer.gating.stacklevel import user_stacklevel
 
@@ -51,6 +52,7 @@ _READS = " or ".join(map(str, READABLE_SCHEMAS))
 REASON_MALFORMED = "are malformed"
 REASON_UNKNOWN_OP = "name an op that is unknown or not autotunable"
 REASON_UNKNOWN_BACKEND = "name a backend that no longer exists"
+REASON_REMOVED = "name a removed backend"
 REASON_UNKNOWN_TACTIC = "name a tactic that no longer exists"
 REASON_OTHER_ENVIRONMENT = "were measured in another environment, kept in the file"
 REASON_EXPERIMENTAL = cached_experimental_skipped()
@@ -199,10 +201,20 @@ def _accepted_entries(
             skip(REASON_OTHER_ENVIRONMENT, " and ".join(differ))
             continue
         registered = ops.get(api_key)
+        renamed = renamed_api(api_key) if registered is None else None
+        if renamed is not None:  # an op renamed since: its entries are the new name's
+            api_key, key = renamed.new, (renamed.new, *key[1:])
+            registered = ops.get(api_key)
         if registered is None:
             skip(REASON_UNKNOWN_OP, api_key)
             continue
         op, runners = registered
+        # A renamed backend's entry is read under its new name; a removed one's is skipped.
+        backend, tomb = tuning_name(api_key, backend)
+        if tomb is not None:
+            where = f"{tomb.name!r} of {api_key.rpartition('.')[2]}"
+            skip(REASON_REMOVED, f"{where} in {tomb.version}, use {tomb.use_instead!r}")
+            continue
         if backend not in op.backend_checks or backend not in runners:
             skip(REASON_UNKNOWN_BACKEND, f"{backend!r} of {api_key}")
             continue

@@ -1,0 +1,287 @@
+"""``flashinfer lifecycle`` on throwaway copies of the repository (issue 32's "done when").
+
+Each exit runs in its own copy: a user's program written against the experimental code
+(``lifecycle_programs/``) runs before, the command applies the exit, and the same program,
+unchanged, runs after, in subprocesses importing the copy's ``flashinfer``:
+
+* ``graduate mm:splitk``: warning-free after, the same results, and the tuning file saved
+  before (its entry recorded as experimental) is loaded and used, not tuned again;
+* ``graduate fused_add_rmsnorm``: warning-free after, the same results; the experimental
+  import path is a deprecated alias (``__deprecated__``, one ``DeprecationWarning``);
+* ``rename mm:splitk --to split_k``: the same results; the old name warns once naming the new one;
+  the tuning file's entry under the old name is read as the new one (and the same for
+  renaming the API ``fused_add_rmsnorm``);
+* ``remove mm:splitk``: the program fails with ``BackendSupportedError`` naming the version
+  and what to use instead; the tuning file's entry is skipped with one line.
+
+Slow (a copy, several interpreters, the docs writer): marked ``slow``.  They exercise the
+experimental code they take out of the experimental state, so they live in this lane.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from repo_copy import copy_repository
+
+import flashinfer
+
+pytestmark = [pytest.mark.experimental, pytest.mark.slow]
+
+ROOT = Path(flashinfer.__file__).resolve().parents[1]
+PROGRAMS = "tests/experimental/lifecycle_programs"
+VERSION = flashinfer.__version__
+
+
+def _run(repo: Path, *argv: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
+    environ["PYTHONPATH"] = str(repo)
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=repo, env=environ, capture_output=True, text=True
+    )
+    if ok:
+        assert proc.returncode == 0, (
+            f"{' '.join(argv)} failed:\n{(proc.stdout + proc.stderr)[-6000:]}"
+        )
+    return proc
+
+
+def _program(repo: Path, name: str, *args: str) -> dict:
+    out = _run(repo, f"{PROGRAMS}/{name}", *args).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return copy_repository(tmp_path / "repo")
+
+
+def test_without_apply_the_plan_is_printed_and_nothing_is_written(repo):
+    before = {p: p.read_bytes() for p in repo.rglob("*.py")}
+    out = _run(repo, "-m", "flashinfer", "lifecycle", "graduate", "mm:splitk").stdout
+    assert "move    flashinfer/experimental/splitk_gemm/kernel.py -> " in out
+    assert 'Graduated(api="flashinfer.gemm.mm", version=' in out
+    assert "nothing written" in out
+    assert {p: p.read_bytes() for p in repo.rglob("*.py")} == before
+
+
+def test_graduating_splitk_keeps_the_program_working_warning_free_with_its_tuning(repo, tmp_path):
+    tuned = str(tmp_path / "tuned.json")
+    first = _program(repo, "splitk_program.py", tuned)
+    assert any(w.startswith("ExperimentalWarning") for w in first["warnings"])
+    assert first["choices"] == ["splitk"] and first["loaded"] is None  # tuned, saved
+    saved = json.loads(Path(tuned).read_text())
+    assert [e["experimental"] for e in saved["entries"]] == [True]
+
+    _run(repo, "-m", "flashinfer", "lifecycle", "graduate", "mm:splitk", "--apply")
+
+    assert not (repo / "flashinfer/experimental/splitk_gemm").exists()
+    assert (repo / "flashinfer/features/splitk_gemm/support.py").is_file()
+    after = _program(repo, "splitk_program.py", tuned)
+    assert after["warnings"] == []
+    assert (after["named"], after["tuned"]) == (first["named"], first["tuned"])
+    assert after["loaded"] == 1 and after["skipped"] == {} and after["choices"] == ["splitk"]
+    assert json.loads(Path(tuned).read_text()) == saved  # reused, not tuned again
+    # "auto" considers it with the gate off; explain and the listing say stable, since when.
+    check = _run(
+        repo,
+        "-c",
+        "import torch, flashinfer; a = torch.randn(16, 1024); b = torch.randn(1024, 32)\n"
+        "assert 'splitk' in flashinfer.mm.stable_backends\n"
+        "e = flashinfer.mm.explain(a, b); v = e.verdict('splitk')\n"
+        f"assert v.graduated_in == {VERSION!r} and v.candidate, e\n"
+        f"assert 'stable (since {VERSION})' in str(e)\n",
+    )
+    assert check.returncode == 0
+    listing = _run(repo, "-m", "flashinfer", "backends").stdout
+    assert any(
+        "splitk" in line and f"stable (since {VERSION})" in line for line in listing.splitlines()
+    )
+    # The lifecycle check passes, the generated docs are current, the changelog says so.
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+    _run(repo, "scripts/docs/write_dispatchers.py", "--check")
+    assert (
+        f"backend `splitk` of `mm` is stable since {VERSION}" in (repo / "CHANGELOG.md").read_text()
+    )
+    # What stays under flashinfer/experimental/ is still refused unmarked at import.
+    refused = _run(
+        repo,
+        "-c",
+        "from flashinfer.backend_dispatch import backend_requirement\n"
+        "def ok(x, backend): return True\n"
+        "ok.__module__ = 'flashinfer.experimental.fused_add_rmsnorm.support'\n"
+        "backend_requirement({'x': ok})(lambda x, backend='auto': x)\n",
+        ok=False,
+    )
+    assert "not marked @experimental_backend" in refused.stderr
+
+
+def test_promoting_fused_add_rmsnorm_keeps_the_program_working_warning_free(repo):
+    first = _program(repo, "norm_program.py")
+    assert [w.split(":")[0] for w in first["warnings"]] == ["ExperimentalWarning"]
+
+    _run(repo, "-m", "flashinfer", "lifecycle", "graduate", "fused_add_rmsnorm", "--apply")
+
+    after = _program(repo, "norm_program.py")
+    assert after["warnings"] == []
+    assert (after["input"], after["residual"]) == (first["input"], first["residual"])
+    # The experimental import path: a deprecated alias, flagged and warning once.
+    alias = _run(
+        repo,
+        "-c",
+        "import warnings, torch\n"
+        "from flashinfer.fused_norm import OVERLAP\n"
+        "from flashinfer.experimental.fused_add_rmsnorm import implementation\n"
+        "f = implementation.fused_add_rmsnorm\n"
+        "assert 'flashinfer.features.fused_add_rmsnorm.implementation' in f.__deprecated__\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    for _ in range(2):\n"
+        "        f(torch.randn(2, 8), torch.randn(2, 8), torch.ones(8), 1e-6, overlap=OVERLAP)\n"
+        "assert [w.category for w in caught] == [DeprecationWarning], caught\n",
+    )
+    assert alias.returncode == 0
+    # Type checkers flag the old path: the alias is marked @deprecated in source (PEP 702).
+    user = repo / "user_program.py"
+    user.write_text(
+        "from flashinfer.experimental.fused_add_rmsnorm.implementation import fused_add_rmsnorm\n"
+        "fused_add_rmsnorm(1, 2, 3, 4)\n"
+    )
+    checked = _run(
+        repo,
+        "-m",
+        "mypy",
+        "--enable-error-code",
+        "deprecated",
+        "--follow-imports=silent",
+        "--no-incremental",
+        str(user),
+        ok=False,
+    )
+    assert "fused_add_rmsnorm is deprecated" in checked.stdout, checked.stdout
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+    _run(repo, "scripts/pr_checks/containment.py")
+    _run(repo, "scripts/pr_checks/experimental_public_names.py")
+
+
+def test_renaming_splitk_keeps_the_old_name_and_its_tuning(repo, tmp_path):
+    tuned = str(tmp_path / "tuned.json")
+    first = _program(repo, "splitk_program.py", tuned)
+
+    _run(repo, "-m", "flashinfer", "lifecycle", "rename", "mm:splitk", "--to", "split_k", "--apply")
+
+    after = _program(repo, "splitk_program.py", tuned)
+    assert (after["named"], after["tuned"]) == (first["named"], first["tuned"])
+    deprecations = [w for w in after["warnings"] if w.startswith("DeprecationWarning")]
+    assert len(deprecations) == 1 and "'split_k'" in deprecations[0]
+    assert after["loaded"] == 1 and after["choices"] == ["split_k"]
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")  # the alias leads somewhere
+
+
+def test_removing_splitk_leaves_a_tombstone_and_skips_its_tuning(repo, tmp_path):
+    tuned = str(tmp_path / "tuned.json")
+    _program(repo, "splitk_program.py", tuned)
+
+    _run(repo, "-m", "flashinfer", "lifecycle", "remove", "mm:splitk", "--apply")
+
+    assert not (repo / "flashinfer/experimental/splitk_gemm").exists()
+    failed = _run(repo, f"{PROGRAMS}/splitk_program.py", tuned, ok=False)
+    assert failed.returncode == 1
+    assert (
+        f"backend 'splitk' was removed in flashinfer {VERSION}; use backend='torch'"
+        in failed.stderr
+    )
+    skipped = _run(
+        repo,
+        "-W",
+        "always",
+        "-c",
+        f"from flashinfer.autotuner import load_tuning_file; print(load_tuning_file({tuned!r}))",
+    )
+    assert "1 name a removed backend ('splitk' of mm in" in skipped.stderr
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+
+
+def test_removing_fused_add_rmsnorm_leaves_a_tombstone(repo):
+    _run(
+        repo,
+        "-m",
+        "flashinfer",
+        "lifecycle",
+        "remove",
+        "fused_add_rmsnorm",
+        "--instead",
+        "flashinfer.rmsnorm",
+        "--apply",
+    )
+    assert not (repo / "flashinfer/experimental/fused_add_rmsnorm").exists()
+    failed = _run(repo, f"{PROGRAMS}/norm_program.py", ok=False)
+    message = (
+        f"flashinfer.fused_norm.fused_add_rmsnorm was removed in flashinfer {VERSION}; use "
+        "flashinfer.rmsnorm instead"
+    )
+    assert f"AttributeError: {message}" in failed.stderr
+    module = _run(
+        repo,
+        "-c",
+        "import flashinfer.fused_norm as m\ntry:\n    m.fused_add_rmsnorm\n"
+        "except AttributeError as e:\n    print(e)\n",
+    )
+    assert message in module.stdout
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+
+
+def _worked_example() -> list[list[str]]:
+    """The commands of docs/lifecycle.rst's worked example, in order (``$ flashinfer ...``)."""
+    text = (ROOT / "docs" / "lifecycle.rst").read_text()
+    example = text.split("Worked example\n", 1)[1]
+    return [
+        line.strip()[2:].split()
+        for line in example.splitlines()
+        if line.strip().startswith("$ flashinfer lifecycle")
+    ]
+
+
+def test_the_docs_worked_example_is_what_these_tests_run():
+    assert _worked_example() == [
+        ["flashinfer", "lifecycle", "graduate", "mm:splitk"],
+        ["flashinfer", "lifecycle", "graduate", "mm:splitk", "--apply"],
+        ["flashinfer", "lifecycle", "remove", "mm:splitk", "--apply"],
+    ]
+
+
+def test_renaming_fused_add_rmsnorm_keeps_the_old_name_as_a_deprecated_alias(repo):
+    first = _program(repo, "norm_program.py")
+
+    _run(
+        repo,
+        "-m",
+        "flashinfer",
+        "lifecycle",
+        "rename",
+        "fused_add_rmsnorm",
+        "--to",
+        "add_rmsnorm",
+        "--apply",
+    )
+
+    after = _program(repo, "norm_program.py")
+    assert (after["input"], after["residual"]) == (first["input"], first["residual"])
+    kinds = sorted(w.split(":")[0] for w in after["warnings"])
+    assert kinds == ["DeprecationWarning", "ExperimentalWarning"]  # still experimental
+    (deprecation,) = [w for w in after["warnings"] if w.startswith("Deprecation")]
+    assert "renamed flashinfer.fused_norm.add_rmsnorm" in deprecation
+    source = (repo / "flashinfer/fused_norm.py").read_text()
+    assert "@deprecated(" in source and "def fused_add_rmsnorm(" in source
+    marked = _run(
+        repo,
+        "-c",
+        "from flashinfer.fused_norm import fused_add_rmsnorm as f\n"
+        "assert 'add_rmsnorm' in f.__deprecated__\n",
+    )
+    assert marked.returncode == 0
