@@ -185,6 +185,31 @@ def test_the_float32_policy_casts_16_bit_inputs_up(route: str) -> None:
 
 
 @pytest.mark.usefixtures("isolated_op_registry")
+@pytest.mark.parametrize("rule", [None, AutocastRule(cpu=LOWER_PRECISION)], ids=["none", "rule"])
+def test_an_op_with_a_fake_gives_metadata_on_meta_tensors_with_or_without_a_rule(
+    rule: AutocastRule | None,
+) -> None:
+    """Declaring a rule or not leaves the operator's other kernels as they were: an op with
+    a fake result answers meta tensors (a misplaced registration once gave every op
+    without a rule a Meta kernel that refuses)."""
+
+    @backend_family(TORCH)
+    def check(x):
+        return True
+
+    @backend_requirement(
+        [Backend("reference", check=check, run=lambda x: x.sum(-1))],
+        fake=lambda x: x.new_empty(x.shape[:-1]),
+        autocast=rule,
+    )
+    def row_sums(x: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
+        return row_sums.implementations["reference"](x)
+
+    result = row_sums.dispatcher.torch_op.default(torch.empty(3, 5, device="meta"))
+    assert result.shape == (3,) and result.is_meta
+
+
+@pytest.mark.usefixtures("isolated_op_registry")
 def test_a_nested_call_does_not_cast_again() -> None:
     """A backend that calls another op with the cast arguments: the inner op sees them as
     they are (inside a cast call), however its own rule reads."""

@@ -217,6 +217,8 @@ class TorchOp:
             lib.define(f"{no_grad}{schema.default}")
             lib.impl(no_grad, kernels["real"], "CompositeExplicitAutograd")
             torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_impl, lib=lib)
+        else:  # not the real implementation on meta tensors: compilers graph-break
+            lib.impl(name, _no_metadata(self.default_name), "Meta")
         if self._autocast is not None:  # the functional overloads only: out= is not cast
             packet = getattr(torch.ops, NAMESPACE)
             register_autocast_kernels(lib, name, getattr(packet, name).default, self._autocast)
@@ -225,8 +227,6 @@ class TorchOp:
                 register_autocast_kernels(
                     lib, f"{name}_{NO_GRAD_SUFFIX}", no_grad_op, self._autocast
                 )
-        else:  # not the real implementation on meta tensors: compilers graph-break
-            lib.impl(name, _no_metadata(self.default_name), "Meta")
         if schema.out is not None:
             lib.define(f"{name}.out{schema.out}")
             lib.impl(f"{name}.out", kernels["real_out"], "CompositeExplicitAutograd")
