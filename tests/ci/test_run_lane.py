@@ -4,6 +4,7 @@ a selected test function, a lane it does not reach not at all); with workers, on
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -92,12 +93,17 @@ def test_an_unreadable_selection_runs_the_whole_lane(project: Path) -> None:
     assert "running the whole lane" in proc.stderr
 
 
+def _installed(module: str) -> None:
+    # Not a skip: both come with the test extra, so a missing one is a broken install.
+    assert importlib.util.find_spec(module), f"{module} missing: pip install -e '.[test]'"
+
+
 def _order(out: str) -> list[str]:
     return [line.split()[1] for line in out.splitlines() if line.startswith("PASSED ")]
 
 
 def test_random_order_shuffles_by_the_printed_seed(project: Path) -> None:
-    pytest.importorskip("random_order")
+    _installed("random_order")
     file_order = _order(_lane(project, "stable").stdout)
     orders = {}
     for seed in ("1", "2", "3", "4", "5"):
@@ -112,7 +118,7 @@ def test_random_order_shuffles_by_the_printed_seed(project: Path) -> None:
 
 
 def test_workers_run_the_lane_on_xdist(project: Path) -> None:
-    pytest.importorskip("xdist")
+    _installed("xdist")
     proc = _lane(project, "stable", CI_WORKERS="2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bringing up nodes" in proc.stdout and len(_passed(proc.stdout)) == 5
