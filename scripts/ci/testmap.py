@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     tgt.add_argument("--selection", required=True, type=Path, help="select --json output")
     tgt.add_argument("--lane", required=True, choices=("stable", "experimental"))
     tgt.add_argument("--keep-file", required=True, type=Path)
+    gap = sub.add_parser("scope-gap", help="experimental tests reached but not in a scope")
+    gap.add_argument("--map", required=True, type=Path)
+    gap.add_argument("--base", required=True)
+    gap.add_argument("--head", default=None, help="default: the work tree")
+    gap.add_argument("--scope", required=True, help="the scope's targets, space-separated")
+    gap.add_argument("--repo", type=Path, default=Path("."))
     rep = sub.add_parser("replay", help="the selection over this repository's history")
     rep.add_argument("--commits", type=int, default=100)
     rep.add_argument("--map", type=Path, default=Path("testmap.json"))
@@ -140,6 +146,27 @@ def _targets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scope_gap(args: argparse.Namespace) -> int:
+    from testmap_lib.scopegap import reply
+
+    repo = args.repo.resolve()
+    try:
+        m: TestMap | None = load(args.map)
+        note = f"map recorded at {m.commit[:12]}"
+    except MapError as exc:
+        m, note = None, f"no usable map: {exc}"
+    sel = select(repo, m, args.base, args.head)
+    result = result_json(sel, m)
+    stale = [r["detail"] for r in result["reasons"] if r["rule"] == "stale-map"]
+    if stale:
+        note = stale[0]
+    every = [t for t, rec in m.tests.items() if rec.lane == "experimental"] if m else []
+    if m is None:
+        every = ["tests/experimental"]
+    print(reply(result, every, args.scope.split(), note))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # record passes everything after its own options to pytest.
@@ -160,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _select(args)
     if args.cmd == "targets":
         return _targets(args)
+    if args.cmd == "scope-gap":
+        return _scope_gap(args)
     from testmap_lib.replay import replay
 
     return replay(args.repo.resolve(), args.map, args.commits, args.mutants, args.seed)
