@@ -165,6 +165,8 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> 
             path = repo / ch.path
             if ch.status not in ("M", "R") or not ch.path.startswith("flashinfer/"):
                 continue
+            if not ch.path.endswith(".py"):
+                continue
             if not path.is_file():
                 continue
             original = path.read_text(encoding="utf-8")
