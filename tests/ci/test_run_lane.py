@@ -117,11 +117,16 @@ def test_random_order_shuffles_by_the_printed_seed(project: Path) -> None:
     assert _order(again.stdout) == orders["3"]  # the printed seed reproduces the order
 
 
-def test_workers_run_the_lane_on_xdist(project: Path) -> None:
+def test_workers_run_the_lane_and_the_selection_on_xdist(project: Path) -> None:
     _installed("xdist")
     proc = _lane(project, "stable", CI_WORKERS="2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bringing up nodes" in proc.stdout and len(_passed(proc.stdout)) == 5
+    # Each worker keeps only the selection too.
+    sel = _selection(project, "subset", ["tests/test_a.py::test_a_other", "tests/test_b.py"], [])
+    proc = _lane(project, "stable", CI_WORKERS="2", CI_SELECTION=sel)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _passed(proc.stdout) == {"tests/test_a.py::test_a_other", "tests/test_b.py::test_b"}
 
 
 def test_an_unknown_lane_is_a_usage_error(project: Path) -> None:
