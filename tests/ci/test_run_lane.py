@@ -132,3 +132,21 @@ def test_workers_run_the_lane_and_the_selection_on_xdist(project: Path) -> None:
 def test_an_unknown_lane_is_a_usage_error(project: Path) -> None:
     proc = _lane(project, "both")
     assert proc.returncode == 2 and "stable or experimental" in proc.stderr
+
+
+def test_run_lane_is_shellcheck_clean() -> None:
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck comes with the test extra: pip install -e '.[test]'"
+    result = subprocess.run(
+        [shellcheck, str(SCRIPTS / "run_lane.sh")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def test_check_sh_runs_the_lanes_through_run_lane() -> None:
+    """.ci/run and check.sh --all run the lanes with nothing set: the whole lane, serially."""
+    check = (SCRIPTS.parents[1] / "scripts" / "check.sh").read_text(encoding="utf-8")
+    assert "bash scripts/ci/run_lane.sh stable\n" in check
+    assert "bash scripts/ci/run_lane.sh experimental\n" in check
+    ci_run = (SCRIPTS.parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    assert "CI_WORKERS" not in ci_run and "CI_SELECTION" not in ci_run
