@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from testmap_lib.gitdiff import DiffError, diff, git
+from testmap_lib.gitdiff import DiffError, diff, git, show
 from testmap_lib.mapfile import MapError, TestMap, load
 from testmap_lib.rules import result_json, select
 from testmap_lib.scopes import parse_scopes
@@ -85,6 +85,15 @@ def replay(repo: Path, map_path: Path, commits: int, mutants: int, seed: int) ->
     return 0
 
 
+def _mutable(n: ast.AST) -> bool:
+    """A node ``_mutate`` can flip: a comparison or operator it knows, an int or bool."""
+    if isinstance(n, ast.Compare):
+        return type(n.ops[0]) in _FLIPS
+    if isinstance(n, ast.BinOp | ast.BoolOp):
+        return type(n.op) in _FLIPS
+    return isinstance(n, ast.Constant) and type(n.value) in (int, bool)
+
+
 def _mutate(source: str, functions: set[str], rng: random.Random) -> str | None:
     tree = ast.parse(source)
     sites: list[ast.AST] = []
@@ -94,12 +103,7 @@ def _mutate(source: str, functions: set[str], rng: random.Random) -> str | None:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = prefix + node.name
                 if name in functions:
-                    sites.extend(
-                        n
-                        for n in ast.walk(node)
-                        if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
-                        or (isinstance(n, ast.Constant) and type(n.value) in (int, bool))
-                    )
+                    sites.extend(n for n in ast.walk(node) if _mutable(n))
                 walk(node.body, name + ".<locals>.")
             elif isinstance(node, ast.ClassDef):
                 walk(node.body, prefix + node.name + ".")
@@ -170,7 +174,10 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> 
             if not path.is_file():
                 continue
             original = path.read_text(encoding="utf-8")
-            touched = {parse_scopes(original).scope_of(n) for n in ch.new_lines}
+            # The functions the commit touched, named in its own version of the file, then
+            # mutated by name in the work tree (the map's tree), where lines have moved.
+            then = show(repo, commit, ch.path) or ""
+            touched = {parse_scopes(then).scope_of(n) for n in ch.new_lines}
             for _ in range(per_commit):
                 mutant = _mutate(original, touched, rng)
                 if mutant is None:
