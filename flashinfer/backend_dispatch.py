@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
+from flashinfer.dispatch.autocast import FP32, LOWER_PRECISION, AutocastRule
 from flashinfer.dispatch.capability import (
     device_capability as device_capability,  # the tuner's keys
 )
@@ -42,6 +43,9 @@ from flashinfer.gating.experimental_marker import experimental_backend
 from flashinfer.gating.op_registry import registered_ops
 
 __all__ = [
+    "FP32",
+    "LOWER_PRECISION",
+    "AutocastRule",
     "Backend",
     "BackendOp",
     "BackendRequirementOp",
@@ -127,6 +131,7 @@ def backend_requirement(
     fake: Callable[..., Any] | None = None,
     backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
     jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
+    autocast: AutocastRule | None = None,
 ) -> Callable[[Callable[P, R]], BackendOp[P, R]]:
     """Decorate an API with its backends' support checkers.
 
@@ -201,6 +206,12 @@ def backend_requirement(
       for one without), for ``torch.autograd.forward_ad`` and ``torch.func.jvp`` over the
       operator.  Without it, such a call is refused with an error naming forward-mode AD,
       never given a zero or a dropped tangent.
+    - ``autocast``: an :class:`AutocastRule`, the policy per device type under
+      ``torch.autocast`` of the API's torch counterpart (``torch.mm``:
+      ``AutocastRule(cpu=LOWER_PRECISION, cuda=LOWER_PRECISION)``; ``torch.rms_norm``:
+      ``AutocastRule(cuda=FP32)``).  The inputs are cast so, eagerly, compiled and through
+      the operator; an ``out=`` call is never cast (see ``docs/compile.rst``).  Without it,
+      nothing is cast.
 
     ``op.torch_op`` is the operator (``None`` when the signature has no schema, with the
     reason in ``op.torch_op_reason``: such an API graph-breaks when compiled).
@@ -242,6 +253,7 @@ def backend_requirement(
             fake=fake,
             backward=backward,
             jvp=jvp,
+            autocast=autocast,
         )
         return cast("BackendOp[P, R]", op.function)
 

@@ -44,7 +44,10 @@ def fused_add_rmsnorm(
         input: ``(..., hidden)`` tensor, float32, float16 or bfloat16; overwritten with the
             normalised sum.
         residual: tensor of the same shape, dtype and device; overwritten with the sum.
-        weight: ``(hidden,)`` tensor of the same dtype and device.
+        weight: ``(hidden,)`` tensor on the same device; float32, float16 or bfloat16,
+            the input's dtype or another (a mixed-precision model's float32 weight).
+            ``input`` and ``residual`` keep their dtype: written in place, they are never
+            cast, under ``torch.autocast`` either.
         eps: added to the mean square before the square root; finite and ``>= 0``.
 
     Aliasing: ``input`` and ``residual`` are both written, so they must not overlap each

@@ -31,7 +31,13 @@ import torch
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
-from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
+from flashinfer.backend_dispatch import (
+    LOWER_PRECISION,
+    AutocastRule,
+    Backend,
+    backend_requirement,
+    find_compute_capability,
+)
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 
 # The only module-level import from flashinfer.experimental: the light declarations.
@@ -338,6 +344,8 @@ def _heuristic(
     overlap=OVERLAP,
     backward=mm_backward,
     jvp=mm_jvp,
+    # torch.mm's policy: the autocast dtype on CPU and CUDA
+    autocast=AutocastRule(cpu=LOWER_PRECISION, cuda=LOWER_PRECISION),
 )
 def mm(
     a: torch.Tensor,
@@ -380,7 +388,9 @@ def mm(
             :func:`flashinfer.backend_requirement`).
 
     Returns:
-        The ``(M, N)`` product (``out`` when given).
+        The ``(M, N)`` product (``out`` when given).  Under ``torch.autocast`` (CPU, CUDA)
+        ``a`` and ``b`` are cast to the autocast dtype first and the product is in it, as
+        ``torch.mm``'s are; an ``out=`` call is not cast, as ``torch.mm(out=)`` is not.
 
     Raises:
         ValueError: malformed inputs (ranks, shapes, dtypes, devices, ``out``), raised

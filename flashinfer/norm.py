@@ -22,7 +22,13 @@ import torch
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
-from flashinfer.backend_dispatch import Backend, backend_requirement, find_compute_capability
+from flashinfer.backend_dispatch import (
+    FP32,
+    AutocastRule,
+    Backend,
+    backend_requirement,
+    find_compute_capability,
+)
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 from flashinfer.kernels import (
     bf16_reason,
@@ -411,6 +417,8 @@ def _heuristic(
     overlap=OVERLAP,
     backward=rmsnorm_backward,
     jvp=rmsnorm_jvp,
+    # torch.rms_norm's policy: float32 on CUDA, not cast on CPU
+    autocast=AutocastRule(cuda=FP32),
 )
 def rmsnorm(
     input: torch.Tensor,
@@ -455,9 +463,10 @@ def rmsnorm(
     Returns:
         The normalised tensor (``out`` when given), in the input's dtype whatever the
         weight's: torch's rule for ``rms_norm`` (HF's ``LlamaRMSNorm`` instead returns
-        ``weight * normed``, float32 for a float32 weight).  Under ``torch.autocast`` the
-        call is not cast, as torch's ``rms_norm`` on CPU is not: a float32 input stays
-        float32.
+        ``weight * normed``, float32 for a float32 weight).  Under ``torch.autocast`` it
+        follows ``torch.rms_norm``: on CPU nothing is cast (a float32 input stays float32);
+        on CUDA the input and weight are cast to float32, and so is the result.  An
+        ``out=`` call is not cast.
 
     Raises:
         ValueError: malformed inputs (rank, shapes, dtypes, devices, ``out``), raised before

@@ -18,6 +18,7 @@ if not _HAS_CUDA:
 
 import hypothesis_profiles  # noqa: E402
 import pytest  # noqa: E402
+from compile_spies import ran  # noqa: E402, F401 - the fixture: backends run by compiled calls
 
 import flashinfer  # noqa: E402
 import flashinfer.gating.op_registry as registry  # noqa: E402

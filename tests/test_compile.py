@@ -10,7 +10,8 @@ the compiled function runs, not when it was traced.  The tests check both halves
   ``eager``, ``aot_eager`` and ``inductor`` backends, static and dynamic, and matches eager;
 - the paths: ``"auto"``, each stable backend by name, inside ``use_backends`` and inside
   ``autotune()`` entered outside the compiled function: one graph (``explain``), right
-  result, the backend the path asks for ran (a spy on the op's implementations);
+  result, the backend the path asks for ran (a spy on the op's implementations:
+  tests/compile_spies.py);
 - run time: a function compiled once honours a ``use_backends`` block and a tuned result
   loaded afterwards, and ``autotune()`` tunes its calls, with no recompilation;
 - writes into the caller's tensors (``out=``, in place) are eager's; a float argument is
@@ -38,13 +39,11 @@ from typing import Any
 
 import pytest
 import torch
-from autotuner_fakes import clean_tuner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from throwaway_experimental import OWNER, SOON
 from torch._dynamo.testing import CompileCounter
-from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
-from torch.utils import _pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import flashinfer
 from flashinfer.api_logging import flashinfer_experimental_api
@@ -134,40 +133,6 @@ def _graphs_compiled() -> int:
 
 def _assert_same(actual: Any, expected: Any) -> None:
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
-
-
-class _Spy:
-    """An op's implementation (a function or an autotuner runner) that records its
-    backend's name in ``log`` on each run on real tensors (a fake derived from the torch
-    backend runs it on fake tensors while tracing); anything else is the implementation's."""
-
-    def __init__(self, name: str, target: Any, log: list[str]) -> None:
-        self.name, self.target, self.log = name, target, log
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # traced into a transparent call's graph
-            return self.target(*args, **kwargs)
-        leaves = pytree.tree_leaves((args, kwargs))
-        if not any(isinstance(t, torch.Tensor) and (is_fake(t) or t.is_meta) for t in leaves):
-            self.log.append(self.name)
-        return self.target(*args, **kwargs)
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.target, attr)
-
-
-@pytest.fixture
-def ran(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The backends that ran, in order: every stable op's implementations spied on, in a
-    tuner with no results (so that no memo of the autotuner's router holds an unspied
-    runner), timing as little as a test can."""
-    log: list[str] = []
-    for name in OPS:
-        implementations = _op(name).implementations
-        for backend, run in list(implementations.items()):
-            monkeypatch.setitem(implementations, backend, _Spy(backend, run, log))
-    with clean_tuner(warmup=0, repeat=1):
-        yield log
 
 
 # ---- the matrix: every op, every compiler backend, static and dynamic ----------------------
@@ -931,63 +896,3 @@ def test_a_numpy_float_eps_compiles_and_equals_the_eager_call(eps: float, backen
         lambda x: flashinfer.rmsnorm(x, w, eps=held, backend=backend), fullgraph=True
     )
     torch.testing.assert_close(compiled(x), expected)
-
-
-# ---- use_backends and autotune blocks inside a compiled function -----------------------------
-
-
-def _blocks() -> list[Any]:
-    """(label, block factory, backend named by the call) for each kind of block."""
-    return [
-        pytest.param(
-            lambda: flashinfer.use_backends(rmsnorm=["triton"]), "auto", id="use_backends-triton"
-        ),
-        pytest.param(
-            lambda: flashinfer.use_backends(rmsnorm=["torch"]), "auto", id="use_backends-torch"
-        ),
-        pytest.param(lambda: autotune(False), "triton", id="autotune-off-named"),
-        pytest.param(lambda: autotune(), "auto", id="autotune-auto"),
-    ]
-
-
-@pytest.mark.parametrize(("block", "backend"), _blocks())
-def test_a_block_inside_a_compiled_function_breaks_cleanly_and_is_obeyed(
-    block: Callable[[], Any], backend: str
-) -> None:
-    """Without fullgraph the function runs eagerly from the block on: Dynamo used to trace
-    the dispatcher and Triton's interpreter frame by frame (InterpreterError)."""
-    x, w = torch.randn(4, 8), torch.rand(8) + 0.5
-
-    def program(x: torch.Tensor) -> torch.Tensor:
-        with block():
-            y = flashinfer.rmsnorm(x, w, backend=backend) * 2
-            used = list(flashinfer.rmsnorm.suitable_auto_backends)
-        return y + len(used)
-
-    with clean_tuner(warmup=0, repeat=1):
-        eager = program(x)
-        eager_used = list(flashinfer.rmsnorm.suitable_auto_backends)
-        torch._dynamo.reset()
-        compiled = torch.compile(program)(x)
-    torch.testing.assert_close(compiled, eager)
-    assert list(flashinfer.rmsnorm.suitable_auto_backends) == eager_used
-
-
-@pytest.mark.parametrize(("block", "backend"), _blocks())
-def test_a_block_inside_a_fullgraph_function_is_refused_naming_it(
-    block: Callable[[], Any], backend: str
-) -> None:
-    x, w = torch.randn(4, 8), torch.rand(8) + 0.5
-
-    def program(x: torch.Tensor) -> torch.Tensor:
-        with block():
-            return flashinfer.rmsnorm(x, w, backend=backend)
-
-    name = type(block()).__name__
-    torch._dynamo.reset()
-    with (
-        clean_tuner(warmup=0, repeat=1),
-        pytest.raises(Exception, match=rf"flashinfer\.{name}\(\.\.\.\) cannot") as info,
-    ):
-        torch.compile(program, fullgraph=True)(x)
-    assert "around the compiled call" in str(info.value)

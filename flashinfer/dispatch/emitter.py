@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 import torch
 
 from flashinfer.codegen.compiler import compile_function, module_namespace, render_call
+from flashinfer.dispatch.autocast import INSIDE as AUTOCAST_INSIDE
+from flashinfer.dispatch.autocast import prologue_lines
 from flashinfer.dispatch.capability import CUDA_STATE, capability_reason, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
 from flashinfer.dispatch.reference import ReferenceDispatcher
@@ -131,6 +133,10 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_Tensor": torch.Tensor,
         # The API's overlap rule (see overlap_lines).
         "_ovl": op.overlap.check if op.overlap is not None else None,
+        # Autocast (see autocast.prologue_lines): _acall is set once the op is built.
+        "_ac": torch._C._is_any_autocast_enabled,
+        "_acin": AUTOCAST_INSIDE,
+        "_acall": None,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         ns[f"_chk{i}"] = op._checkers[name]  # a grad gate for one that cannot differentiate
@@ -152,9 +158,11 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     fail = _fail_call(op, check_common=True)
     cached = op.verdicts_cacheable
     params = sig.def_params(ns, "skip_check=False, _key=None" if cached else "skip_check=False")
+    # Under autocast a call is cast first (the front does it for a cached op).
+    first = [] if cached else prologue_lines(op)
     if not op.backend_checks:
         # skip_check=True bypasses the dispatcher entirely.
-        lines = ["    if skip_check:", *(f"        {c}" for c in overlap_lines(op))]
+        lines = [*first, "    if skip_check:", *(f"        {c}" for c in overlap_lines(op))]
         lines += [f"        return {call_func}", f"    {scan}"]
         if op.common_check is None:  # upstream: a usage error, raised on the call
             lines.append(f"    {fail}")
@@ -176,6 +184,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         "skip_check auto dispatcher",
     )
     lines = [
+        *first,
         "    if skip_check:",
         "        if backend != 'auto':",
         *(f"        {c}" for c in route_lines(op, "unchecked")),

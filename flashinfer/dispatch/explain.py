@@ -346,8 +346,16 @@ def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, An
     return view.tuned_choice(op.api_key, tuple(bound[n] for n in names))
 
 
-def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Explanation:
-    """:meth:`BackendRequirementOp.explain`'s work (see the module doc)."""
+def explain_call(
+    op: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    restricted: tuple[str, ...] | None = None,
+) -> Explanation:
+    """:meth:`BackendRequirementOp.explain`'s work (see the module doc).  ``restricted``:
+    the backends of a ``use_backends`` block written in traced code (the context's own
+    restriction when None)."""
     notes: list[str] = []
     kwargs = dict(kwargs)
     kwargs.pop("skip_check", None)
@@ -358,7 +366,8 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
         bound["backend"] = "auto"
     cc = op._call_capability(bound)
     gate_on = experimental_auto_backends_allowed()
-    listed = op._restriction()
+    listed = op._restriction() if restricted is None else restricted
+    who = "use_backends" if restricted is not None else None
     no_data = metadata_only(bound)
     error = _common_error(op, cc, bound, no_data)
     if error is not None:
@@ -378,7 +387,7 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
     left: dict[str, tuple[str, str]] = {b: r for b, r in refusals.items() if r is not None}
     source: str | None = None
     if listed is not None:
-        who = restriction_source(op.api_key) or "use_backends"
+        who = who or restriction_source(op.api_key) or "use_backends"
         for b in op.backend_checks:
             if b not in listed:
                 left[b] = ("restriction", f"not listed by {who} ({list(listed)})")
@@ -460,7 +469,7 @@ def explain_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Expl
         candidates=tuple(candidates),
         chosen=chosen,
         source=source if chosen is not None else None,
-        restriction=restriction_source(op.api_key) if listed is not None else None,
+        restriction=(who or restriction_source(op.api_key)) if listed is not None else None,
         gate_on=gate_on,
         error=error if chosen is None else None,
         tactic=tactic,

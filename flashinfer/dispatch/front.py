@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from flashinfer.codegen.compiler import compile_function, render_call
+from flashinfer.dispatch.autocast import prologue_lines
 from flashinfer.dispatch.emitter import body_call, explicit_lines, overlap_lines
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.signature import (
@@ -124,6 +125,7 @@ class Front:
         keyed_skip = render_call("_skip_auto", specs["__func__"])[:-1] + ", _key=_k)"
         scanned = ", ".join(f"*{n}" if spread else n for n, spread in op._scanned)
         lines = [
+            *prologue_lines(op),
             "    if skip_check:",
             "        if backend != 'auto':",
             *(f"        {c}" for c in route_lines(op, "unchecked")),

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from flashinfer.dispatch.autocast import AutocastCall, AutocastRule, checked_autocast_rule
 from flashinfer.dispatch.capability import capability_reason
 from flashinfer.dispatch.choice_log import OpLog
 from flashinfer.dispatch.declarations import Backend
@@ -42,6 +43,7 @@ class BackendRequirementOp(ReferenceDispatcher):
         fake: Callable[..., Any] | None = None,
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
         jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
+        autocast: AutocastRule | None = None,
     ) -> None:
         # overlap: what the API writes (its ``OverlapRule``), or None; the dispatcher checks
         # it (see ``plan``), and the operator's schema marks those arguments mutated.
@@ -61,6 +63,8 @@ class BackendRequirementOp(ReferenceDispatcher):
         self.choice_log = OpLog(self.api_key, self.__module__ or "", self.api_name)
         #: What this op's checks decided, per call signature (see ``verdicts``).
         self.verdict_cache = VerdictCache()
+        #: How the op's inputs are cast under torch.autocast (see ``autocast``), or None.
+        self.autocast = checked_autocast_rule(self.api_key, autocast, self.torch_schema)
         generated, self._ns = emit_fast_path(self)
         self._front: Front | None = None
         if self.verdicts_cacheable:  # the public function reads the signature first
@@ -68,6 +72,8 @@ class BackendRequirementOp(ReferenceDispatcher):
             self._front = Front(self, self._ns)
             generated = self._front.build()
         self.function = self._public_function(generated)
+        if self.autocast is not None:
+            self._ns["_acall"] = AutocastCall(self)
         attach_torch_op(self, fake, backward, jvp)
         register_op(self.api_key, self.function)
 

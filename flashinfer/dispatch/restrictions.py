@@ -34,9 +34,11 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Any
 
-from flashinfer.codegen.dynamo_marks import block_boundary
+import torch
+
 from flashinfer.dispatch.backend_names import ENV_FORMAT, parse_env_value, restriction_of
 from flashinfer.dispatch.block_entries import entry_to_leave
+from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced
 from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
@@ -46,6 +48,7 @@ __all__ = [
     "BlockFlag",
     "RESTRICTIONS",
     "block_flag",
+    "block_for",
     "reset_block_flags",
     "restriction_for",
     "restriction_source",
@@ -193,7 +196,7 @@ def _names_in_open_blocks() -> set[str]:
         scope = ref()
         if scope is not None:
             for entry in scope.entries:
-                if not entry.closed:
+                if not entry.closed and entry.block.marks_flags:
                     names.update(entry.names)
     return names
 
@@ -318,6 +321,20 @@ def _close_everywhere(entry: _Entry) -> None:
     _update_switch()
 
 
+def checked_restriction(
+    ops: Mapping[Any, Sequence[str] | str] | None, apis: Mapping[str, Sequence[str] | str]
+) -> dict[str, tuple[str, ...]]:
+    """What a ``use_backends(ops, **apis)`` call restricts, ``api_key -> backends``; raises
+    what the ``with`` line raises for a bad argument (see :class:`use_backends`)."""
+    _check_kinds(ops, apis)
+    return restriction_of(ops, apis, USE_BACKENDS)
+
+
+# Dynamo calls it as a constant while tracing a block written in a compiled function: the
+# arguments are the block's own, and an error is raised at the with line as eagerly.
+checked_restriction._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 def _check_kinds(ops: object, apis: Mapping[str, object]) -> None:
     """``TypeError`` unless ``ops`` is a mapping (or None) and every API's backends are an
     ordered list or tuple of names, or one name as a ``str``."""
@@ -383,16 +400,27 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
     not an API, a positional argument that is not a mapping, or backends that are not an
     ordered list of names (a set, ``bytes``, a number, ...), naming the API.
     ``RuntimeError`` on leaving a block more times than it was entered.
+
+    Inside a compiled function (``torch.compile``, with or without ``fullgraph``) a block is
+    obeyed by the calls it holds: its restriction is read while the function is traced
+    (:mod:`flashinfer.dispatch.traced_blocks`) and each call chooses among the listed
+    backends, at run time where the choice is the operator's.
     """
+
+    #: Whether an open entry of this block sets its APIs' :class:`BlockFlag` (the blocks a
+    #: compiled call's operator enters for itself do not: no traced code runs inside them).
+    marks_flags = True
 
     def __init__(
         self, ops: Mapping[Any, Sequence[str] | str] | None = None, /, **apis: Sequence[str] | str
     ) -> None:
-        _check_kinds(ops, apis)
-        self.backends: dict[str, tuple[str, ...]] = restriction_of(ops, apis, USE_BACKENDS)
+        self.backends: dict[str, tuple[str, ...]] = checked_restriction(ops, apis)
         self._open: list[_Entry] = []  # this block's entries not left yet, in any context
 
     def __enter__(self) -> use_backends:
+        if torch.compiler.is_compiling():  # traced code: see traced_blocks
+            enter_traced(self.backends)
+            return self
         if not _env_read:
             _read_env()
         entry = _Entry(self, self.backends, sys._getframe(1))
@@ -405,6 +433,9 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if torch.compiler.is_compiling():
+            leave_traced()
+            return
         frame = sys._getframe(1)
         scope = _scope.get()
         with _lock:
@@ -434,6 +465,22 @@ class use_backends:  # noqa: N801 - used like a function: ``with use_backends(..
         return f"use_backends({listed})"
 
 
+_blocks_for: dict[tuple[str, tuple[str, ...]], use_backends] = {}
+
+
+def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
+    """A block restricting ``api_key`` to ``backends``, as a compiled call's operator enters
+    it around its dispatcher call (a block written in the compiled function: see
+    :mod:`.traced_blocks`).  It sets no :class:`BlockFlag`.  One object per restriction:
+    a block may be entered by several threads at once."""
+    block = _blocks_for.get((api_key, backends))
+    if block is None:
+        block = use_backends.__new__(use_backends)
+        block.backends, block._open, block.marks_flags = {api_key: backends}, [], False
+        block = _blocks_for.setdefault((api_key, backends), block)
+    return block
+
+
 def warn_listed_experimental(api_key: str, candidates: Sequence[str], experimental: Any) -> None:
     """Warn once per (API, backend) for each experimental backend among a restricted call's
     candidates: listing one is naming it, so it warns as an explicit selection does (and
@@ -446,6 +493,3 @@ def warn_listed_experimental(api_key: str, candidates: Sequence[str], experiment
 def _listed_message(api_key: str, backend: str) -> str:
     """The warning's text, with who lists the backend (asked only when it warns)."""
     return listed_in_restriction(api_key, backend, restriction_source(api_key) or USE_BACKENDS)
-
-
-block_boundary(use_backends, "use_backends(...)")

@@ -45,7 +45,13 @@ import torch
 
 from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
+from flashinfer.dispatch.autocast import AutocastRule, cast_tensors, register_autocast_kernels
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
+from flashinfer.dispatch.traced_blocks import (
+    RESTRICTED_PREFIX,
+    token_backends,
+    traced_restriction,
+)
 
 __all__ = [
     "NAMESPACE",
@@ -155,8 +161,10 @@ class TorchOp:
         backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None,
         jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
         transparent: Any = None,
+        autocast: AutocastRule | None = None,
     ) -> None:
         self.api_key = api_key
+        self._autocast = autocast  # how the inputs are cast under torch.autocast, or None
         self._transparent = transparent  # a dispatcher op's TransparentPlan, or None
         self.schema = schema
         self.public = public
@@ -206,6 +214,14 @@ class TorchOp:
             lib.define(f"{no_grad}{schema.default}")
             lib.impl(no_grad, kernels["real"], "CompositeExplicitAutograd")
             torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_impl, lib=lib)
+        if self._autocast is not None:  # the functional overloads only: out= is not cast
+            packet = getattr(torch.ops, NAMESPACE)
+            register_autocast_kernels(lib, name, getattr(packet, name).default, self._autocast)
+            if self.fake is not None:
+                no_grad_op = getattr(packet, f"{name}_{NO_GRAD_SUFFIX}").default
+                register_autocast_kernels(
+                    lib, f"{name}_{NO_GRAD_SUFFIX}", no_grad_op, self._autocast
+                )
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
         if schema.out is not None:
@@ -247,6 +263,8 @@ class TorchOp:
             "_refuse_forward": self._forward_refusal,
             "_fwad": torch.autograd.forward_ad,
             "_unpack": torch.autograd.forward_ad.unpack_dual,
+            "_RESTRICTED": RESTRICTED_PREFIX,
+            "_block": self._restricted_block,
         }
         signature = inspect.signature(self._func)
         for n, p in signature.parameters.items():
@@ -276,9 +294,27 @@ class TorchOp:
             for t in own
         )
 
+        def restricted(with_out: bool) -> list[str]:
+            """A call traced inside a ``use_backends`` block (:mod:`.traced_blocks`): the
+            dispatcher runs inside the same restriction, entered here at run time."""
+            if not extra:
+                return []
+            again = call("_again_out" if with_out else "_again", with_out)
+            again = again.replace("backend=backend", "backend='auto'")
+            return [
+                "    if backend.startswith(_RESTRICTED):",
+                "        _blk = _block(backend)",
+                "        _blk.__enter__()",
+                "        try:",
+                f"            return {again}",
+                "        finally:",
+                "            _blk.__exit__(None, None, None)",
+            ]
+
         def real(with_out: bool) -> list[str]:
             public = call("_public", with_out)
             lines = [
+                *restricted(with_out),
                 "    if _grad_on():",
                 "        _set_grad(False)",
                 "        try:",
@@ -350,11 +386,20 @@ class TorchOp:
             built["autograd_out"] = compile_function(
                 params(True), autograd(True), ns, role="autograd out kernel", api=self.api_key
             )
+        ns["_again"], ns["_again_out"] = built["real"], built.get("real_out")
         self._kernel_ns = ns  # the overloads are set once registered (see __init__)
         if self.fake is None:  # a compiled call breaks the graph and runs these eagerly
             for kernel in built.values():
                 run_outside_dynamo(kernel.__code__)
         return built
+
+    def _restricted_block(self, token: str) -> Any:
+        """The block a call traced inside ``use_backends`` runs its dispatcher in."""
+        from flashinfer.dispatch.restrictions import block_for
+
+        backends = token_backends(token)
+        assert backends is not None
+        return block_for(self.api_key, backends)
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]
@@ -481,6 +526,30 @@ class TorchOp:
             ]
         return lines
 
+    def _autocast_lines(self, ns: dict[str, Any]) -> list[str]:
+        """Under ``torch.autocast``, the tensor arguments cast by the op's rule (traced by
+        Dynamo, which guards on the autocast state), so that a transparent call's torch code
+        and the operator see what an eager call's backend sees (:mod:`.autocast`)."""
+        if self._autocast is None:
+            return []
+        ns |= {"_cast": cast_tensors, "_acrule": self._autocast}
+        names = [t for t in self.schema.tensors if t != self.schema.out_param]
+        targets = ", ".join(names) + ("," if len(names) == 1 else "")
+        line = f"{targets} = _cast(_acrule, {', '.join(names)})"
+        out = self.schema.out_param
+        if out is None:
+            return [f"    {line}"]
+        return [f"    if {out} is None:", f"        {line}"]
+
+    def _restriction_lines(self, ns: dict[str, Any]) -> list[str]:
+        """``_r``: the restriction of a ``use_backends`` block the traced call is written
+        in, as a ``backend`` token, or None (:mod:`.traced_blocks`; an explicit backend is
+        not restricted, as in eager)."""
+        if not self._dispatcher:
+            return []
+        ns["_restriction"] = traced_restriction
+        return [f"    _r = _restriction({self.api_key!r}) if backend == 'auto' else None"]
+
     def _transparent_lines(self, ns: dict[str, Any]) -> list[str]:
         """The traced code's first lines when the API can be transparent
         (:mod:`.transparent`): a static call without ``out`` asks the chooser, and when it
@@ -513,10 +582,14 @@ class TorchOp:
             test = f"{schema.out_param} is None and {test}"
         # The block flag is read only for a transparent "auto" choice: a graph whose call
         # names its backend, or whose "auto" call stays opaque, is not guarded on it.
+        # A block written in the compiled function (_r, see traced_blocks) replaces the
+        # flag's question: the choice is made among its backends.
         return [
             f"    if {test}:",
-            f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check)",
-            "        if _b is not None and (backend != 'auto' or not _flag.named):",
+            f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check, _r)",
+            "        if _b is not None and (",
+            "            backend != 'auto' or _r is not None or not _flag.named",
+            "        ):",
             f"            return _body({', '.join(body_args)})",
         ]
 
@@ -553,7 +626,10 @@ class TorchOp:
             f"        {'return ' if schema.returns != 'none' else ''}{call('_default', False)}",
             *(["        return None"] if schema.returns == "none" else []),
             *self._number_lines(ns),
+            *self._autocast_lines(ns),
+            *self._restriction_lines(ns),
             *self._transparent_lines(ns),
+            *(["    if _r is not None:", "        backend = _r"] if self._dispatcher else []),
         ]
         if schema.out_param is not None:
             lines += [

@@ -26,6 +26,7 @@ from flashinfer.codegen.compiler import render_call
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.families import TORCH, family_of
 from flashinfer.dispatch.torch_op import TorchOp, run_outside_dynamo
+from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.transparent import transparent_plan
 
 __all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
@@ -61,6 +62,7 @@ def attach_torch_op(
         backward=backward,
         jvp=jvp,
         transparent=transparent_plan(op, metadata_checks),
+        autocast=getattr(op, "autocast", None),
     )
     op.torch_op = torch_op
     op._ns["_traceable"] = torch_op.traceable
@@ -89,6 +91,8 @@ def _never(*values: Any) -> bool:
 def _bound(op: Any, values: dict[str, Any]) -> dict[str, Any]:
     """The operator's arguments as the checks take them: every parameter, defaults applied."""
     values = {k: v for k, v in values.items() if k != "skip_check"}
+    if token_backends(str(values.get("backend", ""))) is not None:
+        values["backend"] = "auto"  # restricted by a block written in the traced code
     return dict(op._sig.bind(**values).arguments)
 
 

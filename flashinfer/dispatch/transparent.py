@@ -49,6 +49,7 @@ import torch
 
 from flashinfer.dispatch.families import TORCH, family_of
 from flashinfer.dispatch.restrictions import block_flag
+from flashinfer.dispatch.traced_blocks import token_backends
 
 __all__ = ["TransparentPlan", "static_arguments", "tensor_facts", "transparent_plan"]
 
@@ -112,9 +113,12 @@ class TransparentPlan:
 
         def choose(grad_on: bool, *values: Any) -> str | None:
             """The transparent backend a traced call with these (constant) arguments would
-            run when no ``use_backends`` block names the API (the traced code tests that
-            itself), or None: the call stays opaque and decides at run time."""
-            args = dict(zip([*names, "backend", "skip_check"], values, strict=True))
+            run when no ``use_backends`` block entered outside the traced code names the API
+            (the traced code tests that itself), or None: the call stays opaque and decides
+            at run time.  The last value is the restriction of a block written in the
+            traced code (:mod:`.traced_blocks`), or None."""
+            keys = [*names, "backend", "skip_check", "restricted"]
+            args = dict(zip(keys, values, strict=True))
             return plan.decide(args, tensors, grad_on)
 
         # Dynamo calls a function so marked while tracing and uses its result as a constant
@@ -134,10 +138,18 @@ class TransparentPlan:
         )
         from flashinfer.dispatch.tuner_view import tuner_view
 
+        args = dict(args)
         op, backend = self.op, args["backend"]
+        listed = token_backends(args.pop("restricted") or "")
         if backend == "auto":
             view = tuner_view()
-            if op.experimental_backends or (view is not None and view.registered(op.api_key)):
+            if view is not None and view.registered(op.api_key):
+                return None
+            # The gate (an environment variable read per call) decides whether an
+            # experimental backend is a candidate, and listing one warns: run time's calls.
+            if listed is None and op.experimental_backends:
+                return None
+            if listed is not None and any(b in op.experimental_backends for b in listed):
                 return None
         elif backend not in self.backends:
             return None
@@ -151,7 +163,9 @@ class TransparentPlan:
                 # As if no use_backends block were open (a fresh context: the traced code
                 # takes this choice only while none naming the API is open anywhere), so
                 # that a graph traced inside a block keeps the guard on the block flag.
-                explained = contextvars.Context().run(explain_call, op, (), values)
+                explained = contextvars.Context().run(
+                    explain_call, op, (), values, restricted=listed
+                )
         except Exception:  # refused, or undecidable on metadata: the operator decides
             return None
         decided = all(v.decided for v in explained.verdicts)

@@ -146,6 +146,30 @@ def test_a_use_backends_block_naming_it_after_compiling_runs_it_and_warns_once()
     assert counted.frame_count == 1
 
 
+def test_a_block_inside_a_compiled_function_listing_it_runs_it_and_warns_once_here():
+    """Listing the experimental backend in a block written in the compiled function opts in
+    as eagerly: it runs with the gate off, and warns once, at this file's line."""
+    backend = _experimental_backend()
+    counted = CompileCounter()
+
+    def program(a, b):
+        with flashinfer.use_backends(mm=[backend]):
+            return mm(a, b) + 1
+
+    compiled = torch.compile(program, backend=counted, fullgraph=True)
+    inputs = _small_m_large_k()
+    flashinfer.reset_experimental_warnings()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            _assert_same(compiled(*inputs), inputs[0] @ inputs[1] + 1)
+            assert mm.suitable_auto_backends == [backend]
+    (warned,) = [w for w in record if issubclass(w.category, ExperimentalWarning)]
+    assert repr(backend) in str(warned.message)
+    assert warned.filename == __file__
+    assert counted.frame_count == 1
+
+
 def _experimental_opcheck_items() -> list:
     backend = _experimental_backend()
     return [pytest.param(case, id=f"mm-{backend}-{case.name}") for case in cases_for(mm)]

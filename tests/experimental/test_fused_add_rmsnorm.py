@@ -3,6 +3,7 @@ flashinfer/fused_norm.py, implementation in flashinfer/experimental/fused_add_rm
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
 
@@ -73,6 +74,27 @@ def test_equals_the_unfused_composition(quiet, dtype, hidden):
     torch.testing.assert_close(x, expected_x, rtol=ulp, atol=ulp)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("path", ["kernel", "composition"])
+@pytest.mark.parametrize("autocast", [False, True], ids=["plain", "autocast"])
+def test_a_float32_weight_with_16_bit_activations(quiet, monkeypatch, dtype, path, autocast):
+    """A mixed-precision model's float32 weight is accepted, as rmsnorm accepts it (issue 31,
+    item 5); input and residual keep their dtype (written in place: torch never casts an
+    in-place operation under autocast); the result is the unfused composition's."""
+    x, r, w = _rand(3, 96, dtype=dtype), _rand(3, 96, dtype=dtype, seed=1), _rand(96) + 2
+    expected_x, expected_r = _unfused(x, r, w)
+    if path == "composition":
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert (kernel_unsupported_reason(x, r, w) is None) == (path == "kernel")
+    context = torch.autocast("cpu", dtype) if autocast else contextlib.nullcontext()
+    with context:
+        fused_add_rmsnorm(x, r, w)
+    assert x.dtype == r.dtype == dtype and w.dtype == torch.float32
+    assert torch.equal(r, expected_r)
+    ulp = {torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+    torch.testing.assert_close(x, expected_x, rtol=ulp, atol=ulp)
+
+
 def test_torch_path_when_the_kernel_cannot_run(quiet, monkeypatch):
     x, r, w = _rand(4, 32), _rand(4, 32, seed=1), torch.ones(32)
     expected = _unfused(x, r, w)
@@ -97,6 +119,7 @@ def test_non_contiguous_rows_use_the_torch_path(quiet):
         ((torch.ones(2, 4), torch.ones(2, 5), torch.ones(4)), "residual has shape"),
         ((torch.ones(2, 4), torch.ones(2, 4), torch.ones(5)), "weight must be 1-D"),
         ((torch.ones(2, 4), torch.ones(2, 4).half(), torch.ones(4)), "residual has dtype"),
+        ((torch.ones(2, 4), torch.ones(2, 4), torch.ones(4).double()), "weight has dtype"),
         ((torch.ones(2, 4).double(),) * 2 + (torch.ones(4).double(),), "not supported"),
         ((torch.ones(2, 4), torch.ones(2, 4, device="meta"), torch.ones(4)), "is on meta"),
         ((torch.tensor(1.0), torch.tensor(1.0), torch.ones(1)), "at least one dimension"),

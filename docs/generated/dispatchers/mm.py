@@ -26,6 +26,9 @@
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
+#   _ac = builtin _is_any_autocast_enabled
+#   _acin = a flashinfer.dispatch.autocast._Inside  (flashinfer/dispatch/autocast.py)
+#   _acall = a flashinfer.dispatch.autocast.AutocastCall  (flashinfer/dispatch/autocast.py)
 #   _type = builtins.type
 #   _Tensor = torch.Tensor
 #   _jit = builtin _is_tracing
@@ -70,6 +73,8 @@
 #   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
 
 def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
+    if _ac() and not _acin.on:
+        return _acall({'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend}, skip_check)
     if skip_check:
         if backend != 'auto':
             if (_type(a) is not _Tensor or a.is_meta or _jit()) and _traced(a, b, out):
@@ -241,6 +246,9 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _jit_tracing = flashinfer.dispatch.torch_op.jit_tracing  (flashinfer/dispatch/torch_op.py)
 #   _out = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
+#   _cast = flashinfer.dispatch.autocast.cast_tensors  (flashinfer/dispatch/autocast.py)
+#   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
+#   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
@@ -257,10 +265,17 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
             _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
             return out
         return _default(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
+    if out is None:
+        a, b = _cast(_acrule, a, b)
+    _r = _restriction('flashinfer.gemm.mm') if backend == 'auto' else None
     if out is None and not _exporting() and _static(a, b, out_dtype):
-        _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check)
-        if _b is not None and (backend != 'auto' or not _flag.named):
+        _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check, _r)
+        if _b is not None and (
+            backend != 'auto' or _r is not None or not _flag.named
+        ):
             return _body(a, b, out_dtype=out_dtype, out=None, backend=_b, skip_check=skip_check)
+    if _r is not None:
+        backend = _r
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
         return out

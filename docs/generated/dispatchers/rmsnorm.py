@@ -23,6 +23,9 @@
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
+#   _ac = builtin _is_any_autocast_enabled
+#   _acin = a flashinfer.dispatch.autocast._Inside  (flashinfer/dispatch/autocast.py)
+#   _acall = a flashinfer.dispatch.autocast.AutocastCall  (flashinfer/dispatch/autocast.py)
 #   _type = builtins.type
 #   _Tensor = torch.Tensor
 #   _jit = builtin _is_tracing
@@ -58,6 +61,8 @@
 #   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
 
 def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
+    if _ac() and not _acin.on:
+        return _acall({'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend}, skip_check)
     if skip_check:
         if backend != 'auto':
             if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
@@ -198,6 +203,9 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _default = a torch._ops.OpOverload
 #   _refuse_bool = flashinfer.dispatch.torch_op._bool_refusal.<locals>.refuse_bool  (flashinfer/dispatch/torch_op.py)
 #   _Tensor = torch.Tensor
+#   _cast = flashinfer.dispatch.autocast.cast_tensors  (flashinfer/dispatch/autocast.py)
+#   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
+#   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
@@ -218,10 +226,17 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
         _refuse_bool('eps', eps)
     elif eps is not None and not isinstance(eps, (int, float, _Tensor)):
         eps = float(eps)
+    if out is None:
+        input, weight = _cast(_acrule, input, weight)
+    _r = _restriction('flashinfer.norm.rmsnorm') if backend == 'auto' else None
     if out is None and not _exporting() and _static(input, weight, eps):
-        _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check)
-        if _b is not None and (backend != 'auto' or not _flag.named):
+        _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check, _r)
+        if _b is not None and (
+            backend != 'auto' or _r is not None or not _flag.named
+        ):
             return _body(input, weight, eps, out=None, backend=_b, skip_check=skip_check)
+    if _r is not None:
+        backend = _r
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         return out

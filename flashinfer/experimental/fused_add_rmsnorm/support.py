@@ -50,12 +50,18 @@ def validate_metadata(
             f"fused_add_rmsnorm: weight must be 1-D of the hidden size ({hidden},), got "
             f"shape {tuple(weight.shape)}"
         )
+    if residual.dtype != input.dtype:
+        raise ValueError(
+            f"fused_add_rmsnorm: residual has dtype {residual.dtype} but input has "
+            f"{input.dtype}; they are written in place together: use one dtype"
+        )
+    # A mixed-precision model's float32 weight with 16-bit activations is accepted, as
+    # rmsnorm and HF's RMSNorm accept it: the result is written in the input's dtype.
+    if weight.dtype not in _DTYPES:
+        raise ValueError(
+            f"fused_add_rmsnorm: weight has dtype {weight.dtype}; use float32, float16 or bfloat16"
+        )
     for name, t in (("residual", residual), ("weight", weight)):
-        if t.dtype != input.dtype:
-            raise ValueError(
-                f"fused_add_rmsnorm: {name} has dtype {t.dtype} but input has {input.dtype}; "
-                "use one dtype"
-            )
         if t.device != input.device:
             raise ValueError(
                 f"fused_add_rmsnorm: {name} is on {t.device} but input is on {input.device}"

@@ -1,0 +1,209 @@
+"""Mixed precision: an op under ``torch.autocast`` follows the rule its torch counterpart does.
+
+torch casts an operator's floating-point inputs under autocast by a policy per device type
+(``aten/src/ATen/autocast_mode.h``): ``torch.mm`` runs in the autocast dtype
+(*lower precision*) on CPU and CUDA; ``torch.rms_norm`` runs in float32 on CUDA and is not
+cast on CPU; an ``out=`` or in-place form is never cast.  An API declares its counterpart's
+policies as an :class:`AutocastRule` (``backend_requirement(..., autocast=...)``), and the
+same cast happens on every route a call can take:
+
+- an eager call: the dispatcher's first line (``_ac()``: is any autocast on?) hands a
+  call under autocast to :class:`AutocastCall`, which casts the arguments and calls the
+  dispatcher again with the cast arguments (never casting twice: a thread-local says it
+  is inside);
+- a compiled call: the traced code casts with :func:`cast_tensors`, which Dynamo traces
+  (it guards on the autocast state, so entering or leaving autocast recompiles once), so a
+  transparent call's torch code and an opaque call's operator both see cast inputs;
+- the operator itself (``torch.ops.flashinfer.mm``): an ``Autocast<Device>`` kernel per
+  device type the rule names (:func:`register_autocast_kernels`), as
+  ``torch.library.register_autocast`` registers, but casting to the autocast dtype in
+  force rather than one fixed when registering.
+
+Eligible tensors are torch's: floating point, not float64, on the device whose autocast
+is on.  Casting is ``Tensor.to``, which autograd differentiates back to the original dtype.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "FP32",
+    "INSIDE",
+    "LOWER_PRECISION",
+    "AutocastCall",
+    "AutocastRule",
+    "autocast_on",
+    "cast_tensors",
+    "checked_autocast_rule",
+    "prologue_lines",
+    "register_autocast_kernels",
+]
+
+LOWER_PRECISION = "lower_precision_fp"
+"""Cast floating-point inputs to the autocast dtype in force (``torch.mm``'s policy)."""
+
+FP32 = "fp32"
+"""Cast floating-point inputs to float32 (``torch.rms_norm``'s policy on CUDA)."""
+
+_POLICIES = (LOWER_PRECISION, FP32)
+
+
+@dataclass(frozen=True)
+class AutocastRule:
+    """An op's autocast policy per device type: :data:`LOWER_PRECISION`, :data:`FP32`, or
+    None (not cast there), as its torch counterpart's.  ``out=`` calls are never cast."""
+
+    cpu: str | None = None
+    cuda: str | None = None
+
+    def __post_init__(self) -> None:
+        for device, policy in (("cpu", self.cpu), ("cuda", self.cuda)):
+            if policy is not None and policy not in _POLICIES:
+                raise ValueError(
+                    f"AutocastRule: {device}={policy!r} is not a policy; use LOWER_PRECISION "
+                    f"({LOWER_PRECISION!r}), FP32 ({FP32!r}) or None (not cast)"
+                )
+
+    def devices(self) -> tuple[str, ...]:
+        """The device types whose autocast casts this op's inputs."""
+        return tuple(d for d in ("cpu", "cuda") if getattr(self, d) is not None)
+
+
+def _target(rule: AutocastRule, device_type: str) -> torch.dtype | None:
+    """The dtype ``rule`` casts to on ``device_type`` now, or None (no cast)."""
+    policy = getattr(rule, device_type, None) if device_type in ("cpu", "cuda") else None
+    if policy is None or not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type) if policy == LOWER_PRECISION else torch.float32
+
+
+def _cast(t: Any, device_type: str, dtype: torch.dtype) -> Any:
+    if (
+        isinstance(t, torch.Tensor)
+        and t.is_floating_point()
+        and t.dtype is not torch.float64
+        and t.device.type == device_type
+    ):
+        return t.to(dtype)
+    return t
+
+
+def cast_tensors(rule: AutocastRule, *tensors: Any) -> tuple[Any, ...]:
+    """``tensors`` (None allowed) as ``rule`` casts them under the autocast in force on the
+    first tensor's device; unchanged when none is on there.  Traced by Dynamo."""
+    first = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
+    if first is None:
+        return tensors
+    device_type = first.device.type
+    dtype = _target(rule, device_type)
+    if dtype is None:
+        return tensors
+    return tuple(_cast(t, device_type, dtype) for t in tensors)
+
+
+def autocast_on() -> bool:
+    """Whether autocast is on for any device (one C call: the eager dispatcher's test)."""
+    return bool(torch._C._is_any_autocast_enabled())
+
+
+class _Inside(threading.local):
+    on = False  # this thread is inside a call that has cast its arguments already
+
+
+INSIDE = _Inside()
+"""Per thread: inside an op call whose arguments are cast already.  One for every op: an op
+a backend calls with those arguments does not cast them again."""
+
+
+def checked_autocast_rule(api_key: str, rule: Any, schema: Any) -> AutocastRule | None:
+    """``rule`` when an op with this operator ``schema`` can declare it (None stays None);
+    a ``TypeError`` or ``ValueError`` naming the API otherwise, at decoration."""
+    if rule is None:
+        return None
+    if not isinstance(rule, AutocastRule):
+        raise TypeError(
+            f"{api_key}: autocast= takes an AutocastRule, e.g. "
+            f"AutocastRule(cpu=LOWER_PRECISION, cuda=LOWER_PRECISION), got {rule!r}"
+        )
+    if schema is None or schema.mutated:
+        raise ValueError(
+            f"{api_key}: autocast= needs a functional torch operator schema (tensor "
+            "arguments, no argument written in place): torch never casts an in-place "
+            "operation's inputs"
+        )
+    return rule
+
+
+def prologue_lines(op: Any) -> list[str]:
+    """The dispatcher's first lines for an op with a rule: a call under autocast (and not
+    inside a call that cast already) goes to ``_acall`` (:class:`AutocastCall`)."""
+    if getattr(op, "autocast", None) is None:
+        return []
+    names = [n for n in op._sig.names if n != "skip_check"]
+    literal = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
+    return ["    if _ac() and not _acin.on:", f"        return _acall({literal}, skip_check)"]
+
+
+class AutocastCall:
+    """What an eager call under autocast runs: the call's arguments cast by ``rule``
+    (``tensors``: the tensor parameters; never when ``out`` is given), then ``public``
+    (the dispatcher) with them, marked inside so that neither it nor a nested op casts
+    again."""
+
+    def __init__(self, op: Any) -> None:
+        schema = op.torch_schema
+        self.public: Callable[..., Any] = op.function
+        self.rule: AutocastRule = op.autocast
+        self.tensors: tuple[str, ...] = tuple(schema.tensors)
+        self.out: str | None = schema.out_param
+        self.inside = INSIDE
+
+    def __call__(self, values: Mapping[str, Any], skip_check: Any) -> Any:
+        values = dict(values)
+        if self.out is None or values.get(self.out) is None:
+            names = [n for n in self.tensors if n != self.out]
+            cast = cast_tensors(self.rule, *(values[n] for n in names))
+            values.update(zip(names, cast, strict=True))
+        inside = self.inside
+        previous, inside.on = inside.on, True
+        try:
+            return self.public(**values, skip_check=skip_check)
+        finally:
+            inside.on = previous
+
+
+def register_autocast_kernels(
+    library: torch.library.Library,
+    name: str,
+    overload: Any,
+    rule: AutocastRule,
+) -> None:
+    """Register ``overload``'s (functional) ``Autocast<Device>`` kernel in ``library`` for
+    each device type ``rule`` names: cast, then run the operator below autocast."""
+    for device_type in rule.devices():
+        if not torch._C._is_autocast_available(device_type):
+            continue
+        key_name = "Autocast" + torch._C._dispatch_key_for_device(device_type)
+        library.impl(
+            name, _kernel(overload, rule, device_type, key_name), key_name, with_keyset=True
+        )
+
+
+def _kernel(overload: Any, rule: AutocastRule, device_type: str, key_name: str) -> Any:
+    excluded = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key_name))
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        dtype = _target(rule, device_type)
+        if dtype is not None:
+            args = tuple(_cast(a, device_type, dtype) for a in args)
+            kwargs = {k: _cast(v, device_type, dtype) for k, v in kwargs.items()}
+        with torch._C._ExcludeDispatchKeyGuard(excluded):
+            return overload(*args, **kwargs)
+
+    return kernel

@@ -1,0 +1,98 @@
+"""``use_backends`` blocks entered inside a compiled function: obeyed by the calls they hold.
+
+A block entered eagerly sets a context variable, which a compiled graph cannot read.  A
+block written inside the compiled function is different: it encloses the same calls on
+every run, so its restriction is known when Dynamo traces the function.  While tracing,
+``use_backends``' ``__enter__`` and ``__exit__`` push and pop the block's restriction on a
+stack of the trace (:func:`enter_traced`, :func:`leave_traced`: functions Dynamo calls as
+constants, so they run in Python while tracing and leave nothing in the graph), and each
+traced call reads the restriction of its API (:func:`traced_restriction`):
+
+- a transparent call (:mod:`.transparent`) chooses among the listed backends;
+- an opaque call hands its operator the restriction in its ``backend`` argument
+  (:func:`restricted_token`, ``"auto|triton,torch"``), and the operator's real kernel runs
+  the dispatcher inside an equivalent block (:func:`block_for`), decided at run time as
+  the eager call is: gate, tuned results, warn-once, records.
+
+The stack belongs to one trace (Dynamo's ``TracingContext``): a trace that restarts or
+fails half way leaves no entry behind for the next one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "RESTRICTED_PREFIX",
+    "enter_traced",
+    "leave_traced",
+    "restricted_token",
+    "token_backends",
+    "traced_restriction",
+]
+
+RESTRICTED_PREFIX = "auto|"
+"""How an opaque traced call's ``backend`` argument carries a block's restriction:
+``"auto|triton,torch"`` is ``"auto"`` restricted to those backends, in that order (a
+backend's name is an identifier, so it holds neither ``|`` nor ``,``: see
+:mod:`.declarations`)."""
+
+_local = threading.local()  # .trace: the TracingContext of the stack, .stack: its entries
+
+
+def _trace_key() -> Any:
+    from torch._guards import TracingContext
+
+    return TracingContext.try_get()
+
+
+def _stack() -> list[Mapping[str, tuple[str, ...]]]:
+    """This thread's stack for the trace under way, emptied when another trace starts."""
+    key = _trace_key()
+    if getattr(_local, "trace", None) is not key:
+        _local.trace, _local.stack = key, []
+    stack: list[Mapping[str, tuple[str, ...]]] = _local.stack
+    return stack
+
+
+def enter_traced(backends: Mapping[str, tuple[str, ...]]) -> None:
+    """A block restricting ``backends`` (``api_key -> names``) is entered in traced code."""
+    _stack().append(dict(backends))
+
+
+def leave_traced() -> None:
+    """The newest block entered in traced code is left."""
+    stack = _stack()
+    if stack:
+        stack.pop()
+
+
+def traced_restriction(api_key: str) -> str | None:
+    """The restriction the innermost traced block naming ``api_key`` gives its calls, as
+    the ``backend`` token an opaque call passes on (:func:`restricted_token`), or None."""
+    for backends in reversed(_stack()):
+        listed = backends.get(api_key)
+        if listed is not None:
+            return restricted_token(listed)
+    return None
+
+
+# Dynamo calls a function so marked while tracing and uses its result as a constant
+# (torch.compiler.assume_constant_result's mark, set without importing Dynamo): the blocks
+# are the traced function's own code, the same on every run of the graph.
+for _f in (enter_traced, leave_traced, traced_restriction):
+    setattr(_f, "_dynamo_marked_constant", True)  # noqa: B010 - a mark on three functions
+
+
+def restricted_token(backends: tuple[str, ...]) -> str:
+    """``"auto"`` restricted to ``backends``, as an operator's ``backend`` argument."""
+    return RESTRICTED_PREFIX + ",".join(backends)
+
+
+def token_backends(backend: str) -> tuple[str, ...] | None:
+    """The backends a :func:`restricted_token` lists, or None for any other ``backend``."""
+    if not backend.startswith(RESTRICTED_PREFIX):
+        return None
+    return tuple(backend[len(RESTRICTED_PREFIX) :].split(","))
