@@ -113,6 +113,23 @@ def call(x):
     return _BUILT["op"](x)
 """
 
+# A function a module runs at its import: only the first test file that imports it runs it.
+BOOT = """\
+def read_switch():
+    return True
+
+
+SWITCH = read_switch()
+"""
+
+BOOT_TESTS = """\
+import pkg.boot
+
+
+def test_boot():
+    assert pkg.boot.SWITCH
+"""
+
 OPS_TEST = """\
 from flashinfer import codegen
 
@@ -152,6 +169,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap,
             "flashinfer/dispatch/verdicts.py": VERDICTS,
             "flashinfer/codegen.py": CODEGEN,
             "tests/test_ops.py": OPS_TEST,
+            "pkg/boot.py": BOOT,
+            "tests/test_boot_a.py": BOOT_TESTS,
+            "tests/test_boot_b.py": BOOT_TESTS,
         },
     )
     sha = commit(root, "base")
@@ -194,6 +214,7 @@ def test_every_test_is_recorded_with_its_duration(recorded) -> None:
         "test_op_first",
         "test_op_second",
         "test_no_op",
+        "test_boot",
     }
     assert all(t.duration > 0 and t.lane == "stable" for t in m.tests.values())
 
@@ -247,3 +268,11 @@ def test_a_cached_verdict_and_a_generated_dispatcher_credit_every_test_that_uses
         assert "flashinfer/dispatch/verdicts.py::decide" in functions, name
         assert "flashinfer/codegen.py::emit" in functions, name
     assert "flashinfer/codegen.py::emit" not in m.tests["tests/test_ops.py::test_no_op"].functions
+
+
+def test_import_time_code_is_credited_to_every_test_that_imported_the_module(recorded) -> None:
+    """pkg.boot runs read_switch() once, while the first of the two files is collected."""
+    m, _ = recorded
+    for name in ("tests/test_boot_a.py::test_boot", "tests/test_boot_b.py::test_boot"):
+        assert "pkg/boot.py::read_switch" in m.tests[name].functions, name
+    assert "pkg/boot.py::read_switch" not in _functions(m, "test_direct")

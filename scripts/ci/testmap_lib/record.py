@@ -122,6 +122,21 @@ def credit_generators(tests: dict[str, TestRecord], own: dict[str, set[str]], re
             rec.functions |= ran
 
 
+def credit_import_time(tests: dict[str, TestRecord], functions: dict[str, set[str]]) -> None:
+    """A module runs once per process, when the first test file that imports it is
+    collected, so import-time code (``_to_stderr = read_switch()``, case declarations)
+    would be credited to that file's tests alone.  Every function that ran while a test file
+    was collected is credited to every test that imported its module."""
+    import_time: dict[str, set[str]] = {}
+    for context, fns in functions.items():
+        if context.startswith("collect:"):
+            for fn in fns:
+                import_time.setdefault(fn.split("::", 1)[0], set()).add(fn)
+    for rec in tests.values():
+        for path in rec.files & import_time.keys():
+            rec.functions |= import_time[path]
+
+
 def build_map(repo: Path, out: Path, commit: str, meta: dict) -> TestMap:
     ctx = _Contexts()
     for data_file in sorted(glob.glob(str(out / ".coverage.*"))):
@@ -150,6 +165,7 @@ def build_map(repo: Path, out: Path, commit: str, meta: dict) -> TestMap:
         for nodeid in tests
     }
     credit_generators(tests, own, repo)
+    credit_import_time(tests, ctx.functions)
     session = ctx.functions.get("", set())
     return TestMap(commit, tests, session, meta)
 
