@@ -200,5 +200,7 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> 
                     f"mutant {ran} in {ch.path} ({commit[:12]}): {len(full)} fail in full, "
                     f"{len(missed)} missed by the selection ({sel['mode']}, {sel['share']:.0%})"
                 )
+                for nodeid in sorted(missed):
+                    print(f"  missed: {nodeid}")
     print(f"\nmutants: {ran}, misses: {misses}")
     return 1 if misses else 0
