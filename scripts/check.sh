@@ -34,14 +34,17 @@ step_types() {
   mypy flashinfer
 }
 
+# The lanes run through scripts/ci/run_lane.sh: the whole lane in one process unless CI sets
+# CI_WORKERS (xdist workers), CI_SELECTION (what a change reaches) or CI_RANDOM_ORDER_SEED
+# (docs/ci.rst); .ci/run sets none of them, so it runs everything, serially.
 step_stable() {
   say "stable lane: pytest tests/ (tests/experimental/ excluded by norecursedirs)"
-  python -m pytest tests -q -p no:cacheprovider
+  bash scripts/ci/run_lane.sh stable
 }
 
 step_experimental() {
   say "experimental lane: pytest tests/experimental"
-  python -m pytest tests/experimental -q -p no:cacheprovider
+  bash scripts/ci/run_lane.sh experimental
 }
 
 step_checks() {

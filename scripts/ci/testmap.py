@@ -4,14 +4,23 @@
     python scripts/ci/testmap.py record --out testmap.json [--no-baseline] [pytest args]
     python scripts/ci/testmap.py select --map testmap.json --base REF [--head REF] [--json]
                                         [--shards K --shard I]
+    python scripts/ci/testmap.py select --everything REASON --json   (a push to main)
+    python scripts/ci/testmap.py targets --selection selection.json --lane stable|experimental
+                                         --keep-file KEEP
+    python scripts/ci/testmap.py scope-gap --map testmap.json --base REF [--head REF]
+                                           --scope "tests/experimental/a.py ..."
     python scripts/ci/testmap.py replay [--commits N] [--map testmap.json]
 
 ``record`` runs pytest (once plainly, for the overhead, unless --no-baseline; then under the
 recorder) and writes the map.  ``select`` prints the selection for the change from the map's
 commit to ``--head`` (default: the work tree), with the pull request's own files as
 ``--base..--head``; ``--json`` prints ``{"mode", "reasons", "tests": {"stable",
-"experimental"}, "share"}``.  Rules: testmap_lib/rules.py; map format: testmap_lib/mapfile.py;
-docs/ci.rst says what runs when.
+"experimental"}, "share"}``; ``--everything REASON`` selects all without reading a diff.
+``targets`` turns a selection into one lane's pytest targets (printed one per line; none
+when the change reaches nothing in the lane) and the tests to keep among them
+(``testmap_keep.py``, the plugin scripts/ci/run_lane.sh loads).  ``scope-gap`` names the
+experimental tests the change reaches that a declared scope leaves out.  Rules:
+testmap_lib/rules.py; map format: testmap_lib/mapfile.py; docs/ci.rst says what runs when.
 
 Exit codes: 0 done (a selection of everything is a decision, not an error), 2 usage.
 """
@@ -29,7 +38,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from testmap_lib.mapfile import MapError, TestMap, load  # noqa: E402
-from testmap_lib.rules import result_json, select, share  # noqa: E402
+from testmap_lib.rules import Selection, result_json, select, share  # noqa: E402
 from testmap_lib.shards import deal  # noqa: E402
 
 REPO = _HERE.parents[1]
@@ -44,12 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--repo", type=Path, default=REPO)
     sel = sub.add_parser("select", help="what to run for a change")
     sel.add_argument("--map", required=True, type=Path)
-    sel.add_argument("--base", required=True)
+    sel.add_argument("--base", help="the pull request's base (required unless --everything)")
     sel.add_argument("--head", default=None, help="default: the work tree")
     sel.add_argument("--json", action="store_true")
     sel.add_argument("--shards", type=int, default=None)
     sel.add_argument("--shard", type=int, default=None, help="1..K")
     sel.add_argument("--repo", type=Path, default=Path("."))
+    sel.add_argument("--everything", metavar="REASON", help="select all, saying why (no diff)")
+    tgt = sub.add_parser("targets", help="one lane's pytest targets from a selection")
+    tgt.add_argument("--selection", required=True, type=Path, help="select --json output")
+    tgt.add_argument("--lane", required=True, choices=("stable", "experimental"))
+    tgt.add_argument("--keep-file", required=True, type=Path)
+    gap = sub.add_parser("scope-gap", help="experimental tests reached but not in a scope")
+    gap.add_argument("--map", required=True, type=Path)
+    gap.add_argument("--base", required=True)
+    gap.add_argument("--head", default=None, help="default: the work tree")
+    gap.add_argument("--scope", required=True, help="the scope's targets, space-separated")
+    gap.add_argument("--repo", type=Path, default=Path("."))
     rep = sub.add_parser("replay", help="the selection over this repository's history")
     rep.add_argument("--commits", type=int, default=100)
     rep.add_argument("--map", type=Path, default=Path("testmap.json"))
@@ -60,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _select(args: argparse.Namespace) -> int:
+    if args.base is None and not args.everything:
+        print("testmap select: --base REF is required (or --everything REASON)", file=sys.stderr)
+        return 2
     if (args.shards is None) != (args.shard is None):
         print("testmap select: --shards K and --shard I go together", file=sys.stderr)
         return 2
@@ -75,8 +98,12 @@ def _select(args: argparse.Namespace) -> int:
         error = None
     except MapError as exc:
         m, error = None, str(exc)
-    sel = select(repo, m, args.base, args.head)
-    if error is not None:
+    if args.everything:
+        sel = Selection()
+        sel.everything(None, "requested", args.everything)
+    else:
+        sel = select(repo, m, args.base, args.head)
+    if error is not None and not args.everything:
         sel.reasons[-1]["detail"] = f"{error}: running everything"
     result = result_json(sel, m)
     if args.shards is not None:
@@ -100,6 +127,46 @@ def _select(args: argparse.Namespace) -> int:
     return 0
 
 
+def _targets(args: argparse.Namespace) -> int:
+    from testmap_lib.targets import lane_targets
+
+    try:
+        selection = json.loads(args.selection.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        # Fail open: an unreadable selection runs the lane whole.
+        print(f"testmap targets: {exc}: running the whole lane", file=sys.stderr)
+        selection = {"mode": "all"}
+    files, keep = lane_targets(selection, args.lane)
+    if keep is None:
+        args.keep_file.write_text("", encoding="utf-8")
+    else:
+        args.keep_file.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
+    for f in files:
+        print(f)
+    return 0
+
+
+def _scope_gap(args: argparse.Namespace) -> int:
+    from testmap_lib.scopegap import reply
+
+    repo = args.repo.resolve()
+    try:
+        m: TestMap | None = load(args.map)
+        note = f"map recorded at {m.commit[:12]}"
+    except MapError as exc:
+        m, note = None, f"no usable map: {exc}"
+    sel = select(repo, m, args.base, args.head)
+    result = result_json(sel, m)
+    stale = [r["detail"] for r in result["reasons"] if r["rule"] == "stale-map"]
+    if stale:
+        note = stale[0]
+    every = [t for t, rec in m.tests.items() if rec.lane == "experimental"] if m else []
+    if m is None:
+        every = ["tests/experimental"]
+    print(reply(result, every, args.scope.split(), note))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # record passes everything after its own options to pytest.
@@ -118,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "select":
         return _select(args)
+    if args.cmd == "targets":
+        return _targets(args)
+    if args.cmd == "scope-gap":
+        return _scope_gap(args)
     from testmap_lib.replay import replay
 
     return replay(args.repo.resolve(), args.map, args.commits, args.mutants, args.seed)

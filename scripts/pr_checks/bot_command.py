@@ -12,8 +12,8 @@ Pure functions, and a small CLI so the workflows hold no logic:
   commit statuses ``ci/test-scope-N`` to write, chunks first, then blanks for stale chunks.
 - ``read --statuses-file S [--creator LOGIN] [--github-output FILE]``: reassemble the scope
   published on a commit (N sorted numerically), validated again.
-- ``results --needs JSON``: the final verdict of pr-test.yml; a published scope whose lane
-  did not succeed fails it.
+- ``results --needs JSON [--optional JOB]``: the final verdict of pr-test.yml; a published
+  scope whose lane did not succeed fails it; an optional job may be skipped, not fail.
 
 This script is the command line; its parts live in ``scope/``, one job per module (the
 comment and its decision, the statuses, the verdict).
@@ -137,6 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("results", help="verdict over toJSON(needs)")
     p.add_argument("--needs", required=True, help="JSON")
     p.add_argument("--scope-job", default="scope")
+    p.add_argument(
+        "--optional",
+        action="append",
+        default=[],
+        metavar="JOB",
+        help="a job that may be skipped (the GPU job where no GPU runner exists); repeatable",
+    )
     return parser
 
 
@@ -206,7 +213,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             needs = json.loads(args.needs)
         except json.JSONDecodeError as exc:
             raise ScopeError([f"--needs is not JSON: {exc}"]) from exc
-        problems = check_results(needs, args.scope_job)
+        problems = check_results(needs, args.scope_job, args.optional)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         if problems:

@@ -72,6 +72,81 @@ def test_fixture_two(shared):
 """
 
 
+# Like flashinfer's dispatch: a checker whose verdict is cached (cleared by forget_verdicts),
+# and a dispatcher generated once, by exec, with no file behind its lines.
+VERDICTS = """\
+_CACHE = {}
+
+
+def forget_verdicts():
+    _CACHE.clear()
+
+
+def decide(x):
+    return x > 0
+
+
+def check(x):
+    if x not in _CACHE:
+        _CACHE[x] = decide(x)
+    return _CACHE[x]
+"""
+
+CODEGEN = """\
+from flashinfer.dispatch import verdicts
+
+_BUILT = {}
+
+
+def compile_function(source, ns):
+    exec(compile(source, "<flashinfer generated dispatcher>", "exec"), ns)
+    return ns["dispatch"]
+
+
+def emit():
+    return compile_function("def dispatch(x):\\n    return check(x)\\n", {"check": verdicts.check})
+
+
+def call(x):
+    if "op" not in _BUILT:
+        _BUILT["op"] = emit()
+    return _BUILT["op"](x)
+"""
+
+# A function a module runs at its import: only the first test file that imports it runs it.
+BOOT = """\
+def read_switch():
+    return True
+
+
+SWITCH = read_switch()
+"""
+
+BOOT_TESTS = """\
+import pkg.boot
+
+
+def test_boot():
+    assert pkg.boot.SWITCH
+"""
+
+OPS_TEST = """\
+from flashinfer import codegen
+
+
+def test_op_first():
+    assert codegen.call(1)
+
+
+def test_op_second():
+    assert codegen.call(1)
+
+
+def test_no_op():
+    pass
+"""
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap, str]:
     try:
@@ -89,6 +164,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap,
             "pkg/mod.py": MOD,
             "tests/test_rec.py": TEST,
             "docs/page.md": "# A page\n",
+            "flashinfer/__init__.py": "",
+            "flashinfer/dispatch/__init__.py": "",
+            "flashinfer/dispatch/verdicts.py": VERDICTS,
+            "flashinfer/codegen.py": CODEGEN,
+            "tests/test_ops.py": OPS_TEST,
+            "pkg/boot.py": BOOT,
+            "tests/test_boot_a.py": BOOT_TESTS,
+            "tests/test_boot_b.py": BOOT_TESTS,
         },
     )
     sha = commit(root, "base")
@@ -128,6 +211,10 @@ def test_every_test_is_recorded_with_its_duration(recorded) -> None:
         "test_reads",
         "test_fixture_one",
         "test_fixture_two",
+        "test_op_first",
+        "test_op_second",
+        "test_no_op",
+        "test_boot",
     }
     assert all(t.duration > 0 and t.lane == "stable" for t in m.tests.values())
 
@@ -154,8 +241,9 @@ def test_a_shared_fixture_is_credited_to_every_test_that_uses_it(recorded) -> No
 
 def test_import_time_code_is_credited_to_the_files_tests(recorded) -> None:
     m, _ = recorded
-    assert all("pkg/mod.py::at_collect" in t.functions for t in m.tests.values())
-    assert all({"pkg/mod.py", "pkg/__init__.py"} <= t.files for t in m.tests.values())
+    rec = [t for nodeid, t in m.tests.items() if nodeid.startswith("tests/test_rec.py::")]
+    assert all("pkg/mod.py::at_collect" in t.functions for t in rec)
+    assert all({"pkg/mod.py", "pkg/__init__.py"} <= t.files for t in rec)
 
 
 def test_a_file_read_as_data_is_credited(recorded) -> None:
@@ -167,3 +255,24 @@ def test_a_file_read_as_data_is_credited(recorded) -> None:
 def test_the_overhead_is_printed(recorded) -> None:
     _, out = recorded
     assert "overhead" in out and "plain run" in out
+
+
+def test_a_cached_verdict_and_a_generated_dispatcher_credit_every_test_that_uses_them(
+    recorded,
+) -> None:
+    """The second test hits the verdict cache and the dispatcher the first one generated;
+    both are still credited with the checker and the generator."""
+    m, _ = recorded
+    for name in ("test_op_first", "test_op_second"):
+        functions = m.tests[f"tests/test_ops.py::{name}"].functions
+        assert "flashinfer/dispatch/verdicts.py::decide" in functions, name
+        assert "flashinfer/codegen.py::emit" in functions, name
+    assert "flashinfer/codegen.py::emit" not in m.tests["tests/test_ops.py::test_no_op"].functions
+
+
+def test_import_time_code_is_credited_to_every_test_that_imported_the_module(recorded) -> None:
+    """pkg.boot runs read_switch() once, while the first of the two files is collected."""
+    m, _ = recorded
+    for name in ("tests/test_boot_a.py::test_boot", "tests/test_boot_b.py::test_boot"):
+        assert "pkg/boot.py::read_switch" in m.tests[name].functions, name
+    assert "pkg/boot.py::read_switch" not in _functions(m, "test_direct")

@@ -356,6 +356,17 @@ def test_check_results(data: dict[str, Any], problem: str | None) -> None:
         assert problems and any(problem in p for p in problems), problems
 
 
+def test_an_optional_job_may_be_skipped_never_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    """The GPU job is skipped where no GPU runner exists: only then may it be."""
+    lanes = dict(stable="success", experimental="success", targeted="skipped")
+    skipped = json.dumps(needs(False, gpu="skipped", **lanes))
+    assert bot.main(["results", "--needs", skipped]) == 2
+    assert bot.main(["results", "--needs", skipped, "--optional", "gpu"]) == 0
+    failed = json.dumps(needs(False, gpu="failure", **lanes))
+    assert bot.main(["results", "--needs", failed, "--optional", "gpu"]) == 2
+    assert "job 'gpu' result is 'failure'" in capsys.readouterr().err
+
+
 def test_cli_results(capsys: pytest.CaptureFixture[str]) -> None:
     ok = needs(False, stable="success", experimental="success", targeted="skipped")
     assert bot.main(["results", "--needs", json.dumps(ok)]) == 0

@@ -92,6 +92,51 @@ def _conftests(repo: Path, test_file: str) -> list[str]:
         here = here.parent
 
 
+PACKAGE = "flashinfer/"
+
+
+def generator_files(repo: Path) -> set[str]:
+    """The package files that generate code (define or call ``compile_function``)."""
+    found = set()
+    for path in (repo / PACKAGE).rglob("*.py"):
+        try:
+            if "compile_function(" in path.read_text(encoding="utf-8"):
+                found.add(path.relative_to(repo).as_posix())
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
+
+
+def credit_generators(tests: dict[str, TestRecord], own: dict[str, set[str]], repo: Path) -> None:
+    """Generated code has no file: coverage cannot see it run.  A dispatcher is generated
+    once per op, by whichever test calls the op first, and later tests run it without
+    running its generators.  So every test whose own code (not its file's import) ran
+    package code is credited with every generator function any test ran: a change to a
+    generator selects every test that may run what it generates."""
+    generators = generator_files(repo)
+    ran = {
+        fn for rec in tests.values() for fn in rec.functions if fn.split("::", 1)[0] in generators
+    }
+    for nodeid, rec in tests.items():
+        if any(fn.startswith(PACKAGE) for fn in own.get(nodeid, ())):
+            rec.functions |= ran
+
+
+def credit_import_time(tests: dict[str, TestRecord], functions: dict[str, set[str]]) -> None:
+    """A module runs once per process, when the first test file that imports it is
+    collected, so import-time code (``_to_stderr = read_switch()``, case declarations)
+    would be credited to that file's tests alone.  Every function that ran while a test file
+    was collected is credited to every test that imported its module."""
+    import_time: dict[str, set[str]] = {}
+    for context, fns in functions.items():
+        if context.startswith("collect:"):
+            for fn in fns:
+                import_time.setdefault(fn.split("::", 1)[0], set()).add(fn)
+    for rec in tests.values():
+        for path in rec.files & import_time.keys():
+            rec.functions |= import_time[path]
+
+
 def build_map(repo: Path, out: Path, commit: str, meta: dict) -> TestMap:
     ctx = _Contexts()
     for data_file in sorted(glob.glob(str(out / ".coverage.*"))):
@@ -112,6 +157,15 @@ def build_map(repo: Path, out: Path, commit: str, meta: dict) -> TestMap:
         rec.files |= import_closure(repo, [test_file, *_conftests(repo, test_file)], closure_cache)
         rec.files.add(test_file)
         tests[nodeid] = rec
+    own = {
+        nodeid: set().union(
+            ctx.functions.get(nodeid, set()),
+            *(ctx.functions.get(f, set()) for f in recorded[nodeid]["fixtures"]),
+        )
+        for nodeid in tests
+    }
+    credit_generators(tests, own, repo)
+    credit_import_time(tests, ctx.functions)
     session = ctx.functions.get("", set())
     return TestMap(commit, tests, session, meta)
 

@@ -199,22 +199,32 @@ def _modified(
             sel.fire(path, "unrun-function", f"{scope}: no test ran it")
 
 
-def select(repo: Path, m: TestMap | None, base: str, head: str | None) -> Selection:
-    """The selection for the change from ``base`` to ``head`` (None: the work tree)."""
+def select(
+    repo: Path, m: TestMap | None, base: str, head: str | None, described: str | None = None
+) -> Selection:
+    """The selection for the change from ``base`` to ``head`` (None: the work tree).
+
+    ``described``: the commit whose tree the map stands for (default: the map's own commit).
+    The replay reads one map for every commit of the history, as if recorded at its parent,
+    so it passes the parent; the staleness is then not measured.
+    """
     sel = Selection()
     try:
         if m is None:
             raise DiffError("no map")
         base_sha = resolve(repo, base)
         head_sha = resolve(repo, head) if head is not None else None
-        try:
-            map_sha = resolve(repo, m.commit)
-        except DiffError:
-            raise DiffError(
-                f"the map's commit {m.commit[:12]} is unknown here (a map from another "
-                "repository, or a shallow clone: fetch-depth: 0)"
-            ) from None
-        _staleness(sel, repo, map_sha, base_sha)
+        if described is not None:
+            map_sha = resolve(repo, described)
+        else:
+            try:
+                map_sha = resolve(repo, m.commit)
+            except DiffError:
+                raise DiffError(
+                    f"the map's commit {m.commit[:12]} is unknown here (a map from another "
+                    "repository, or a shallow clone: fetch-depth: 0)"
+                ) from None
+            _staleness(sel, repo, map_sha, base_sha)
         idx = _Index(m)
         # The map describes the tree at its commit: every difference from it to the head
         # counts, the pull request's own and whatever main did since the map.

@@ -1,18 +1,22 @@
 """The final verdict of pr-test.yml over its lanes' results (``toJSON(needs)``).
 
 Every lane must succeed; the targeted lane may be skipped only when no test scope was
-published, so a published scope that did not run fails the pull request.
+published, so a published scope that did not run fails the pull request.  A job named
+optional (the GPU job, where the repository has no GPU runner) may be skipped, never fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 
-def check_results(needs: Mapping[str, Any], scope_job: str = "scope") -> list[str]:
+def check_results(
+    needs: Mapping[str, Any], scope_job: str = "scope", optional: Collection[str] = ()
+) -> list[str]:
     """Problems with the lanes' results (``toJSON(needs)``): every lane must succeed; only
-    the targeted lane may be skipped, and only when no scope was published."""
+    the targeted lane may be skipped, and only when no scope was published, and the
+    ``optional`` jobs (skipped where no runner for them exists)."""
     problems = []
     scope_info = needs.get(scope_job)
     if scope_info is None:
@@ -21,6 +25,8 @@ def check_results(needs: Mapping[str, Any], scope_job: str = "scope") -> list[st
     for job, info in needs.items():
         result = info.get("result")
         if job.startswith("targeted") and result == "skipped" and not scoped:
+            continue
+        if job in optional and result == "skipped":
             continue
         if result != "success":
             extra = " although a test scope was published" if job.startswith("targeted") else ""

@@ -2,6 +2,12 @@
 context and the data-read context to the test, fixture or test module being run, and writes
 each test's duration and shared fixtures to ``$TESTMAP_DIR/tests.json``.
 
+Cached results credit only the test that computes them: before each test the plugin empties
+the dispatcher's verdict cache (``flashinfer.dispatch.verdicts.forget_verdicts``, when that
+module is loaded; the cache is transparent, so no test sees a difference), so every test
+runs, and is credited with, the checks its calls make.  Generated dispatchers are built
+once per op: the map credits their generators to every test (``record.py``).
+
 Contexts: ``<node id>`` (setup, call, teardown of one test), ``collect:<test file>`` (the
 test file's import: case declarations, what it imports first), ``fixture:<baseid>::<name>``
 (a fixture shared beyond one test: credited to every test that uses it), ``""`` (session).
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +36,9 @@ def _switch(context: str) -> str:
     if site.COV is not None:
         site.COV.switch_context(context)
     return before
+
+
+RESET = "testmap:reset"
 
 
 def fixture_key(fixturedef: Any) -> str:
@@ -59,7 +69,12 @@ def pytest_fixture_setup(fixturedef: Any, request: Any) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
-    before = _switch(item.nodeid)
+    verdicts = sys.modules.get("flashinfer.dispatch.verdicts")
+    forget = getattr(verdicts, "forget_verdicts", None)
+    before = _switch(RESET)  # the emptying itself is nobody's: the map ignores RESET
+    if forget is not None:
+        forget()
+    _switch(item.nodeid)
     keys = []
     info = getattr(item, "_fixtureinfo", None)
     for name in getattr(item, "fixturenames", ()):

@@ -1,0 +1,102 @@
+"""``scripts/ci/testmap.py replay``: the selection over a repository's history, one row per
+commit, read with one map standing for each commit's parent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from testmap_lib import mapfile
+
+from . import TESTMAP, commit, write
+from .test_testmap_rules import repo  # noqa: F401 - the synthetic repository fixture
+
+
+def _replay(root: Path, map_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(TESTMAP), "replay", "--map", str(map_path), *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_each_commit_is_selected_against_its_parent(repo, tmp_path: Path) -> None:  # noqa: F811
+    root, _, m = repo
+    text = (root / "flashinfer/mod.py").read_text(encoding="utf-8")
+    write(root, {"flashinfer/mod.py": text.replace("return x * 2", "return x * 3")})
+    commit(root, "used_by_b changed")
+    write(root, {"docs/unread.md": "# still unread\n"})
+    commit(root, "an unread doc")
+    write(root, {"pyproject.toml": "[project]\nname = 'y'\n"})
+    commit(root, "build file")
+    map_path = tmp_path / "map.json"
+    mapfile.save(m, map_path)
+    proc = _replay(root, map_path, "--commits", "3")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("   ")[-1].strip(): line for line in proc.stdout.splitlines()[1:4]}
+    # Each row is the commit against its parent, not against the map's commit: the
+    # function change selects test_b alone (3 of 10 recorded seconds), later rows do not
+    # inherit it.
+    assert "30.0%  subset  function(1)" in rows["used_by_b changed"]
+    assert " 0.0%  none    unread-file(1)" in rows["an unread doc"]
+    assert "100.0%  all     run-all-file(1)" in rows["build file"]
+    assert "median share over 3 commits: 30.0%" in proc.stdout
+    assert "run-all-file: pyproject.toml" in proc.stdout
+
+
+def test_a_missing_map_is_a_usage_error(tmp_path: Path) -> None:
+    proc = _replay(tmp_path, tmp_path / "none.json")
+    assert proc.returncode == 2 and "no map" in proc.stderr
+
+
+MUTANT_FILES = {
+    "flashinfer/__init__.py": "",
+    "flashinfer/mod.py": "def add(x):\n    return x + 1\n\n\ndef mul(x):\n    return x * 2\n",
+    "tests/test_add.py": "from flashinfer.mod import add\n\n\ndef test_add():\n"
+    "    assert add(1) == 2\n",
+    "tests/test_mul.py": "from flashinfer.mod import mul\n\n\ndef test_mul():\n"
+    "    assert mul(2) == 4\n",
+}
+
+
+def _mutant_repo(tmp_path: Path, add_tests: set[str]) -> tuple[Path, Path]:
+    """A history whose last commit touched ``add``, and a map that credits ``add`` to
+    ``add_tests`` (right: test_add; wrong: test_mul)."""
+    from . import git
+
+    root = tmp_path / "mutants"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    write(root, MUTANT_FILES)
+    commit(root, "base")
+    text = MUTANT_FILES["flashinfer/mod.py"].replace("return x + 1", "return 1 + x")
+    write(root, {"flashinfer/mod.py": text})
+    sha = commit(root, "add touched")
+    files = {"flashinfer/__init__.py", "flashinfer/mod.py"}
+    tests = {}
+    for name in ("tests/test_add.py::test_add", "tests/test_mul.py::test_mul"):
+        fns = {"flashinfer/mod.py::add"} if name in add_tests else set()
+        if name.endswith("test_mul"):
+            fns.add("flashinfer/mod.py::mul")
+        tests[name] = mapfile.TestRecord("stable", 1.0, files | {name.split("::")[0]}, fns)
+    m = mapfile.TestMap(sha, tests, meta={"pytest_args": ["-q", "tests"]})
+    map_path = tmp_path / "mutants.json"
+    mapfile.save(m, map_path)
+    return root, map_path
+
+
+def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> None:
+    root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
+    proc = _replay(root, right, "--commits", "1", "--mutants", "2", "--seed", "3")
+    assert "the full run is pytest tests" in proc.stdout
+    assert "mutants: 2, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
+    assert "1 fail in full, 0 missed" in proc.stdout
+    # A map that credits add() to the wrong test: the selection misses test_add.
+    wrong_root, wrong = _mutant_repo(tmp_path / "w", {"tests/test_mul.py::test_mul"})
+    proc = _replay(wrong_root, wrong, "--commits", "1", "--mutants", "2", "--seed", "3")
+    assert proc.returncode == 1 and "misses: 0" not in proc.stdout, proc.stdout
+    assert (wrong_root / "flashinfer/mod.py").read_text() == (
+        root / "flashinfer/mod.py"
+    ).read_text()
