@@ -128,7 +128,11 @@ def test_an_old_backend_name_in_use_backends_means_the_new_one():
     op = build(
         "restricted_op", {"base": FakeRunner("base"), "new": FakeRunner("new")}, history=[rename]
     )
-    _, warned, _ = caught_deprecations(lambda: use_backends({op: ["old"]}).__enter__())
+    def enter_and_leave() -> None:
+        with use_backends({op: ["old"]}) as block:  # left again: no restriction outlives it
+            assert block.backends == {op.api_key: ("new",)}
+
+    _, warned, _ = caught_deprecations(enter_and_leave)
     assert len(warned) == 1
 
 
@@ -150,7 +154,7 @@ def test_a_removed_backend_raises_naming_its_version_and_replacement():
     assert removed_backend_message(tomb) in message
     assert "0.2.0" in message and "backend='base'" in message
     with pytest.raises(ValueError, match="removed in flashinfer 0.2.0"):
-        use_backends({op: ["gone"]}).__enter__()
+        use_backends({op: ["gone"]})  # refused on the with line, before any entry
 
 
 # -- tuning files -----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -430,9 +431,9 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
         text = _read(root, path, plan)
         if old_mod not in text:
             continue
-        text = drop_lines_naming(text, rf"^from {old_mod}\b")
+        text = drop_lines_naming(text, lambda line: _imports_from(line, old_mod))
         for name in names:  # the table's line (`SPLITK,`)
-            text = drop_lines_naming(text, rf"^\s+{name},\s*$")
+            text = drop_lines_naming(text, _table_line(name))
         plan.changes[path] = text
     test = f"tests/experimental/test_{feature}.py"
     if (root / test).exists():
@@ -451,12 +452,36 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
     return plan
 
 
+def _table_line(name: str) -> Callable[[str], bool]:
+    """Whether a line is ``name``'s entry in a backend table (indented ``NAME,``)."""
+
+    def is_entry(line: str) -> bool:
+        return line[:1].isspace() and line.strip() == f"{name},"
+
+    return is_entry
+
+
+def _imports_from(line: str, module: str) -> bool:
+    """Whether ``line`` is ``from <module> import ...`` (the module itself, not one whose
+    name merely starts with it)."""
+    rest = line.removeprefix(f"from {module}")
+    return rest != line and (rest == "" or not (rest[0].isalnum() or rest[0] == "_"))
+
+
 def _declared_names(root: Path, module: str, plan: Plan) -> list[str]:
     """The upper-case names a feature's support module declares (its ``Backend`` values)."""
     text = _read(root, module.replace(".", "/") + ".py", plan)
-    import re
-
-    return re.findall(r"^([A-Z][A-Z0-9_]*) = Backend\(", text, flags=re.M)
+    return [
+        node.targets[0].id
+        for node in ast.parse(text).body
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id.isupper()
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "Backend"
+    ]
 
 
 def _remove_api(root: Path, feature: Any, version: str, instead: str) -> Plan:
@@ -477,9 +502,8 @@ def _remove_api(root: Path, feature: Any, version: str, instead: str) -> Plan:
         "    return missing_attribute(__name__, name)\n"
     )
     init = _read(root, "flashinfer/__init__.py", plan)
-    plan.changes["flashinfer/__init__.py"] = drop_lines_naming(
-        init, rf"^    from {feature.module} import {name} as {name}$"
-    )
+    ops_line = f"    from {feature.module} import {name} as {name}"
+    plan.changes["flashinfer/__init__.py"] = drop_lines_naming(init, ops_line.__eq__)
     test = f"tests/experimental/test_{name}.py"
     if (root / test).exists():
         plan.changes[test] = None
