@@ -128,6 +128,7 @@ def test_an_old_backend_name_in_use_backends_means_the_new_one():
     op = build(
         "restricted_op", {"base": FakeRunner("base"), "new": FakeRunner("new")}, history=[rename]
     )
+
     def enter_and_leave() -> None:
         with use_backends({op: ["old"]}) as block:  # left again: no restriction outlives it
             assert block.backends == {op.api_key: ("new",)}
