@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from flashinfer.autotuner import distributed as _group
+from flashinfer.autotuner import distributed
 from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
 from flashinfer.autotuner._settings import (
     DEFAULT_BUDGET_S,
@@ -311,8 +311,8 @@ class AutoTuner:
         inputs: tuple,
     ) -> Any:
         """:meth:`run` with the call's candidates given (what a routed call receives)."""
-        if (tuning := tuning_now()) and _group.group_in_effect() is not None:
-            _group.check_block(self, op.api_key)  # the ranks' settings, once per block
+        if (tuning := tuning_now()) and distributed.group_in_effect() is not None:
+            distributed.check_block(self, op.api_key)  # the ranks' settings, once per block
         if tuning and op.api_key in skipped_ops():
             choice = None  # autotune(skip_ops=...): the default, untimed
             if (report := current_report()) is not None:
@@ -325,7 +325,7 @@ class AutoTuner:
                 choice is None
                 or choice.backend not in candidates
                 or retime
-                or _group.group_in_effect()
+                or distributed.group_in_effect()
             ):
                 was = (choice.median_s, self._spread.get(key, 0.0)) if retime and choice else None
                 record = self._tune(op, runners, inputs, key, candidates)
@@ -380,7 +380,7 @@ class AutoTuner:
     ) -> TuningRecord:
         with self._tune_lock:
             choice = self._best.get(key)  # another thread may have tuned it meanwhile
-            group = _group.group_in_effect()
+            group = distributed.group_in_effect()
             if (
                 group is None
                 and choice is not None
@@ -392,7 +392,7 @@ class AutoTuner:
             refuse_during_capture(f"tune {op.api_key} (a key with no tuned choice)")
             if group is not None:  # a collective step: see flashinfer.autotuner.distributed
                 args = (op.api_key, runners, inputs, key, candidates, choice, self)
-                record = _group.tune_in_group(group, *args)
+                record = distributed.tune_in_group(group, *args)
             else:
                 record = time_candidates(op.api_key, runners, inputs, key, candidates, self)
             if not record.timed:  # the ranks of the group already agreed on a choice
@@ -594,7 +594,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self.enabled = bool(enabled)
         # With a process group only its rank 0 reads and writes the file, and checks the path
         # on entry for every rank (another host may lack the directory): here, only its form.
-        grouped = process_group is not None or _group.group_in_effect() is not None
+        grouped = process_group is not None or distributed.group_in_effect() is not None
         if cache is not None:
             if tuning_file is not None:
                 raise TypeError(
@@ -616,7 +616,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     def __enter__(self) -> AutoTuner:
         tuner = AutoTuner.get()
         _unwind_left(tuner)  # entries of this context left from elsewhere
-        group = _group.open_block(tuner, self.tuning_file, self.process_group, self.shard)
+        group = distributed.open_block(tuner, self.tuning_file, self.process_group, self.shard)
         tokens = enter_block(self.enabled, self.progress, self.skip_ops)
         entry = _TuneEntry(self, tokens, group, sys._getframe(1))
         entry.report, entry.report_token = open_report(self.enabled)
@@ -701,7 +701,7 @@ def _unwind_left(tuner: AutoTuner) -> None:
         try:
             tuned = bool(leave_block(entry.tokens))
         finally:
-            saved = _group.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
+            saved = distributed.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
         _note_save(entry, tuned, saved)
         saved_ok = True
     finally:

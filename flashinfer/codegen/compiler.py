@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
-from flashinfer.codegen import generated as _generated_package
+from flashinfer.codegen import generated as generated_package
 
 __all__ = [
     "GENERATED_PACKAGE",
@@ -196,7 +196,7 @@ def module_namespace(api: str, role: str) -> dict[str, Any]:
     name = f"{GENERATED_PACKAGE}.{base}" if n == 1 else f"{GENERATED_PACKAGE}.{base}_{n}"
     module = types.ModuleType(name, f"Generated {role} of {api}.")
     sys.modules[name] = module
-    setattr(_generated_package, name.rpartition(".")[2], module)
+    setattr(generated_package, name.rpartition(".")[2], module)
     return module.__dict__
 
 

@@ -26,7 +26,7 @@ is on.  Casting is ``Tensor.to``, which autograd differentiates back to the orig
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,6 @@ __all__ = [
     "LOWER_PRECISION",
     "AutocastCall",
     "AutocastRule",
-    "autocast_on",
     "cast_tensors",
     "checked_autocast_rule",
     "prologue_lines",
@@ -107,11 +106,6 @@ def cast_tensors(rule: AutocastRule, *tensors: Any) -> tuple[Any, ...]:
     return tuple(_cast(t, device_type, dtype) for t in tensors)
 
 
-def autocast_on() -> bool:
-    """Whether autocast is on for any device (one C call: the eager dispatcher's test)."""
-    return bool(torch._C._is_any_autocast_enabled())
-
-
 class _Inside(threading.local):
     on = False  # this thread is inside a call that has cast its arguments already
 
@@ -164,8 +158,8 @@ class AutocastCall:
         self.out: str | None = schema.out_param
         self.inside = INSIDE
 
-    def __call__(self, values: Mapping[str, Any], skip_check: Any) -> Any:
-        values = dict(values)
+    def __call__(self, values: dict[str, Any], skip_check: Any) -> Any:
+        # ``values`` is the dict literal the dispatcher built for this call: ours to update.
         if self.out is None or values.get(self.out) is None:
             names = [n for n in self.tensors if n != self.out]
             cast = cast_tensors(self.rule, *(values[n] for n in names))

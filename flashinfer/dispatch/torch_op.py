@@ -47,6 +47,7 @@ from flashinfer.codegen.compiler import ParameterList, compile_function, module_
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.autocast import AutocastRule, cast_tensors, register_autocast_kernels
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
+from flashinfer.dispatch.restrictions import block_for
 from flashinfer.dispatch.traced_blocks import (
     RESTRICTED_PREFIX,
     token_backends,
@@ -398,8 +399,6 @@ class TorchOp:
 
     def _restricted_block(self, token: str) -> Any:
         """The block a call traced inside ``use_backends`` runs its dispatcher in."""
-        from flashinfer.dispatch.restrictions import block_for
-
         backends = token_backends(token)
         assert backends is not None
         return block_for(self.api_key, backends)

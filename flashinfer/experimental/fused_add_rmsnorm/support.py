@@ -112,13 +112,13 @@ def explain_paths(
     """What ``fused_add_rmsnorm(input, residual, weight, eps)`` would run, and why
     (``flashinfer explain fused_add_rmsnorm``): its Triton kernel when it can, else the
     torch composition.  Runs the checks only; metadata-only (fake) tensors are fine."""
-    from flashinfer.backend_dispatch import explain_paths as _paths
+    from flashinfer.backend_dispatch import explain_paths as path_explanation
 
     bound = {"input": input, "residual": residual, "weight": weight, "eps": eps}
     try:
         validate_metadata(input, residual, weight, eps)
     except ValueError as exc:
-        return _paths(_API, bound, {_KERNEL: str(exc), _COMPOSITION: str(exc)}, str(exc))
+        return path_explanation(_API, bound, {_KERNEL: str(exc), _COMPOSITION: str(exc)}, str(exc))
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (input, residual, weight))
     kernel = "a tensor requires grad: autograd records the composition" if grad else None
     if kernel is None and input.numel() == 0:
@@ -128,4 +128,4 @@ def explain_paths(
         # The device reason's advice ends in "or use backend='torch'": this API takes none.
         kernel = kernel if kernel is None else kernel.replace(", or use backend='torch'", "")
     notes = ("the overlap of input, residual and weight is checked on the real call",)
-    return _paths(_API, bound, {_KERNEL: kernel, _COMPOSITION: None}, notes=notes)
+    return path_explanation(_API, bound, {_KERNEL: kernel, _COMPOSITION: None}, notes=notes)
