@@ -243,7 +243,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _d_out = None
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
-#   _jit_tracing = flashinfer.dispatch.torch_op.jit_tracing  (flashinfer/dispatch/torch_op.py)
+#   _jit_tracing = flashinfer.dispatch.traceable.jit_tracing  (flashinfer/dispatch/traceable.py)
 #   _out = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
 #   _cast = flashinfer.dispatch.autocast.cast_tensors  (flashinfer/dispatch/autocast.py)
@@ -256,7 +256,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
-#   _transforms = flashinfer.dispatch.torch_op.functorch_transforms_active  (flashinfer/dispatch/torch_op.py)
+#   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
 #   _no_grad = a torch._ops.OpOverload
 
 def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):

@@ -198,10 +198,10 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _d_eps = 1e-06
 #   _d_out = None
 #   _d_backend = 'auto'
-#   _jit_tracing = flashinfer.dispatch.torch_op.jit_tracing  (flashinfer/dispatch/torch_op.py)
+#   _jit_tracing = flashinfer.dispatch.traceable.jit_tracing  (flashinfer/dispatch/traceable.py)
 #   _out = a torch._ops.OpOverload
 #   _default = a torch._ops.OpOverload
-#   _refuse_bool = flashinfer.dispatch.torch_op._bool_refusal.<locals>.refuse_bool  (flashinfer/dispatch/torch_op.py)
+#   _refuse_bool = flashinfer.dispatch.traceable._bool_refusal.<locals>.refuse_bool  (flashinfer/dispatch/traceable.py)
 #   _Tensor = torch.Tensor
 #   _cast = flashinfer.dispatch.autocast.cast_tensors  (flashinfer/dispatch/autocast.py)
 #   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
@@ -213,7 +213,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
-#   _transforms = flashinfer.dispatch.torch_op.functorch_transforms_active  (flashinfer/dispatch/torch_op.py)
+#   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
 #   _no_grad = a torch._ops.OpOverload
 
 def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):

@@ -1,0 +1,229 @@
+"""The function compilers inline for an API: its own parameters, calling its operator.
+
+The public function carries it as ``_torchdynamo_inline`` (see :mod:`.torch_op`), so a
+compiled call traces this instead of the dispatcher.  Generated per op, like the dispatcher;
+its first lines, in order:
+
+- ``torch.jit.trace`` records the operator itself;
+- each number argument as the eager call takes it (a bool refused, a numpy scalar passed as
+  the Python number it is);
+- under ``torch.autocast``, the tensors cast by the op's rule (:mod:`.autocast`);
+- the restriction of a ``use_backends`` block written in the traced code
+  (:mod:`.traced_blocks`);
+- a transparent call: the API's body with the backend chosen while tracing
+  (:mod:`.transparent`);
+
+then the operator: ``out=`` given, the ``out`` overload; nothing requiring grad, the
+``no_grad`` operator; otherwise the default overload.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
+from flashinfer.dispatch.autocast import cast_tensors
+from flashinfer.dispatch.traced_blocks import traced_restriction
+
+__all__ = ["build_traceable", "functorch_transforms_active", "jit_tracing"]
+
+
+def _number_lines(op: Any, ns: dict[str, Any]) -> list[str]:
+    """The traced code's first lines: each ``float`` or ``int`` argument as the eager
+    call takes it.  The operator's schema would read ``True`` as ``1.0`` (the eager
+    call refuses a bool), so a bool is refused while tracing; a numpy scalar, which
+    Dynamo traces as a 0-dim array, is passed as the Python number it is."""
+    lines: list[str] = []
+    if not op.schema.numbers:
+        return lines
+    api = op.api_key.rsplit(".", 1)[-1]
+    ns |= {"_refuse_bool": _bool_refusal(api), "_Tensor": torch.Tensor}
+    for name, kind in op.schema.numbers:
+        lines += [
+            f"    if isinstance({name}, bool):",
+            f"        _refuse_bool({name!r}, {name})",
+            f"    elif {name} is not None and not isinstance({name}, (int, float, _Tensor)):",
+            f"        {name} = {kind.__name__}({name})",
+        ]
+    return lines
+
+
+def _autocast_lines(op: Any, ns: dict[str, Any]) -> list[str]:
+    """Under ``torch.autocast``, the tensor arguments cast by the op's rule (traced by
+    Dynamo, which guards on the autocast state), so that a transparent call's torch code
+    and the operator see what an eager call's backend sees (:mod:`.autocast`)."""
+    if op.autocast is None:
+        return []
+    ns |= {"_cast": cast_tensors, "_acrule": op.autocast}
+    names = [t for t in op.schema.tensors if t != op.schema.out_param]
+    targets = ", ".join(names) + ("," if len(names) == 1 else "")
+    line = f"{targets} = _cast(_acrule, {', '.join(names)})"
+    out = op.schema.out_param
+    if out is None:
+        return [f"    {line}"]
+    return [f"    if {out} is None:", f"        {line}"]
+
+
+def _restriction_lines(op: Any, ns: dict[str, Any]) -> list[str]:
+    """``_r``: the restriction of a ``use_backends`` block the traced call is written
+    in, as a ``backend`` token, or None (:mod:`.traced_blocks`; an explicit backend is
+    not restricted, as in eager)."""
+    if not op.has_dispatcher:
+        return []
+    ns["_restriction"] = traced_restriction
+    return [f"    _r = _restriction({op.api_key!r}) if backend == 'auto' else None"]
+
+
+def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
+    """The traced code's first lines when the API can be transparent
+    (:mod:`.transparent`): a static call without ``out`` asks the chooser, and when it
+    names a backend, the API's body runs with it, for Dynamo to trace."""
+    plan = op.transparent
+    if plan is None:
+        return []
+    from flashinfer.dispatch.transparent import static_arguments, tensor_facts
+
+    schema = op.schema
+    ns |= {
+        "_static": static_arguments,
+        "_facts": tensor_facts,
+        "_choose": plan.choose,
+        "_flag": plan.flag,
+        "_body": plan.body,
+        "_grad_on": torch.is_grad_enabled,
+        "_exporting": torch.compiler.is_exporting,
+    }
+    names = [*schema.positional, *schema.keyword]
+    values = [f"_facts({n})" if n in schema.tensors else n for n in names]
+    body_args = [*schema.positional, *(f"{n}={n}" for n in schema.keyword)]
+    if schema.out_param is not None:
+        body_args.append(f"{schema.out_param}=None")
+    body_args.append("backend=_b")
+    if "skip_check" in inspect.signature(op.func).parameters:
+        body_args.append("skip_check=skip_check")
+    test = f"not _exporting() and _static({', '.join(names)})"
+    if schema.out_param is not None:
+        test = f"{schema.out_param} is None and {test}"
+    # The block flag is read only for a transparent "auto" choice: a graph whose call
+    # names its backend, or whose "auto" call stays opaque, is not guarded on it.
+    # A block written in the compiled function (_r, see traced_blocks) replaces the
+    # flag's question: the choice is made among its backends.
+    return [
+        f"    if {test}:",
+        f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check, _r)",
+        "        if _b is not None and (",
+        "            backend != 'auto' or _r is not None or not _flag.named",
+        "        ):",
+        f"            return _body({', '.join(body_args)})",
+    ]
+
+
+def build_traceable(op: Any) -> Callable[..., Any]:
+    """The API's parameter list, calling the operator: ``out=`` given, the ``out``
+    overload (the API returns ``out``); otherwise the default one."""
+    ns = module_namespace(op.api_key, "traceable")
+    params = ParameterList(op.func, omit=("skip_check",) if op.has_dispatcher else ())
+    ns["_default"], ns["_out"] = op.default, op.out
+    schema = op.schema
+
+    def call(target: str, out: bool) -> str:
+        pos = ", ".join(schema.positional)
+        kws = [f"{n}={n}" for n in schema.keyword]
+        if out:
+            kws.append(f"{schema.out_param}={schema.out_param}")
+        if op.has_dispatcher:  # backend and skip_check
+            kws += ["backend=backend", "skip_check=skip_check"]
+        return f"{target}({', '.join(filter(None, [pos, *kws]))})"
+
+    ns["_jit_tracing"] = jit_tracing
+    lines: list[str] = [
+        # torch.jit.trace records the operator itself (Dynamo reads this as False).
+        "    if _jit_tracing():",
+        *(
+            [
+                f"        if {schema.out_param} is not None:",
+                f"            {call('_out', True)}",
+                f"            return {schema.out_param}",
+            ]
+            if schema.out_param is not None
+            else []
+        ),
+        f"        {'return ' if schema.returns != 'none' else ''}{call('_default', False)}",
+        *(["        return None"] if schema.returns == "none" else []),
+        *_number_lines(op, ns),
+        *_autocast_lines(op, ns),
+        *_restriction_lines(op, ns),
+        *_transparent_lines(op, ns),
+        *(["    if _r is not None:", "        backend = _r"] if op.has_dispatcher else []),
+    ]
+    if schema.out_param is not None:
+        lines += [
+            f"    if {schema.out_param} is not None:",
+            f"        {call('_out', True)}",
+            f"        return {schema.out_param}",
+        ]
+    if op.no_grad is not None:
+        ns["_no_grad"], ns["_exporting"] = op.no_grad, torch.compiler.is_exporting
+        ns["_grad_on"] = torch.is_grad_enabled
+        # Under a torch.func transform Dynamo traces requires_grad as False (the wrapped
+        # tensors' flag is not the level's): the operator's Autograd kernel decides.
+        ns["_transforms"] = functorch_transforms_active
+        own = [t for t in schema.tensors if t != schema.out_param]
+        signature = inspect.signature(op.func)
+        needs = " or ".join(
+            f"{t}.requires_grad"
+            if signature.parameters[t].default is signature.empty
+            else f"({t} is not None and {t}.requires_grad)"
+            for t in own
+        )
+        lines += [
+            "    if not _exporting() and not _transforms() and (",
+            f"        not _grad_on() or not ({needs or 'False'})",
+            "    ):",
+            f"        {'return ' if schema.returns != 'none' else ''}{call('_no_grad', False)}",
+            *(["        return None"] if schema.returns == "none" else []),
+        ]
+    if schema.returns == "none":
+        lines += [f"    {call('_default', False)}", "    return None"]
+    else:
+        lines.append(f"    return {call('_default', False)}")
+    extra = "skip_check=False" if op.has_dispatcher else None
+    return compile_function(
+        params.def_params(ns, extra), lines, ns, role="traceable", api=op.api_key
+    )
+
+
+def jit_tracing() -> bool:
+    """Whether ``torch.jit.trace`` is recording (a constant False to Dynamo)."""
+    return bool(torch._C._is_tracing())
+
+
+jit_tracing._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def functorch_transforms_active() -> bool:
+    """Whether a ``torch.func`` transform is active.  Dynamo calls it while tracing and
+    takes the result as a constant (called directly, torch's function would leave a dead
+    node in every graph); a graph traced under a transform is guarded on functorch's
+    stack by Dynamo itself."""
+    return bool(torch._C._are_functorch_transforms_active())
+
+
+functorch_transforms_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def _bool_refusal(api: str) -> Callable[[str, bool], None]:
+    def refuse_bool(name: str, value: bool) -> None:
+        raise ValueError(
+            f"{api}: {name} must be a number, got {value!r} (a bool, which the compiled "
+            f"operator would read as {int(value)}); pass {float(value)!r} if that is meant"
+        )
+
+    # Called by Dynamo while tracing (a constant function), so that the error is raised
+    # as it is, at the user's call, rather than traced into the graph.
+    refuse_bool._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return refuse_bool
