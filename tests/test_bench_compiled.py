@@ -38,6 +38,10 @@ def _check(proc: subprocess.CompletedProcess[str]) -> dict:
     for t in result["targets"]:
         assert t["met"] == (t["value"] <= t["target"])
     assert "signature_floor_added_us" in result["eager"]
+    # the floors a missed target is explained by: the state a run-time choice reads, and a
+    # bare operator making that choice (its kernel calling the API)
+    assert result["eager"]["state_floor_added_us"] > 0
+    assert all(fig["decided_ratio"] > 0 for fig in result["opaque"].values())
     assert any(line.startswith("6. targets") for line in table)
     return result
 

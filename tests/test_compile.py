@@ -610,13 +610,32 @@ def test_opcheck_passes_on_every_declared_case(name, case, backend):
     args, kwargs = call_arguments(op, inputs)
     overload = _operator(name).out if kwargs.get("out") is not None else _operator(name).default
     torch.library.opcheck(overload, tuple(args), {**kwargs, "backend": backend})
-    if kwargs.get("out") is None:  # the no-grad operator: the same schema and kernels
+    if kwargs.get("out") is None:  # the no-grad operator: the same kernels, a flat schema
         torch.library.opcheck(
             _no_grad_operator(name),
-            tuple(args),
-            {**kwargs, "backend": backend},
+            _flat_arguments(_operator(name).default, args, {**kwargs, "backend": backend}),
+            {},
             test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"),
         )
+
+
+def _flat_arguments(default: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """A call of the default overload as the no-grad operator takes it: every argument,
+    positionally, in the default overload's order (its defaults where not given)."""
+    declared = default._schema.arguments
+    given = {**{a.name: v for a, v in zip(declared, args, strict=False)}, **kwargs}
+    return tuple(given[a.name] if a.name in given else a.default_value for a in declared)
+
+
+def test_no_grad_operator_takes_the_default_overloads_arguments_flat():
+    """Its schema is the default overload's with every argument positional and none
+    defaulted (what a compiled program passes fastest); its arguments are the same."""
+    for name in OPS:
+        default, flat = _operator(name).default._schema, _no_grad_operator(name)._schema
+        assert [a.name for a in flat.arguments] == [a.name for a in default.arguments]
+        assert [str(a.type) for a in flat.arguments] == [str(a.type) for a in default.arguments]
+        assert not any(a.kwarg_only or a.default_value is not None for a in flat.arguments)
+        assert [str(r.type) for r in flat.returns] == [str(r.type) for r in default.returns]
 
 
 def test_every_op_has_declared_cases_for_opcheck():
@@ -896,3 +915,34 @@ def test_a_numpy_float_eps_compiles_and_equals_the_eager_call(eps: float, backen
         lambda x: flashinfer.rmsnorm(x, w, eps=held, backend=backend), fullgraph=True
     )
     torch.testing.assert_close(compiled(x), expected)
+
+
+# ---- what a compiled call pays on every call: its guards -----------------------------------
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_compiled_call_adds_no_python_guard(name, grad):
+    """Every guard flashinfer's traced code adds is one of the guard tree's C++ checks:
+    none is a Python lambda, which would run in Python on every call of the compiled
+    function.  (An object reached through two modules' globals, ``torch.Tensor`` through
+    two helpers say, makes Dynamo add such a lambda to check they are the same object.)"""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    op = _op(name)
+    inputs = cases_for(op)[0].make_inputs()
+    args, kwargs = call_arguments(op, inputs)
+
+    def program(*args: Any) -> Any:
+        return op(*args, **kwargs)
+
+    torch._dynamo.reset()
+    with torch.set_grad_enabled(grad):
+        torch.compile(program, fullgraph=True, dynamic=False, backend="eager")(*args)
+    (entry,) = _debug_get_cache_entry_list(program.__code__)
+    lambdas = [
+        line
+        for line in str(entry.guard_manager).splitlines()
+        if "LAMBDA_GUARD" in line and "init_ambient_guards" not in line
+    ]
+    assert lambdas == []

@@ -96,10 +96,14 @@ def _cast(t: Any, device_type: str, dtype: torch.dtype) -> Any:
 def cast_tensors(rule: AutocastRule, *tensors: Any) -> tuple[Any, ...]:
     """``tensors`` (None allowed) as ``rule`` casts them under the autocast in force on the
     first tensor's device; unchanged when none is on there.  Traced by Dynamo."""
-    first = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
-    if first is None:
+    # Not isinstance(t, torch.Tensor): traced, that class reached through this module's
+    # globals as well as the traceable's would cost every compiled call a Python guard
+    # (Dynamo checks that the two sources hold one object).  The tensors are the schema's
+    # Tensor parameters; anything else has no device and is left to the op's checks.
+    device = next((t.device for t in tensors if hasattr(t, "device")), None)
+    if device is None:
         return tensors
-    device_type = first.device.type
+    device_type = device.type
     dtype = _target(rule, device_type)
     if dtype is None:
         return tensors

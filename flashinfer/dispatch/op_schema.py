@@ -64,6 +64,12 @@ class OpSchema:
         returns: ``"tensor"``, ``"tensors"`` (a tuple of them, ``count`` long) or ``"none"``.
         numbers: the parameters typed ``float`` or ``int``, with their type (``float`` or
             ``int``): the schema would read a ``bool`` passed to them as a number.
+        flat: the default overload's arguments in the same order, every one positional
+            and without a default, e.g. ``(Tensor input, Tensor weight, float eps, str
+            backend, bool skip_check) -> Tensor``: the no-grad operator's schema.  Traced
+            code passes every argument, so defaults buy nothing there, and a compiled
+            program passes an argument that has a default by keyword, which torch's
+            argument parser pays for on every call.
     """
 
     default: str
@@ -77,6 +83,7 @@ class OpSchema:
     returns: str
     count: int = 1
     numbers: tuple[tuple[str, type], ...] = ()
+    flat: str = ""
 
 
 def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher: bool) -> OpSchema:
@@ -101,6 +108,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     required: list[str] = []
     mutated_names: list[str] = []
     pieces: list[tuple[str, str, bool]] = []  # (name, declaration, keyword-only)
+    flat: list[str] = []  # the declarations without defaults, positional first
     out_param: str | None = None
     alias_sets = iter("abcdefghijklmnopqrstuvwxyz")
     for p in signature.parameters.values():
@@ -130,6 +138,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
             kind = f"Tensor({next(alias_sets)}!)"
             mutated_names.append(p.name)
         text = f"{kind}{'?' if optional else ''} {p.name}"
+        flat.append(text)
         if p.default is not p.empty:
             text += f"={_default(p.default, p.name)}"
         kw_only = p.kind == p.KEYWORD_ONLY
@@ -143,6 +152,9 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     out = None
     if out_param is not None:
         out = _render(pieces, [f"Tensor(z!) {out_param}"], extra, "()")
+    in_order = [flat[i] for i, (_, _, kw) in enumerate(pieces) if not kw]
+    in_order += [flat[i] for i, (_, _, kw) in enumerate(pieces) if kw]
+    in_order += [e.split("=", 1)[0] for e in extra]
     return OpSchema(
         default,
         out,
@@ -155,6 +167,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         returns,
         count,
         tuple(numbers),
+        f"({', '.join(in_order)}) -> {result}",
     )
 
 

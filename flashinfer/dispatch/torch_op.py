@@ -69,8 +69,9 @@ NAMESPACE = "flashinfer"
 
 NO_GRAD_SUFFIX = "no_grad"
 """The operator a compiled call runs when no input requires grad (or grad mode is off):
-``torch.ops.flashinfer.rmsnorm_no_grad``, the default overload's schema and kernels but no
-``Autograd`` kernel.  Export keeps the API's own operator."""
+``torch.ops.flashinfer.rmsnorm_no_grad``: the default overload's arguments, all positional
+and none defaulted (``OpSchema.flat``: a compiled program passes them fastest), its real
+kernel, no ``Autograd`` kernel.  Export keeps the API's own operator."""
 
 _names_lock = threading.Lock()
 _names_taken: set[str] = set()
@@ -214,10 +215,13 @@ class TorchOp:
             # compiled inference call pays the real kernel only (see ``_traceable``).
             # A separate operator, not an overload: two overloads with one argument list
             # confuse torch's registry of schemas when the library is torn down.
+            # Its schema is the flat one (every argument positional, none defaulted):
+            # the traceable passes them all, and a compiled program then passes them
+            # positionally, which torch's argument parser reads fastest.
             no_grad = f"{name}_{NO_GRAD_SUFFIX}"
-            lib.define(f"{no_grad}{schema.default}")
-            lib.impl(no_grad, kernels["real"], "CompositeExplicitAutograd")
-            torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_impl, lib=lib)
+            lib.define(f"{no_grad}{schema.flat}")
+            lib.impl(no_grad, kernels["real_flat"], "CompositeExplicitAutograd")
+            torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_flat, lib=lib)
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
         if self.autocast is not None:  # the functional overloads only: out= is not cast
@@ -276,6 +280,9 @@ class TorchOp:
                 ns[f"_d_{n}"] = p.default
         extra = ["backend", "skip_check"] if self.has_dispatcher else []
         out = schema.out_param
+
+        def flat_params() -> str:
+            return ", ".join(self._names)
 
         def params(with_out: bool) -> str:
             pieces = [self._declared(n, signature) for n in schema.positional]
@@ -383,6 +390,10 @@ class TorchOp:
                 params(False), autograd(False), ns, role="autograd kernel", api=self.api_key
             ),
         }
+        if self.fake is not None:  # the no-grad operator's (see _register)
+            built["real_flat"] = compile_function(
+                flat_params(), real(False), ns, role="real flat kernel", api=self.api_key
+            )
         if out is not None:
             built["real_out"] = compile_function(
                 params(True), real(True), ns, role="real out kernel", api=self.api_key
@@ -503,6 +514,11 @@ class TorchOp:
         if self.schema.returns == "tensors":
             return tuple(_contiguous_like(r) for r in result)
         return None
+
+    def _fake_flat(self, *args: Any) -> Any:
+        """The no-grad operator's fake: its arguments are the default overload's, all
+        positional (``OpSchema.flat``)."""
+        return self._fake_impl(**dict(zip(self._names, args, strict=True)))
 
     def _fake_out(self, *args: Any, **kwargs: Any) -> None:
         self._validate(self._values(args, kwargs))

@@ -180,11 +180,14 @@ def build_traceable(op: Any) -> Callable[..., Any]:
             else f"({t} is not None and {t}.requires_grad)"
             for t in own
         )
+        # every argument positionally: the no-grad operator's schema is flat (op_schema)
+        dispatcher = ["backend", "skip_check"] if op.has_dispatcher else []
+        flat = ", ".join([*schema.positional, *schema.keyword, *dispatcher])
         lines += [
             "    if not _exporting() and not _transforms() and (",
             f"        not _grad_on() or not ({needs or 'False'})",
             "    ):",
-            f"        {'return ' if schema.returns != 'none' else ''}{call('_no_grad', False)}",
+            f"        {'return ' if schema.returns != 'none' else ''}_no_grad({flat})",
             *(["        return None"] if schema.returns == "none" else []),
         ]
     if schema.returns == "none":

@@ -61,16 +61,20 @@ def static_arguments(*values: Any) -> bool:
     from torch.fx.experimental.symbolic_shapes import has_static_value
 
     for v in values:
-        if isinstance(v, torch.Tensor):
+        if v is None or isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):  # a SymInt or SymFloat too, traced
+            if not has_static_value(v):
+                return False
+        # A tensor by what it has, not isinstance(v, torch.Tensor): see cast_tensors
+        # (autocast.py) for the guard that class would add to every compiled call.
+        elif hasattr(v, "stride"):
             for s in v.shape:
                 if not has_static_value(s):
                     return False
             for s in v.stride():
                 if not has_static_value(s):
                     return False
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            if not has_static_value(v):
-                return False
     return True
 
 

@@ -282,7 +282,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
     if not _exporting() and not _transforms() and (
         not _grad_on() or not (a.requires_grad or b.requires_grad)
     ):
-        return _no_grad(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
+        return _no_grad(a, b, out_dtype, backend, skip_check)
     return _default(a, b, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
 
 

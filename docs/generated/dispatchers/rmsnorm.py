@@ -243,7 +243,7 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
     if not _exporting() and not _transforms() and (
         not _grad_on() or not (input.requires_grad or weight.requires_grad)
     ):
-        return _no_grad(input, weight, eps, backend=backend, skip_check=skip_check)
+        return _no_grad(input, weight, eps, backend, skip_check)
     return _default(input, weight, eps, backend=backend, skip_check=skip_check)
 
 
