@@ -204,6 +204,9 @@ def test_real_sigint_in_a_subprocess_saves_and_exits_130(tmp_path):
     script = textwrap.dedent(
         f"""
         import os, signal, sys
+        # Python's own handler, whatever this process inherited: a runner started in the
+        # background by a shell without job control passes SIGINT on as ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {os.path.join(REPO, "tests")!r})
         import torch
         from autotuner_fakes import FakeRunner, make_op

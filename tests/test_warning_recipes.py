@@ -167,7 +167,10 @@ def _prepare(folder: Path, name: str) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
     base = tmp_path_factory.mktemp("recipes")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", VARIABLE)}
+    # An installed package, as users have it: without PYTHONPATH, which would put the
+    # package on sys.path before Python reads -W and PYTHONWARNINGS.
+    gone = ("PYTHONWARNINGS", "PYTHONPATH", VARIABLE)
+    env = {k: v for k, v in os.environ.items() if k not in gone}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
 
     def run(name: str) -> subprocess.CompletedProcess:
