@@ -10,7 +10,8 @@
     python scripts/ci/testmap.py scope-gap --map testmap.json --base REF [--head REF]
                                            --scope "tests/experimental/a.py ..."
     python scripts/ci/testmap.py replay [--commits N] [--map testmap.json] [--mutants K]
-                                        [--seed S] [--fixed lint=S,...] [--workers W]
+                                        [--mutant-limit M] [--seed S] [--fixed lint=S,...]
+                                        [--workers W]
 
 ``record`` runs pytest (once plainly, for the overhead, unless --no-baseline; then under the
 recorder) and writes the map.  ``select`` prints the selection for the change from the map's
@@ -76,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--map", type=Path, default=Path("testmap.json"))
     rep.add_argument("--mutants", type=int, default=0, help="mutants per commit (run each)")
     rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument(
+        "--mutant-limit", type=int, default=None, help="stop after this many mutants in all"
+    )
     rep.add_argument(
         "--fixed",
         default="",
@@ -209,7 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"testmap replay: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
     return replay(
-        args.repo.resolve(), args.map, args.commits, args.mutants, args.seed, fixed, args.workers
+        args.repo.resolve(),
+        args.map,
+        args.commits,
+        args.mutants,
+        args.seed,
+        fixed,
+        args.workers,
+        args.mutant_limit,
     )
 
 

@@ -137,7 +137,7 @@ def _mutant_repo(tmp_path: Path, add_tests: set[str]) -> tuple[Path, Path]:
 def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> None:
     root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
     proc = _replay(root, right, "--commits", "1", "--mutants", "2", "--seed", "3")
-    assert "the full run is pytest tests" in proc.stdout
+    assert "mutants (seed 3, 2 per touched file): the full run is pytest tests" in (proc.stdout)
     assert "mutants: 2, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
     assert "1 fail in full, 0 missed" in proc.stdout
     # A map that credits add() to the wrong test: the selection misses test_add.
@@ -147,6 +147,14 @@ def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> No
     assert (wrong_root / "flashinfer/mod.py").read_text() == (
         root / "flashinfer/mod.py"
     ).read_text()
+
+
+def test_the_mutant_limit_bounds_the_mutants_in_all(tmp_path: Path) -> None:
+    root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
+    args = ("--commits", "1", "--mutants", "2", "--seed", "3", "--mutant-limit", "1")
+    proc = _replay(root, right, *args)
+    assert "2 per touched file, at most 1)" in proc.stdout
+    assert "mutants: 1, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
 
 
 def test_the_full_run_runs_each_lane_in_its_own_pytest(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ def replay(
     seed: int,
     fixed: dict[str, float] | None = None,
     workers: int = 4,
+    mutant_limit: int | None = None,
 ) -> int:
     try:
         m = load(map_path)
@@ -98,7 +99,7 @@ def replay(
         print(costs.table(len(shares)))
         print(estimate(m, lanes, fixed or {}, workers))
     if mutants:
-        return _mutants(repo, m, rows, mutants, seed)
+        return _mutants(repo, m, rows, mutants, seed, mutant_limit)
     return 0
 
 
@@ -251,11 +252,16 @@ def full_suite(repo: Path, m: TestMap) -> list[str]:
     return paths or ["tests", "tests/experimental"]
 
 
-def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> int:
-    """Mutants in the work tree (restored after each): full run vs selected run."""
+def _mutants(
+    repo: Path, m: TestMap, rows: list, per_commit: int, seed: int, limit: int | None = None
+) -> int:
+    """Mutants in the work tree (restored after each): full run vs selected run; at most
+    ``limit`` in all (None: no bound)."""
     rng = random.Random(seed)
     suite = full_suite(repo, m)
-    print(f"\nmutants: the full run is pytest {' '.join(suite)}")
+    runs = " and ".join(f"pytest {' '.join(args)}" for args in lane_runs(repo, suite))
+    bound = f", at most {limit}" if limit is not None else ""
+    print(f"\nmutants (seed {seed}, {per_commit} per touched file{bound}): the full run is {runs}")
     misses = 0
     ran = 0
     for commit, parent, _ in rows:
@@ -273,6 +279,8 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> 
             then = show(repo, commit, ch.path) or ""
             touched = {parse_scopes(then).scope_of(n) for n in ch.new_lines}
             for _ in range(per_commit):
+                if limit is not None and ran >= limit:
+                    break
                 mutant = _mutate(original, touched, rng)
                 if mutant is None:
                     break
