@@ -84,3 +84,18 @@ def test_a_dispatch_mode_sees_every_backend_run(name: str, path: str) -> None:
     with FlopCounterMode(display=False):
         result = call(x, y)
     torch.testing.assert_close(result, call(x, y))
+
+
+def test_a_thread_that_never_traced_reads_no_restriction() -> None:
+    """Outside any TracingContext, a fresh thread's first read of the traced blocks found
+    no stack: it passed only after an earlier test had traced on the same thread (random
+    order, seed 3)."""
+    import threading
+
+    from flashinfer.dispatch.traced_blocks import traced_restriction
+
+    seen: list[object] = []
+    worker = threading.Thread(target=lambda: seen.append(traced_restriction("x.y")))
+    worker.start()
+    worker.join()
+    assert seen == [None]

@@ -39,6 +39,7 @@ RESTRICTED_PREFIX = "auto|"
 backend's name is an identifier, so it holds neither ``|`` nor ``,``: see
 :mod:`.declarations`)."""
 
+_UNSET = object()
 _local = threading.local()  # .trace: the TracingContext of the stack, .stack: its entries
 
 
@@ -51,7 +52,9 @@ def _trace_key() -> Any:
 def _stack() -> list[Mapping[str, tuple[str, ...]]]:
     """This thread's stack for the trace under way, emptied when another trace starts."""
     key = _trace_key()
-    if getattr(_local, "trace", None) is not key:
+    # A sentinel, not None: outside any TracingContext the key is None, and a thread that
+    # never traced has no stack yet (it depended on what an earlier test ran).
+    if getattr(_local, "trace", _UNSET) is not key:
         _local.trace, _local.stack = key, []
     stack: list[Mapping[str, tuple[str, ...]]] = _local.stack
     return stack

@@ -9,7 +9,9 @@
                                          --keep-file KEEP
     python scripts/ci/testmap.py scope-gap --map testmap.json --base REF [--head REF]
                                            --scope "tests/experimental/a.py ..."
-    python scripts/ci/testmap.py replay [--commits N] [--map testmap.json]
+    python scripts/ci/testmap.py replay [--commits N] [--map testmap.json] [--mutants K]
+                                        [--mutant-limit M] [--seed S] [--fixed lint=S,...]
+                                        [--workers W]
 
 ``record`` runs pytest (once plainly, for the overhead, unless --no-baseline; then under the
 recorder) and writes the map.  ``select`` prints the selection for the change from the map's
@@ -75,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--map", type=Path, default=Path("testmap.json"))
     rep.add_argument("--mutants", type=int, default=0, help="mutants per commit (run each)")
     rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument(
+        "--mutant-limit", type=int, default=None, help="stop after this many mutants in all"
+    )
+    rep.add_argument(
+        "--fixed",
+        default="",
+        help="seconds of the whole-always steps, for the wall-time estimate: "
+        "lint=S,types=S,checks=S,docs=S",
+    )
+    rep.add_argument("--workers", type=int, default=4, help="xdist workers per lane (4)")
     rep.add_argument("--repo", type=Path, default=Path("."))
     return parser
 
@@ -190,8 +202,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "scope-gap":
         return _scope_gap(args)
     from testmap_lib.replay import replay
+    from testmap_lib.walltime import parse_fixed
 
-    return replay(args.repo.resolve(), args.map, args.commits, args.mutants, args.seed)
+    try:
+        fixed = parse_fixed(args.fixed)
+    except ValueError as exc:
+        print(f"testmap replay: {exc}", file=sys.stderr)
+        return 2
+    if args.workers < 1:
+        print(f"testmap replay: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 2
+    return replay(
+        args.repo.resolve(),
+        args.map,
+        args.commits,
+        args.mutants,
+        args.seed,
+        fixed,
+        args.workers,
+        args.mutant_limit,
+    )
 
 
 if __name__ == "__main__":

@@ -147,6 +147,15 @@ def test_no_op():
 """
 
 
+EXP_TEST = """\
+from pkg.boot import read_switch
+
+
+def test_exp_lane():
+    assert read_switch()
+"""
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap, str]:
     try:
@@ -159,7 +168,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap,
     write(
         root,
         {
-            "pytest.ini": "[pytest]\n",
+            "pytest.ini": "[pytest]\nnorecursedirs = tests/experimental\n",
+            "tests/experimental/test_exp_lane.py": EXP_TEST,
             "pkg/__init__.py": "",
             "pkg/mod.py": MOD,
             "tests/test_rec.py": TEST,
@@ -187,6 +197,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap,
             str(out),
             "-q",
             "tests",
+            "tests/experimental",
         ],
         cwd=root,
         capture_output=True,
@@ -197,6 +208,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[mapfile.TestMap,
     m = mapfile.load(out)
     assert m.commit == sha
     return m, proc.stdout
+
+
+def test_both_lanes_are_recorded_each_in_its_own_pytest(recorded) -> None:
+    """One pytest naming ``tests tests/experimental`` would collect the stable lane only."""
+    m, out = recorded
+    exp = m.tests["tests/experimental/test_exp_lane.py::test_exp_lane"]
+    assert exp.lane == "experimental"
+    assert "pkg/boot.py::read_switch" in exp.functions
+    assert out.count("==> recording run: pytest") == 2
 
 
 def _functions(m: mapfile.TestMap, name: str) -> set[str]:
@@ -215,8 +235,10 @@ def test_every_test_is_recorded_with_its_duration(recorded) -> None:
         "test_op_second",
         "test_no_op",
         "test_boot",
+        "test_exp_lane",
     }
-    assert all(t.duration > 0 and t.lane == "stable" for t in m.tests.values())
+    assert all(t.duration > 0 for t in m.tests.values())
+    assert {t.lane for n, t in m.tests.items() if "test_exp_lane" not in n} == {"stable"}
 
 
 def test_what_a_test_runs_is_credited_to_it_alone(recorded) -> None:

@@ -3,6 +3,7 @@ commit, read with one map standing for each commit's parent."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,53 @@ def test_each_commit_is_selected_against_its_parent(repo, tmp_path: Path) -> Non
     assert " 0.0%  none    unread-file(1)" in rows["an unread doc"]
     assert "100.0%  all     run-all-file(1)" in rows["build file"]
     assert "median share over 3 commits: 30.0%" in proc.stdout
-    assert "run-all-file: pyproject.toml" in proc.stdout
+    # Per rule: commits it forced to all, of them alone, the share it cost (points of the
+    # mean: the build file's commit would have selected nothing, 1/3 of the 3 commits).
+    assert re.search(
+        r"^  run-all-file +1 +1 +33\.3 +\(pyproject\.toml 1\)$", proc.stdout, re.MULTILINE
+    ), proc.stdout
+    # The subset rows: which rule decided the share, and whether it went over 40%.
+    assert re.search(r"^  function +1 +0$", proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_a_file_the_maps_tree_lacks_is_labelled_a_replay_artifact(
+    repo,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A map from a later tree cannot know a file deleted since: the replay still runs
+    everything for it (fail open) and says why, apart from the real unused files."""
+    root, _, m = repo
+    write(root, {"flashinfer/gone.py": "def f():\n    return 1\n"})
+    commit(root, "a module added")
+    write(root, {"flashinfer/gone.py": "def f():\n    return 2\n"})
+    commit(root, "the module changed")
+    write(root, {"flashinfer/gone.py": None})
+    later = commit(root, "the module deleted")
+    map_path = tmp_path / "map.json"
+    mapfile.save(mapfile.TestMap(later, m.tests, m.session_functions), map_path)
+    proc = _replay(root, map_path, "--commits", "3")
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if "the module changed" in line)
+    assert "100.0%  all" in row and "not in the map's tree: a replay artifact" in row
+    assert "median share over the 1 commits whose Python files the map's tree holds" in (
+        proc.stdout
+    )
+
+
+def test_the_replay_prints_the_ci_wall_time_estimate(repo, tmp_path: Path) -> None:  # noqa: F811
+    root, _, m = repo
+    write(root, {"docs/unread.md": "# still unread\n"})
+    commit(root, "an unread doc")
+    map_path = tmp_path / "map.json"
+    mapfile.save(m, map_path)
+    proc = _replay(root, map_path, "--commits", "1", "--fixed", "lint=1,types=1,checks=1,docs=1")
+    assert proc.returncode == 0, proc.stderr
+    # 10 recorded seconds + 4 fixed = 14 serially; the unread doc selects nothing, so the
+    # pull request waits for the checks job alone (4 s).
+    assert "today, everything serially (.ci/run):" in proc.stdout
+    assert "= 0.29 of today's (target <= 0.33)" in proc.stdout
+    bad = _replay(root, map_path, "--fixed", "lint=fast")
+    assert bad.returncode == 2 and "'fast' is not a number of seconds" in bad.stderr
 
 
 def test_a_missing_map_is_a_usage_error(tmp_path: Path) -> None:
@@ -90,7 +137,7 @@ def _mutant_repo(tmp_path: Path, add_tests: set[str]) -> tuple[Path, Path]:
 def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> None:
     root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
     proc = _replay(root, right, "--commits", "1", "--mutants", "2", "--seed", "3")
-    assert "the full run is pytest tests" in proc.stdout
+    assert "mutants (seed 3, 2 per touched file): the full run is pytest tests" in (proc.stdout)
     assert "mutants: 2, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
     assert "1 fail in full, 0 missed" in proc.stdout
     # A map that credits add() to the wrong test: the selection misses test_add.
@@ -100,3 +147,35 @@ def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> No
     assert (wrong_root / "flashinfer/mod.py").read_text() == (
         root / "flashinfer/mod.py"
     ).read_text()
+
+
+def test_the_mutant_limit_bounds_the_mutants_in_all(tmp_path: Path) -> None:
+    root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
+    args = ("--commits", "1", "--mutants", "2", "--seed", "3", "--mutant-limit", "1")
+    proc = _replay(root, right, *args)
+    assert "2 per touched file, at most 1)" in proc.stdout
+    assert "mutants: 1, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
+
+
+def test_the_full_run_runs_each_lane_in_its_own_pytest(tmp_path: Path) -> None:
+    """``pytest tests tests/experimental`` collects the stable lane only (the second path
+    is inside the first, and norecursedirs skips it): a failure there would never count."""
+    from testmap_lib.record import lane_runs
+    from testmap_lib.replay import _failing
+
+    root = tmp_path / "lanes"
+    write(
+        root,
+        {
+            "pytest.ini": "[pytest]\nnorecursedirs = tests/experimental\n",
+            "tests/test_s.py": "def test_s():\n    assert False\n",
+            "tests/experimental/test_e.py": "def test_e():\n    assert False\n",
+        },
+    )
+    args = ["-q", "-p", "no:cacheprovider", "tests", "tests/experimental"]
+    assert lane_runs(root, args) == [args[:4], [*args[:3], "tests/experimental"]]
+    assert lane_runs(root, ["-q", "tests"]) == [["-q", "tests"]]
+    assert _failing(root, ["tests", "tests/experimental"]) == {
+        "tests/test_s.py::test_s",
+        "tests/experimental/test_e.py::test_e",
+    }

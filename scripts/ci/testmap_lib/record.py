@@ -170,6 +170,69 @@ def build_map(repo: Path, out: Path, commit: str, meta: dict) -> TestMap:
     return TestMap(commit, tests, session, meta)
 
 
+EXPERIMENTAL_ROOT = "tests/experimental"
+
+
+def lane_runs(repo: Path, args: Sequence[str]) -> list[list[str]]:
+    """``args`` as one pytest command per lane.  One command naming both ``tests`` and
+    ``tests/experimental`` collects the stable lane only: pytest drops the second path as
+    inside the first, and pytest.ini's ``norecursedirs`` then skips it.  So, as CI runs the
+    lanes, the stable paths and the experimental paths each get a pytest of their own
+    (the options go to both); ``args`` naming one lane (or no path) stay one command."""
+
+    def lane(arg: str) -> str | None:
+        if arg.startswith("-"):
+            return None
+        path = arg.split("::", 1)[0].rstrip("/")
+        if path == EXPERIMENTAL_ROOT or path.startswith(EXPERIMENTAL_ROOT + "/"):
+            return "experimental"
+        return "stable" if (repo / path).exists() else None
+
+    paths: dict[str, list[str]] = {"stable": [], "experimental": []}
+    options: list[str] = []
+    for arg in args:
+        which = lane(arg)
+        (paths[which] if which else options).append(arg)
+    if not (paths["stable"] and paths["experimental"]):
+        return [list(args)]
+    return [options + paths["stable"], options + paths["experimental"]]
+
+
+def _record_one(
+    repo: Path, args: Sequence[str], env: dict[str, str], commit: str, meta: dict
+) -> tuple[int, float, TestMap | None, float]:
+    """One recording run: (pytest's exit code, seconds, the map or None, fold seconds)."""
+    with tempfile.TemporaryDirectory(prefix="testmap-") as tmp:
+        out = Path(tmp)
+        rc_file = out / "coveragerc"
+        rc_file.write_text(RCFILE.format(repo=repo, out=out), encoding="utf-8")
+        rec_env = {
+            **env,
+            "TESTMAP_RC": str(rc_file),
+            "TESTMAP_REPO": str(repo),
+            "TESTMAP_DIR": str(out),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), env.get("PYTHONPATH")])),
+        }
+        rc, seconds = _pytest(["-p", "testmap_plugin", *args], rec_env, repo)
+        if not (out / "tests.json").is_file():
+            print(f"testmap record: pytest exited {rc} before any test ran", file=sys.stderr)
+            return rc or 1, seconds, None, 0.0
+        start = time.perf_counter()
+        m = build_map(repo, out, commit, meta)
+        return rc, seconds, m, time.perf_counter() - start
+
+
+def merge(maps: Sequence[TestMap]) -> TestMap:
+    """Maps of the same commit recorded by separate runs (the lanes) as one."""
+    first = maps[0]
+    tests: dict[str, TestRecord] = {}
+    session: set[str] = set()
+    for m in maps:
+        tests.update(m.tests)
+        session |= m.session_functions
+    return TestMap(first.commit, tests, session, dict(first.meta))
+
+
 def record(repo: Path, out_path: Path, pytest_args: Sequence[str], baseline: bool) -> int:
     try:
         import coverage  # noqa: F401
@@ -183,38 +246,30 @@ def record(repo: Path, out_path: Path, pytest_args: Sequence[str], baseline: boo
         print(f"testmap record: {exc}", file=sys.stderr)
         return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESTMAP_")}
+    runs = lane_runs(repo, pytest_args)
     plain_s = None
     if baseline:
-        print("==> plain run (for the overhead)", flush=True)
-        _, plain_s = _pytest(pytest_args, env, repo)
-    with tempfile.TemporaryDirectory(prefix="testmap-") as tmp:
-        out = Path(tmp)
-        rc_file = out / "coveragerc"
-        rc_file.write_text(RCFILE.format(repo=repo, out=out), encoding="utf-8")
-        rec_env = {
-            **env,
-            "TESTMAP_RC": str(rc_file),
-            "TESTMAP_REPO": str(repo),
-            "TESTMAP_DIR": str(out),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), env.get("PYTHONPATH")])),
-        }
-        print("==> recording run", flush=True)
-        rc, recorded_s = _pytest(["-p", "testmap_plugin", *pytest_args], rec_env, repo)
-        if not (out / "tests.json").is_file():
-            print(f"testmap record: pytest exited {rc} before any test ran", file=sys.stderr)
-            return rc or 1
-        meta = {
-            "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                timespec="seconds"
-            ),
-            "python": sys.version.split()[0],
-            "pytest_args": list(pytest_args),
-        }
-        if dirty:
-            meta["dirty"] = True
-        start = time.perf_counter()
-        m = build_map(repo, out, commit, meta)
-        fold_s = time.perf_counter() - start
+        plain_s = 0.0
+        for args in runs:
+            print(f"==> plain run (for the overhead): pytest {' '.join(args)}", flush=True)
+            plain_s += _pytest(args, env, repo)[1]
+    meta = {
+        "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "pytest_args": list(pytest_args),
+    }
+    if dirty:
+        meta["dirty"] = True
+    rc, recorded_s, fold_s = 0, 0.0, 0.0
+    maps = []
+    for args in runs:
+        print(f"==> recording run: pytest {' '.join(args)}", flush=True)
+        one_rc, seconds, one, folded = _record_one(repo, args, env, commit, meta)
+        rc, recorded_s, fold_s = rc or one_rc, recorded_s + seconds, fold_s + folded
+        if one is None:
+            return rc
+        maps.append(one)
+    m = merge(maps)
     from testmap_lib.mapfile import save
 
     save(m, out_path)

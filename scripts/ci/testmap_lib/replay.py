@@ -25,8 +25,10 @@ from pathlib import Path
 
 from testmap_lib.gitdiff import DiffError, diff, git, show
 from testmap_lib.mapfile import MapError, TestMap, load
-from testmap_lib.rules import result_json, select
+from testmap_lib.record import lane_runs
+from testmap_lib.rules import Selection, result_json, select, share
 from testmap_lib.scopes import parse_scopes
+from testmap_lib.walltime import LaneSeconds, estimate, lane_seconds
 
 _FLIPS = {
     ast.Lt: ast.GtE,
@@ -49,7 +51,16 @@ def history(repo: Path, n: int) -> list[tuple[str, str, str]]:
     return [(rows[i][0], rows[i + 1][0], rows[i][1]) for i in range(len(rows) - 1)]
 
 
-def replay(repo: Path, map_path: Path, commits: int, mutants: int, seed: int) -> int:
+def replay(
+    repo: Path,
+    map_path: Path,
+    commits: int,
+    mutants: int,
+    seed: int,
+    fixed: dict[str, float] | None = None,
+    workers: int = 4,
+    mutant_limit: int | None = None,
+) -> int:
     try:
         m = load(map_path)
     except MapError as exc:
@@ -61,28 +72,108 @@ def replay(repo: Path, map_path: Path, commits: int, mutants: int, seed: int) ->
         print(f"testmap replay: {exc}", file=sys.stderr)
         return 2
     shares: list[float] = []
-    all_rules: collections.Counter[str] = collections.Counter()
-    forced: collections.Counter[str] = collections.Counter()
+    known_shares: list[float] = []
+    costs = RuleCosts()
+    lanes: list[LaneSeconds] = []
     print(f"{'commit':12}  {'share':>6}  {'mode':6}  rules (count)   subject")
     for commit, parent, subject in rows:
         sel = select(repo, m, parent, commit, described=parent)
+        unknown = _label_unknown_to_map(repo, m, sel.reasons)
         res = result_json(sel, m)
         rules = collections.Counter(r["rule"] for r in res["reasons"])
-        all_rules.update(rules)
-        for r in res["reasons"]:
-            if r["tests"] == "all":
-                forced[f"{r['rule']}: {r['file']}"] += 1
+        costs.add(sel, res, m)
+        chosen = res["tests"]["stable"] + res["tests"]["experimental"]
+        lanes.append(lane_seconds(m, chosen, everything=res["mode"] == "all"))
         shares.append(res["share"])
+        if not unknown:
+            known_shares.append(res["share"])
         fired = ", ".join(f"{k}({v})" for k, v in sorted(rules.items()))
         print(f"{commit[:12]}  {res['share']:6.1%}  {res['mode']:6}  {fired}   {subject[:50]}")
     if shares:
         print(f"\nmedian share over {len(shares)} commits: {statistics.median(shares):.1%}")
-        print("why a commit ran everything (rule: file, commits):")
-        for what, count in forced.most_common(15):
-            print(f"  {count:4}  {what}")
+        if known_shares and len(known_shares) < len(shares):
+            print(
+                f"median share over the {len(known_shares)} commits whose Python files the "
+                f"map's tree holds: {statistics.median(known_shares):.1%}"
+            )
+        print(costs.table(len(shares)))
+        print(estimate(m, lanes, fixed or {}, workers))
     if mutants:
-        return _mutants(repo, m, rows, mutants, seed)
+        return _mutants(repo, m, rows, mutants, seed, mutant_limit)
     return 0
+
+
+UNKNOWN = " (not in the map's tree: a replay artifact)"
+
+
+def _label_unknown_to_map(repo: Path, m: TestMap, reasons: list[dict]) -> bool:
+    """Mark the "no test used it" reasons whose file does not exist at the map's commit:
+    the map is from a later tree, so it cannot know a file deleted or renamed since (in CI
+    the map stands for the parent, where the file exists).  The selection is unchanged:
+    the mark only says why.  True when any reason was marked."""
+    marked = False
+    for r in reasons:
+        if r["rule"] in ("unused-python-file", "unused-package-file") and r["file"]:
+            if show(repo, m.commit, r["file"]) is None:
+                r["rule"] += UNKNOWN
+                marked = True
+    return marked
+
+
+class RuleCosts:
+    """Per rule: the commits it forced to "all" and what that cost (the share the commit
+    would have had without the rules that ran everything), and the commits whose share it
+    decided (the rule whose own tests weigh the most)."""
+
+    def __init__(self) -> None:
+        self.forced: collections.Counter[str] = collections.Counter()
+        self.alone: collections.Counter[str] = collections.Counter()
+        self.cost: collections.Counter[str] = collections.Counter()
+        self.files: dict[str, collections.Counter[str]] = {}
+        self.decided: collections.Counter[str] = collections.Counter()
+        self.decided_over: collections.Counter[str] = collections.Counter()
+
+    def add(self, sel: Selection, res: dict, m: TestMap) -> None:
+        if res["mode"] == "all":
+            forcing = [r for r in res["reasons"] if r["tests"] == "all"]
+            rules = sorted({r["rule"] for r in forcing})
+            without = share(sel.tests, m)
+            for rule in rules:
+                self.forced[rule] += 1
+                self.cost[rule] += (1.0 - without) / len(rules)
+                if len(rules) == 1:
+                    self.alone[rule] += 1
+                files = self.files.setdefault(rule, collections.Counter())
+                files.update({r["file"] or "-" for r in forcing if r["rule"] == rule})
+            return
+        weights: dict[str, float] = {}
+        for rule, chosen in sel.chosen:
+            if chosen:
+                weights[rule] = max(weights.get(rule, 0.0), share(chosen, m))
+        if weights:
+            top = max(sorted(weights), key=lambda k: weights[k])
+            self.decided[top] += 1
+            if res["share"] > 0.4:
+                self.decided_over[top] += 1
+
+    def table(self, commits: int) -> str:
+        out = [
+            "\nwhy a commit ran everything, per rule (commits forced to all; of them, by this "
+            "rule alone; share it cost, points of the mean over all commits):"
+        ]
+        for rule, n in self.forced.most_common():
+            top = ", ".join(f"{f} {c}" for f, c in self.files[rule].most_common(3))
+            out.append(
+                f"  {rule:40} {n:4} {self.alone[rule]:4} {100 * self.cost[rule] / commits:6.1f}"
+                f"   ({top})"
+            )
+        out.append(
+            "which rule decided a subset's share (the rule whose own tests weigh the most: "
+            "commits; of them over 40%):"
+        )
+        for rule, n in self.decided.most_common():
+            out.append(f"  {rule:40} {n:4} {self.decided_over[rule]:4}")
+        return "\n".join(out)
 
 
 def _mutable(n: ast.AST) -> bool:
@@ -140,14 +231,18 @@ def _splice(source: str, node: ast.expr, text: str) -> str:
 
 
 def _failing(repo: Path, targets: list[str]) -> set[str]:
-    """The node IDs that fail or error when pytest runs ``targets``."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *targets]
-    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
-    return {
-        line.split()[1]
-        for line in proc.stdout.splitlines()
-        if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1
-    }
+    """The node IDs that fail or error when pytest runs ``targets`` (one pytest per lane,
+    as CI runs them: one command naming both lanes collects the stable one only)."""
+    failing: set[str] = set()
+    for args in lane_runs(repo, targets):
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *args]
+        proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+        failing |= {
+            line.split()[1]
+            for line in proc.stdout.splitlines()
+            if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1
+        }
+    return failing
 
 
 def full_suite(repo: Path, m: TestMap) -> list[str]:
@@ -157,11 +252,16 @@ def full_suite(repo: Path, m: TestMap) -> list[str]:
     return paths or ["tests", "tests/experimental"]
 
 
-def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> int:
-    """Mutants in the work tree (restored after each): full run vs selected run."""
+def _mutants(
+    repo: Path, m: TestMap, rows: list, per_commit: int, seed: int, limit: int | None = None
+) -> int:
+    """Mutants in the work tree (restored after each): full run vs selected run; at most
+    ``limit`` in all (None: no bound)."""
     rng = random.Random(seed)
     suite = full_suite(repo, m)
-    print(f"\nmutants: the full run is pytest {' '.join(suite)}")
+    runs = " and ".join(f"pytest {' '.join(args)}" for args in lane_runs(repo, suite))
+    bound = f", at most {limit}" if limit is not None else ""
+    print(f"\nmutants (seed {seed}, {per_commit} per touched file{bound}): the full run is {runs}")
     misses = 0
     ran = 0
     for commit, parent, _ in rows:
@@ -179,6 +279,8 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int) -> 
             then = show(repo, commit, ch.path) or ""
             touched = {parse_scopes(then).scope_of(n) for n in ch.new_lines}
             for _ in range(per_commit):
+                if limit is not None and ran >= limit:
+                    break
                 mutant = _mutate(original, touched, rng)
                 if mutant is None:
                     break

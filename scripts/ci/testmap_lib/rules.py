@@ -22,12 +22,22 @@ Each rule fails open: a change the map cannot see runs everything and says why.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from testmap_lib.gitdiff import DiffError, FileChange, diff, git, resolve, show
+from testmap_lib.inert import (
+    LISTS_NAMES,
+    READS_DOCSTRINGS,
+    bare_string_lines,
+    code_lines,
+    named_in_tree,
+    new_private_defs,
+    scopes_matching,
+)
 from testmap_lib.mapfile import TestMap, lane_of
 from testmap_lib.scopes import MODULE, Scopes, parse_scopes
 
@@ -52,11 +62,13 @@ class Selection:
     reasons: list[dict[str, Any]] = field(default_factory=list)
     tests: set[str] = field(default_factory=set)  # node IDs and whole test files
     run_all: bool = False
+    chosen: list[tuple[str, set[str]]] = field(default_factory=list)  # (rule, its tests)
 
     def fire(self, file: str | None, rule: str, detail: str, tests: Iterable[str] = ()) -> None:
         chosen = set(tests)
         self.tests |= chosen
         self.reasons.append({"file": file, "rule": rule, "detail": detail, "tests": len(chosen)})
+        self.chosen.append((rule, chosen))
 
     def everything(self, file: str | None, rule: str, detail: str) -> None:
         self.run_all = True
@@ -106,9 +118,34 @@ class _Index:
         return self.by_data.get("./" if parent == "." else parent + "/", set())
 
 
-def _scopes(repo: Path, commit: str, path: str) -> Scopes:
-    text = show(repo, commit, path)
-    return parse_scopes(text) if text is not None else Scopes([MODULE])
+def _code_only(lines: set[int], text: str | None) -> set[int]:
+    """``lines`` less those that hold only comments or blanks (all of them when ``text``
+    is missing or does not tokenize)."""
+    code = code_lines(text) if text is not None else None
+    return set(lines) if code is None else lines & code
+
+
+@functools.lru_cache(maxsize=8)
+def _matching(repo: Path, commit: str, pattern: str) -> frozenset[str] | None:
+    found = scopes_matching(repo, commit, pattern)
+    return None if found is None else frozenset(found)
+
+
+def _ran_matching(idx: _Index, repo: Path, commit: str, pattern: str) -> set[str] | None:
+    """The tests that ran code matching ``pattern`` (:data:`.inert.LISTS_NAMES`,
+    :data:`.inert.READS_DOCSTRINGS`): a function, or import-time code (every test that
+    imported its file); None when unknown."""
+    scopes = _matching(repo, commit, pattern)
+    if scopes is None:
+        return None
+    ran: set[str] = set()
+    for key in scopes:
+        path, scope = key.split("::", 1)
+        if scope == MODULE:
+            ran |= idx.by_file.get(path, set())
+        else:
+            ran |= idx.by_function.get(key, set())
+    return ran
 
 
 def _removed_side(sel: Selection, idx: _Index, path: str, how: str) -> None:
@@ -169,7 +206,8 @@ def _modified(
         return
     if readers:
         sel.fire(path, "data-file", "its source is read as data by these tests", readers)
-    old_scopes = _scopes(repo, old, ch.old_path or path)
+    old_text = show(repo, old, ch.old_path or path)
+    old_scopes = parse_scopes(old_text) if old_text is not None else Scopes([MODULE])
     if head is None:
         try:
             new_text: str | None = (repo / path).read_text(encoding="utf-8")
@@ -178,8 +216,30 @@ def _modified(
     else:
         new_text = show(repo, head, path)
     new_scopes = parse_scopes(new_text) if new_text is not None else Scopes([MODULE])
-    touched = {old_scopes.effective(n) for n in ch.old_lines} | {
-        new_scopes.effective(n) for n in ch.new_lines
+    old_lines = _code_only(ch.old_lines, old_text)
+    new_lines = _code_only(ch.new_lines, new_text)
+    if (ch.old_lines or ch.new_lines) and not old_lines and not new_lines:
+        sel.fire(path, "comment-only", "only comments or blank lines changed: no code")
+        return
+    if new_text is not None and new_lines:
+        added = new_private_defs(new_text, ch.new_lines, named_in_tree(repo, old))
+        enumerators = _ran_matching(idx, repo, old, LISTS_NAMES) if added else None
+        if enumerators is None:
+            added = {}  # who lists names is unknown: the defs stay module-level lines
+        for qualname, lines in sorted(added.items()):
+            assert enumerators is not None
+            new_lines -= lines
+            listers = enumerators & idx.by_file.get(path, set())
+            sel.fire(
+                path,
+                "new-private-function",
+                f"{qualname} is new, private, undecorated and named nowhere else: selects "
+                "through its callers, and the tests that ran code listing names",
+                listers,
+            )
+    _docstrings(sel, idx, repo, ch, old, (old_text, old_lines), (new_text, new_lines))
+    touched = {old_scopes.effective(n) for n in old_lines} | {
+        new_scopes.effective(n) for n in new_lines
     }
     known = old_scopes.functions()
     for scope in sorted(touched):
@@ -197,6 +257,46 @@ def _modified(
             sel.fire(path, "new-function", f"{scope} is new: selects through its callers")
         else:
             sel.fire(path, "unrun-function", f"{scope}: no test ran it")
+
+
+def _docstrings(
+    sel: Selection,
+    idx: _Index,
+    repo: Path,
+    ch: FileChange,
+    old: str,
+    old_side: tuple[str | None, set[int]],
+    new_side: tuple[str | None, set[int]],
+) -> None:
+    """Take the changed lines that are bare strings of the module or a class out of
+    ``old_side``/``new_side``'s line sets (in place).  An attribute's docstring selects
+    nothing (the compiler drops it); a module's or class's docstring selects the tests that
+    imported the module and ran code reading docstrings.  Readers of the file as data are
+    selected by the ``data-file`` rule either way."""
+    docs: list[set[int]] = []
+    inert: list[set[int]] = []
+    for text, lines in (old_side, new_side):
+        d, i = bare_string_lines(text) if text is not None else (set(), set())
+        docs.append(lines & d)
+        inert.append(lines & i)
+    if any(inert):
+        for (_, lines), strings in zip((old_side, new_side), inert, strict=True):
+            lines -= strings
+        sel.fire(ch.path, "attribute-docstring", "a bare string after the first: no code")
+    if not any(docs):
+        return
+    readers = _ran_matching(idx, repo, old, READS_DOCSTRINGS)
+    if readers is None:
+        return  # who reads docstrings is unknown: the lines stay module-level
+    for (_, lines), strings in zip((old_side, new_side), docs, strict=True):
+        lines -= strings
+    users = idx.by_file.get(ch.path, set()) | idx.by_file.get(ch.old_path or ch.path, set())
+    sel.fire(
+        ch.path,
+        "docstring",
+        "a module's or class's docstring: the tests that imported it and read docstrings",
+        users & readers,
+    )
 
 
 def select(
