@@ -30,6 +30,12 @@ def _at(m: TestMap, sha: str) -> TestMap:
     return TestMap(sha, m.tests, m.session_functions)
 
 
+def _with_test(m: TestMap, sha: str, test: str, files: set[str], functions: set[str]) -> TestMap:
+    """The map at ``sha`` with one more stable test that ran ``files`` and ``functions``."""
+    record = TestRecord("stable", 1.0, files, functions)
+    return TestMap(sha, {**m.tests, test: record}, m.session_functions)
+
+
 def _append(root: Path, text: str) -> None:
     path = root / "flashinfer/mod.py"
     write(root, {"flashinfer/mod.py": path.read_text(encoding="utf-8") + text})
@@ -180,18 +186,12 @@ def test_a_new_private_function_selects_the_tests_that_list_names(repo) -> None:
     root, base, m = repo
     write(root, {"flashinfer/other.py": "def lonely():\n    return sorted(vars(object))\n"})
     head = commit(root)
-    listing = TestMap(
+    listing = _with_test(
+        m,
         head,
-        {
-            **m.tests,
-            "tests/test_a.py::test_lists": TestRecord(
-                "stable",
-                1.0,
-                {"flashinfer/mod.py", "flashinfer/other.py", "tests/test_a.py"},
-                {"flashinfer/other.py::lonely"},
-            ),
-        },
-        m.session_functions,
+        "tests/test_a.py::test_lists",
+        {"flashinfer/mod.py", "flashinfer/other.py", "tests/test_a.py"},
+        {"flashinfer/other.py::lonely"},
     )
     _append(root, HELPER)
     result = _select(root, listing, head, commit(root))
@@ -223,18 +223,12 @@ def test_a_module_docstring_selects_the_importers_that_read_docstrings(repo) -> 
     root, base, m = repo
     write(root, {"flashinfer/other.py": "def lonely():\n    return lonely.__doc__\n"})
     head = commit(root)
-    reader = TestMap(
+    reader = _with_test(
+        m,
         head,
-        {
-            **m.tests,
-            "tests/test_b.py::test_reads_doc": TestRecord(
-                "stable",
-                1.0,
-                {"flashinfer/mod.py", "tests/test_b.py"},
-                {"flashinfer/other.py::lonely"},
-            ),
-        },
-        m.session_functions,
+        "tests/test_b.py::test_reads_doc",
+        {"flashinfer/mod.py", "tests/test_b.py"},
+        {"flashinfer/other.py::lonely"},
     )
     _edit(root, "flashinfer/mod.py", '"""A module."""', '"""A module, documented."""')
     result = _select(root, reader, head, commit(root))
