@@ -28,7 +28,7 @@ import pytest
 
 import flashinfer.autotuner as autotuner
 from flashinfer.autotuner import AutotuneConsistencyError, autotune, set_autotune_process_group
-from flashinfer.autotuner.distributed import _combine
+from flashinfer.autotuner.distributed import combine_outcomes
 from flashinfer.autotuner.distributed.agreement import Manifest, consistency_error, differences
 
 WORKER = Path(__file__).with_name("autotune_dist_worker.py")
@@ -314,12 +314,14 @@ def test_a_pair_failed_on_any_rank_failed_and_the_slowest_median_counts():
         {0: (1.0, 0.1, None), 1: (2.0, 0.2, None), 2: (None, None, "boom")},
         {0: (3.0, 0.3, None), 1: (1.0, 0.1, None), 2: (1.0, 0.1, None)},
     ]
-    combined = _combine(gathered, 3)
+    combined = combine_outcomes(gathered, 3)
     assert combined[0].median_s == 3.0 and combined[0].iqr_s == 0.3  # rank 1's, the slowest
     assert combined[1].median_s == 2.0 and combined[1].iqr_s == 0.2
     assert combined[2].median_s is None and "on rank 0 only" in combined[2].reason
     # sharded: each pair timed by one rank, failures keep their plain reason
-    assert _combine([{0: (None, None, "boom")}, {1: (1.0, 0.0, None)}], 2)[0].reason == "boom"
+    assert (
+        combine_outcomes([{0: (None, None, "boom")}, {1: (1.0, 0.0, None)}], 2)[0].reason == "boom"
+    )
 
 
 @pytest.fixture

@@ -444,7 +444,7 @@ def test_a_capability_refusal_is_a_no_whatever_the_family(monkeypatch, family_op
 
 
 def test_table_says_unknown_for_an_undeclared_backend():
-    from flashinfer.cli.backends import _api_rows, _fit
+    from flashinfer.cli.backends import api_rows, fit_rows
 
     report = {
         "apis": [
@@ -462,13 +462,13 @@ def test_table_says_unknown_for_an_undeclared_backend():
             }
         ]
     }
-    rows, notes = _api_rows(report)
+    rows, notes = api_rows(report)
     assert [r[-1] for r in rows[1:]] == ["unknown: r [1]", "no: why", "yes"]
     assert notes == ["declare it"]
     long = [rows[0], ("x.op", "a", "stable", "unknown: " + "u" * 120)]
     long.append(("x.op", "b", "stable", "no: " + "n" * 120))
     fitted_notes: list[str] = []
-    fitted = _fit(long, fitted_notes)
+    fitted = fit_rows(long, fitted_notes)
     assert [r[-1] for r in fitted[1:]] == ["unknown: see [1]", "no: see [2]"]
     assert fitted_notes == ["u" * 120, "n" * 120]
 

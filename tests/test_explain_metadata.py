@@ -97,10 +97,10 @@ def test_a_shape_no_tensor_can_have_is_a_usage_error(shape, says, capsys):
 
 
 def test_the_command_builds_fake_inputs():
-    from flashinfer.cli.explain import _fake_inputs
+    from flashinfer.cli.explain import example_call_inputs
     from flashinfer.testing import example_inputs_for
 
-    args, kwargs = _fake_inputs(
+    args, kwargs = example_call_inputs(
         example_inputs_for("mm"), (100000, 100000, 100000), torch.float32, "cpu"
     )
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]

@@ -246,7 +246,7 @@ def test_explain_shows_a_graduated_backend_as_stable_with_its_version():
 
 
 def test_flashinfer_backends_shows_a_graduated_backend_with_its_version():
-    from flashinfer.cli.backends import _api_rows, backends_report
+    from flashinfer.cli.backends import api_rows, backends_report
 
     op = flashinfer.rmsnorm.dispatcher
     backend = op.stable_backends[0]
@@ -255,7 +255,7 @@ def test_flashinfer_backends_shows_a_graduated_backend_with_its_version():
     (api,) = [a for a in report["apis"] if a["qualified_name"] == op.api_key]
     (row,) = [b for b in api["backends"] if b["name"] == backend]
     assert row["graduated_in"] == "0.2.0" and row["experimental"] is False
-    rows, _ = _api_rows(report)
+    rows, _ = api_rows(report)
     assert any(r[1] == backend and r[2] == "stable (since 0.2.0)" for r in rows)
 
 

@@ -252,7 +252,7 @@ def _details(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
+def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
     """Table rows and the advice notes they point to (each note printed once)."""
     notes: list[str] = []
 
@@ -282,7 +282,7 @@ def _api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]
     return rows, notes
 
 
-def _fit(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]:
+def fit_rows(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]:
     """Keep every line within :data:`WIDTH`: a verdict too long for its column moves to the
     notes (its cell says where)."""
     fixed = sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1))
@@ -315,8 +315,8 @@ def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for line in _header_lines(report):
         print(_wrapped(line), file=out)
     print(file=out)
-    rows, notes = _api_rows(report)
-    print(format_table(_fit(rows, notes)), file=out)
+    rows, notes = api_rows(report)
+    print(format_table(fit_rows(rows, notes)), file=out)
     if notes:
         print(file=out)
         for i, text in enumerate(notes, 1):

@@ -37,7 +37,11 @@ from flashinfer.cli.common import (
     op_from_args,
 )
 
-__all__ = ["EXAMPLE", "add_explain_parser"]
+__all__ = [
+    "EXAMPLE",
+    "add_explain_parser",
+    "example_call_inputs",
+]
 
 EXAMPLE = f"{PROG} explain mm --shapes 16x32x2048"
 """The example in the help: README's Quick look problem, ``mm`` of a ``16x2048`` and a
@@ -112,7 +116,7 @@ def _as_dict(explanation: Any) -> dict[str, Any]:
     return doc
 
 
-def _fake_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
+def example_call_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
     """The inputs the command's call of the op takes, as fake tensors: built by the target
     (as ``autotune`` builds them) inside ``FakeTensorMode``, so nothing of the problem's
     size is allocated.  ``UsageError`` if torch cannot describe them."""
@@ -147,7 +151,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         check_shape_exists(dims, target, dtype)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine; use --device cpu")
-    inputs = [_fake_inputs(target, dims, dtype, args.device) for dims in shapes]
+    inputs = [example_call_inputs(target, dims, dtype, args.device) for dims in shapes]
     if args.tuning_file is not None:
         _load_tuning_file(args.tuning_file, err)
     found = [op.explain(*call_args, **kwargs) for call_args, kwargs in inputs]

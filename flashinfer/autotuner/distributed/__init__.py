@@ -104,6 +104,7 @@ __all__ = [
     "TimingSettings",
     "check_block",
     "close_block",
+    "combine_outcomes",
     "enter_group",
     "get_autotune_process_group",
     "group_in_effect",
@@ -270,7 +271,7 @@ def _broadcast(group: Any, obj: Any, step: str, what: str) -> Any:
 # ---- tuning one key ----------------------------------------------------------------------
 
 
-def _combine(gathered: Sequence[Mapping[int, tuple]], size: int) -> dict[int, Outcome]:
+def combine_outcomes(gathered: Sequence[Mapping[int, tuple]], size: int) -> dict[int, Outcome]:
     """One outcome per pair from every rank's: failed if it failed on any rank (the reason
     names the ranks unless all that timed it failed), else the slowest rank's median (and
     that rank's spread).  The same pure function on every rank."""
@@ -330,7 +331,9 @@ def tune_in_group(
     plain = {i: tuple(o) for i, o in outcomes.items()}  # plain tuples cross processes
     gathered = _all_gather(group, plain, "gathering the timings", what)
     log(f"  combined the timings of {world} ranks (each pair: the slowest rank's median)")
-    record = decide(api_key, key, plan, _combine(gathered, len(plan)), settings.switch_margin)
+    record = decide(
+        api_key, key, plan, combine_outcomes(gathered, len(plan)), settings.switch_margin
+    )
     if record.choice is not None:
         agreed[key] = choice_id(record.choice)  # type: ignore[assignment]
     return record
