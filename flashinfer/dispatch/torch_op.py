@@ -147,7 +147,8 @@ class TorchOp:
     ``fake(values)`` returns the default overload's result on fake tensors, or is ``None``
     when the operator has no fake implementation (a compiled call then graph-breaks: it
     runs eagerly, correct but not in the graph); ``backward(grad, values)`` returns the
-    gradients by argument name.
+    gradients by argument name; ``argument_names`` lists the default overload's arguments
+    in schema order (``backend`` and ``skip_check`` last for a dispatcher op).
     """
 
     def __init__(
@@ -179,10 +180,11 @@ class TorchOp:
         self.fake = fake  # the fake implementation, or None (see the class docstring)
         self._backward = backward
         self._jvp = jvp
-        # Every argument of the default overload, in schema order (autograd's inputs).
-        self._names = [*schema.positional, *schema.keyword]
+        # Every argument of the default overload, in schema order (autograd's inputs, and
+        # the no-grad operator's positional arguments).
+        self.argument_names = [*schema.positional, *schema.keyword]
         if dispatcher:
-            self._names += ["backend", "skip_check"]
+            self.argument_names += ["backend", "skip_check"]
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")  # lives with the op
         self._register()
         packet = getattr(torch.ops, NAMESPACE)
@@ -281,9 +283,6 @@ class TorchOp:
         extra = ["backend", "skip_check"] if self.has_dispatcher else []
         out = schema.out_param
 
-        def flat_params() -> str:
-            return ", ".join(self._names)
-
         def params(with_out: bool) -> str:
             pieces = [self._declared(n, signature) for n in schema.positional]
             kw = [self._declared(n, signature) for n in schema.keyword]
@@ -370,13 +369,13 @@ class TorchOp:
             ]
             if self._jvp is not None and functional:
                 ns.setdefault("_Fn", _here(self._function()))
-                lines.append(f"        return _Fn({', '.join(self._names)})")
+                lines.append(f"        return _Fn({', '.join(self.argument_names)})")
             else:
                 lines.append(f"        _refuse_forward({overload!r}, {names}, {values})")
             lines.append(f"    if _grad_on() and ({needs or 'False'}) and not _exporting():")
             if grads:
                 ns.setdefault("_Fn", _here(self._function()))
-                lines.append(f"        return _Fn({', '.join(self._names)})")
+                lines.append(f"        return _Fn({', '.join(self.argument_names)})")
             else:
                 lines.append(f"        _refuse({overload!r}, {names}, {values})")
             target = "_out" if with_out else "_default"
@@ -392,7 +391,11 @@ class TorchOp:
         }
         if self.fake is not None:  # the no-grad operator's (see _register)
             built["real_flat"] = compile_function(
-                flat_params(), real(False), ns, role="real flat kernel", api=self.api_key
+                ", ".join(self.argument_names),
+                real(False),
+                ns,
+                role="real flat kernel",
+                api=self.api_key,
             )
         if out is not None:
             built["real_out"] = compile_function(
@@ -446,7 +449,7 @@ class TorchOp:
     def _function(self) -> type:
         """The op's :class:`torch.autograd.Function`: forward is the operator (grad mode is
         off inside, so it goes below autograd), backward the API's ``backward`` formula."""
-        names, tensors, op = self._names, set(self.schema.tensors), self
+        names, tensors, op = self.argument_names, set(self.schema.tensors), self
         positional = self.schema.positional
 
         class Function(torch.autograd.Function):
@@ -518,7 +521,7 @@ class TorchOp:
     def _fake_flat(self, *args: Any) -> Any:
         """The no-grad operator's fake: its arguments are the default overload's, all
         positional (``OpSchema.flat``)."""
-        return self._fake_impl(**dict(zip(self._names, args, strict=True)))
+        return self._fake_impl(**dict(zip(self.argument_names, args, strict=True)))
 
     def _fake_out(self, *args: Any, **kwargs: Any) -> None:
         self._validate(self._values(args, kwargs))

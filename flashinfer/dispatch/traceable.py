@@ -181,8 +181,7 @@ def build_traceable(op: Any) -> Callable[..., Any]:
             for t in own
         )
         # every argument positionally: the no-grad operator's schema is flat (op_schema)
-        dispatcher = ["backend", "skip_check"] if op.has_dispatcher else []
-        flat = ", ".join([*schema.positional, *schema.keyword, *dispatcher])
+        flat = ", ".join(op.argument_names)
         lines += [
             "    if not _exporting() and not _transforms() and (",
             f"        not _grad_on() or not ({needs or 'False'})",
