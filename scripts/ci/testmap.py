@@ -11,7 +11,8 @@
                                            --scope "tests/experimental/a.py ..."
     python scripts/ci/testmap.py replay [--commits N] [--map testmap.json] [--mutants K]
                                         [--mutant-limit M] [--seed S] [--fixed lint=S,...]
-                                        [--workers W]
+                                        [--workers W] [--mutant-workers W]
+                                        [--mutant-timeout S]
 
 ``record`` runs pytest (once plainly, for the overhead, unless --no-baseline; then under the
 recorder) and writes the map.  ``select`` prints the selection for the change from the map's
@@ -87,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         "lint=S,types=S,checks=S,docs=S",
     )
     rep.add_argument("--workers", type=int, default=4, help="xdist workers per lane (4)")
+    rep.add_argument(
+        "--mutant-workers", type=int, default=0, help="xdist workers for mutant runs (0: none)"
+    )
+    rep.add_argument(
+        "--mutant-timeout", type=float, default=None, help="seconds per mutant pytest run"
+    )
     rep.add_argument("--repo", type=Path, default=Path("."))
     return parser
 
@@ -201,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _targets(args)
     if args.cmd == "scope-gap":
         return _scope_gap(args)
-    from testmap_lib.replay import replay
+    from testmap_lib.replay import MutantRun, replay
     from testmap_lib.walltime import parse_fixed
 
     try:
@@ -220,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.seed,
         fixed,
         args.workers,
-        args.mutant_limit,
+        MutantRun(args.mutant_workers, args.mutant_timeout, args.mutant_limit),
     )
 
 

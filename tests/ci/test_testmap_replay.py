@@ -108,9 +108,10 @@ MUTANT_FILES = {
 }
 
 
-def _mutant_repo(tmp_path: Path, add_tests: set[str]) -> tuple[Path, Path]:
+def _mutant_repo(tmp_path: Path, add_tests: set[str], mod_used: bool = True) -> tuple[Path, Path]:
     """A history whose last commit touched ``add``, and a map that credits ``add`` to
-    ``add_tests`` (right: test_add; wrong: test_mul)."""
+    ``add_tests`` (right: test_add; wrong: test_mul); ``mod_used=False``: no test of the
+    map used flashinfer/mod.py (so a change there runs everything)."""
     from . import git
 
     root = tmp_path / "mutants"
@@ -121,11 +122,11 @@ def _mutant_repo(tmp_path: Path, add_tests: set[str]) -> tuple[Path, Path]:
     text = MUTANT_FILES["flashinfer/mod.py"].replace("return x + 1", "return 1 + x")
     write(root, {"flashinfer/mod.py": text})
     sha = commit(root, "add touched")
-    files = {"flashinfer/__init__.py", "flashinfer/mod.py"}
+    files = {"flashinfer/__init__.py", "flashinfer/mod.py"} if mod_used else set()
     tests = {}
     for name in ("tests/test_add.py::test_add", "tests/test_mul.py::test_mul"):
         fns = {"flashinfer/mod.py::add"} if name in add_tests else set()
-        if name.endswith("test_mul"):
+        if name.endswith("test_mul") and mod_used:
             fns.add("flashinfer/mod.py::mul")
         tests[name] = mapfile.TestRecord("stable", 1.0, files | {name.split("::")[0]}, fns)
     m = mapfile.TestMap(sha, tests, meta={"pytest_args": ["-q", "tests"]})
@@ -140,6 +141,7 @@ def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> No
     assert "mutants (seed 3, 2 per touched file): the full run is pytest tests" in (proc.stdout)
     assert "mutants: 2, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
     assert "1 fail in full, 0 missed" in proc.stdout
+    assert "2 of them failed a test in full" in proc.stdout
     # A map that credits add() to the wrong test: the selection misses test_add.
     wrong_root, wrong = _mutant_repo(tmp_path / "w", {"tests/test_mul.py::test_mul"})
     proc = _replay(wrong_root, wrong, "--commits", "1", "--mutants", "2", "--seed", "3")
@@ -147,6 +149,16 @@ def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> No
     assert (wrong_root / "flashinfer/mod.py").read_text() == (
         root / "flashinfer/mod.py"
     ).read_text()
+
+
+def test_a_mutant_whose_selection_is_everything_is_not_run(tmp_path: Path) -> None:
+    """No test can be missed when everything runs: the replay says so instead of paying
+    for a full suite that proves nothing."""
+    root, unused = _mutant_repo(tmp_path, set(), mod_used=False)
+    proc = _replay(root, unused, "--commits", "1", "--mutants", "1", "--seed", "3")
+    assert "the selection runs everything, so no test can be missed: not run" in proc.stdout
+    assert "mutants: 0, misses: 0; 0 of them failed a test in full" in proc.stdout
+    assert "1 not run (selection: everything)" in proc.stdout and proc.returncode == 0
 
 
 def test_the_mutant_limit_bounds_the_mutants_in_all(tmp_path: Path) -> None:
@@ -175,7 +187,18 @@ def test_the_full_run_runs_each_lane_in_its_own_pytest(tmp_path: Path) -> None:
     args = ["-q", "-p", "no:cacheprovider", "tests", "tests/experimental"]
     assert lane_runs(root, args) == [args[:4], [*args[:3], "tests/experimental"]]
     assert lane_runs(root, ["-q", "tests"]) == [["-q", "tests"]]
-    assert _failing(root, ["tests", "tests/experimental"]) == {
-        "tests/test_s.py::test_s",
-        "tests/experimental/test_e.py::test_e",
-    }
+    both = {"tests/test_s.py::test_s", "tests/experimental/test_e.py::test_e"}
+    assert _failing(root, ["tests", "tests/experimental"]) == both
+    # On xdist workers, the same failures.
+    assert _failing(root, ["tests", "tests/experimental"], workers=2) == both
+
+
+def test_a_mutant_run_that_hangs_counts_as_a_failure(tmp_path: Path) -> None:
+    """A flipped loop condition can run forever: the run stops at the timeout and its
+    lane counts as failed (in the unselected rest, a miss), never as passed."""
+    from testmap_lib.replay import _failing
+
+    root = tmp_path / "hang"
+    write(root, {"tests/test_h.py": "import time\n\n\ndef test_h():\n    time.sleep(60)\n"})
+    failing = _failing(root, ["tests"], timeout=3)
+    assert len(failing) == 1 and next(iter(failing)).startswith("<timed out after 3 s")

@@ -8,8 +8,9 @@ Prints one row per commit (share selected, mode, the rules that fired) and the m
 functions each commit touched, and runs each mutant in full and selected: a miss is a test
 that fails (or errors) in full but was not selected.  "In full" is the suite the map was
 recorded on (its pytest arguments that name paths; both lanes when it names none), so a map
-recorded on a few files replays against those files.  That costs two pytest runs per
-mutant.
+recorded on a few files replays against those files.  The selected tests and the rest
+run apart (together one full run, so a mutant costs one full suite); a mutant whose
+selection is everything is not run: nothing can be missed.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def replay(
     seed: int,
     fixed: dict[str, float] | None = None,
     workers: int = 4,
-    mutant_limit: int | None = None,
+    how: MutantRun | None = None,
 ) -> int:
     try:
         m = load(map_path)
@@ -99,7 +100,7 @@ def replay(
         print(costs.table(len(shares)))
         print(estimate(m, lanes, fixed or {}, workers))
     if mutants:
-        return _mutants(repo, m, rows, mutants, seed, mutant_limit)
+        return _mutants(repo, m, rows, mutants, seed, how or MutantRun())
     return 0
 
 
@@ -230,13 +231,24 @@ def _splice(source: str, node: ast.expr, text: str) -> str:
     return source[:start] + text + source[end:]
 
 
-def _failing(repo: Path, targets: list[str]) -> set[str]:
+def _failing(
+    repo: Path, targets: list[str], workers: int = 0, timeout: float | None = None
+) -> set[str]:
     """The node IDs that fail or error when pytest runs ``targets`` (one pytest per lane,
-    as CI runs them: one command naming both lanes collects the stable one only)."""
+    as CI runs them: one command naming both lanes collects the stable one only), on
+    ``workers`` xdist workers (0: one process).  A lane that runs past ``timeout`` seconds
+    (a mutant can loop forever) counts as one failure named ``<timed out: ...>``."""
     failing: set[str] = set()
+    xdist = ["-n", str(workers)] if workers > 0 else []
     for args in lane_runs(repo, targets):
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *args]
-        proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE"]
+        cmd += [*xdist, *args]
+        try:
+            proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            paths = " ".join(a for a in args if not a.startswith("-"))
+            failing.add(f"<timed out after {timeout:.0f} s: pytest {paths}>")
+            continue
         failing |= {
             line.split()[1]
             for line in proc.stdout.splitlines()
@@ -252,26 +264,35 @@ def full_suite(repo: Path, m: TestMap) -> list[str]:
     return paths or ["tests", "tests/experimental"]
 
 
-def _mutants(
-    repo: Path, m: TestMap, rows: list, per_commit: int, seed: int, limit: int | None = None
-) -> int:
-    """Mutants in the work tree (restored after each): full run vs selected run; at most
-    ``limit`` in all (None: no bound)."""
+class MutantRun:
+    """How a replay's mutant runs: xdist ``workers`` per pytest (0: one process), a
+    ``timeout`` in seconds per pytest (None: none), at most ``limit`` mutants run."""
+
+    def __init__(
+        self, workers: int = 0, timeout: float | None = None, limit: int | None = None
+    ) -> None:
+        self.workers = workers
+        self.timeout = timeout
+        self.limit = limit
+
+
+def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int, how: MutantRun) -> int:
+    """Mutants in the work tree (restored after each).  Each runs as two disjoint pytest
+    runs that together are the full run: the selected tests, then the full suite less
+    them (``--deselect``).  A failure in the second is a miss.  A mutant whose selection
+    is everything cannot be missed and is not run (the line says so)."""
     rng = random.Random(seed)
     suite = full_suite(repo, m)
     runs = " and ".join(f"pytest {' '.join(args)}" for args in lane_runs(repo, suite))
-    bound = f", at most {limit}" if limit is not None else ""
+    bound = f", at most {how.limit}" if how.limit is not None else ""
     print(f"\nmutants (seed {seed}, {per_commit} per touched file{bound}): the full run is {runs}")
-    misses = 0
-    ran = 0
+    misses = ran = killed = everything = 0
     for commit, parent, _ in rows:
         for ch in diff(repo, parent, commit):
             path = repo / ch.path
             if ch.status not in ("M", "R") or not ch.path.startswith("flashinfer/"):
                 continue
-            if not ch.path.endswith(".py"):
-                continue
-            if not path.is_file():
+            if not ch.path.endswith(".py") or not path.is_file():
                 continue
             original = path.read_text(encoding="utf-8")
             # The functions the commit touched, named in its own version of the file, then
@@ -279,7 +300,7 @@ def _mutants(
             then = show(repo, commit, ch.path) or ""
             touched = {parse_scopes(then).scope_of(n) for n in ch.new_lines}
             for _ in range(per_commit):
-                if limit is not None and ran >= limit:
+                if how.limit is not None and ran >= how.limit:
                     break
                 mutant = _mutate(original, touched, rng)
                 if mutant is None:
@@ -288,15 +309,21 @@ def _mutants(
                     path.write_text(mutant, encoding="utf-8")
                     sel = result_json(select(repo, m, "HEAD", None, described="HEAD"), m)
                     chosen = sel["tests"]["stable"] + sel["tests"]["experimental"]
-                    full = _failing(repo, suite)
                     if sel["mode"] == "all":
-                        picked = full
-                    else:  # nothing selected: nothing ran, every failure is a miss
-                        picked = _failing(repo, chosen) if chosen else set()
+                        everything += 1
+                        print(
+                            f"mutant in {ch.path} ({commit[:12]}): the selection runs "
+                            "everything, so no test can be missed: not run"
+                        )
+                        continue
+                    picked = _failing(repo, chosen, how.workers, how.timeout) if chosen else set()
+                    rest = [*suite, *(f"--deselect={t}" for t in chosen)]
+                    missed = _failing(repo, rest, how.workers, how.timeout)
                 finally:
                     path.write_text(original, encoding="utf-8")
                 ran += 1
-                missed = full - picked
+                full = picked | missed
+                killed += bool(full)
                 misses += len(missed)
                 print(
                     f"mutant {ran} in {ch.path} ({commit[:12]}): {len(full)} fail in full, "
@@ -304,5 +331,8 @@ def _mutants(
                 )
                 for nodeid in sorted(missed):
                     print(f"  missed: {nodeid}")
-    print(f"\nmutants: {ran}, misses: {misses}")
+    print(
+        f"\nmutants: {ran}, misses: {misses}; {killed} of them failed a test in full (a "
+        f"mutant no test fails proves nothing); {everything} not run (selection: everything)"
+    )
     return 1 if misses else 0
