@@ -238,6 +238,24 @@ def test_checkers_run_on_every_checked_call():
     assert calls == ["common", "stable", "exp"]  # gpu is ruled out by capability first
 
 
+@pytest.mark.parametrize("kind", ["module", "class", "object"])
+def test_only_a_function_or_method_can_be_decorated(kind):
+    """A module, a class or a plain object is a TypeError saying what was given, before
+    anything of it is read (CI's selection relies on it: the plan reads the decorated
+    function's ``__doc__``, never a module's)."""
+
+    class Layer:
+        """A class."""
+
+        def __init__(self, x, backend="auto"):
+            self.x = x
+
+    target = {"module": types.ModuleType("m", "A module."), "class": Layer, "object": 3}[kind]
+    word = {"module": "a module", "class": "a class", "object": "an object of type int"}[kind]
+    with pytest.raises(TypeError, match=f"decorates a function or method, not {word}"):
+        backend_requirement({"a": lambda x, backend="auto": True})(target)
+
+
 def test_query_api():
     op = make_op()
     assert op.has_backend_choices()

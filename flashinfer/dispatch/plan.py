@@ -105,6 +105,19 @@ class DispatchPlan:
         *,
         overlap: Any = None,
     ) -> None:
+        if not callable(func) or isinstance(func, type):
+            kind = (
+                "a class"
+                if isinstance(func, type)
+                else "a module"
+                if isinstance(func, types.ModuleType)
+                else f"an object of type {type(func).__name__}"
+            )
+            raise TypeError(
+                f"backend_requirement decorates a function or method, not {kind} "
+                f"({getattr(func, '__name__', func)!r}): apply it to the function the API "
+                "runs"
+            )
         self.__wrapped__ = func
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             setattr(self, attr, getattr(func, attr, None))

@@ -7,7 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testmap_lib.inert import bare_string_lines, code_lines
+from testmap_lib.inert import (
+    NEVER_READ_MODULE_DOCSTRINGS,
+    DocReaders,
+    bare_string_lines,
+    code_lines,
+    docstring_readers,
+)
 from testmap_lib.mapfile import TestMap, TestRecord
 
 from . import commit, write
@@ -206,8 +212,8 @@ def test_bare_string_lines_tell_docstrings_from_attribute_docstrings() -> None:
     source = (
         '"""Mod."""\nX = 1\n"""X\'s doc."""\n\n\nclass C:\n    """C."""\n    y = 2\n    """y."""\n'
     )
-    docs, inert = bare_string_lines(source)
-    assert docs == {1, 7} and inert == {3, 9}
+    module, classes, inert = bare_string_lines(source)
+    assert module == {1} and classes == {7} and inert == {3, 9}
 
 
 def test_an_attribute_docstring_selects_nothing(repo) -> None:  # noqa: F811
@@ -234,3 +240,65 @@ def test_a_module_docstring_selects_the_importers_that_read_docstrings(repo) -> 
     result = _select(root, reader, head, commit(root))
     assert _rules(result) == {"docstring"}
     assert _ids(result) == {"tests/test_b.py::test_reads_doc"}
+
+
+def _reader_test(root: Path, m: TestMap, other: str) -> tuple[str, TestMap]:
+    """Commit ``flashinfer/other.py`` (defining ``lonely``) and a map with one more test
+    that imported mod.py and other.py and ran ``lonely``."""
+    write(root, {"flashinfer/other.py": other})
+    head = commit(root)
+    files = {"flashinfer/mod.py", "flashinfer/other.py", "tests/test_b.py"}
+    reader = _with_test(m, head, "tests/test_b.py::test_reads_doc", files, {OTHER_LONELY})
+    return head, reader
+
+
+OTHER_LONELY = "flashinfer/other.py::lonely"
+
+
+def test_a_docstring_word_in_a_comment_reads_no_docstring(repo) -> None:  # noqa: F811
+    root, _, m = repo
+    head, reader = _reader_test(root, m, "def lonely():\n    # not __doc__, nor help()\n")
+    _edit(root, "flashinfer/mod.py", '"""A module."""', '"""A module, documented."""')
+    result = _select(root, reader, head, commit(root))
+    assert result["mode"] == "none" and _rules(result) == {"docstring"}
+
+
+def test_a_bare_doc_reads_its_own_modules_docstring_only(repo) -> None:  # noqa: F811
+    root, _, m = repo
+    other = '"""Other."""\n\n\ndef lonely():\n    return __doc__\n'
+    head, reader = _reader_test(root, m, other)
+    _edit(root, "flashinfer/mod.py", '"""A module."""', '"""A module, documented."""')
+    result = _select(root, reader, head, commit(root))
+    assert result["mode"] == "none" and _rules(result) == {"docstring"}
+    _edit(root, "flashinfer/other.py", '"""Other."""', '"""Other, documented."""')
+    result = _select(root, reader, head, commit(root))
+    assert _ids(result) == {"tests/test_b.py::test_reads_doc"}
+
+
+def test_module_docstrings_leave_proven_readers_out_class_docstrings_keep_them() -> None:
+    """A module docstring's readers leave out those proven never to see one; a class's
+    docstring keeps every reader (a callable object's ``__doc__`` is its class's)."""
+    readers = DocReaders(
+        anyone=frozenset({*NEVER_READ_MODULE_DOCSTRINGS, "a.py::f"}),
+        own=frozenset({"b.py::<module>"}),
+    )
+    assert readers.of_module("c.py") == {"a.py::f"}
+    assert readers.of_module("b.py") == {"a.py::f", "b.py::<module>"}
+    assert readers.of_class("c.py") == {*NEVER_READ_MODULE_DOCSTRINGS, "a.py::f"}
+
+
+def test_every_reader_that_never_reads_a_module_docstring_is_proven() -> None:
+    """Each entry still names code that reads docstrings (a stale entry fails), and the
+    decorators that reach it reject a module, so no module's ``__doc__`` gets there."""
+    import types
+
+    from flashinfer import backend_requirement, flashinfer_experimental_api
+
+    readers = docstring_readers(Path(__file__).resolve().parents[2], "HEAD")
+    assert readers is not None
+    assert set(NEVER_READ_MODULE_DOCSTRINGS) <= readers.anyone
+    module = types.ModuleType("m", "A module.")
+    with pytest.raises(TypeError, match="not a module"):
+        backend_requirement({"a": lambda x, backend="auto": True})(module)
+    with pytest.raises(TypeError, match="not module"):
+        flashinfer_experimental_api(module)

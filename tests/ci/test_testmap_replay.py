@@ -77,6 +77,31 @@ def test_a_file_the_maps_tree_lacks_is_labelled_a_replay_artifact(
     )
 
 
+def test_the_replay_counts_subsets_that_changed_code_every_test_ran(
+    repo,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A module-level line of a module every test imported selects them all: the count
+    says so (no finer rule could select less); a function change does not count."""
+    root, _, m = repo
+    text = (
+        (root / "flashinfer/mod.py").read_text(encoding="utf-8").replace("LIMIT = 3", "LIMIT = 4")
+    )
+    write(root, {"flashinfer/mod.py": text})
+    commit(root, "every test imported it")
+    write(root, {"flashinfer/mod.py": text.replace("return x * 2", "return x * 3")})
+    commit(root, "one test ran it")
+    map_path = tmp_path / "map.json"
+    importers = {k: v for k, v in m.tests.items() if "flashinfer/mod.py" in v.files}
+    mapfile.save(mapfile.TestMap(m.commit, importers, m.session_functions), map_path)
+    proc = _replay(root, map_path, "--commits", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "every recorded test ran (import-time code such as the APIs' decoration): 1 (" in (
+        proc.stdout
+    )
+    assert "decoration): 1 (module-level 1)" in proc.stdout, proc.stdout
+
+
 def test_the_replay_prints_the_ci_wall_time_estimate(repo, tmp_path: Path) -> None:  # noqa: F811
     root, _, m = repo
     write(root, {"docs/unread.md": "# still unread\n"})

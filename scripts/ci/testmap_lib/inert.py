@@ -32,7 +32,8 @@ import io
 import re
 import subprocess
 import tokenize
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from testmap_lib.gitdiff import show
@@ -123,19 +124,20 @@ def _plain_classes(tree: ast.Module) -> set[str]:
     return {name for name in defs if ok(name)}
 
 
-def bare_string_lines(source: str) -> tuple[set[int], set[int]]:
-    """``(docstrings, inert)``: the lines of ``source`` that hold only a bare string
-    statement of the module or of a class.  The first statement of a body is its docstring
-    (``__doc__``); a later one (an attribute's docstring, for Sphinx) is dropped by the
-    compiler and changes nothing at run time."""
+def bare_string_lines(source: str) -> tuple[set[int], set[int], set[int]]:
+    """``(module docstring, class docstrings, inert)``: the lines of ``source`` that hold
+    only a bare string statement of the module or of a class.  The first statement of a
+    body is its docstring (``__doc__``); a later one (an attribute's docstring, for Sphinx)
+    is dropped by the compiler and changes nothing at run time."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return set(), set()
-    docs: set[int] = set()
+        return set(), set(), set()
+    module: set[int] = set()
+    classes: set[int] = set()
     inert: set[int] = set()
 
-    def visit(body: list[ast.stmt]) -> None:
+    def visit(body: list[ast.stmt], docs: set[int]) -> None:
         shared: set[int] = set()  # lines another statement of the body also holds
         strings: dict[int, set[int]] = {}
         for i, node in enumerate(body):
@@ -149,12 +151,12 @@ def bare_string_lines(source: str) -> tuple[set[int], set[int]]:
             else:
                 shared.update({node.lineno, end})
                 if isinstance(node, ast.ClassDef):
-                    visit(node.body)
+                    visit(node.body, classes)
         for i, lines in strings.items():
             (docs if i == 0 else inert).update(lines - shared)
 
-    visit(tree.body)
-    return docs, inert
+    visit(tree.body, module)
+    return module, classes, inert
 
 
 def new_private_defs(
@@ -225,22 +227,112 @@ LISTS_NAMES = (
 READS_DOCSTRINGS = r"__doc__|getdoc|\bhelp\(|pydoc|doctest"
 """Code that reads docstrings at run time."""
 
+_BARE_DOC = re.compile(r"(?<![\w.'\"])__doc__(?![\w'\"])")
+"""A bare ``__doc__``: its own module's docstring (at a class body's top, the class's)."""
 
-def scopes_matching(repo: Path, commit: str, pattern: str) -> set[str] | None:
-    """``path::scope`` (``path::<module>`` for import-time code) of the Python code at
-    ``commit`` that matches ``pattern`` (a ``git grep -E`` pattern); None when git grep
-    fails."""
+NEVER_READ_MODULE_DOCSTRINGS = {
+    "flashinfer/dispatch/plan.py::DispatchPlan.__init__": (
+        "copies the decorated API's __doc__, and a plan of a module is a TypeError"
+    ),
+    "flashinfer/gating/experimental_marker.py::_wrap_function": (
+        "reads the marked callable's __doc__; marking a module is a TypeError"
+    ),
+    "flashinfer/gating/experimental_marker.py::_wrap_class": (
+        "reads the marked class's __doc__; only classes reach it"
+    ),
+}
+"""Docstring readers that cannot reach a module's docstring, each with why: every entry is
+proven by a test (tests/ci/test_testmap_precision.py), and one that no longer names a
+reader fails it.  They read a function's or a class's docstring, and run in every test
+(each API's decoration), so without this list a module's docstring selected everything."""
+
+
+@dataclass(frozen=True)
+class DocReaders:
+    """Code that reads docstrings at run time: ``anyone`` may read any module's or class's
+    (``X.__doc__``, ``getdoc``, ``help``, doctest); ``own`` reads a bare ``__doc__``, its
+    own file's module docstring (or, at a class body's top, that class's)."""
+
+    anyone: frozenset[str]
+    own: frozenset[str]
+
+    def _own(self, path: str) -> set[str]:
+        return {s for s in self.own if s.split("::", 1)[0] == path}
+
+    def of_module(self, path: str) -> set[str]:
+        """The scopes that can read ``path``'s module docstring."""
+        return (self.anyone - NEVER_READ_MODULE_DOCSTRINGS.keys()) | self._own(path)
+
+    def of_class(self, path: str) -> set[str]:
+        """The scopes that can read the docstring of a class of ``path``."""
+        return set(self.anyone) | self._own(path)
+
+
+def _code_part(source: str) -> dict[int, str]:
+    """Each line of ``source`` (1-based) without its comment (a ``#`` in a string stays);
+    a file that does not tokenize keeps its lines whole."""
+    lines = dict(enumerate(source.splitlines(), 1))
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                lines[row] = lines.get(row, "")[:col]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return lines
+
+
+def _hits(repo: Path, commit: str, pattern: str) -> dict[str, list[tuple[int, str]]] | None:
+    """``{path: [(line, code)]}``: the lines of Python files at ``commit`` whose code
+    (comments left out) matches ``pattern`` (``git grep -E`` syntax, read by :mod:`re`);
+    None when git grep fails."""
     rc, out = _grep(repo, "-n", "-E", "-e", pattern, commit, "--", "*.py")
     if rc not in (0, 1):
         return None
-    hits: dict[str, set[int]] = {}
+    grepped: dict[str, set[int]] = {}
     for line in out.splitlines():
         parts = line.split(":", 3)  # commit:path:line:text
         if len(parts) == 4 and parts[2].isdigit():
-            hits.setdefault(parts[1], set()).add(int(parts[2]))
-    scopes = set()
-    for path, lines in hits.items():
-        text = show(repo, commit, path)
-        parsed = parse_scopes(text or "")
-        scopes |= {f"{path}::{parsed.scope_of(n)}" for n in lines}
+            grepped.setdefault(parts[1], set()).add(int(parts[2]))
+    regex = re.compile(pattern)
+    hits: dict[str, list[tuple[int, str]]] = {}
+    for path, numbers in grepped.items():
+        code = _code_part(show(repo, commit, path) or "")
+        found = [(n, code.get(n, "")) for n in sorted(numbers)]
+        found = [(n, text) for n, text in found if regex.search(text)]
+        if found:
+            hits[path] = found
+    return hits
+
+
+def _scopes(repo: Path, commit: str, path: str, lines: Iterable[int]) -> set[str]:
+    parsed = parse_scopes(show(repo, commit, path) or "")
+    return {f"{path}::{parsed.scope_of(n)}" for n in lines}
+
+
+def scopes_matching(repo: Path, commit: str, pattern: str) -> set[str] | None:
+    """``path::scope`` (``path::<module>`` for import-time code) of the Python code at
+    ``commit`` that matches ``pattern`` outside comments; None when git grep fails."""
+    hits = _hits(repo, commit, pattern)
+    if hits is None:
+        return None
+    scopes: set[str] = set()
+    for path, found in hits.items():
+        scopes |= _scopes(repo, commit, path, (n for n, _ in found))
     return scopes
+
+
+def docstring_readers(repo: Path, commit: str) -> DocReaders | None:
+    """The code at ``commit`` that reads docstrings (:data:`READS_DOCSTRINGS`), told
+    apart by whose it can read; None when git grep fails."""
+    hits = _hits(repo, commit, READS_DOCSTRINGS)
+    if hits is None:
+        return None
+    regex = re.compile(READS_DOCSTRINGS)
+    anyone: set[str] = set()
+    own: set[str] = set()
+    for path, found in hits.items():
+        bare = [n for n, text in found if not regex.search(_BARE_DOC.sub("", text))]
+        anyone |= _scopes(repo, commit, path, (n for n, _ in found if n not in bare))
+        own |= _scopes(repo, commit, path, bare)
+    return DocReaders(frozenset(anyone), frozenset(own - anyone))

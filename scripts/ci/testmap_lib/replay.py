@@ -133,6 +133,8 @@ class RuleCosts:
         self.files: dict[str, collections.Counter[str]] = {}
         self.decided: collections.Counter[str] = collections.Counter()
         self.decided_over: collections.Counter[str] = collections.Counter()
+        self.everyone: collections.Counter[str] = collections.Counter()
+        self.everyone_commits = 0
 
     def add(self, sel: Selection, res: dict, m: TestMap) -> None:
         if res["mode"] == "all":
@@ -147,6 +149,11 @@ class RuleCosts:
                 files = self.files.setdefault(rule, collections.Counter())
                 files.update({r["file"] or "-" for r in forcing if r["rule"] == rule})
             return
+        # Code every recorded test ran (the APIs' decoration at import, say): the rule is
+        # right to select everything, and no finer rule can do better.
+        every = {rule for rule, chosen in sel.chosen if m.tests and len(chosen) >= len(m.tests)}
+        self.everyone.update(every)
+        self.everyone_commits += bool(every)
         weights: dict[str, float] = {}
         for rule, chosen in sel.chosen:
             if chosen:
@@ -174,6 +181,11 @@ class RuleCosts:
         )
         for rule, n in self.decided.most_common():
             out.append(f"  {rule:40} {n:4} {self.decided_over[rule]:4}")
+        rules = ", ".join(f"{r} {n}" for r, n in self.everyone.most_common())
+        out.append(
+            f"subsets that changed code every recorded test ran (import-time code such as "
+            f"the APIs' decoration): {self.everyone_commits} ({rules or 'none'})"
+        )
         return "\n".join(out)
 
 

@@ -31,9 +31,10 @@ from typing import Any
 from testmap_lib.gitdiff import DiffError, FileChange, diff, git, resolve, show
 from testmap_lib.inert import (
     LISTS_NAMES,
-    READS_DOCSTRINGS,
+    DocReaders,
     bare_string_lines,
     code_lines,
+    docstring_readers,
     named_in_tree,
     new_private_defs,
     scopes_matching,
@@ -131,13 +132,21 @@ def _matching(repo: Path, commit: str, pattern: str) -> frozenset[str] | None:
     return None if found is None else frozenset(found)
 
 
+@functools.lru_cache(maxsize=8)
+def _doc_readers(repo: Path, commit: str) -> DocReaders | None:
+    return docstring_readers(repo, commit)
+
+
 def _ran_matching(idx: _Index, repo: Path, commit: str, pattern: str) -> set[str] | None:
-    """The tests that ran code matching ``pattern`` (:data:`.inert.LISTS_NAMES`,
-    :data:`.inert.READS_DOCSTRINGS`): a function, or import-time code (every test that
-    imported its file); None when unknown."""
+    """The tests that ran code matching ``pattern`` (:data:`.inert.LISTS_NAMES`); None
+    when unknown."""
     scopes = _matching(repo, commit, pattern)
-    if scopes is None:
-        return None
+    return None if scopes is None else _ran(idx, scopes)
+
+
+def _ran(idx: _Index, scopes: Iterable[str]) -> set[str]:
+    """The tests that ran ``scopes``: a function's, or import-time code's (every test that
+    imported its file)."""
     ran: set[str] = set()
     for key in scopes:
         path, scope = key.split("::", 1)
@@ -270,33 +279,43 @@ def _docstrings(
 ) -> None:
     """Take the changed lines that are bare strings of the module or a class out of
     ``old_side``/``new_side``'s line sets (in place).  An attribute's docstring selects
-    nothing (the compiler drops it); a module's or class's docstring selects the tests that
-    imported the module and ran code reading docstrings.  Readers of the file as data are
-    selected by the ``data-file`` rule either way."""
-    docs: list[set[int]] = []
+    nothing (the compiler drops it); a module's or a class's docstring selects the tests
+    that imported the module and ran code that can read it (:class:`.inert.DocReaders`).
+    Readers of the file as data are selected by the ``data-file`` rule either way."""
+    module: list[set[int]] = []
+    classes: list[set[int]] = []
     inert: list[set[int]] = []
     for text, lines in (old_side, new_side):
-        d, i = bare_string_lines(text) if text is not None else (set(), set())
-        docs.append(lines & d)
+        mod, cls, i = bare_string_lines(text) if text is not None else (set(), set(), set())
+        module.append(lines & mod)
+        classes.append(lines & cls)
         inert.append(lines & i)
     if any(inert):
         for (_, lines), strings in zip((old_side, new_side), inert, strict=True):
             lines -= strings
         sel.fire(ch.path, "attribute-docstring", "a bare string after the first: no code")
-    if not any(docs):
+    if not any(module) and not any(classes):
         return
-    readers = _ran_matching(idx, repo, old, READS_DOCSTRINGS)
+    readers = _doc_readers(repo, old)
     if readers is None:
         return  # who reads docstrings is unknown: the lines stay module-level
-    for (_, lines), strings in zip((old_side, new_side), docs, strict=True):
-        lines -= strings
     users = idx.by_file.get(ch.path, set()) | idx.by_file.get(ch.old_path or ch.path, set())
-    sel.fire(
-        ch.path,
-        "docstring",
-        "a module's or class's docstring: the tests that imported it and read docstrings",
-        users & readers,
-    )
+    paths = {ch.path, ch.old_path or ch.path}
+    for docs, whose, can_read in (
+        (module, "the module's docstring", readers.of_module),
+        (classes, "a class's docstring", readers.of_class),
+    ):
+        if not any(docs):
+            continue
+        for (_, lines), strings in zip((old_side, new_side), docs, strict=True):
+            lines -= strings
+        scopes = set().union(*(can_read(p) for p in paths))
+        sel.fire(
+            ch.path,
+            "docstring",
+            f"{whose}: the tests that imported it and ran code that can read it",
+            users & _ran(idx, scopes),
+        )
 
 
 def select(
