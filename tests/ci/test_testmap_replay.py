@@ -181,9 +181,32 @@ def test_a_mutant_whose_selection_is_everything_is_not_run(tmp_path: Path) -> No
     for a full suite that proves nothing."""
     root, unused = _mutant_repo(tmp_path, set(), mod_used=False)
     proc = _replay(root, unused, "--commits", "1", "--mutants", "1", "--seed", "3")
-    assert "the selection runs everything, so no test can be missed: not run" in proc.stdout
+    assert "the selection runs everything, so no test can be missed" in proc.stdout
     assert "mutants: 0, misses: 0; 0 of them failed a test in full" in proc.stdout
     assert "1 not run (selection: everything)" in proc.stdout and proc.returncode == 0
+
+
+def test_a_terminated_replay_puts_the_mutated_file_back(tmp_path: Path) -> None:
+    """SIGTERM (a CI timeout) while a mutant's tests run: the work tree gets its file
+    back, not the mutant."""
+    import signal
+    import time
+
+    root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
+    slow = "import time\n\nfrom flashinfer.mod import add\n\n\ndef test_add():\n"
+    write(root, {"tests/test_add.py": slow + "    time.sleep(60)\n"})
+    commit(root, "a slow test")
+    mod = root / "flashinfer/mod.py"
+    original = mod.read_text()
+    cmd = [sys.executable, str(TESTMAP), "replay", "--map", str(right), "--commits", "2"]
+    proc = subprocess.Popen([*cmd, "--mutants", "1"], cwd=root, stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while mod.read_text() == original and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mod.read_text() != original, "the mutant was never written"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    assert mod.read_text() == original
 
 
 def test_the_mutant_limit_bounds_the_mutants_in_all(tmp_path: Path) -> None:

@@ -19,9 +19,11 @@ import ast
 import collections
 import copy
 import random
+import signal
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from testmap_lib.gitdiff import DiffError, diff, git, show
@@ -288,63 +290,94 @@ class MutantRun:
         self.limit = limit
 
 
+@dataclass
+class _Tally:
+    ran: int = 0
+    killed: int = 0  # mutants some test failed in full
+    misses: int = 0
+    everything: int = 0  # not run: their selection held every test
+
+
 def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int, how: MutantRun) -> int:
     """Mutants in the work tree (restored after each).  Each runs as two disjoint pytest
     runs that together are the full run: the selected tests, then the full suite less
     them (``--deselect``).  A failure in the second is a miss.  A mutant whose selection
-    is everything cannot be missed and is not run (the line says so)."""
+    holds every recorded test cannot be missed and is not run (the line says so)."""
     rng = random.Random(seed)
     suite = full_suite(repo, m)
     runs = " and ".join(f"pytest {' '.join(args)}" for args in lane_runs(repo, suite))
     bound = f", at most {how.limit}" if how.limit is not None else ""
     print(f"\nmutants (seed {seed}, {per_commit} per touched file{bound}): the full run is {runs}")
-    misses = ran = killed = everything = 0
-    for commit, parent, _ in rows:
-        for ch in diff(repo, parent, commit):
-            path = repo / ch.path
-            if ch.status not in ("M", "R") or not ch.path.startswith("flashinfer/"):
-                continue
-            if not ch.path.endswith(".py") or not path.is_file():
-                continue
-            original = path.read_text(encoding="utf-8")
-            # The functions the commit touched, named in its own version of the file, then
-            # mutated by name in the work tree (the map's tree), where lines have moved.
-            then = show(repo, commit, ch.path) or ""
-            touched = {parse_scopes(then).scope_of(n) for n in ch.new_lines}
-            for _ in range(per_commit):
-                if how.limit is not None and ran >= how.limit:
-                    break
-                mutant = _mutate(original, touched, rng)
-                if mutant is None:
-                    break
-                try:
-                    path.write_text(mutant, encoding="utf-8")
-                    sel = result_json(select(repo, m, "HEAD", None, described="HEAD"), m)
-                    chosen = sel["tests"]["stable"] + sel["tests"]["experimental"]
-                    if sel["mode"] == "all":
-                        everything += 1
-                        print(
-                            f"mutant in {ch.path} ({commit[:12]}): the selection runs "
-                            "everything, so no test can be missed: not run"
-                        )
-                        continue
-                    picked = _failing(repo, chosen, how.workers, how.timeout) if chosen else set()
-                    rest = [*suite, *(f"--deselect={t}" for t in chosen)]
-                    missed = _failing(repo, rest, how.workers, how.timeout)
-                finally:
-                    path.write_text(original, encoding="utf-8")
-                ran += 1
-                full = picked | missed
-                killed += bool(full)
-                misses += len(missed)
-                print(
-                    f"mutant {ran} in {ch.path} ({commit[:12]}): {len(full)} fail in full, "
-                    f"{len(missed)} missed by the selection ({sel['mode']}, {sel['share']:.0%})"
-                )
-                for nodeid in sorted(missed):
-                    print(f"  missed: {nodeid}")
+    tally = _Tally()
+    # A SIGTERM (a CI timeout, kill) raises SystemExit in this thread, so the finally that
+    # puts a mutated file back runs instead of leaving the mutant in the work tree.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        for commit, parent, _ in rows:
+            for ch in diff(repo, parent, commit):
+                path = repo / ch.path
+                if ch.status not in ("M", "R") or not ch.path.startswith("flashinfer/"):
+                    continue
+                if not ch.path.endswith(".py") or not path.is_file():
+                    continue
+                # The functions the commit touched, named in its own version of the file,
+                # then mutated by name in the work tree (the map's tree): lines have moved.
+                then = parse_scopes(show(repo, commit, ch.path) or "")
+                touched = {then.scope_of(n) for n in ch.new_lines}
+                for _ in range(per_commit):
+                    if how.limit is not None and tally.ran >= how.limit:
+                        break
+                    label = f"{ch.path} ({commit[:12]})"
+                    if not _one_mutant(repo, m, suite, (path, label), touched, rng, how, tally):
+                        break
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(
-        f"\nmutants: {ran}, misses: {misses}; {killed} of them failed a test in full (a "
-        f"mutant no test fails proves nothing); {everything} not run (selection: everything)"
+        f"\nmutants: {tally.ran}, misses: {tally.misses}; {tally.killed} of them failed a "
+        "test in full (a mutant no test fails proves nothing); "
+        f"{tally.everything} not run (selection: everything)"
     )
-    return 1 if misses else 0
+    return 1 if tally.misses else 0
+
+
+def _one_mutant(
+    repo: Path,
+    m: TestMap,
+    suite: list[str],
+    where: tuple[Path, str],
+    touched: set[str],
+    rng: random.Random,
+    how: MutantRun,
+    tally: _Tally,
+) -> bool:
+    """Draw one mutant of ``touched`` in ``where`` (the file, and how to name it), select
+    for it, run it unless the selection holds everything, put the file back; False when
+    there is nothing to flip."""
+    path, label = where
+    original = path.read_text(encoding="utf-8")
+    mutant = _mutate(original, touched, rng)
+    if mutant is None:
+        return False
+    try:
+        path.write_text(mutant, encoding="utf-8")
+        sel = result_json(select(repo, m, "HEAD", None, described="HEAD"), m)
+        chosen = sel["tests"]["stable"] + sel["tests"]["experimental"]
+        if sel["mode"] == "all" or sel["share"] >= 1.0:
+            tally.everything += 1
+            print(f"mutant in {label}: the selection runs everything, so no test can be missed")
+            return True
+        picked = _failing(repo, chosen, how.workers, how.timeout) if chosen else set()
+        rest = [*suite, *(f"--deselect={t}" for t in chosen)]
+        missed = _failing(repo, rest, how.workers, how.timeout)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    tally.ran += 1
+    tally.killed += bool(picked | missed)
+    tally.misses += len(missed)
+    print(
+        f"mutant {tally.ran} in {label}: {len(picked | missed)} fail in full, "
+        f"{len(missed)} missed by the selection ({sel['mode']}, {sel['share']:.0%})"
+    )
+    for nodeid in sorted(missed):
+        print(f"  missed: {nodeid}")
+    return True
