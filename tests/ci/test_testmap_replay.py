@@ -163,7 +163,8 @@ def _mutant_repo(tmp_path: Path, add_tests: set[str], mod_used: bool = True) -> 
 def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> None:
     root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
     proc = _replay(root, right, "--commits", "1", "--mutants", "2", "--seed", "3")
-    assert "mutants (seed 3, 2 per touched file): the full run is pytest tests" in (proc.stdout)
+    head = "mutants (seed 3, 2 per touched file, commits in a seeded order): the full run is "
+    assert head + "pytest tests" in proc.stdout
     assert "mutants: 2, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
     assert "1 fail in full, 0 missed" in proc.stdout
     assert "2 of them failed a test in full" in proc.stdout
@@ -213,7 +214,7 @@ def test_the_mutant_limit_bounds_the_mutants_in_all(tmp_path: Path) -> None:
     root, right = _mutant_repo(tmp_path, {"tests/test_add.py::test_add"})
     args = ("--commits", "1", "--mutants", "2", "--seed", "3", "--mutant-limit", "1")
     proc = _replay(root, right, *args)
-    assert "2 per touched file, at most 1)" in proc.stdout
+    assert "2 per touched file, at most 1, commits in a seeded order)" in proc.stdout
     assert "mutants: 1, misses: 0" in proc.stdout and proc.returncode == 0, proc.stdout
 
 

@@ -307,8 +307,14 @@ def _mutants(repo: Path, m: TestMap, rows: list, per_commit: int, seed: int, how
     suite = full_suite(repo, m)
     runs = " and ".join(f"pytest {' '.join(args)}" for args in lane_runs(repo, suite))
     bound = f", at most {how.limit}" if how.limit is not None else ""
-    print(f"\nmutants (seed {seed}, {per_commit} per touched file{bound}): the full run is {runs}")
+    print(
+        f"\nmutants (seed {seed}, {per_commit} per touched file{bound}, commits in a seeded "
+        f"order): the full run is {runs}"
+    )
     tally = _Tally()
+    # Commits in a seeded order: a bound on the mutants samples the whole history, not the
+    # newest commits (which often touch the same few files).
+    rows = rng.sample(rows, len(rows))
     # A SIGTERM (a CI timeout, kill) raises SystemExit in this thread, so the finally that
     # puts a mutated file back runs instead of leaving the mutant in the work tree.
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
