@@ -316,16 +316,23 @@ FOLDER_NAMES = st.text(
 @example(parent="my work", name="flash infer")
 @example(parent="ü ñ", name="日本")
 @example(parent="x", name="100% #1?")
+@example(parent="link", name="b")  # the symlink's own name: it lives in a folder of its own
+@example(parent="x", name=".y")  # one character shorter is ".": no folder of that name
+@example(parent="x", name="..y")  # ... or "..", the parent
 def test_the_editable_note_holds_wherever_the_checkout_is(parent, name):
     """The editable note ("imported from ..., not from the editable checkout") is absent for
     the checkout the package is imported from, whatever its path, also through a symlink on
     either side; present for a folder whose path merely starts like it, or extends it."""
-    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        tempfile.TemporaryDirectory() as links,
+        pytest.MonkeyPatch.context() as mp,
+    ):
         checkout = Path(tmp, parent, name)
         module = checkout / "flashinfer" / "cli" / "environment_report.py"
         module.parent.mkdir(parents=True)
         module.touch()
-        link = Path(tmp, "link")
+        link = Path(links, "link")
         link.symlink_to(checkout, target_is_directory=True)
         mp.setattr(er, "_installed_version", lambda: "0.1.0")
         mp.setattr(er, "git_commit", lambda tree: (SHA, "main"))
@@ -342,7 +349,7 @@ def test_the_editable_note_holds_wherever_the_checkout_is(parent, name):
         assert note(link) is None  # the editable install names the checkout through a link
         assert note(checkout, link / "flashinfer" / "cli" / "environment_report.py") is None
         others = [checkout.with_name(name + "0")]  # a longer name: another folder
-        if len(name) > 1:
+        if name[:-1] not in ("", ".", ".."):
             others.append(checkout.with_name(name[:-1]))  # a shorter one
         for other in others:
             other.mkdir()

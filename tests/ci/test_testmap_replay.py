@@ -242,6 +242,19 @@ def test_the_full_run_runs_each_lane_in_its_own_pytest(tmp_path: Path) -> None:
     assert _failing(root, ["tests", "tests/experimental"], workers=2) == both
 
 
+def test_mutant_runs_run_as_ci_does(tmp_path: Path, monkeypatch) -> None:
+    """With ``CI`` set, so Hypothesis draws what the code fixes (tests/hypothesis_profiles):
+    a random draw failing one run and not the other would pass for a miss."""
+    from testmap_lib.replay import _failing
+
+    monkeypatch.delenv("CI", raising=False)
+    root = tmp_path / "ci"
+    write(
+        root, {"tests/test_ci.py": "import os\n\n\ndef test_ci():\n    assert 'CI' in os.environ\n"}
+    )
+    assert _failing(root, ["tests"]) == set()
+
+
 def test_a_mutant_run_that_hangs_counts_as_a_failure(tmp_path: Path) -> None:
     """A flipped loop condition can run forever: the run stops at the timeout and its
     lane counts as failed (in the unselected rest, a miss), never as passed."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import collections
 import copy
+import os
 import random
 import signal
 import statistics
@@ -254,11 +255,16 @@ def _failing(
     (a mutant can loop forever) counts as one failure named ``<timed out: ...>``."""
     failing: set[str] = set()
     xdist = ["-n", str(workers)] if workers > 0 else []
+    # As CI runs them (tests/hypothesis_profiles.py): Hypothesis' draws fixed by the code,
+    # so a random draw cannot fail one run and pass the other and pass for a miss.
+    env = {**os.environ, "CI": os.environ.get("CI", "true")}
     for args in lane_runs(repo, targets):
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE"]
         cmd += [*xdist, *args]
         try:
-            proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
+            )
         except subprocess.TimeoutExpired:
             paths = " ".join(a for a in args if not a.startswith("-"))
             failing.add(f"<timed out after {timeout:.0f} s: pytest {paths}>")
