@@ -172,6 +172,10 @@ def test_mutants_run_in_full_and_selected_and_a_miss_fails(tmp_path: Path) -> No
     wrong_root, wrong = _mutant_repo(tmp_path / "w", {"tests/test_mul.py::test_mul"})
     proc = _replay(wrong_root, wrong, "--commits", "1", "--mutants", "2", "--seed", "3")
     assert proc.returncode == 1 and "misses: 0" not in proc.stdout, proc.stdout
+    # Each miss says why it failed (pytest's summary line), to tell a miss from a flake.
+    assert "  missed: tests/test_add.py::test_add\n    FAILED tests/test_add.py::test_add" in (
+        proc.stdout
+    )
     assert (wrong_root / "flashinfer/mod.py").read_text() == (
         root / "flashinfer/mod.py"
     ).read_text()
@@ -237,9 +241,9 @@ def test_the_full_run_runs_each_lane_in_its_own_pytest(tmp_path: Path) -> None:
     assert lane_runs(root, args) == [args[:4], [*args[:3], "tests/experimental"]]
     assert lane_runs(root, ["-q", "tests"]) == [["-q", "tests"]]
     both = {"tests/test_s.py::test_s", "tests/experimental/test_e.py::test_e"}
-    assert _failing(root, ["tests", "tests/experimental"]) == both
+    assert set(_failing(root, ["tests", "tests/experimental"])) == both
     # On xdist workers, the same failures.
-    assert _failing(root, ["tests", "tests/experimental"], workers=2) == both
+    assert set(_failing(root, ["tests", "tests/experimental"], workers=2)) == both
 
 
 def test_mutant_runs_run_as_ci_does(tmp_path: Path, monkeypatch) -> None:
@@ -252,7 +256,7 @@ def test_mutant_runs_run_as_ci_does(tmp_path: Path, monkeypatch) -> None:
     write(
         root, {"tests/test_ci.py": "import os\n\n\ndef test_ci():\n    assert 'CI' in os.environ\n"}
     )
-    assert _failing(root, ["tests"]) == set()
+    assert _failing(root, ["tests"]) == {}
 
 
 def test_a_mutant_run_that_hangs_counts_as_a_failure(tmp_path: Path) -> None:

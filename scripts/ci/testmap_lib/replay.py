@@ -248,12 +248,13 @@ def _splice(source: str, node: ast.expr, text: str) -> str:
 
 def _failing(
     repo: Path, targets: list[str], workers: int = 0, timeout: float | None = None
-) -> set[str]:
-    """The node IDs that fail or error when pytest runs ``targets`` (one pytest per lane,
-    as CI runs them: one command naming both lanes collects the stable one only), on
-    ``workers`` xdist workers (0: one process).  A lane that runs past ``timeout`` seconds
-    (a mutant can loop forever) counts as one failure named ``<timed out: ...>``."""
-    failing: set[str] = set()
+) -> dict[str, str]:
+    """``{node ID: pytest's summary line}`` of the tests that fail or error when pytest
+    runs ``targets`` (one pytest per lane, as CI runs them: one command naming both lanes
+    collects the stable one only), on ``workers`` xdist workers (0: one process).  A lane
+    that runs past ``timeout`` seconds (a mutant can loop forever) counts as one failure
+    named ``<timed out: ...>``."""
+    failing: dict[str, str] = {}
     xdist = ["-n", str(workers)] if workers > 0 else []
     # As CI runs them (tests/hypothesis_profiles.py): Hypothesis' draws fixed by the code,
     # so a random draw cannot fail one run and pass the other and pass for a miss.
@@ -267,10 +268,11 @@ def _failing(
             )
         except subprocess.TimeoutExpired:
             paths = " ".join(a for a in args if not a.startswith("-"))
-            failing.add(f"<timed out after {timeout:.0f} s: pytest {paths}>")
+            name = f"<timed out after {timeout:.0f} s: pytest {paths}>"
+            failing[name] = name
             continue
         failing |= {
-            line.split()[1]
+            line.split()[1]: line
             for line in proc.stdout.splitlines()
             if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1
         }
@@ -378,18 +380,18 @@ def _one_mutant(
             tally.everything += 1
             print(f"mutant in {label}: the selection runs everything, so no test can be missed")
             return True
-        picked = _failing(repo, chosen, how.workers, how.timeout) if chosen else set()
+        picked = _failing(repo, chosen, how.workers, how.timeout) if chosen else {}
         rest = [*suite, *(f"--deselect={t}" for t in chosen)]
         missed = _failing(repo, rest, how.workers, how.timeout)
     finally:
         path.write_text(original, encoding="utf-8")
     tally.ran += 1
-    tally.killed += bool(picked | missed)
+    tally.killed += bool(picked or missed)
     tally.misses += len(missed)
     print(
         f"mutant {tally.ran} in {label}: {len(picked | missed)} fail in full, "
         f"{len(missed)} missed by the selection ({sel['mode']}, {sel['share']:.0%})"
     )
     for nodeid in sorted(missed):
-        print(f"  missed: {nodeid}")
+        print(f"  missed: {nodeid}\n    {missed[nodeid][:300]}")  # why it failed
     return True
