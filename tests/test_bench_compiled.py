@@ -6,6 +6,7 @@ figures with CUDA graphs (``--device cuda --mode reduce-overhead``), ``gpu`` lan
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -37,11 +38,13 @@ def _check(proc: subprocess.CompletedProcess[str]) -> dict:
     assert any("opaque mm" in f for f in figures) and any("opaque rmsnorm" in f for f in figures)
     for t in result["targets"]:
         assert t["met"] == (t["value"] <= t["target"])
-    assert "signature_floor_added_us" in result["eager"]
     # the floors a missed target is explained by: the state a run-time choice reads, and a
-    # bare operator making that choice (its kernel calling the API)
-    assert result["eager"]["state_floor_added_us"] > 0
-    assert all(fig["decided_ratio"] > 0 for fig in result["opaque"].values())
+    # bare operator making that choice (its kernel calling the API).  Reported, as numbers:
+    # their values are timings (a difference of two medians can go below 0 on a loaded
+    # machine at --number=2), which a test does not judge.
+    for key in ("signature_floor_added_us", "state_floor_added_us"):
+        assert math.isfinite(result["eager"][key]), key
+    assert all(math.isfinite(fig["decided_ratio"]) for fig in result["opaque"].values())
     assert any(line.startswith("6. targets") for line in table)
     return result
 
