@@ -197,6 +197,21 @@ def test_build_ci_and_config_files_run_everything(repo, path: str) -> None:
     assert result["mode"] == "all" and "run-all-file" in _rules(result)
 
 
+def test_the_replay_under_scripts_ci_selects_by_the_map(repo) -> None:
+    """No CI job runs the replay or its estimate: a change to them selects the tests that
+    ran them, as any Python file does (here none did: it runs everything for that)."""
+    from testmap_lib.rules import NOT_RUN_ALL, runs_everything
+
+    root, base, m = repo
+    for path in sorted(NOT_RUN_ALL):
+        assert runs_everything(path) is None
+        write(root, {path: "# changed\n"})
+    assert runs_everything("scripts/ci/testmap_lib/record.py")
+    commit(root)
+    result = _select(root, m, base, "HEAD")
+    assert "run-all-file" not in _rules(result)
+
+
 def test_a_package_file_no_test_used_runs_everything(repo) -> None:
     root, base, m = repo
     _edit(root, "flashinfer/other.py", "return 1", "return 2")

@@ -54,6 +54,9 @@ RUN_ALL_FILES = frozenset(
     }
 )
 RUN_ALL_DIRS = (".ci/", ".github/", "scripts/ci/")  # scripts/ci/: the recorder itself
+NOT_RUN_ALL = frozenset({"scripts/ci/testmap_lib/replay.py", "scripts/ci/testmap_lib/walltime.py"})
+"""Under scripts/ci/ but run by no CI job: the replay and its wall-time estimate (only
+``testmap.py replay`` imports them, lazily).  A change selects their tests by the map."""
 PACKAGE = "flashinfer/"
 
 
@@ -92,7 +95,7 @@ def runs_everything(path: str) -> str | None:
     if PurePosixPath(path).name == "conftest.py":
         return "conftest.py: its fixtures and hooks reach every test below it"
     for prefix in RUN_ALL_DIRS:
-        if path.startswith(prefix):
+        if path.startswith(prefix) and path not in NOT_RUN_ALL:
             return f"under {prefix} (CI, or the selector itself)"
     return None
 
