@@ -31,6 +31,14 @@ def at_collect():
 
 def nobody():
     return 5
+
+
+def late_work():
+    return 6
+
+
+def before_exit():
+    return 7
 """
 
 TEST = """\
@@ -58,6 +66,11 @@ def test_child():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_child_leaving_by_os_exit():
+    code = "import os; from pkg import mod; mod.before_exit(); os._exit(0)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_reads():
     with open("docs/page.md", encoding="utf-8") as fh:
         assert fh.read()
@@ -68,6 +81,24 @@ def test_fixture_one(shared):
 
 
 def test_fixture_two(shared):
+    pass
+
+
+@pytest.fixture(scope="module")
+def late():
+    return mod.late_work()  # asked for by name, inside another fixture
+
+
+@pytest.fixture
+def picked(request):
+    return request.getfixturevalue("late")
+
+
+def test_late_one(picked):
+    pass
+
+
+def test_late_two(picked):
     pass
 """
 
@@ -231,6 +262,9 @@ def test_every_test_is_recorded_with_its_duration(recorded) -> None:
         "test_reads",
         "test_fixture_one",
         "test_fixture_two",
+        "test_late_one",
+        "test_late_two",
+        "test_child_leaving_by_os_exit",
         "test_op_first",
         "test_op_second",
         "test_no_op",
@@ -254,11 +288,29 @@ def test_a_subprocess_is_credited_to_the_test_that_started_it(recorded) -> None:
     assert "pkg/mod.py::in_child" not in _functions(m, "test_direct")
 
 
+def test_a_subprocess_leaving_by_os_exit_is_credited_too(recorded) -> None:
+    """``os._exit`` skips atexit, where coverage saves (the gloo ranks leave this way)."""
+    m, _ = recorded
+    assert "pkg/mod.py::before_exit" in _functions(m, "test_child_leaving_by_os_exit")
+
+
 def test_a_shared_fixture_is_credited_to_every_test_that_uses_it(recorded) -> None:
     m, _ = recorded
     for name in ("test_fixture_one", "test_fixture_two"):
         assert "pkg/mod.py::fixture_work" in _functions(m, name)
     assert "pkg/mod.py::fixture_work" not in _functions(m, "test_direct")
+
+
+def test_a_shared_fixture_asked_for_by_name_is_credited_to_every_test_that_got_it(
+    recorded,
+) -> None:
+    """``request.getfixturevalue("late")``: the test's static fixture names do not hold
+    it, and its setup ran during the first test only (tests/test_autotune_distributed.py's
+    process groups: a mutant in the ranks' code went unselected)."""
+    m, _ = recorded
+    for name in ("test_late_one", "test_late_two"):
+        assert "pkg/mod.py::late_work" in _functions(m, name), name
+    assert "pkg/mod.py::late_work" not in _functions(m, "test_fixture_one")
 
 
 def test_import_time_code_is_credited_to_the_files_tests(recorded) -> None:

@@ -92,3 +92,12 @@ if _RC and _REPO:
         COV.start()
     sys.addaudithook(_hook)
     atexit.register(_save)
+    _exit = os._exit
+
+    def _saving_exit(status: int) -> None:
+        # os._exit skips atexit: a child that leaves this way (a forked multiprocessing
+        # worker, tests/autotune_dist_worker.py) would take what it ran with it.
+        _save()
+        _exit(status)
+
+    os._exit = _saving_exit

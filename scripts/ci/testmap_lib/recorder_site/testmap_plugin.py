@@ -88,6 +88,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
         _switch(before)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Add the shared fixtures the test got by name (``request.getfixturevalue``, also
+    inside another fixture): its static fixture names miss them, and a module fixture's
+    setup ran in the first test that asked only.  The request is gone after teardown."""
+    used = getattr(getattr(item, "_request", None), "_fixture_defs", None) or {}
+    keys = _fixtures.setdefault(item.nodeid, [])
+    for fixturedef in used.values():
+        key = fixture_key(fixturedef)
+        if fixturedef.scope != "function" and key not in keys:
+            keys.append(key)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
     if report.when == "call" or report.outcome != "passed":
