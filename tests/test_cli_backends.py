@@ -435,11 +435,11 @@ def test_report_reads_the_declared_family_not_the_checker_code(monkeypatch, fami
 
 
 def test_a_capability_refusal_is_a_no_whatever_the_family(monkeypatch, family_op):
-    from flashinfer.cli.backends import _runnable
+    from flashinfer.cli.backends import backend_runnable
 
     _probe_says_no(monkeypatch)
     for backend in family_op.backend_checks:
-        runnable, reason, _ = _runnable(family_op, backend, 50)  # below every family's list
+        runnable, reason, _ = backend_runnable(family_op, backend, 50)  # below every family's list
         assert runnable is False and reason is not None and "50" in reason, (backend, reason)
 
 

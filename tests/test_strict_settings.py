@@ -67,15 +67,15 @@ def _read_backends() -> Any:
 
 
 def _read_warnings_action() -> Any:
-    from flashinfer.gating.warn_once import _experimental_warnings_action
+    from flashinfer.gating.warn_once import experimental_warnings_action
 
-    return _experimental_warnings_action()
+    return experimental_warnings_action()
 
 
 def _read_log_level() -> Any:
-    from flashinfer.gating.stable_marker import _log_level
+    from flashinfer.gating.stable_marker import api_log_level
 
-    return _log_level()
+    return api_log_level()
 
 
 def _read_dispatch_log() -> Any:
@@ -233,12 +233,12 @@ def test_a_malformed_strict_switch_raises_when_it_is_asked(env, value):
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_malformed_cli_traceback_is_said_on_stderr(env, strict):
-    from flashinfer.cli import _traceback_asked
+    from flashinfer.cli import traceback_asked
 
     env(STRICT_SETTINGS_ENV, "1" if strict else None)
     env("FLASHINFER_CLI_TRACEBACK", "yes")
     err = io.StringIO()
-    assert _traceback_asked(err) is False  # off either way: the failure's line stands
+    assert traceback_asked(err) is False  # off either way: the failure's line stands
     word = "error" if strict else "warning"
     assert err.getvalue().startswith(f"flashinfer: {word}: FLASHINFER_CLI_TRACEBACK='yes'")
 

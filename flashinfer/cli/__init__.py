@@ -203,14 +203,14 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         return 130
     except Exception as exc:  # a runtime failure: one line, no traceback
         print(f"{PROG} {args.command}: error: {type(exc).__name__}: {exc}", file=err)
-        if _traceback_asked(err):
+        if traceback_asked(err):
             import traceback
 
             traceback.print_exc(file=err)
         return 1
 
 
-def _traceback_asked(err: TextIO) -> bool:
+def traceback_asked(err: TextIO) -> bool:
     """``FLASHINFER_CLI_TRACEBACK=1``; another value (not '0' or empty) is said on stderr, as
     a warning, or as an error under ``FLASHINFER_STRICT_SETTINGS=1`` (the exit status stays
     the failure's)."""

@@ -98,7 +98,9 @@ _UNDECLARED_ADVICE = (
 )
 
 
-def _runnable(op: Any, backend: str, cc: int | None) -> tuple[bool | None, str | None, str | None]:
+def backend_runnable(
+    op: Any, backend: str, cc: int | None
+) -> tuple[bool | None, str | None, str | None]:
     """Whether ``backend`` of ``op`` can run here (``None``: unknown, its family is not
     declared), with the short reason and the advice when it cannot (or is unknown)."""
     reason = op.backend_runnable_reason(backend, cc)
@@ -140,7 +142,7 @@ def backends_report() -> dict[str, Any]:
         backends = []
         for b in () if op is None else op.backend_checks:
             assert op is not None
-            runnable, reason, advice = _runnable(op, b, cc)
+            runnable, reason, advice = backend_runnable(op, b, cc)
             backends.append(
                 {
                     "name": b,

@@ -27,7 +27,8 @@ LOGLEVEL_ACCEPTED = (
 )
 
 
-def _log_level() -> int:
+def api_log_level() -> int:
+    """``FLASHINFER_LOGLEVEL`` as an int, read on each call (0 when unset or not a number)."""
     raw = os.environ.get(LOGLEVEL_ENV, "0")
     try:
         return int(raw or 0)
@@ -71,7 +72,7 @@ def flashinfer_api(func: F) -> F:
     also its arguments (shapes and dtypes of tensors) to the ``flashinfer.api`` logger.
     Composes with :func:`flashinfer_experimental_api` in either order.
     """
-    level = _log_level()
+    level = api_log_level()
     result = _logged(func, level) if level > 0 else func
     record_api(result)
     return result

@@ -96,7 +96,7 @@ _backend_flags: dict[tuple[str, str], OnceFlag] = {}
 _warned_backends: set[tuple[str, str]] = set()
 
 
-def _experimental_warnings_action() -> _Action | None:
+def experimental_warnings_action() -> _Action | None:
     """The filter action ``FLASHINFER_EXPERIMENTAL_WARNINGS`` asks for; None when unset.
 
     Read each time an ExperimentalWarning is issued.  An unknown value warns once (a
@@ -181,7 +181,7 @@ def issue_experimental_warning(flag: OnceFlag, message: str | Callable[[], str])
         try:
             remove_library_filters()  # left behind by a catch_warnings race: not current
             text = message if isinstance(message, str) else message()
-            action = _experimental_warnings_action()
+            action = experimental_warnings_action()
             if action is not None:
                 warnings.filterwarnings(
                     action, message=LIBRARY_FILTER_MESSAGE, category=ExperimentalWarning

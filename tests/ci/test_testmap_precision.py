@@ -42,6 +42,26 @@ def _with_test(m: TestMap, sha: str, test: str, files: set[str], functions: set[
     return TestMap(sha, {**m.tests, test: record}, m.session_functions)
 
 
+def _reader_test(
+    root: Path, m: TestMap, other: str, test: str = "tests/test_b.py::test_reads_doc"
+) -> tuple[str, TestMap]:
+    """Commit ``flashinfer/other.py`` (``other``, defining ``lonely``) and a map with one
+    more test, ``test``, that imported mod.py and other.py and ran ``lonely``."""
+    write(root, {"flashinfer/other.py": other})
+    head = commit(root)
+    files = {"flashinfer/mod.py", "flashinfer/other.py", test.split("::")[0]}
+    return head, _with_test(m, head, test, files, {"flashinfer/other.py::lonely"})
+
+
+def _after_scene(root: Path, m: TestMap, scene: str, old: str, new: str) -> dict:
+    """Commit mod.py with ``LIMIT = 3`` replaced by ``scene``, then select the edit of
+    ``old`` to ``new`` against it (the map as if recorded at the scene)."""
+    _edit(root, "flashinfer/mod.py", "LIMIT = 3\n", scene)
+    head = commit(root)
+    _edit(root, "flashinfer/mod.py", old, new)
+    return _select(root, _at(m, head), head, commit(root))
+
+
 def _append(root: Path, text: str) -> None:
     path = root / "flashinfer/mod.py"
     write(root, {"flashinfer/mod.py": path.read_text(encoding="utf-8") + text})
@@ -65,11 +85,9 @@ def test_a_trailing_comment_shares_its_line_with_code(repo) -> None:  # noqa: F8
 
 
 def test_a_hash_inside_a_string_is_code(repo) -> None:  # noqa: F811
-    root, base, m = repo
-    _edit(root, "flashinfer/mod.py", "LIMIT = 3\n", 'LIMIT = 3\nNOTE = """\n# not a comment\n"""\n')
-    head = commit(root)
-    _edit(root, "flashinfer/mod.py", "# not a comment", "# changed text")
-    result = _select(root, _at(m, head), head, commit(root))
+    root, _, m = repo
+    scene = 'LIMIT = 3\nNOTE = """\n# not a comment\n"""\n'
+    result = _after_scene(root, m, scene, "# not a comment", "# changed text")
     assert "module-level" in _rules(result) and _ids(result) == MODULE_LEVEL
 
 
@@ -189,16 +207,9 @@ def test_a_new_private_method_needs_a_class_whose_bases_are_known(
 
 def test_a_new_private_function_selects_the_tests_that_list_names(repo) -> None:  # noqa: F811
     """Code that lists a module's names (``vars()``, ``dir()``) sees the new one."""
-    root, base, m = repo
-    write(root, {"flashinfer/other.py": "def lonely():\n    return sorted(vars(object))\n"})
-    head = commit(root)
-    listing = _with_test(
-        m,
-        head,
-        "tests/test_a.py::test_lists",
-        {"flashinfer/mod.py", "flashinfer/other.py", "tests/test_a.py"},
-        {"flashinfer/other.py::lonely"},
-    )
+    root, _, m = repo
+    other = "def lonely():\n    return sorted(vars(object))\n"
+    head, listing = _reader_test(root, m, other, "tests/test_a.py::test_lists")
     _append(root, HELPER)
     result = _select(root, listing, head, commit(root))
     assert _rules(result) == {"new-private-function"}
@@ -217,42 +228,19 @@ def test_bare_string_lines_tell_docstrings_from_attribute_docstrings() -> None:
 
 
 def test_an_attribute_docstring_selects_nothing(repo) -> None:  # noqa: F811
-    root, base, m = repo
-    _edit(root, "flashinfer/mod.py", "LIMIT = 3\n", 'LIMIT = 3\n"""How many calls."""\n')
-    head = commit(root)
-    _edit(root, "flashinfer/mod.py", "How many calls.", "How many calls at most.")
-    result = _select(root, _at(m, head), head, commit(root))
+    root, _, m = repo
+    scene = 'LIMIT = 3\n"""How many calls."""\n'
+    result = _after_scene(root, m, scene, "How many calls.", "How many calls at most.")
     assert result["mode"] == "none" and _rules(result) == {"attribute-docstring"}
 
 
 def test_a_module_docstring_selects_the_importers_that_read_docstrings(repo) -> None:  # noqa: F811
-    root, base, m = repo
-    write(root, {"flashinfer/other.py": "def lonely():\n    return lonely.__doc__\n"})
-    head = commit(root)
-    reader = _with_test(
-        m,
-        head,
-        "tests/test_b.py::test_reads_doc",
-        {"flashinfer/mod.py", "tests/test_b.py"},
-        {"flashinfer/other.py::lonely"},
-    )
+    root, _, m = repo
+    head, reader = _reader_test(root, m, "def lonely():\n    return lonely.__doc__\n")
     _edit(root, "flashinfer/mod.py", '"""A module."""', '"""A module, documented."""')
     result = _select(root, reader, head, commit(root))
     assert _rules(result) == {"docstring"}
     assert _ids(result) == {"tests/test_b.py::test_reads_doc"}
-
-
-def _reader_test(root: Path, m: TestMap, other: str) -> tuple[str, TestMap]:
-    """Commit ``flashinfer/other.py`` (defining ``lonely``) and a map with one more test
-    that imported mod.py and other.py and ran ``lonely``."""
-    write(root, {"flashinfer/other.py": other})
-    head = commit(root)
-    files = {"flashinfer/mod.py", "flashinfer/other.py", "tests/test_b.py"}
-    reader = _with_test(m, head, "tests/test_b.py::test_reads_doc", files, {OTHER_LONELY})
-    return head, reader
-
-
-OTHER_LONELY = "flashinfer/other.py::lonely"
 
 
 def test_a_docstring_word_in_a_comment_reads_no_docstring(repo) -> None:  # noqa: F811

@@ -286,16 +286,14 @@ def full_suite(repo: Path, m: TestMap) -> list[str]:
     return paths or ["tests", "tests/experimental"]
 
 
+@dataclass
 class MutantRun:
     """How a replay's mutant runs: xdist ``workers`` per pytest (0: one process), a
     ``timeout`` in seconds per pytest (None: none), at most ``limit`` mutants run."""
 
-    def __init__(
-        self, workers: int = 0, timeout: float | None = None, limit: int | None = None
-    ) -> None:
-        self.workers = workers
-        self.timeout = timeout
-        self.limit = limit
+    workers: int = 0
+    timeout: float | None = None
+    limit: int | None = None
 
 
 @dataclass
