@@ -753,7 +753,9 @@ def _row_sums(x: torch.Tensor) -> torch.Tensor:
     return x.sum(-1)
 
 
-def _author_op(*, torch_backend: bool, fake: Callable[..., Any] | None) -> Any:
+def _author_op(
+    *, torch_backend: bool, fake: Callable[..., Any] | None, kernel: Callable[..., Any] = _row_sums
+) -> Any:
     """An op whose result has another shape than its input (so a fake result copied from
     the input would be wrong): row sums, a Triton-family backend, and a torch one."""
 
@@ -765,7 +767,7 @@ def _author_op(*, torch_backend: bool, fake: Callable[..., Any] | None) -> Any:
     def check_torch(x):
         return True
 
-    backends = [Backend("kernel", check=check_kernel, run=_row_sums)]
+    backends = [Backend("kernel", check=check_kernel, run=kernel)]
     if torch_backend:
         backends.insert(0, Backend("reference", check=check_torch, run=_row_sums))
 
@@ -800,17 +802,29 @@ def test_an_authors_op_with_a_fake_compiles_in_one_graph(declared):
         assert op(torch.empty(3, 5, 8)).shape == (3, 5)
 
 
+def _row_sums_on_host(x: torch.Tensor) -> torch.Tensor:
+    """A "kernel" that needs real data (as a launch does): it cannot run on fake tensors."""
+    return torch.tensor([sum(row) for row in x.tolist()], dtype=x.dtype)
+
+
 @pytest.mark.usefixtures("isolated_op_registry")
-def test_an_authors_op_with_no_fake_graph_breaks_and_is_right():
-    op = _author_op(torch_backend=False, fake=None)
-    assert op.dispatcher.torch_op is not None and op.dispatcher.torch_op.fake is None
+@pytest.mark.parametrize("kernel", [_row_sums, _row_sums_on_host])
+def test_an_authors_op_with_no_fake_runs_its_body_on_fakes_or_graph_breaks(kernel):
+    # Upstream's declarations: no fake=, no torch-family backend.  A body whose torch code
+    # runs on fake tensors compiles in one graph (fullgraph too); one that needs data
+    # breaks the graph there and runs eagerly, right either way.
+    op = _author_op(torch_backend=False, fake=None, kernel=kernel)
+    assert op.dispatcher.torch_op is not None
 
     def model(x):
         return op(x * 2) + 1
 
     x = torch.randn(6, 8)
     explanation = torch._dynamo.explain(model)(x)
-    assert explanation.graph_break_count >= 1
+    assert (explanation.graph_break_count >= 1) is (kernel is _row_sums_on_host)
+    if kernel is _row_sums:
+        torch._dynamo.reset()
+        _assert_same(torch.compile(model, backend="aot_eager", fullgraph=True)(x), model(x))
     for compiler in ("eager", "aot_eager"):
         torch._dynamo.reset()
         _assert_same(torch.compile(model, backend=compiler)(x), model(x))

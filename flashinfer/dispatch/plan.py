@@ -297,10 +297,9 @@ class DispatchPlan:
         checks += [prefer for prefer, _ in self._preferences.values()]
         present = [c for c in checks if c is not None]
         self.environment = declared_environment(present)
+        self.reads_data = any(reads_tensor_data_marked(c) for c in present)
         self.verdicts_cacheable = (
-            bool(self.backend_checks)
-            and not self._sig.has_var
-            and not any(reads_tensor_data_marked(c) for c in present)
+            bool(self.backend_checks) and not self._sig.has_var and not self.reads_data
         )
 
     def check_overlap(self, bound: Mapping[str, Any]) -> None:

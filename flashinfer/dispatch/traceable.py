@@ -27,6 +27,7 @@ import torch
 
 from flashinfer.codegen.compiler import ParameterList, compile_function, module_namespace
 from flashinfer.dispatch.autocast import cast_tensors
+from flashinfer.dispatch.guarded_state import GUARDED
 from flashinfer.dispatch.traced_blocks import traced_restriction
 
 __all__ = ["build_traceable", "functorch_transforms_active", "jit_tracing"]
@@ -96,7 +97,10 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
         "_body": plan.body,
         "_grad_on": torch.is_grad_enabled,
         "_exporting": torch.compiler.is_exporting,
+        "_g": GUARDED,
     }
+    # Each read of GUARDED in the traced code is a guard: a later change re-traces.
+    guarded = [f"_g.environment[{name!r}]" for name in plan.guarded()] + ["_g.epoch"]
     names = [*schema.positional, *schema.keyword]
     values = [f"_facts({n})" if n in schema.tensors else n for n in names]
     body_args = [*schema.positional, *(f"{n}={n}" for n in schema.keyword)]
@@ -114,7 +118,8 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     # flag's question: the choice is made among its backends.
     return [
         f"    if {test}:",
-        f"        _b = _choose(_grad_on(), {', '.join(values)}, backend, skip_check, _r)",
+        f"        _b = _choose(_grad_on(), ({', '.join(guarded)},), {', '.join(values)}, "
+        "backend, skip_check, _r)",
         "        if _b is not None and (",
         "            backend != 'auto' or _r is not None or not _flag.named",
         "        ):",

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from torch._subclasses.fake_tensor import UnsupportedOperatorException
+
 from flashinfer.codegen.compiler import render_call
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.families import TORCH, family_of
@@ -139,7 +141,26 @@ def _fake_for(op: Any, fake: Callable[..., Any] | None) -> Callable[[dict[str, A
         return declared
     reference = torch_family_backend(op)
     if reference is None:
-        return None
+        # No declared fake and no torch-family backend (upstream's declarations): the
+        # dispatcher itself runs on the fake tensors, choosing as a call would and running
+        # the body, whose torch code gives the metadata.  A body that launches a kernel
+        # cannot run on fake tensors: the error says to declare fake=.
+        def dispatched(values: dict[str, Any]) -> Any:
+            bound = _bound(op, values)
+            try:
+                return op.call_reference(**bound)
+            except Exception as exc:
+                # Dynamo breaks the graph at an operator that cannot run on fake tensors
+                # (and names it under fullgraph=True): the call then runs eagerly.
+                why = RuntimeError(
+                    f"{op.api_key}: its body cannot run on fake tensors "
+                    f"({type(exc).__name__}: {exc}); declare how its result is shaped with "
+                    "backend_requirement(..., fake=fn) to compile it in one graph"
+                )
+                why.__cause__ = exc
+                raise UnsupportedOperatorException(op.torch_op.default) from why
+
+        return dispatched
 
     def derived(values: dict[str, Any]) -> Any:
         bound = _bound(op, values)

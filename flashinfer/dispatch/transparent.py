@@ -48,8 +48,11 @@ from typing import Any
 import torch
 
 from flashinfer.dispatch.families import TORCH, family_of
+from flashinfer.dispatch.guarded_state import watch_environment
 from flashinfer.dispatch.restrictions import block_flag
 from flashinfer.dispatch.traced_blocks import token_backends
+from flashinfer.dispatch.verdicts import reads_tensor_data_marked
+from flashinfer.gating.messages import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 
 __all__ = ["TransparentPlan", "static_arguments", "tensor_facts", "transparent_plan"]
 
@@ -108,6 +111,22 @@ class TransparentPlan:
         self.flag = block_flag(op.api_key)
         self.choose = self._chooser()
         self.body = traceable_body(op)
+        # What a choice reads besides the call (guarded by the traced code: guarded_state).
+        gate = (ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,) if op.experimental_backends else ()
+        self.environment = tuple(dict.fromkeys((*gate, *op.environment)))
+        common = reads_tensor_data_marked(op.common_check)
+        self.auto_reads_data = op.reads_data
+        self.named_reads_data = frozenset(
+            name
+            for name, check in op.backend_checks.items()
+            if common or reads_tensor_data_marked(check)
+        )
+
+    def guarded(self) -> tuple[Any, ...]:
+        """Start keeping the values the choice reads where the traced code's guards see
+        them; the traced code then reads them there (``_g`` in :mod:`.traceable`)."""
+        watch_environment(self.environment)
+        return self.environment
 
     def _chooser(self) -> Callable[..., str | None]:
         plan = self
@@ -115,12 +134,14 @@ class TransparentPlan:
         tensors = set(schema.tensors)
         names = [*schema.positional, *schema.keyword]
 
-        def choose(grad_on: bool, *values: Any) -> str | None:
+        def choose(grad_on: bool, guarded: tuple[Any, ...], *values: Any) -> str | None:
             """The transparent backend a traced call with these (constant) arguments would
             run when no ``use_backends`` block entered outside the traced code names the API
             (the traced code tests that itself), or None: the call stays opaque and decides
             at run time.  The last value is the restriction of a block written in the
-            traced code (:mod:`.traced_blocks`), or None."""
+            traced code (:mod:`.traced_blocks`), or None.  ``guarded``: the values of
+            :mod:`.guarded_state` the choice reads, passed only so that Dynamo guards
+            them."""
             keys = [*names, "backend", "skip_check", "restricted"]
             args = dict(zip(keys, values, strict=True))
             return plan.decide(args, tensors, grad_on)
@@ -149,13 +170,13 @@ class TransparentPlan:
             view = tuner_view()
             if view is not None and view.registered(op.api_key):
                 return None
-            # The gate (an environment variable read per call) decides whether an
-            # experimental backend is a candidate, and listing one warns: run time's calls.
-            if listed is None and op.experimental_backends:
-                return None
+            # The gate is guarded (guarded_state), so it may decide here; a block listing
+            # an experimental backend warns when it is picked: a run time's call.
             if listed is not None and any(b in op.experimental_backends for b in listed):
                 return None
-        elif backend not in self.backends:
+            if self.auto_reads_data:  # no guard can see data: decided per call
+                return None
+        elif backend not in self.backends or backend in self.named_reads_data:
             return None
         try:
             with unset_fake_temporarily(), FakeTensorMode(), torch.set_grad_enabled(grad_on):

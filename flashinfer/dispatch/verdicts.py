@@ -46,6 +46,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from flashinfer.dispatch.guarded_state import advance_epoch
 from flashinfer.kernels.availability import on_reset
 
 __all__ = [
@@ -125,6 +126,7 @@ def forget_verdicts() -> None:
     (e.g. a package installed after Triton's probe said it was missing)."""
     for cache in list(_caches):
         cache.clear()
+    advance_epoch()  # and every compiled choice is made again (guarded_state)
 
 
 on_reset(forget_verdicts)
