@@ -22,7 +22,12 @@ from flashinfer.dispatch.autocast import prologue_lines
 from flashinfer.dispatch.capability import CUDA_STATE, capability_reason, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH, note_auto, note_restricted
 from flashinfer.dispatch.reference import ReferenceDispatcher
-from flashinfer.dispatch.restrictions import RESTRICTIONS, restriction_for, warn_listed_experimental
+from flashinfer.dispatch.restrictions import (
+    RESTRICTIONS,
+    call_in_token_block,
+    restriction_for,
+    warn_listed_experimental,
+)
 from flashinfer.dispatch.torch_op import traced_call
 from flashinfer.dispatch.tracing import route_lines
 from flashinfer.gating.gate import (
@@ -139,6 +144,8 @@ def _namespace(op: ReferenceDispatcher) -> dict[str, Any]:
         "_acall": None,
         # Renamed backends (see alias_lines): old name -> new, and what warns once.
         "_ALIASES": op.backend_aliases,
+        "_tokcall": call_in_token_block,
+        "_self": op,
         "_alias": op.resolve_alias,
     }
     for i, (name, chk) in enumerate(op.backend_checks.items()):
@@ -231,13 +238,30 @@ def explicit_lines(op: ReferenceDispatcher) -> list[str]:
     if len(op.backend_checks) > MAX_BRANCHES:
         call = render_call("_xf", op._specs["__func__"], lead="_cc")
         test = "_isinstance(backend, _str) and (_xf := _XT.get(backend)) is not None"
-        return [*lines, f"        if {test}:", f"            return {call}", f"        {fail}"]
+        return [
+            *lines,
+            f"        if {test}:",
+            f"            return {call}",
+            *_token_lines(op),
+            f"        {fail}",
+        ]
     # An explicit backend: one branch each, its checker called with its own spec.
     for i, (name, chk) in enumerate(op.backend_checks.items()):
         lines.append(f"        {'if' if i == 0 else 'elif'} backend == {name!r}:")
         lines += [f"            {c}" for c in _explicit_branch(op, name, chk, _refs(i, name))]
+    lines += _token_lines(op)
     lines.append(f"        {fail}")  # an unknown backend; _fail clears the record
     return lines
+
+
+def _token_lines(op: ReferenceDispatcher) -> list[str]:
+    """No backend has the name: ``"auto|a,b"`` is ``"auto"`` restricted to those backends
+    (``restrictions.token_block``, the operator's grammar too), anything else fails."""
+    bound = _bound_literal(op)
+    return [
+        "        if _type(backend) is _str and backend.startswith('auto|'):",
+        f"            return _tokcall(_self, backend, {bound})",
+    ]
 
 
 def _explicit_branch(op: ReferenceDispatcher, name: str, chk: Any, refs: _Refs) -> list[str]:

@@ -44,7 +44,8 @@ from flashinfer.dispatch.backend_names import (
     restriction_of,
 )
 from flashinfer.dispatch.block_entries import entry_to_leave
-from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced
+from flashinfer.dispatch.errors import BackendSupportedError
+from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced, token_backends
 from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
@@ -500,6 +501,30 @@ def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
         block.backends, block._open, block.marks_flags = {api_key: backends}, [], False
         block = _blocks_for.setdefault((api_key, backends), block)
     return block
+
+
+def token_block(op: Any, token: str) -> use_backends:
+    """The block ``backend="auto|a,b"`` stands for: ``"auto"`` restricted to those backends
+    of ``op`` (a dispatcher), in that order, as ``use_backends`` restricts it.  Compiled
+    calls inside a block pass their restriction so; an eager call, the operator and the
+    compiled route accept the same tokens.  ``BackendSupportedError`` names a malformed
+    one: an empty list, a name that is no backend of the API, a name listed twice."""
+    listed = token_backends(token) or ()
+    names = tuple(op.backend_aliases.get(n, n) for n in listed)
+    if not all(n in op.backend_checks for n in names) or len(set(names)) != len(names):
+        raise BackendSupportedError(
+            f"{op.api_name}: backend={token!r} is malformed: after 'auto|' give a "
+            "comma-separated list of its backends, each once "
+            f"({', '.join(map(repr, op.backend_checks))})"
+        )
+    return block_for(op.api_key, names)
+
+
+def call_in_token_block(op: Any, token: str, bound: Mapping[str, Any]) -> Any:
+    """An eager call naming ``backend="auto|a,b"``: ``"auto"`` inside the block it stands
+    for (:func:`token_block`), as the operator runs it."""
+    with token_block(op, token):
+        return op.function(**{**bound, "backend": "auto"})
 
 
 def warn_listed_experimental(api_key: str, candidates: Sequence[str], experimental: Any) -> None:

@@ -47,11 +47,10 @@ from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.autocast import AutocastRule, register_autocast_kernels
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
-from flashinfer.dispatch.restrictions import block_for
+from flashinfer.dispatch.restrictions import token_block
 from flashinfer.dispatch.traceable import build_traceable
 from flashinfer.dispatch.traced_blocks import (
     RESTRICTED_PREFIX,
-    token_backends,
 )
 
 __all__ = [
@@ -413,9 +412,7 @@ class TorchOp:
 
     def _restricted_block(self, token: str) -> Any:
         """The block a call traced inside ``use_backends`` runs its dispatcher in."""
-        backends = token_backends(token)
-        assert backends is not None
-        return block_for(self.api_key, backends)
+        return token_block(self.public.dispatcher, token)
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]
