@@ -142,7 +142,7 @@ def apply_flashinfer(
       run once on a probe input (unless on the meta device) against its replacement: one
       whose output differs is left, with why;
     - ``casting_mode``: ``"gemma"`` or ``"llama"`` for every swapped norm (see
-      :data:`flashinfer.nn.modules.CASTING_MODES`); ``None`` (default): each class's own,
+      :data:`flashinfer.nn.CASTING_MODES`); ``None`` (default): each class's own,
       so that HF models keep HF's rounding and result dtype;
     - ``linear``: every ``torch.nn.Linear`` becomes a :class:`~flashinfer.nn.Linear`
       sharing its weight and bias (off by default: ``flashinfer.mm`` is tuned, so compiled
