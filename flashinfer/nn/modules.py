@@ -115,9 +115,12 @@ class RMSNorm(nn.Module):
             scale = scale.float() + self.offset  # Gemma's (1 + weight.float())
         if scale is not None and self.casting_mode == "gemma":
             return rmsnorm(input, scale, eps)
-        # no weight, or HF Llama's rounding: x * rstd in the input's dtype first
         normed = rmsnorm(input, input.new_ones(input.shape[-1]), eps)
-        return normed if scale is None else scale * normed
+        if scale is None:
+            return normed
+        # HF Llama's weight * x.to(input_dtype): rounded to the input's dtype also where CUDA
+        # autocast made rmsnorm's result float32
+        return scale * normed.to(input.dtype)
 
     def extra_repr(self) -> str:
         text = (
