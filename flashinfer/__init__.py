@@ -63,8 +63,9 @@ _LAZY: dict[str, str] = {
 }
 
 # The facades themselves, which ``import flashinfer`` used to load: ``flashinfer.api_logging``
-# after a bare ``import flashinfer`` still works (imported on first access).
-_LAZY_SUBMODULES = ("api_logging", "backend_dispatch")
+# after a bare ``import flashinfer`` still works (imported on first access); and
+# ``flashinfer.nn``, the modules for a model, reachable as ``torch.nn`` is.
+_LAZY_SUBMODULES = ("api_logging", "backend_dispatch", "nn")
 
 
 __all__ = [
@@ -114,6 +115,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from flashinfer import api_logging as api_logging
     from flashinfer import backend_dispatch as backend_dispatch
+    from flashinfer import nn as nn
     from flashinfer.api_logging import ExperimentalWarning as ExperimentalWarning
     from flashinfer.api_logging import api_inventory as api_inventory
     from flashinfer.api_logging import experimental_api as experimental_api
