@@ -16,7 +16,7 @@ from . import REPO
 
 CHECK = REPO / "scripts" / "check.sh"
 ALL = ["lint", "types", "stable", "experimental", "checks", "docs"]
-FAST = ["lint", "types", "experimental", "checks"]
+FAST = ["lint", "types", "stable", "experimental", "checks"]
 
 
 def _check(*args: str, script: Path = CHECK, env: dict[str, str] | None = None):
