@@ -130,6 +130,13 @@ if [ "$list" -eq 1 ]; then
   printf '%s\n' "${selected[@]}"
   exit 0
 fi
+# Generated files a change can make stale (a new backend changes its op's dispatcher, which
+# docs/generated/dispatchers/ shows): a contributor's run writes them again (commit them);
+# CI (CI=true) leaves them, so tests/test_generated_dispatchers.py catches a stale one.
+if [ "${CI:-}" != true ]; then
+  say "generated files: python scripts/docs/write_dispatchers.py"
+  python scripts/docs/write_dispatchers.py
+fi
 for step in "${selected[@]}"; do
   "step_$step"
 done

@@ -52,6 +52,9 @@
 #   _once2 = a flashinfer.gating.warn_once.OnceFlag  (flashinfer/gating/warn_once.py)
 #   _warn = flashinfer.gating.warn_once.warn_experimental_backend_once  (flashinfer/gating/warn_once.py)
 #   _api = 'flashinfer.gemm.mm'
+#   _str = builtins.str
+#   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
+#   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
 #   _env0 = functools.partial of builtin get
@@ -139,6 +142,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
             if not _once2.warned:
                 _warn(_api, 'splitk')
             return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
+        if _type(backend) is _str and backend.startswith('auto|'):
+            return _tokcall(_self, backend, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
         _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
     if _jit() and _traced(a, b, out):
         return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
@@ -253,6 +258,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
 #   _grad_on = builtin is_grad_enabled
+#   _g = a flashinfer.dispatch.guarded_state.GuardedState  (flashinfer/dispatch/guarded_state.py)
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
@@ -269,7 +275,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
         a, b = _cast(_acrule, a, b)
     _r = _restriction('flashinfer.gemm.mm') if backend == 'auto' else None
     if out is None and not _exporting() and _static(a, b, out_dtype):
-        _b = _choose(_grad_on(), _facts(a), _facts(b), out_dtype, backend, skip_check, _r)
+        _b = _choose(_grad_on(), (_g.environment['FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS'], _g.environment['TRITON_INTERPRET'], _g.epoch,), _facts(a), _facts(b), out_dtype, backend, skip_check, _r)
         if _b is not None and (
             backend != 'auto' or _r is not None or not _flag.named
         ):
@@ -496,6 +502,9 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _once2 = a flashinfer.gating.warn_once.OnceFlag  (flashinfer/gating/warn_once.py)
 #   _warn = flashinfer.gating.warn_once.warn_experimental_backend_once  (flashinfer/gating/warn_once.py)
 #   _api = 'flashinfer.gemm.mm'
+#   _str = builtins.str
+#   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
+#   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
 #   _gread = functools.partial of builtin get
@@ -583,6 +592,8 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
             if not _once2.warned:
                 _warn(_api, 'splitk')
             return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
+        if _type(backend) is _str and backend.startswith('auto|'):
+            return _tokcall(_self, backend, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
         _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
     _xok = _drop = ()
     try:

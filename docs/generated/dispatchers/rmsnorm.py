@@ -42,6 +42,9 @@
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
+#   _str = builtins.str
+#   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
+#   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.norm.rmsnorm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
@@ -104,6 +107,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
             if _v is not True and (_v is False or not _verd('triton', _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             return _func(input, weight, eps, out=out, backend=backend)
+        if _type(backend) is _str and backend.startswith('auto|'):
+            return _tokcall(_self, backend, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
         _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
     if _jit() and _traced(input, weight, out):
         return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
@@ -210,6 +215,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
 #   _grad_on = builtin is_grad_enabled
+#   _g = a flashinfer.dispatch.guarded_state.GuardedState  (flashinfer/dispatch/guarded_state.py)
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
@@ -230,7 +236,7 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
         input, weight = _cast(_acrule, input, weight)
     _r = _restriction('flashinfer.norm.rmsnorm') if backend == 'auto' else None
     if out is None and not _exporting() and _static(input, weight, eps):
-        _b = _choose(_grad_on(), _facts(input), _facts(weight), eps, backend, skip_check, _r)
+        _b = _choose(_grad_on(), (_g.environment['TRITON_INTERPRET'], _g.epoch,), _facts(input), _facts(weight), eps, backend, skip_check, _r)
         if _b is not None and (
             backend != 'auto' or _r is not None or not _flag.named
         ):
@@ -393,6 +399,9 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
+#   _str = builtins.str
+#   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
+#   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.norm.rmsnorm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
@@ -451,6 +460,8 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
             if _v is not True and (_v is False or not _verd('triton', _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             return _func(input, weight, eps, out=out, backend=backend)
+        if _type(backend) is _str and backend.startswith('auto|'):
+            return _tokcall(_self, backend, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
         _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
     _v = _common(input, weight, eps, out=out, backend=backend)
     if _v is not True and (_v is False or not _verd(None, _v)):
