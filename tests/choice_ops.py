@@ -113,3 +113,23 @@ def upstream_style(x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     if backend == "auto":
         backend = upstream_style.suitable_auto_backends[0]
     return x * FACTORS[backend]
+
+
+@backend_family(TORCH)
+def check_fast_if_tall(x: torch.Tensor, backend: str = "auto") -> bool:
+    if x.shape[0] < 32:
+        raise ValueError("fast needs at least 32 rows")
+    return True
+
+
+@backend_requirement(
+    [
+        Backend("fast", check=check_fast_if_tall, run=run_fast),
+        Backend("ref", check=check_ref, run=run_ref),
+    ]
+)
+def sized(x: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
+    """Its choice depends on a size: "fast" from 32 rows, "ref" below."""
+    if backend == "auto":
+        backend = sized.suitable_auto_backends[0]
+    return sized.implementations[backend](x)

@@ -854,8 +854,8 @@ def test_a_graph_breaking_op_runs_outside_dynamo(kind):
     frames around the break, never a frame of the dispatcher, the API's body or a backend
     (each would be traced, guarded and graph-broken again on its locks and context
     variables, on every first call)."""
-    if kind == "no fake":
-        op = _author_op(torch_backend=False, fake=None)
+    if kind == "no fake":  # and a body that cannot run on fake tensors
+        op = _author_op(torch_backend=False, fake=None, kernel=_row_sums_on_host)
         call = lambda x: op(x * 2)  # noqa: E731
     else:
         op = _schemaless_op()

@@ -171,3 +171,41 @@ def test_upstreams_body_idiom_compiles_fullgraph_and_runs_the_chosen_backend(thr
         w.join(timeout=120)
     assert not errors, errors
     assert results == [_ran(op(torch.ones(4, 8)))] * threads == ["fast"] * threads
+
+
+def _targets_of_each_graph(
+    fn: Callable[..., Any], calls: list[tuple[Any, ...]], **options: Any
+) -> list[list[str]]:
+    graphs: list[list[str]] = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=keep, fullgraph=True, **options)
+    for args in calls:
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    return graphs
+
+
+def test_dynamic_sizes_stay_transparent_when_the_choice_does_not_depend_on_them() -> None:
+    def block(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return flashinfer.rmsnorm(x, w) * 2
+
+    w = torch.randn(256)
+    calls = [(torch.randn(n, 256), w) for n in (64, 48, 64)]
+    for options in ({"dynamic": True}, {}):  # dynamic=True; automatic dynamic after 64, 48
+        torch._dynamo.reset()
+        graphs = _targets_of_each_graph(block, calls, **options)
+        assert graphs and all(not any("flashinfer" in t for t in g) for g in graphs), graphs
+    torch._dynamo.reset()
+    wide = [(torch.randn(8, h), torch.randn(h)) for h in (128, 96)]  # the hidden size too
+    assert len(_targets_of_each_graph(block, wide, dynamic=True)) == 1
+
+
+def test_a_size_that_decides_the_choice_is_decided_at_run_time_under_dynamic_sizes() -> None:
+    op = choice_ops.sized
+    fn = torch.compile(lambda t: op(t) + 0, backend="aot_eager", fullgraph=True, dynamic=True)
+    for rows in (64, 8, 40, 2):
+        x = torch.ones(rows, 4)
+        assert _ran(fn(x)) == _ran(op(x)) == ("fast" if rows >= 32 else "ref")

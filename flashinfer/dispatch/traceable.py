@@ -86,11 +86,11 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     plan = op.transparent
     if plan is None:
         return []
-    from flashinfer.dispatch.transparent import static_arguments, tensor_facts
+    from flashinfer.dispatch.transparent import scalar_value, tensor_facts
 
     schema = op.schema
     ns |= {
-        "_static": static_arguments,
+        "_scalar": scalar_value,
         "_facts": tensor_facts,
         "_choose": plan.choose,
         "_flag": plan.flag,
@@ -102,14 +102,15 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     # Each read of GUARDED in the traced code is a guard: a later change re-traces.
     guarded = [f"_g.environment[{name!r}]" for name in plan.guarded()] + ["_g.epoch"]
     names = [*schema.positional, *schema.keyword]
-    values = [f"_facts({n})" if n in schema.tensors else n for n in names]
+    tensors = [n for n in names if n in schema.tensors]
+    values = [f"_tf[{tensors.index(n)}]" if n in schema.tensors else f"_scalar({n})" for n in names]
     body_args = [*schema.positional, *(f"{n}={n}" for n in schema.keyword)]
     if schema.out_param is not None:
         body_args.append(f"{schema.out_param}=None")
     body_args.append("backend=_b")
     if "skip_check" in inspect.signature(op.func).parameters:
         body_args.append("skip_check=skip_check")
-    test = f"not _exporting() and _static({', '.join(names)})"
+    test = "not _exporting()"
     if schema.out_param is not None:
         test = f"{schema.out_param} is None and {test}"
     # The block flag is read only for a transparent "auto" choice: a graph whose call
@@ -118,6 +119,7 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     # flag's question: the choice is made among its backends.
     return [
         f"    if {test}:",
+        f"        _tf = _facts({', '.join(tensors)})",
         f"        _b = _choose(_grad_on(), ({', '.join(guarded)},), {', '.join(values)}, "
         "backend, skip_check, _r)",
         "        if _b is not None and (",

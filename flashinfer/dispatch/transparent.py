@@ -54,48 +54,92 @@ from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.messages import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 
-__all__ = ["TransparentPlan", "static_arguments", "tensor_facts", "transparent_plan"]
+__all__ = ["TransparentPlan", "scalar_value", "tensor_facts", "transparent_plan"]
 
 
-def static_arguments(*values: Any) -> bool:
-    """Whether every size and stride of the tensors among ``values``, and every number among
-    them, is static.  Traced by Dynamo (it asks ``has_static_value`` of each symbol);
-    called eagerly it is always True."""
-    from torch.fx.experimental.symbolic_shapes import has_static_value
+def scalar_value(value: Any) -> Any:
+    """A number argument as the constant the choice reads.  Traced by Dynamo: a symbolic
+    number (a float or int Dynamo did not specialize) is specialized, with a guard on its
+    value; anything else is passed as it is.  Eagerly, the value itself."""
+    from torch.fx.experimental.symbolic_shapes import guard_scalar
 
-    for v in values:
-        if v is None or isinstance(v, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return guard_scalar(value)
+    return value
+
+
+def tensor_facts(*tensors: Any) -> tuple[Any, ...]:
+    """What the choice reads of the tensor arguments, as constants, one entry per tensor
+    (None for one not given): sizes, strides (None unless all static), whether it is
+    contiguous, dtype, device, ``requires_grad``.  Traced by Dynamo: a static size is its
+    int; a dynamic one is the name of its class, ``"s0"``, ``"s1"``..., shared by every
+    size Dynamo knows equal (its duck sizing: an input's hidden size and its weight's),
+    asked with ``statically_known_true``, which adds no guard."""
+    from torch.fx.experimental.symbolic_shapes import has_static_value, statically_known_true
+
+    classes: list[Any] = []
+
+    def dim(s: Any) -> Any:
+        if has_static_value(s):  # (Dynamo says type(s) is int of a symbol too)
+            return int(s)
+        for i, known in enumerate(classes):
+            if statically_known_true(known == s):
+                return f"s{i}"
+        classes.append(s)
+        return f"s{len(classes) - 1}"
+
+    facts: list[Any] = []
+    for t in tensors:
+        if t is None:
+            facts.append(None)
             continue
-        if isinstance(v, (int, float)):  # a SymInt or SymFloat too, traced
-            if not has_static_value(v):
-                return False
-        # A tensor by what it has, not isinstance(v, torch.Tensor): see cast_tensors
-        # (autocast.py) for the guard that class would add to every compiled call.
-        elif hasattr(v, "stride"):
-            for s in v.shape:
-                if not has_static_value(s):
-                    return False
-            for s in v.stride():
-                if not has_static_value(s):
-                    return False
-    return True
+        sizes = tuple(dim(s) for s in t.shape)
+        strides = tuple(t.stride())
+        static = all(has_static_value(s) for s in strides)
+        facts.append(
+            (
+                sizes,
+                tuple(int(s) for s in strides) if static else None,
+                t.is_contiguous(),
+                t.dtype,
+                t.device,
+                t.requires_grad,
+            )
+        )
+    return tuple(facts)
 
 
-def tensor_facts(t: Any) -> Any:
-    """What the choice reads of a tensor argument, as constants: shape, strides, dtype,
-    device, ``requires_grad`` (None for a tensor not given).  Traced by Dynamo."""
-    if t is None:
-        return None
-    return (tuple(t.shape), tuple(t.stride()), t.dtype, t.device, t.requires_grad)
+def _stand_ins(facts: dict[str, Any], shape_env: Any) -> dict[str, Any] | None:
+    """Fake tensors with the traced tensors' metadata (in the caller's fake mode), or None
+    when a non-contiguous tensor's strides are dynamic.  A dynamic size is an unbacked
+    symbol of ``shape_env``, one per class, known only to be at least 2 (Dynamo specializes
+    0 and 1): a check that branches on it cannot decide, so the choice is left to run
+    time, and a choice that is decided holds for every size the graph accepts."""
+    symbols: dict[str, Any] = {}
 
+    def dim(d: Any) -> Any:
+        if not isinstance(d, str):
+            return d
+        if d not in symbols:
+            symbols[d] = shape_env.create_unbacked_symint()
+            torch._check(symbols[d] >= 2)
+        return symbols[d]
 
-def _stand_in(facts: Any) -> Any:
-    """A fake tensor with the traced tensor's metadata (under the caller's fake mode)."""
-    if facts is None:
-        return None
-    shape, stride, dtype, device, requires_grad = facts
-    t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    return t.requires_grad_(True) if requires_grad else t
+    made: dict[str, Any] = {}
+    for name, fact in facts.items():
+        if fact is None:
+            made[name] = None
+            continue
+        sizes, strides, contiguous, dtype, device, requires_grad = fact
+        shape = [dim(d) for d in sizes]
+        if contiguous:
+            t = torch.empty(shape, dtype=dtype, device=device)
+        elif strides is not None:
+            t = torch.empty_strided(shape, strides, dtype=dtype, device=device)
+        else:
+            return None
+        made[name] = t.requires_grad_(True) if requires_grad else t
+    return made
 
 
 class TransparentPlan:
@@ -154,6 +198,7 @@ class TransparentPlan:
 
     def decide(self, args: Mapping[str, Any], tensors: set[str], grad_on: bool) -> str | None:
         from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         from flashinfer.dispatch.explain import (
             DECLARATION_ORDER,
@@ -179,8 +224,16 @@ class TransparentPlan:
         elif backend not in self.backends or backend in self.named_reads_data:
             return None
         try:
-            with unset_fake_temporarily(), FakeTensorMode(), torch.set_grad_enabled(grad_on):
-                values = {n: _stand_in(v) if n in tensors else v for n, v in args.items()}
+            shape_env = ShapeEnv()
+            with (
+                unset_fake_temporarily(),
+                FakeTensorMode(shape_env=shape_env),
+                torch.set_grad_enabled(grad_on),
+            ):
+                made = _stand_ins({n: v for n, v in args.items() if n in tensors}, shape_env)
+                if made is None:
+                    return None
+                values = {**args, **made}
                 if backend != "auto":
                     self.checks(op, values)  # raises what the eager call would raise
                     return str(backend)
