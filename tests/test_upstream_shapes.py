@@ -160,6 +160,24 @@ def test_d2_an_api_without_a_defaulted_backend_decorates_and_has_its_operator(sh
         operator.default(X)
 
 
+@pytest.mark.parametrize("default", ["plain", "auto", "other"])
+def test_d2_the_operator_takes_the_apis_own_backend_default(default):
+    """Upstream's APIs default to a backend of their own (``backend="cudnn"``): the
+    operator called without one runs what the API runs without one."""
+
+    def check(x, backend="auto"):
+        return True
+
+    @backend_requirement(
+        {"plain": check, "other": check}, heuristic_func=lambda candidates, x, backend: ["other"]
+    )
+    def op(x: torch.Tensor, backend: str = default) -> torch.Tensor:
+        return x * (2 if backend == "plain" else 5)
+
+    assert f"str backend='{default}'" in op.dispatcher.torch_schema.default
+    assert torch.equal(op.dispatcher.torch_op.default(X), op(X))
+
+
 # ---- K1: capability before the common check ---------------------------------------------
 
 
