@@ -287,7 +287,8 @@ class TorchOp:
             kw = [self._declared(n, signature) for n in schema.keyword]
             if with_out:
                 kw.append(str(out))
-            kw += [self._declared(n, signature) for n in extra[:-1]]  # backend, if declared
+            # backend as the API declares it (its default, or none), then skip_check
+            kw += [self._declared(n, signature) for n in extra if n != "skip_check"]
             kw += ["skip_check=False"] if extra else []
             return ", ".join(pieces + (["*", *kw] if kw else []))
 
