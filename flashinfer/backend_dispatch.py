@@ -152,7 +152,9 @@ def backend_requirement(
     the inputs for every backend, by the same rule.  ``heuristic_func(candidates, *args,
     **kwargs)`` returns the viable candidates of ``backend="auto"`` ordered best first, as
     a list or tuple of names (anything else is a ``TypeError`` naming the heuristic); it
-    may drop candidates, never add one, and a name it repeats counts once.  Declared
+    may drop candidates, never add a backend its checks or the gate left out (a name that
+    is no backend, such as a runner of the body's own, is kept, as upstream keeps it), and
+    a name it repeats counts once.  Declared
     preferences (``Backend.prefer``) of experimental backends are applied after it, by the
     dispatcher, while the gate lets them be candidates (``op.dispatcher.prefer_first``): a
     preferring backend goes first.
@@ -167,8 +169,8 @@ def backend_requirement(
     keyword-only ``skip_check=False``.  An API may declare
     ``*, skip_check: bool = False`` itself so that type checkers see it; the dispatcher
     takes it and never passes it on.  ``skip_check=True``: a named backend runs with no
-    check at all; ``"auto"`` still chooses (capability, support checkers, the experimental
-    gate, the heuristic, as on a checked call), skipping only the common check, and calls
+    check at all; ``"auto"`` still chooses (common check, capability, support checkers,
+    the experimental gate, the heuristic, as on a checked call, and as upstream), and calls
     the API body with ``suitable_auto_backends`` set (never a router, see
     :meth:`BackendRequirementOp.route_auto`).
 

@@ -153,7 +153,9 @@ def test_a_backend_name_is_an_ascii_identifier_other_than_auto(name):
     "name, match",
     [
         ("auto", r"'auto' is reserved: backend='auto' asks the dispatcher to choose"),
-        ("split-k", r"'split-k' is not a backend name: use ASCII letters, digits"),
+        ("auto|split", r"'auto\|split' is not a backend name: use ASCII letters, digits"),
+        ("a,b", r"'a,b' is not a backend name"),
+        ("-k", r"'-k' is not a backend name.*starting with a letter"),
         ("", r"'' is not a backend name"),
         ("_private", r"'_private' is not a backend name.*starting with a letter"),
         ("rowwise ", r"'rowwise ' is not a backend name"),

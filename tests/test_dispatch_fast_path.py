@@ -161,11 +161,13 @@ def make_heuristic(kind: str, rec: Recorder) -> Callable[..., Any] | None:
             return candidates[1:]
         if kind == "empty":
             return []
-        if kind == "add_unknown":  # a heuristic can never add a backend
+        if kind == "add_unknown":  # a name that is no backend (a runner's) is kept
             return ["not_a_backend", *candidates]
-        if kind == "add_in_place":  # ... not even by editing the list it was given
+        if kind == "add_in_place":  # ... also by editing the list it was given
             candidates.insert(0, "not_a_backend")
             return candidates
+        if kind == "add_refused":  # a backend the checks refused is never added back
+            return [*candidates, "a", "b", "e", "z"]
         if kind == "duplicate":  # ... nor name one twice
             return [*candidates, *candidates]
         if kind == "duplicate_reversed":
@@ -338,6 +340,7 @@ HEURISTICS = (
     "empty",
     "add_unknown",
     "add_in_place",
+    "add_refused",
     "duplicate",
     "duplicate_reversed",
 )
@@ -794,8 +797,8 @@ def test_common_check_raising_propagates_its_value_error(backend):
         ("reverse", ["c", "b", "a"]),
         ("reverse_in_place", ["c", "b", "a"]),
         ("drop_first", ["b", "c"]),
-        ("add_unknown", ["a", "b", "c"]),
-        ("add_in_place", ["a", "b", "c"]),
+        ("add_unknown", ["not_a_backend", "a", "b", "c"]),
+        ("add_in_place", ["not_a_backend", "a", "b", "c"]),
         ("duplicate", ["a", "b", "c"]),
         ("duplicate_reversed", ["c", "b", "a"]),
     ],
@@ -814,7 +817,8 @@ def test_heuristic_reorders_and_drops(heuristic, expected):
 )
 def test_candidates_follow_the_heuristic_once_each(answer, fits):
     """Whatever the heuristic answers (repeats, unknown names, viable or not), the
-    candidates are the viable names it gave, in its order, each once, in both paths."""
+    candidates are the names it gave that are viable backends or no backend at all (a
+    runner's name, kept as upstream keeps it), in its order, each once, in both paths."""
 
     def checker(name: str) -> Callable[..., bool]:
         return lambda x, backend="auto": name in fits
@@ -823,7 +827,7 @@ def test_candidates_follow_the_heuristic_once_each(answer, fits):
         {n: checker(n) for n in ("a", "b", "c")},
         heuristic_func=lambda candidates, x, backend="auto": list(answer),
     )(lambda x, backend="auto": list(op.suitable_auto_backends))
-    expected = list(dict.fromkeys(n for n in answer if n in fits))
+    expected = list(dict.fromkeys(n for n in answer if n in fits or n == "zz"))
     for fn in (op, op.call_reference):
         if expected:
             assert fn(X) == expected
@@ -968,20 +972,18 @@ SKIP_AUTO_TABLE = [
 @pytest.mark.parametrize("signature_key", sorted(SIGNATURES))
 @pytest.mark.parametrize("gate_value", [None, "1"])
 @pytest.mark.parametrize("spelled", ["default", "explicit"])
-def test_skip_check_auto_selects_without_the_common_check(signature_key, gate_value, spelled):
+def test_skip_check_auto_selects_as_a_checked_call(signature_key, gate_value, spelled):
     """backend="auto" (by default or spelled out) with skip_check=True still chooses: the
-    support checkers, the gate and the heuristic run as on a checked call; only the common
-    check (the API's input validation) is skipped."""
-    op, rec = make_op(
-        SIGNATURES[signature_key], SKIP_AUTO_TABLE, common="raise", heuristic="reverse"
-    )
+    common check, the support checkers, the gate and the heuristic run as on a checked
+    call (upstream runs the common check there too)."""
+    op, rec = make_op(SIGNATURES[signature_key], SKIP_AUTO_TABLE, common="ok", heuristic="reverse")
     args, kwargs = plain_call(signature_key)
     if spelled == "explicit" or signature_key == "backend_first":
         kwargs = {**kwargs, "backend": "auto"}
     with gate(gate_value):
         out = assert_agree(op, rec, *args, **kwargs, skip_check=True)
     backend, suitable, dropped, _ = out["result"][1]
-    assert out["calls"] == {"a": 1, "b": 1, "e": 1, "heuristic": 1}  # no "common"
+    assert out["calls"] == {"common": 1, "a": 1, "b": 1, "e": 1, "heuristic": 1}
     if gate_value == "1":
         assert (backend, suitable, dropped) == ("auto", ["e", "a"], [])
         assert out["warnings"][0][1] == automatic_selection(op.api_key, "e")
@@ -991,7 +993,7 @@ def test_skip_check_auto_selects_without_the_common_check(signature_key, gate_va
 
 
 def test_skip_check_auto_with_nothing_suitable_raises_the_selection_error():
-    op, rec = make_op(PLAIN, _table(a="false", b="raise"), common="raise")
+    op, rec = make_op(PLAIN, _table(a="false", b="raise"), common="ok")
     out = assert_agree(op, rec, X, W, skip_check=True)
     kind, exc_type, message = out["result"]
     assert (kind, exc_type) == ("error", BackendSupportedError)
@@ -1001,7 +1003,7 @@ def test_skip_check_auto_with_nothing_suitable_raises_the_selection_error():
 def test_skip_check_auto_on_a_routed_op_calls_the_body_with_the_candidates_recorded():
     """route_auto's contract: skip_check=True calls reach the body, which finds this
     call's candidates in suitable_auto_backends (what mm's body hands the autotuner)."""
-    op, rec = make_op(PLAIN, SKIP_AUTO_TABLE, common="raise", heuristic="reverse")
+    op, rec = make_op(PLAIN, SKIP_AUTO_TABLE, common="ok", heuristic="reverse")
     op.dispatcher.route_auto(recording_router(op))
     out = assert_agree(op, rec, X, W, skip_check=True)
     assert out["result"][1][:3] == ("auto", ["a"], ["e"])
@@ -1010,11 +1012,13 @@ def test_skip_check_auto_on_a_routed_op_calls_the_body_with_the_candidates_recor
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), signature_key=st.sampled_from(sorted(SIGNATURES)))
 def test_skip_check_auto_chooses_as_a_checked_call_does(data, signature_key):
-    """The property behind the fix: with inputs the common check accepts, skip_check=True
-    changes nothing about what backend="auto" chooses, records, warns or raises."""
+    """The property behind the fix: skip_check=True changes nothing about what
+    backend="auto" chooses, records, warns or raises, whatever the common check says (it
+    runs, as upstream runs it)."""
     backends = data.draw(backend_tables(signature_key), label="backends")
     heuristic = data.draw(st.sampled_from(HEURISTICS), "heuristic")
-    op, rec = make_op(SIGNATURES[signature_key], backends, common="ok", heuristic=heuristic)
+    common = data.draw(st.sampled_from(["ok", "false", "raise"]), "common")
+    op, rec = make_op(SIGNATURES[signature_key], backends, common=common, heuristic=heuristic)
     args, kwargs = plain_call(signature_key)
     if signature_key == "backend_first":
         kwargs = {**kwargs, "backend": "auto"}
@@ -1022,8 +1026,6 @@ def test_skip_check_auto_chooses_as_a_checked_call_does(data, signature_key):
     with gate(gate_value):
         checked = outcome(op, op, args, kwargs, rec)
         skipped = outcome(op, op, args, {**kwargs, "skip_check": True}, rec)
-    if checked["calls"] is not None:
-        checked["calls"].pop("common")
     assert skipped == checked
 
 

@@ -49,10 +49,14 @@ class ParameterList:
     """The parameters of a function, and how to re-declare and forward them.
 
     ``omit``: names left out, as if the function did not declare them (parameters that the
-    generated wrapper handles itself and does not pass on).
+    generated wrapper handles itself and does not pass on).  ``redeclared``: generated code
+    re-declares the list, so a name may not start with an underscore (False: a function
+    generated code only calls, such as a checker with ``**_kwargs``).
     """
 
-    def __init__(self, func: Callable[..., Any], omit: Collection[str] = ()) -> None:
+    def __init__(
+        self, func: Callable[..., Any], omit: Collection[str] = (), *, redeclared: bool = True
+    ) -> None:
         signature = inspect.signature(func)
         if omit:
             kept = [p for p in signature.parameters.values() if p.name not in omit]
@@ -61,7 +65,7 @@ class ParameterList:
         self.params = list(self.signature.parameters.values())
         self.names = [p.name for p in self.params]
         self.has_var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in self.params)
-        for name in self.names:
+        for name in self.names if redeclared else ():
             if name.startswith("_"):  # would collide with the generated code's own names
                 raise TypeError(
                     f"cannot generate a wrapper for {func.__qualname__}: parameter {name!r} "

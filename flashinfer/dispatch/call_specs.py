@@ -9,8 +9,9 @@ on bound arguments (``invoke``).
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from flashinfer.codegen.compiler import POSITIONAL_KINDS, CallSpec, ParameterList
@@ -19,14 +20,19 @@ from flashinfer.dispatch.results import heuristic_names
 __all__ = ["checker_spec", "filter_heuristic", "invoke"]
 
 
-def checker_spec(api: ParameterList, fn: Callable[..., Any], role: str, name: str) -> CallSpec:
-    """How to call a checker: positionally when its parameters match the API's, else by name.
+def checker_spec(
+    api: ParameterList, fn: Callable[..., Any], role: str, name: str, *, lead: bool = False
+) -> CallSpec:
+    """How to call a checker: positionally when its parameters match the API's, else by name
+    (as upstream calls every checker; its parameters may have any names, ``**_kwargs``).
 
     A checker takes the API's parameters, or a subset of them, or ``**kwargs``; it may add
     parameters of its own only with defaults (rejected here, at decoration, otherwise).
+    ``lead``: ``fn`` takes one argument first, before the API's (the heuristic's
+    candidates).
     """
     try:
-        theirs = ParameterList(fn)
+        theirs = ParameterList(functools.partial(fn, None) if lead else fn, redeclared=False)
     except (TypeError, ValueError):
         return api.call_spec()
     if api.matches_positionally(theirs):
@@ -81,15 +87,22 @@ def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
 
 
 def filter_heuristic(
-    ordered: Any, candidates: list[str], heuristic: Any = None, api: str | None = None
+    ordered: Any,
+    candidates: list[str],
+    heuristic: Any = None,
+    api: str | None = None,
+    backends: Collection[str] = (),
 ) -> list[str]:
-    """A heuristic orders and may drop candidates; it can never add one, nor name one
-    twice (the first mention counts).  Its answer must be a list or tuple of names
-    (:func:`~flashinfer.dispatch.results.heuristic_names`: a ``TypeError`` naming
+    """A heuristic orders and may drop candidates; it can never add a backend of the op
+    (one of ``backends``) that is not a candidate (refused by its checks, or dropped by
+    the gate), nor name one twice (the first mention counts).  A name that is no backend
+    of the op is kept where it stands: upstream's heuristics may return the body's own
+    runner names (``"cutlass_sm10x"``) for it to pick.  Its answer must be a list or tuple
+    of names (:func:`~flashinfer.dispatch.results.heuristic_names`: a ``TypeError`` naming
     ``heuristic`` and ``api`` otherwise)."""
     kept: list[str] = []
     for b in heuristic_names(ordered, heuristic, api):
-        if b in candidates and b not in kept:
+        if (b in candidates or b not in backends) and b not in kept:
             kept.append(b)
     return kept
 

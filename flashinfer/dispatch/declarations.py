@@ -12,6 +12,7 @@ mixes the two forms.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -20,13 +21,19 @@ __all__ = ["Backend", "ImplementationTable", "backend_name_problem", "read_table
 
 AUTO = "auto"
 
+# Upstream's spellings, "cute-dsl" included.  Never ``|`` or ``,``: a traced call's token
+# (``"auto|a,b"``) and ``FLASHINFER_BACKENDS`` separate names with them.  Nothing generated
+# needs a name to be an identifier (generated code spells it as a string literal).
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
 
 def backend_name_problem(name: object) -> str | None:
     """What is wrong with ``name`` as a backend name, as the end of a sentence, or None.
 
     A backend name is what ``backend="..."`` selects and what messages, tuning files and
-    ``flashinfer backends`` print: an ASCII identifier that does not start with an underscore
-    (the dispatcher's own keys do), and not ``"auto"``, which asks the dispatcher to choose.
+    ``flashinfer backends`` print: an ASCII letter, then letters, digits, underscores and
+    hyphens (``"rowwise"``, ``"split_k"``, upstream's ``"cute-dsl"``), and not ``"auto"``,
+    which asks the dispatcher to choose.
     """
     if not isinstance(name, str):
         return f"is a {type(name).__name__}, not a str; name it with a string such as 'rowwise'"
@@ -35,10 +42,10 @@ def backend_name_problem(name: object) -> str | None:
             "is reserved: backend='auto' asks the dispatcher to choose among the backends; "
             "name the backend after its kernel or method, e.g. 'rowwise'"
         )
-    if not (name.isascii() and name.isidentifier()) or name.startswith("_"):
+    if not _NAME.fullmatch(name):
         return (
-            "is not a backend name: use ASCII letters, digits and underscores, starting with "
-            "a letter (a Python identifier such as 'split_k' or 'rowwise')"
+            "is not a backend name: use ASCII letters, digits, underscores and hyphens, "
+            "starting with a letter (such as 'split_k', 'rowwise' or 'cute-dsl')"
         )
     return None
 
@@ -62,8 +69,8 @@ class Backend:
     ``api.implementations[backend]``.
 
     Attributes:
-        name: what ``backend="..."`` selects: an ASCII identifier not starting with an
-            underscore, not ``"auto"``; unique within the API.
+        name: what ``backend="..."`` selects: ASCII letters, digits, underscores and
+            hyphens, starting with a letter, not ``"auto"``; unique within the API.
         check: the support checker: the API's parameters (or a subset), returns ``True`` or
             raises ``ValueError`` saying why not.  It carries the backend's marks
             (``@backend_family``, ``@experimental_backend``, ``@supported_compute_capability``).

@@ -165,7 +165,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         _backend_functions(op, ns)
     call_func = render_call("_func", specs["__func__"])
     scan = _scan_line(op)
-    fail = _fail_call(op, check_common=True)
+    fail = _fail_call(op)
     cached = op.verdicts_cacheable
     params = sig.def_params(ns, "skip_check=False, _key=None" if cached else "skip_check=False")
     # Under autocast a call is cast first (the front does it for a cached op).
@@ -183,9 +183,9 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
         return _compile(op, params, lines, ns)
 
     # skip_check=True: an explicit backend runs with no check at all; "auto" still has
-    # to choose, which a second generated function does (the selection without the
-    # common check), so that this one stays as short as it was.
-    skip_lines = [f"    {scan}", *_auto_lines(op, ns, check_common=False)]
+    # to choose, which a second generated function does (the whole selection, common
+    # check included as upstream's; never routed), so that this one stays as short.
+    skip_lines = [f"    {scan}", *_auto_lines(op, ns, routed=False)]
     ns["_skip_auto"] = _compile(
         op,
         sig.def_params(ns, "_key=None" if cached else None),
@@ -207,7 +207,7 @@ def _emit(op: ReferenceDispatcher, ns: dict[str, Any]) -> Callable[..., Any]:
     lines += explicit_lines(op)
     if not cached:  # the public function: a traced "auto" call goes to the operator
         lines += route_lines(op, "named")
-    lines += _auto_lines(op, ns, check_common=True)
+    lines += _auto_lines(op, ns, routed=True)
     # With a verdict cache, the public function is the front (see front) and this one the
     # checking path it calls on a miss.
     return _compile(op, params, lines, ns, "checking dispatcher" if cached else "dispatcher")
@@ -231,7 +231,7 @@ def explicit_lines(op: ReferenceDispatcher) -> list[str]:
     then the body.  Never cached (see ``verdicts``): the shipped ops' explicit checks cost
     about what reading the call's signature would.  A table of more than
     :data:`MAX_BRANCHES` backends finds the backend's function in a dict instead."""
-    fail = _fail_call(op, check_common=True)
+    fail = _fail_call(op)
     # They sit under one "not auto" test, so that an "auto" call pays a single comparison.
     # A traced call goes to the API's operator first (see tracing.route_lines).
     lines = ["    if backend != 'auto':", *(f"    {c}" for c in route_lines(op, "named"))]
@@ -268,18 +268,19 @@ def _explicit_branch(op: ReferenceDispatcher, name: str, chk: Any, refs: _Refs) 
     """What a call naming backend ``name`` runs (at indent 0): the common check, the
     capability test, the checker, then the body.  A checker's ValueError goes to _fail,
     which names the op and backend with it."""
-    fail = _fail_call(op, check_common=True)
+    fail = _fail_call(op)
     # Only ops with experimental backends ever record dropped ones; each checked call
     # clears this thread's record first (an explicit branch) or rewrites it (auto).
     clear = _CLEAR_DROPPED if op.experimental_backends else []
-    # The common check runs after the backend is known to exist (inside each branch),
-    # as in the reference: an unknown backend is reported whatever the check would do.
+    # The common check runs after the backend is known to exist (inside each branch) and
+    # to run at the call's capability, as in the reference and upstream: an unknown
+    # backend, or one the device lacks, is reported whatever the check would say.
     branch = [
         *clear,
-        *_common_lines(op, fail),
-        *overlap_lines(op),
         f"if not {_capability_guard(chk, refs.ccs)}:",
         f"    {fail}",
+        *_common_lines(op, fail),
+        *overlap_lines(op),
         "try:",
         f"    _v = {render_call(refs.chk, op._specs[name])}",
         "except _ValueError:",
@@ -378,10 +379,9 @@ def _bound_literal(op: ReferenceDispatcher) -> str:
     return "{" + ", ".join(f"{n!r}: {n}" for n in op._sig.names) + "}"
 
 
-def _fail_call(op: ReferenceDispatcher, *, check_common: bool) -> str:
+def _fail_call(op: ReferenceDispatcher) -> str:
     """The expression handing a call that does not fit to the reference path."""
-    bound = _bound_literal(op)
-    return f"_fail(_cc, {bound})" if check_common else f"_fail(_cc, {bound}, False)"
+    return f"_fail(_cc, {_bound_literal(op)})"
 
 
 def overlap_lines(op: ReferenceDispatcher) -> list[str]:
@@ -403,15 +403,15 @@ def _common_lines(op: ReferenceDispatcher, fail: str) -> list[str]:
     return [f"_v = {call}", f"if {refused('_v', 'None')}:", f"    {fail}"]
 
 
-def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bool) -> list[str]:
+def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, routed: bool) -> list[str]:
     """The ``backend="auto"`` part of a generated function (at function-body indent):
     select, record, then hand on to the router or call the body.
 
     A restriction (``use_backends``, ``FLASHINFER_BACKENDS``) costs one attribute test while
     none exists in the process (``_RS.on``); otherwise ``_rfind`` says whether this op is
     restricted here, and a restricted call takes :func:`_restricted_block` instead."""
-    fail = _fail_call(op, check_common=check_common)
-    body = _common_lines(op, fail) if check_common else []
+    fail = _fail_call(op)
+    body = _common_lines(op, fail)  # skip_check=True too, as upstream
     body += overlap_lines(op)
     body += ["_rx = _rfind(_api) if _RS.on else None", "if _rx is None:"]
     body += [f"    {c}" for c in _selection(op, ns)]
@@ -428,7 +428,7 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
         ]
     else:
         lines += [f"    {c}" for c in body]
-    lines += _restricted_block(op, fail, check_common=check_common)
+    lines += _restricted_block(op, fail, routed=routed)
     # _fail re-runs the selection, which records this call's drops itself.
     lines += ["    if not _ok:", f"        {fail}"]
     if op.verdicts_cacheable:  # (candidates, drops, whether the choice warns as experimental)
@@ -449,9 +449,7 @@ def _auto_lines(op: ReferenceDispatcher, ns: dict[str, Any], *, check_common: bo
     else:
         lines += ["    _r = _state.r", "    _r.suitable = _ok"]
     drop = "_drop" if op.experimental_backends else "()"
-    return lines + [
-        f"    {c}" for c in _hand_on(op, check_common, "auto", f"_notea(_lg, _ok, {drop})")
-    ]
+    return lines + [f"    {c}" for c in _hand_on(op, routed, "auto", f"_notea(_lg, _ok, {drop})")]
 
 
 def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
@@ -515,7 +513,7 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
         # other answer (reordered, shortened, with duplicates) goes through _filter.
         # _filter (op.heuristic_order) checks the answer is a list or tuple of names, as
         # the reference path does; an unchanged list of them needs no filtering.
-        heur = render_call("_heuristic", op._specs["__func__"], lead="_ok.copy()")
+        heur = render_call("_heuristic", op._specs["__heuristic__"], lead="_ok.copy()")
         body += [
             "if _ok:",
             f"    _h = {heur}",
@@ -529,7 +527,7 @@ def _selection(op: ReferenceDispatcher, ns: dict[str, Any]) -> list[str]:
     return body
 
 
-def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool) -> list[str]:
+def _restricted_block(op: ReferenceDispatcher, fail: str, *, routed: bool) -> list[str]:
     """A restricted call (``_rx``, the listed backends): those that can run it, in the
     listed order; no gate (listing an experimental backend opts in to it: it warns once, as
     naming it does) and no heuristic (the list is the order).  Recorded with no drops, then
@@ -559,11 +557,11 @@ def _restricted_block(op: ReferenceDispatcher, fail: str, *, check_common: bool)
     block += ["_r = _state.r", "_r.suitable = _ok"]
     if op.experimental_backends:
         block += ["if not _XS.isdisjoint(_ok):", "    _warnl(_api, _ok, _XS)"]
-    block += _hand_on(op, check_common, "restricted", "_noter(_lg, _ok)")
+    block += _hand_on(op, routed, "restricted", "_noter(_lg, _ok)")
     return ["    if _rx is not None:", *(f"        {c}" for c in block)]
 
 
-def _hand_on(op: ReferenceDispatcher, check_common: bool, how: str, note: str) -> list[str]:
+def _hand_on(op: ReferenceDispatcher, routed: bool, how: str, note: str) -> list[str]:
     """After selecting: an op whose auto calls are routed (route_auto) hands the candidates
     and its arguments straight to the router (the autotuner, which logs what it runs);
     otherwise the choice's log line (an attribute test once logged, or while logging is
@@ -571,7 +569,7 @@ def _hand_on(op: ReferenceDispatcher, check_common: bool, how: str, note: str) -
     (route_auto's contract)."""
     lines: list[str] = []
     routable = op.routed_inputs()
-    if routable is not None and check_common:
+    if routable is not None and routed:
         items = ", ".join(routable) + ("," if len(routable) == 1 else "")
         lines += ["if _route is not None:"]
         lines += [f"    {c}" for c in body_call(f"_route(_ok, ({items}))")]

@@ -411,7 +411,7 @@ def explain_call(
         candidates = [b for b in viable if b not in left]
         source = DECLARATION_ORDER
         if candidates and op.heuristic_func is not None:
-            spec = op._specs["__func__"]
+            spec = op._specs["__heuristic__"]
             try:
                 ordered = op.heuristic_order(
                     invoke(op.heuristic_func, spec, bound, list(candidates)), candidates

@@ -28,9 +28,10 @@ import torch
 
 __all__ = ["OpSchema", "SchemaUnavailable", "op_schema"]
 
-DISPATCHER_ARGUMENTS = {"backend": "str backend='auto'", "skip_check": "bool skip_check=False"}
-"""What the dispatcher adds to every schema of a ``backend_requirement`` API: its two
-keyword-only arguments."""
+DISPATCHER_ARGUMENTS = ("backend", "skip_check")
+"""The dispatcher's keyword-only arguments in a ``backend_requirement`` API's schema, last:
+``skip_check`` always, ``backend`` where the API declares it (with its default, if any: an
+API with no ``backend``, or one without a default, is upstream's too)."""
 
 _SCALARS: dict[Any, str] = {
     torch.Tensor: "Tensor",
@@ -62,6 +63,8 @@ class OpSchema:
         required: the parameters without a default (a call always passes them).
         mutated: the arguments the default overload writes in place.
         returns: ``"tensor"``, ``"tensors"`` (a tuple of them, ``count`` long) or ``"none"``.
+        dispatcher: the dispatcher's arguments the schema ends with, in order (see
+            :data:`DISPATCHER_ARGUMENTS`; none for an API that is no dispatcher).
         numbers: the parameters typed ``float`` or ``int``, with their type (``float`` or
             ``int``): the schema would read a ``bool`` passed to them as a number.
         flat: the default overload's arguments in the same order, every one positional
@@ -84,6 +87,7 @@ class OpSchema:
     count: int = 1
     numbers: tuple[tuple[str, type], ...] = ()
     flat: str = ""
+    dispatcher: tuple[str, ...] = ()
 
 
 def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher: bool) -> OpSchema:
@@ -110,11 +114,19 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     pieces: list[tuple[str, str, bool]] = []  # (name, declaration, keyword-only)
     flat: list[str] = []  # the declarations without defaults, positional first
     out_param: str | None = None
+    extra: list[str] = []  # the dispatcher's arguments, declared last (keyword-only)
+    if dispatcher:
+        backend = signature.parameters.get("backend")
+        if backend is not None:
+            d = backend.default
+            default = "" if d is backend.empty else "=" + _default(d, "backend")
+            extra.append(f"str{'?' if d is None else ''} backend{default}")
+        extra.append("bool skip_check=False")
     alias_sets = iter("abcdefghijklmnopqrstuvwxyz")
     for p in signature.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise SchemaUnavailable(f"it takes *{p.name} or **{p.name}")
-        if dispatcher and p.name in DISPATCHER_ARGUMENTS:
+        if dispatcher and p.name in DISPATCHER_ARGUMENTS:  # (see extra)
             continue
         if p.name not in hints:
             raise SchemaUnavailable(f"parameter {p.name!r} has no annotation")
@@ -147,7 +159,6 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
     returns, count, result = _returns(hints.get("return", inspect.Signature.empty))
     if out_param is not None and returns != "tensor":
         raise SchemaUnavailable(f"it takes {out_param}= but does not return a tensor")
-    extra = list(DISPATCHER_ARGUMENTS.values()) if dispatcher else []
     default = _render(pieces, [], extra, result)
     out = None
     if out_param is not None:
@@ -168,6 +179,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         count,
         tuple(numbers),
         f"({', '.join(in_order)}) -> {result}",
+        tuple(e.split("=", 1)[0].split()[1] for e in extra),
     )
 
 

@@ -404,7 +404,9 @@ class DispatchPlan:
         (see :func:`~flashinfer.dispatch.call_specs.filter_heuristic`): the same rule on
         both paths, and a ``TypeError`` naming the heuristic for an answer that is not a
         list or tuple of names."""
-        return filter_heuristic(answer, candidates, self.heuristic_func, self.api_name)
+        return filter_heuristic(
+            answer, candidates, self.heuristic_func, self.api_name, self.backend_checks
+        )
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
@@ -413,6 +415,9 @@ class DispatchPlan:
             specs["__common__"] = checker_spec(sig, self.common_check, "common_check", api)
         for name, chk in self.backend_checks.items():
             specs[name] = checker_spec(sig, chk, f"the checker of backend {name!r}", api)
+        if self.heuristic_func is not None:  # after the candidates, by name as a checker
+            heuristic = self.heuristic_func
+            specs["__heuristic__"] = checker_spec(sig, heuristic, "heuristic_func", api, lead=True)
         return specs
 
     def routed_inputs(self) -> list[str] | None:

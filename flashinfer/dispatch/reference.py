@@ -49,9 +49,9 @@ class ReferenceDispatcher(DispatchPlan):
     choice_log: OpLog  # what this op's "auto" calls have logged (choice_log)
     verdict_cache: VerdictCache  # what its checks decided, per call signature (verdicts)
 
-    def _fail(self, cc: int | None, bound: dict[str, Any], check_common: bool = True) -> None:
+    def _fail(self, cc: int | None, bound: dict[str, Any]) -> None:
         """Called by the generated path when something does not fit: raise the error."""
-        self._select(cc, bound, check_common)
+        self._select(cc, bound)
         raise RuntimeError(
             f"{self.api_name}: a support checker gave a different answer when re-run for "
             "the error message; checkers must be deterministic functions of the inputs"
@@ -75,13 +75,11 @@ class ReferenceDispatcher(DispatchPlan):
             return self.resolve_alias(backend)
         return backend
 
-    def _select(
-        self, cc: int | None, bound: dict[str, Any], check_common: bool = True
-    ) -> list[str]:
+    def _select(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
         """Readable selection logic: returns the candidates or raises the explaining error.
 
-        ``check_common=False`` (a ``skip_check=True`` call) leaves the common check out.
-        """
+        A ``skip_check=True`` call of ``"auto"`` runs all of it, common check included
+        (upstream runs the common check there too)."""
         api = self.api_name
         self._state.clear_dropped()
         backend = self._backend_name(bound)
@@ -97,7 +95,9 @@ class ReferenceDispatcher(DispatchPlan):
                 "Invalid @backend_requirement decorator usage: no backend choices and no "
                 f"common_check for {api}"
             )
-        if self.common_check is not None and check_common:
+        if self.backend_checks and backend != "auto":  # capability first, as upstream
+            self._check_capability(cc, backend)
+        if self.common_check is not None:
             self._run_common_check(cc, bound, backend)
         # The overlap rule: after the common check (which says what a malformed ``out`` is),
         # before any backend's checker, also with skip_check=True.
@@ -134,15 +134,20 @@ class ReferenceDispatcher(DispatchPlan):
             warn_experimental_backend_once(self.api_key, backend)
         return [backend]
 
+    def _check_capability(self, cc: int | None, backend: str) -> None:
+        """A named backend's capability rule, raising if ``cc`` is not one it runs at: the
+        first check of a named backend, before the common check (upstream's order)."""
+        reason = capability_reason(self.backend_checks[backend], cc)
+        if reason is not None:
+            raise BackendSupportedError(
+                f"{self.api_name} does not support backend {backend!r} with capability "
+                f"{cc}: {reason}"
+            )
+
     def _check_explicit(self, cc: int | None, bound: dict[str, Any], backend: str) -> None:
         """A named backend's capability and support check, raising why it cannot run."""
         api = self.api_name
-        checker = self.backend_checks[backend]
-        reason = capability_reason(checker, cc)
-        if reason is not None:
-            raise BackendSupportedError(
-                f"{api} does not support backend {backend!r} with capability {cc}: {reason}"
-            )
+        self._check_capability(cc, backend)
         try:  # (a backend that cannot differentiate: its grad gate, see plan)
             fits = self._check(self._checkers[backend], backend, bound)
         except ValueError as exc:
@@ -183,7 +188,7 @@ class ReferenceDispatcher(DispatchPlan):
         else:
             dropped = []
         if viable and self.heuristic_func is not None:
-            ordered = invoke(self.heuristic_func, self._specs["__func__"], bound, list(viable))
+            ordered = invoke(self.heuristic_func, self._specs["__heuristic__"], bound, list(viable))
             ordered = self.heuristic_order(ordered, viable)
             for b in viable:
                 if b not in ordered:
@@ -280,11 +285,12 @@ class ReferenceDispatcher(DispatchPlan):
             bound_args.arguments["backend"] = self.resolve_alias(named)
         bound = dict(bound_args.arguments)
         # skip_check=True skips every check of an explicit backend; "auto" still has to
-        # choose, so it runs the selection without the common check, then calls the body.
+        # choose, so it runs the selection (as upstream, its common check too), then
+        # calls the body.
         auto = bool(self.backend_checks) and bound["backend"] == "auto"
         if not skip_check or auto:
             cc = self._call_capability(bound)
-            candidates = self._select(cc, bound, check_common=not skip_check)
+            candidates = self._select(cc, bound)
         else:  # a named backend, unchecked: only the overlap rule still applies
             self.check_overlap(bound)
         if not auto:

@@ -182,8 +182,7 @@ class TorchOp:
         # Every argument of the default overload, in schema order (autograd's inputs, and
         # the no-grad operator's positional arguments).
         self.argument_names = [*schema.positional, *schema.keyword]
-        if dispatcher:
-            self.argument_names += ["backend", "skip_check"]
+        self.argument_names += schema.dispatcher  # backend (where declared), skip_check
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")  # lives with the op
         self._register()
         packet = getattr(torch.ops, NAMESPACE)
@@ -279,7 +278,7 @@ class TorchOp:
         for n, p in signature.parameters.items():
             if p.default is not p.empty:
                 ns[f"_d_{n}"] = p.default
-        extra = ["backend", "skip_check"] if self.has_dispatcher else []
+        extra = list(schema.dispatcher)
         out = schema.out_param
 
         def params(with_out: bool) -> str:
@@ -287,7 +286,9 @@ class TorchOp:
             kw = [self._declared(n, signature) for n in schema.keyword]
             if with_out:
                 kw.append(str(out))
-            kw += ["backend=_d_backend", "skip_check=False"] if extra else []
+            # backend as the API declares it (its default, or none), then skip_check
+            kw += [self._declared(n, signature) for n in extra if n != "skip_check"]
+            kw += ["skip_check=False"] if extra else []
             return ", ".join(pieces + (["*", *kw] if kw else []))
 
         def call(target: str, with_out: bool) -> str:
@@ -306,7 +307,7 @@ class TorchOp:
         def restricted(with_out: bool) -> list[str]:
             """A call traced inside a ``use_backends`` block (:mod:`.traced_blocks`): the
             dispatcher runs inside the same restriction, entered here at run time."""
-            if not extra:
+            if "backend" not in extra:
                 return []
             again = call("_again_out" if with_out else "_again", with_out)
             again = again.replace("backend=backend", "backend='auto'")

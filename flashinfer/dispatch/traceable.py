@@ -73,7 +73,7 @@ def _restriction_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     """``_r``: the restriction of a ``use_backends`` block the traced call is written
     in, as a ``backend`` token, or None (:mod:`.traced_blocks`; an explicit backend is
     not restricted, as in eager)."""
-    if not op.has_dispatcher:
+    if "backend" not in op.schema.dispatcher:
         return []
     ns["_restriction"] = traced_restriction
     return [f"    _r = _restriction({op.api_key!r}) if backend == 'auto' else None"]
@@ -142,8 +142,7 @@ def build_traceable(op: Any) -> Callable[..., Any]:
         kws = [f"{n}={n}" for n in schema.keyword]
         if out:
             kws.append(f"{schema.out_param}={schema.out_param}")
-        if op.has_dispatcher:  # backend and skip_check
-            kws += ["backend=backend", "skip_check=skip_check"]
+        kws += [f"{n}={n}" for n in schema.dispatcher]  # backend (if declared), skip_check
         return f"{target}({', '.join(filter(None, [pos, *kws]))})"
 
     ns["_jit_tracing"] = jit_tracing
@@ -165,7 +164,11 @@ def build_traceable(op: Any) -> Callable[..., Any]:
         *_autocast_lines(op, ns),
         *_restriction_lines(op, ns),
         *_transparent_lines(op, ns),
-        *(["    if _r is not None:", "        backend = _r"] if op.has_dispatcher else []),
+        *(
+            ["    if _r is not None:", "        backend = _r"]
+            if "backend" in schema.dispatcher
+            else []
+        ),
     ]
     if schema.out_param is not None:
         lines += [

@@ -36,7 +36,7 @@ __all__ = [
 RESTRICTED_PREFIX = "auto|"
 """How an opaque traced call's ``backend`` argument carries a block's restriction:
 ``"auto|triton,torch"`` is ``"auto"`` restricted to those backends, in that order (a
-backend's name is an identifier, so it holds neither ``|`` nor ``,``: see
+backend's name is letters, digits, ``_`` and ``-``, so it holds neither ``|`` nor ``,``: see
 :mod:`.declarations`)."""
 
 _UNSET = object()

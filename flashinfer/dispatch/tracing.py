@@ -105,20 +105,23 @@ def metadata_checks(op: Any, values: dict[str, Any]) -> None:
     backend = op._backend_name(bound)
     if op.backend_checks and backend != "auto" and backend not in op.backend_checks:
         op._select(None, bound)  # raises the unknown-backend error
-    if skip:
+    if skip and (backend != "auto" or not op.backend_checks):
         op.check_overlap(bound)  # skip_check skips every check but the overlap rule
-        return
+        return  # ("auto" still chooses, common check included, as eager)
     tensors = [v for v in bound.values() if v is not None]
     cc = find_compute_capability(*tensors)
+    # A meta tensor has no device to run on: it asks for the result's shape under any
+    # backend, so a named backend's (device-bound) checks are left out for it.
+    meta = any(getattr(t, "is_meta", False) for t in tensors)
+    named = backend != "auto" and op.backend_checks and not meta
+    if named:  # its capability first, as eager
+        op._check_capability(cc, backend)
     if op.common_check is not None:
         op._run_common_check(cc, bound, backend)
     # Fake tensors alias as the real ones will: refused here, out=a is refused however
     # the graph is compiled (aot_eager's functionalization would hand the kernel a copy).
     op.check_overlap(bound)
-    # A meta tensor has no device to run on: it asks for the result's shape under any
-    # backend, so a named backend's (device-bound) checks are left out for it.
-    meta = any(getattr(t, "is_meta", False) for t in tensors)
-    if backend != "auto" and op.backend_checks and not meta:
+    if named:
         op._check_explicit(cc, bound, backend)
 
 

@@ -39,10 +39,10 @@
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _live = a flashinfer.dispatch.thread_state.LiveFlags  (flashinfer/dispatch/thread_state.py)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
+#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
+#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _common = flashinfer.gemm._common_check  (flashinfer/gemm.py)
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
-#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm.py)
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -92,13 +92,13 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
         if backend == 'torch':
             if _live.dropped and (_r := _state.r).dropped:
                 _r.dropped = ()
+            if not (_cc is None or _cc in _ccs0):
+                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             if out is not None:
                 _ovl(out, a, b)
-            if not (_cc is None or _cc in _ccs0):
-                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
                 _v = _chk0(a=a)
             except _ValueError:
@@ -109,13 +109,13 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
         elif backend == 'triton':
             if _live.dropped and (_r := _state.r).dropped:
                 _r.dropped = ()
+            if not (_cc is None or _cc in _ccs1):
+                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             if out is not None:
                 _ovl(out, a, b)
-            if not (_cc is None or _cc in _ccs1):
-                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
                 _v = _chk1(a, b, out=out, out_dtype=out_dtype, backend=backend)
             except _ValueError:
@@ -126,13 +126,13 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
         elif backend == 'splitk':
             if _live.dropped and (_r := _state.r).dropped:
                 _r.dropped = ()
+            if not (_cc is None or _cc in _ccs2):
+                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             if out is not None:
                 _ovl(out, a, b)
-            if not (_cc is None or _cc in _ccs2):
-                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
                 _v = _chk2(a, b, out=out, out_dtype=out_dtype, backend=backend)
             except _ValueError:
@@ -299,13 +299,15 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
 #   _d_out_dtype = None
 #   _d_backend = 'auto'
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
+#   _common = flashinfer.gemm._common_check  (flashinfer/gemm.py)
+#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
+#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.gemm.mm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
 #   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm.py)
 #   _ValueError = builtins.ValueError
-#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _chk1 = flashinfer.gemm._check_triton  (flashinfer/gemm.py)
 #   _chk2 = flashinfer.experimental.splitk_gemm.support.check_splitk  (flashinfer/experimental/splitk_gemm/support.py)
 #   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -323,7 +325,6 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
 #   _prefer = flashinfer.dispatch.plan.DispatchPlan.prefer_first, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _BaseException = builtins.BaseException
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _put = flashinfer.dispatch.verdicts.VerdictCache.put, bound to a VerdictCache  (flashinfer/dispatch/verdicts.py)
 #   _XS = frozenset({'splitk'})
 #   _NO_ROUTE = (None, None)
@@ -339,6 +340,9 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
     _cc = None if _CUDA.absent else _CUDA.find(a, b, out, out_dtype)
     _xok = _drop = ()
     try:
+        _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
+        if _v is not True and (_v is False or not _verd(None, _v)):
+            _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
         if out is not None:
             _ovl(out, a, b)
         _rx = _rfind(_api) if _RS.on else None
@@ -434,7 +438,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
                     if _v is True or (_v is not False and _verd('splitk', _v)):
                         _ok.append(_b)
         if not _ok:
-            _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend}, False)
+            _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
         if _key is not None:
             _put(_key, (_ok, (), not _XS.isdisjoint(_ok), [_NO_ROUTE]))
         _r = _state.r
@@ -452,7 +456,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
             if _p is not None:
                 _r.suitable = _p
     if not _ok:
-        _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend}, False)
+        _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
     if _key is not None:
         _put(_key, (_ok, _drop, bool(_xok) and _ok[0] in _xok, [_NO_ROUTE]))
     _r = _state.r
@@ -489,10 +493,10 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _live = a flashinfer.dispatch.thread_state.LiveFlags  (flashinfer/dispatch/thread_state.py)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
+#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
+#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _common = flashinfer.gemm._common_check  (flashinfer/gemm.py)
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
-#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk0 = flashinfer.gemm._check_torch  (flashinfer/gemm.py)
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -542,13 +546,13 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         if backend == 'torch':
             if _live.dropped and (_r := _state.r).dropped:
                 _r.dropped = ()
+            if not (_cc is None or _cc in _ccs0):
+                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             if out is not None:
                 _ovl(out, a, b)
-            if not (_cc is None or _cc in _ccs0):
-                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
                 _v = _chk0(a=a)
             except _ValueError:
@@ -559,13 +563,13 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         elif backend == 'triton':
             if _live.dropped and (_r := _state.r).dropped:
                 _r.dropped = ()
+            if not (_cc is None or _cc in _ccs1):
+                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             if out is not None:
                 _ovl(out, a, b)
-            if not (_cc is None or _cc in _ccs1):
-                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
                 _v = _chk1(a, b, out=out, out_dtype=out_dtype, backend=backend)
             except _ValueError:
@@ -576,13 +580,13 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         elif backend == 'splitk':
             if _live.dropped and (_r := _state.r).dropped:
                 _r.dropped = ()
+            if not (_cc is None or _cc in _ccs2):
+                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             _v = _common(a, b, out=out, out_dtype=out_dtype, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             if out is not None:
                 _ovl(out, a, b)
-            if not (_cc is None or _cc in _ccs2):
-                _fail(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
             try:
                 _v = _chk2(a, b, out=out, out_dtype=out_dtype, backend=backend)
             except _ValueError:

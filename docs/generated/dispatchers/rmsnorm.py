@@ -34,10 +34,10 @@
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
+#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
+#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
-#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -78,13 +78,13 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
         if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
             return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         if backend == 'torch':
+            if not (_cc is None or _cc in _ccs0):
+                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             if out is not None:
                 _ovl(out, input, weight)
-            if not (_cc is None or _cc in _ccs0):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
                 _v = _chk0(input=input)
             except _ValueError:
@@ -93,13 +93,13 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             return _func(input, weight, eps, out=out, backend=backend)
         elif backend == 'triton':
+            if not (_cc is None or _cc in _ccs1):
+                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             if out is not None:
                 _ovl(out, input, weight)
-            if not (_cc is None or _cc in _ccs1):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
                 _v = _chk1(input, weight, eps, out=out, backend=backend)
             except _ValueError:
@@ -260,13 +260,15 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
 #   _d_out = None
 #   _d_backend = 'auto'
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
+#   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
+#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
+#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.norm.rmsnorm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
 #   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
 #   _ValueError = builtins.ValueError
-#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
 #   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -274,7 +276,6 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
 #   _type = builtins.type
 #   _list = builtins.list
 #   _filter = flashinfer.dispatch.plan.DispatchPlan.heuristic_order, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _put = flashinfer.dispatch.verdicts.VerdictCache.put, bound to a VerdictCache  (flashinfer/dispatch/verdicts.py)
 #   _NO_ROUTE = (None, None)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
@@ -286,6 +287,9 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
 
 def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, _key=None):
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
+    _v = _common(input, weight, eps, out=out, backend=backend)
+    if _v is not True and (_v is False or not _verd(None, _v)):
+        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
     if out is not None:
         _ovl(out, input, weight)
     _rx = _rfind(_api) if _RS.on else None
@@ -343,7 +347,7 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
                     if _v is True or (_v is not False and _verd('triton', _v)):
                         _ok.append(_b)
         if not _ok:
-            _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend}, False)
+            _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
         if _key is not None:
             _put(_key, (_ok, (), False, [_NO_ROUTE]))
         _r = _state.r
@@ -359,7 +363,7 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
             if _p is not None:
                 _r.suitable = _p
     if not _ok:
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend}, False)
+        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
     if _key is not None:
         _put(_key, (_ok, (), False, [_NO_ROUTE]))
     _r = _state.r
@@ -391,10 +395,10 @@ def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out,
 #   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _skip_auto = generated flashinfer.norm.rmsnorm[skip_check auto dispatcher] (below)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
+#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
+#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
 #   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
-#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
 #   _ValueError = builtins.ValueError
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
@@ -431,13 +435,13 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
         if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
             return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         if backend == 'torch':
+            if not (_cc is None or _cc in _ccs0):
+                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             if out is not None:
                 _ovl(out, input, weight)
-            if not (_cc is None or _cc in _ccs0):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
                 _v = _chk0(input=input)
             except _ValueError:
@@ -446,13 +450,13 @@ def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backen
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             return _func(input, weight, eps, out=out, backend=backend)
         elif backend == 'triton':
+            if not (_cc is None or _cc in _ccs1):
+                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             _v = _common(input, weight, eps, out=out, backend=backend)
             if _v is not True and (_v is False or not _verd(None, _v)):
                 _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             if out is not None:
                 _ovl(out, input, weight)
-            if not (_cc is None or _cc in _ccs1):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
             try:
                 _v = _chk1(input, weight, eps, out=out, backend=backend)
             except _ValueError:
