@@ -255,11 +255,11 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
 #   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
-#   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
+#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
 #   _grad_on = builtin is_grad_enabled
 #   _g = a flashinfer.dispatch.guarded_state.GuardedState  (flashinfer/dispatch/guarded_state.py)
-#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
+#   _scalar = flashinfer.dispatch.transparent.scalar_value  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
@@ -274,8 +274,9 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
     if out is None:
         a, b = _cast(_acrule, a, b)
     _r = _restriction('flashinfer.gemm.mm') if backend == 'auto' else None
-    if out is None and not _exporting() and _static(a, b, out_dtype):
-        _b = _choose(_grad_on(), (_g.environment['FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS'], _g.environment['TRITON_INTERPRET'], _g.epoch,), _facts(a), _facts(b), out_dtype, backend, skip_check, _r)
+    if out is None and not _exporting():
+        _tf = _facts(a, b)
+        _b = _choose(_grad_on(), (_g.environment['FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS'], _g.environment['TRITON_INTERPRET'], _g.epoch,), _tf[0], _tf[1], _scalar(out_dtype), backend, skip_check, _r)
         if _b is not None and (
             backend != 'auto' or _r is not None or not _flag.named
         ):

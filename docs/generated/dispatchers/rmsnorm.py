@@ -212,11 +212,11 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
 #   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
-#   _static = flashinfer.dispatch.transparent.static_arguments  (flashinfer/dispatch/transparent.py)
+#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
 #   _grad_on = builtin is_grad_enabled
 #   _g = a flashinfer.dispatch.guarded_state.GuardedState  (flashinfer/dispatch/guarded_state.py)
-#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
+#   _scalar = flashinfer.dispatch.transparent.scalar_value  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
@@ -235,8 +235,9 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
     if out is None:
         input, weight = _cast(_acrule, input, weight)
     _r = _restriction('flashinfer.norm.rmsnorm') if backend == 'auto' else None
-    if out is None and not _exporting() and _static(input, weight, eps):
-        _b = _choose(_grad_on(), (_g.environment['TRITON_INTERPRET'], _g.epoch,), _facts(input), _facts(weight), eps, backend, skip_check, _r)
+    if out is None and not _exporting():
+        _tf = _facts(input, weight)
+        _b = _choose(_grad_on(), (_g.environment['TRITON_INTERPRET'], _g.epoch,), _tf[0], _tf[1], _scalar(eps), backend, skip_check, _r)
         if _b is not None and (
             backend != 'auto' or _r is not None or not _flag.named
         ):
