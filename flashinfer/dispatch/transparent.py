@@ -244,16 +244,34 @@ class TransparentPlan:
                 explained = contextvars.Context().run(
                     explain_call, op, (), values, restricted=listed
                 )
+                if (
+                    explained.chosen in self.backends
+                    and explained.source in (HEURISTIC, DECLARATION_ORDER, RESTRICTED)
+                    and self._certain(explained, values, listed)
+                ):
+                    return str(explained.chosen)
         except Exception:  # refused, or undecidable on metadata: the operator decides
             return None
-        decided = all(v.decided for v in explained.verdicts)
-        if (
-            explained.chosen in self.backends
-            and decided
-            and explained.source in (HEURISTIC, DECLARATION_ORDER, RESTRICTED)  # not tuned
-        ):
-            return explained.chosen
-        return None
+        return None  # tuned, or not certain on metadata: the operator decides
+
+    def _certain(self, explained: Any, values: dict[str, Any], listed: Any) -> bool:
+        """Whether ``explained.chosen`` comes first whatever metadata left undecided: the
+        order of the candidates and every backend whose check could not decide (gated as
+        the call is) is decided, and puts it first."""
+        from flashinfer.dispatch.explain import order_candidates
+
+        op = self.op
+        undecided = {v.backend for v in explained.verdicts if not v.decided}
+        if not explained.gate_on and listed is None:
+            undecided -= set(op.experimental_backends)
+        maybe = set(explained.candidates) | undecided
+        if listed is not None:
+            return [b for b in listed if b in maybe][:1] == [explained.chosen]
+        bound = dict(op._sig.bind(**{**values, "backend": "auto"}).arguments)
+        ordered, _, certain = order_candidates(
+            op, bound, [b for b in op.backend_checks if b in maybe], no_data=True
+        )
+        return certain and ordered[:1] == [explained.chosen]
 
 
 def traceable_body(op: Any) -> Callable[..., Any]:
