@@ -27,6 +27,7 @@ from flashinfer.backend_dispatch import (
     supported_compute_capability,
     use_backends,
 )
+from flashinfer.dispatch.lifecycle_checks import exit_problems
 from flashinfer.gating.history import (
     ALIAS_MINOR_RELEASES,
     Graduated,
@@ -156,6 +157,23 @@ def test_a_removed_backend_raises_naming_its_version_and_replacement():
     assert "0.2.0" in message and "backend='base'" in message
     with pytest.raises(ValueError, match="removed in flashinfer 0.2.0"):
         use_backends({op: ["gone"]})  # refused on the with line, before any entry
+
+
+@pytest.mark.parametrize("chain", [["old", "gone"], ["first", "second", "gone"]])
+def test_every_old_name_of_a_renamed_then_removed_backend_gets_the_tombstone(chain):
+    """Issue 43 item 11: renamed (once or more), then removed: each earlier name raises the
+    tombstone's message too, not the generic "does not support"; the lifecycle check agrees."""
+    key = f"{HERE}.chain_op_{len(chain)}"
+    renames = [
+        Renamed(key, a, b, "0.2.0", "0.4.0") for a, b in zip(chain[:-1], chain[1:], strict=True)
+    ]
+    tomb = Removed(key, chain[-1], "0.2.0", "base", "0.4.0")
+    op = build(f"chain_op_{len(chain)}", {"base": FakeRunner("base")}, history=[*renames, tomb])
+    for name in chain:
+        with pytest.raises(BackendSupportedError) as info:
+            op(torch.zeros(4), backend=name)
+        assert removed_backend_message(tomb) in str(info.value)
+    assert exit_problems([op], records=[*renames, tomb], version="0.2.0") == []
 
 
 # -- tuning files -----------------------------------------------------------------------------
