@@ -16,7 +16,7 @@ from flashinfer.cli.lifecycle_edits import (
     drop_import_name,
     drop_keyword,
     record_source,
-    rename_first_argument,
+    rename_declaration,
     swap_decorator,
 )
 from flashinfer.gating import history
@@ -94,7 +94,7 @@ def test_an_import_still_used_is_kept():
 
 
 def test_renaming_a_declaration_and_promoting_an_api():
-    assert 'Backend(\n    "quick", check' in rename_first_argument(
+    assert 'Backend(\n    "quick", check' in rename_declaration(
         SUPPORT, "Backend", "fast", "quick"
     )
     api = '@flashinfer_experimental_api(\n    feature="f", owner="@a"\n)\ndef f(x):\n    return x\n'
