@@ -292,10 +292,8 @@ def drop_import_name(text: str, module: str, name: str) -> str:
 def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
     """``text`` without the statements importing ``package`` or a module under it (one line
     or parenthesised over several, at top level or in an ``if``/``try`` block), and the lines
-    of those left in place: imports inside a function or class body, whose code then names
-    what no longer exists (a step for the author, not an edit)."""
-    wrapper = cst.MetadataWrapper(cst.parse_module(text))
-    kept_lines: list[int] = []
+    (in the text returned) of those left in place: imports inside a function or class body,
+    whose code then names what no longer exists (a step for the author, not an edit)."""
 
     def imports_it(statement: cst.BaseSmallStatement) -> bool:
         if isinstance(statement, cst.ImportFrom):
@@ -305,32 +303,32 @@ def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
         return False
 
     class Drop(cst.CSTTransformer):
-        METADATA_DEPENDENCIES = (PositionProvider,)
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.depth = 0
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            self.depth += isinstance(node, (cst.FunctionDef, cst.ClassDef))
-            return super().on_visit(node)
-
-        def on_leave(self, original: Any, updated: Any) -> Any:
-            self.depth -= isinstance(original, (cst.FunctionDef, cst.ClassDef))
-            return super().on_leave(original, updated)
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
 
         def leave_SimpleStatementLine(
             self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
         ) -> Any:
-            if not any(imports_it(s) for s in updated.body):
-                return updated
-            if self.depth:
-                kept_lines.append(self.get_metadata(PositionProvider, original).start.line)
-                return updated
             body = [s for s in updated.body if not imports_it(s)]
+            if len(body) == len(updated.body):
+                return updated
             return updated.with_changes(body=body) if body else cst.RemoveFromParent()
 
-    return wrapper.visit(Drop()).code, kept_lines
+    edited = cst.parse_module(text).visit(Drop())
+    left: list[int] = []
+
+    class Left(cst.CSTVisitor):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            if any(imports_it(s) for s in node.body):
+                left.append(self.get_metadata(PositionProvider, node.body[0]).start.line)
+
+    cst.MetadataWrapper(edited).visit(Left())
+    return edited.code, left
 
 
 def drop_elements(text: str, names: Sequence[str]) -> str:

@@ -371,8 +371,8 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
         text = _read(root, path, plan)
         if old_mod not in text:
             continue
-        edited, kept = drop_imports(text, old_mod)
-        edited = drop_elements(edited, names)  # the table's entry (`SPLITK,`)
+        # The table's entry (`SPLITK,`), then the imports (the lines kept are the result's).
+        edited, kept = drop_imports(drop_elements(text, names), old_mod)
         if edited != text:
             plan.changes[path] = edited
         plan.left_to_author += [
@@ -404,7 +404,8 @@ def _backend_check(op: Any, backend: str, condition: str) -> str:
         "from flashinfer.dispatch.backend_names import flashinfer_apis\n"
         f"op = flashinfer_apis()[{op.api_name!r}].dispatcher\n"
         f"assert {backend!r} {condition}, "
-        f"f'{op.api_name}: backend {backend!r} not {condition}: {{list(op.backend_checks)}}'\n"
+        f"({op.api_name + ': backend ' + repr(backend) + ' not ' + condition!r}, "
+        "list(op.backend_checks))\n"
     )
 
 
@@ -497,7 +498,7 @@ def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Pl
             if edited != text:
                 plan.changes[caller] = edited
     plan.verify = _backend_check(op, new, "in op.backend_checks") + (
-        f"assert {old!r} in op.backend_aliases, 'the alias {old!r} leads nowhere'\n"
+        f"assert {old!r} in op.backend_aliases, {'the alias ' + repr(old) + ' leads nowhere'!r}\n"
     )
     _history_and_changelog(
         root,
