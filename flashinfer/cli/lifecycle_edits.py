@@ -1,9 +1,12 @@
 """The source edits ``flashinfer lifecycle`` makes in a checkout: each a function of file
-texts, so a plan can be printed before anything is written.
+texts, so a plan can be printed before anything is written.  Python source is edited on its
+syntax tree (LibCST keeps the rest of the file, comments and layout, as it was): an import
+is matched by its dotted module, a declaration by its name and checker, never by text.
 
 What the codemod may edit (docs/lifecycle.rst, "What the codemod edits"): the feature's own
 folder (moved or deleted), import paths of it anywhere under ``flashinfer/``, the marker and
-``prefer=`` of the graduating declaration, the op's table line of a removed backend, the
+``prefer=`` of the graduating declaration, the op's table entry of a removed backend, a
+renamed backend's name in its declaration, its op's heuristic and the package's calls, the
 declared history (``flashinfer/gating/history.py``, between its markers), ``CHANGELOG.md``'s
 "Unreleased" section, and the generated docs (by running their writer).  Everything that
 needs judgement (tests, prose in the docs, ranking a graduated backend in the heuristic) is
