@@ -27,6 +27,8 @@ from flashinfer.backend_dispatch import (
     supported_compute_capability,
     use_backends,
 )
+from flashinfer.dispatch.lifecycle_checks import exit_problems
+from flashinfer.dispatch.torch_op import register_api_op, spelled_operator_name
 from flashinfer.gating.history import (
     ALIAS_MINOR_RELEASES,
     Graduated,
@@ -156,6 +158,23 @@ def test_a_removed_backend_raises_naming_its_version_and_replacement():
     assert "0.2.0" in message and "backend='base'" in message
     with pytest.raises(ValueError, match="removed in flashinfer 0.2.0"):
         use_backends({op: ["gone"]})  # refused on the with line, before any entry
+
+
+@pytest.mark.parametrize("chain", [["old", "gone"], ["first", "second", "gone"]])
+def test_every_old_name_of_a_renamed_then_removed_backend_gets_the_tombstone(chain):
+    """Issue 43 item 11: renamed (once or more), then removed: each earlier name raises the
+    tombstone's message too, not the generic "does not support"; the lifecycle check agrees."""
+    key = f"{HERE}.chain_op_{len(chain)}"
+    renames = [
+        Renamed(key, a, b, "0.2.0", "0.4.0") for a, b in zip(chain[:-1], chain[1:], strict=True)
+    ]
+    tomb = Removed(key, chain[-1], "0.2.0", "base", "0.4.0")
+    op = build(f"chain_op_{len(chain)}", {"base": FakeRunner("base")}, history=[*renames, tomb])
+    for name in chain:
+        with pytest.raises(BackendSupportedError) as info:
+            op(torch.zeros(4), backend=name)
+        assert removed_backend_message(tomb) in str(info.value)
+    assert exit_problems([op], records=[*renames, tomb], version="0.2.0") == []
 
 
 # -- tuning files -----------------------------------------------------------------------------
@@ -332,3 +351,50 @@ def test_a_tuning_entry_of_a_renamed_op_is_read_as_the_new_ops(tmp_path):
         assert load_tuning_file(path).loaded == 1
     assert op(torch.zeros(4)) == ("fast", None)
     assert runners["fast"].tactics_calls == 0
+
+
+# -- an API's torch operator after a rename ---------------------------------------------------
+
+
+def _api(name: str):
+    def api(x: torch.Tensor, factor: float = 2.0) -> torch.Tensor:
+        return x * factor
+
+    api.__name__ = api.__qualname__ = name
+    api.__module__ = HERE
+    return api
+
+
+@pytest.mark.parametrize("factor", [0.5, 3.0])
+def test_a_program_exported_before_an_api_rename_loads_and_runs_after_it(factor, tmp_path):
+    """Issue 43 item 12: ``torch.export.load`` of a program naming the old operator finds it
+    (an alias of the new one, warning once with the rename's message) for the rename's
+    lifetime; the same result as before."""
+    old_name, new_name = f"scaled_{int(factor * 10)}", f"rescaled_{int(factor * 10)}"
+    fake = lambda values: torch.empty_like(values["x"])  # noqa: E731
+    before = register_api_op(_api(old_name), validate=lambda values: None, fake=fake)
+
+    class Program(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return before.default(x, factor)
+
+    x = torch.randn(4, 3)
+    path = tmp_path / "program.pt2"
+    torch.export.save(torch.export.export(Program(), (x,)), path)
+    before.library._destroy()  # what a new process, after the rename, does not have
+
+    rename = Renamed(
+        f"{HERE}.{new_name}",
+        f"{HERE}.{old_name}",
+        f"{HERE}.{new_name}",
+        "0.2.0",
+        "0.4.0",
+        backend=False,
+    )
+    with declared_history([rename]):
+        after = register_api_op(_api(new_name), validate=lambda values: None, fake=fake)
+    assert after.former_names == [spelled_operator_name(f"{HERE}.{old_name}")]
+    program = torch.export.load(path).module()
+    result, deprecations, _ = caught_deprecations(lambda: program(x))
+    assert torch.equal(result, x * factor)
+    assert [str(w.message) for w in deprecations] == [alias_message(rename)]

@@ -1,9 +1,12 @@
 """The source edits ``flashinfer lifecycle`` makes in a checkout: each a function of file
-texts, so a plan can be printed before anything is written.
+texts, so a plan can be printed before anything is written.  Python source is edited on its
+syntax tree (LibCST keeps the rest of the file, comments and layout, as it was): an import
+is matched by its dotted module, a declaration by its name and checker, never by text.
 
 What the codemod may edit (docs/lifecycle.rst, "What the codemod edits"): the feature's own
 folder (moved or deleted), import paths of it anywhere under ``flashinfer/``, the marker and
-``prefer=`` of the graduating declaration, the op's table line of a removed backend, the
+``prefer=`` of the graduating declaration, the op's table entry of a removed backend, a
+renamed backend's name in its declaration, its op's heuristic and the package's calls, the
 declared history (``flashinfer/gating/history.py``, between its markers), ``CHANGELOG.md``'s
 "Unreleased" section, and the generated docs (by running their writer).  Everything that
 needs judgement (tests, prose in the docs, ranking a graduated backend in the heuristic) is
@@ -14,8 +17,12 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, fields
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import PositionProvider
 
 from flashinfer.gating.history import LifecycleRecord
 
@@ -23,12 +30,16 @@ __all__ = [
     "add_changelog_entry",
     "add_history_record",
     "drop_decorator",
+    "drop_elements",
     "drop_import_name",
+    "drop_imports",
     "drop_keyword",
-    "drop_lines_naming",
+    "move_package",
     "record_source",
-    "rename_first_argument",
+    "rename_backend_arguments",
+    "rename_declaration",
     "rename_module_name",
+    "rename_in_function",
     "swap_decorator",
 ]
 
@@ -98,121 +109,362 @@ def _bullet(entry: str, width: int = 92) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _function(tree: ast.Module, name: str) -> ast.FunctionDef:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    raise LookupError(f"no function {name!r}")
+# -- source edits: on the syntax tree (LibCST), so what is edited is the code meant, and
+# the rest of the file (formatting, comments) stays as it was ---------------------------------
 
 
-def _decorator_name(node: ast.expr) -> str:
-    target = node.func if isinstance(node, ast.Call) else node
-    return ast.unparse(target).rpartition(".")[2]
+def _last_name(node: cst.BaseExpression) -> str:
+    """``Backend`` for ``Backend`` and ``dispatch.Backend``."""
+    if isinstance(node, cst.Call):
+        node = node.func
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else ""
 
 
-def drop_decorator(text: str, function: str, decorator: str) -> str:
-    """``text`` without the ``@decorator(...)`` lines of ``function``."""
-    return swap_decorator(text, function, decorator, None)
+def _string(node: cst.BaseExpression) -> str | None:
+    """The value of a plain string literal (not an f-string), else ``None``."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _quoted(value: str) -> cst.SimpleString:
+    return cst.SimpleString(json.dumps(value, ensure_ascii=False))
+
+
+def _is_declaration(node: cst.Call, call: str, name: str, check: str | None) -> bool:
+    """Whether ``node`` is ``call(name, check=<check>, ...)`` (``check`` positional or not;
+    ``None``: any)."""
+    if _last_name(node.func) != call or not node.args or node.args[0].keyword is not None:
+        return False
+    if _string(node.args[0].value) != name:
+        return False
+    if check is None:
+        return True
+    given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "check"]
+    if not given and len(node.args) > 1 and node.args[1].keyword is None:
+        given = [node.args[1].value]
+    return any(_last_name(v) == check for v in given)
+
+
+def _one_declaration(tree: cst.Module, call: str, name: str, check: str | None) -> cst.Call:
+    """The one ``call(name, check=check, ...)`` in ``tree``; ``LookupError`` when there is none
+    or more than one (an edit must not guess which)."""
+    found: list[cst.Call] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_declaration(node, call, name, check):
+                found.append(node)
+
+    tree.visit(Find())
+    checked = f", check={check}" if check else ""
+    if len(found) != 1:
+        how = "no" if not found else f"{len(found)} declarations"
+        raise LookupError(f"{how} {call}({name!r}{checked}, ...)")
+    return found[0]
+
+
+def _without(args: Sequence[Any], drop: Callable[[Any], bool]) -> list[Any]:
+    """``args`` (call arguments or list elements) without those ``drop`` picks; the last one
+    kept takes the last one's comma, so a trailing comma stays (or stays absent)."""
+    kept = [a for a in args if not drop(a)]
+    if kept and len(kept) < len(args) and drop(args[-1]):
+        kept[-1] = kept[-1].with_changes(comma=args[-1].comma)
+    return kept
 
 
 def swap_decorator(text: str, function: str, decorator: str, new: str | None) -> str:
-    """``text`` with ``function``'s ``@decorator(...)`` (all its lines) replaced by the line
-    ``@new`` (or dropped)."""
-    node = _function(ast.parse(text), function)
-    for d in node.decorator_list:
-        if _decorator_name(d) == decorator:
-            lines = text.splitlines(keepends=True)
-            start, end = d.lineno - 1, d.end_lineno or d.lineno  # the '@' is on d.lineno
-            indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
-            replacement = [] if new is None else [f"{indent}@{new}\n"]
-            return "".join(lines[:start] + replacement + lines[end:])
-    raise LookupError(f"{function} has no @{decorator}")
+    """``text`` with ``function``'s ``@decorator(...)`` (all its lines) replaced by ``@new``
+    (or dropped)."""
+    done: list[bool] = []
+
+    class Swap(cst.CSTTransformer):
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
+            if updated.name.value != function or done:
+                return updated
+            decorators = []
+            for d in updated.decorators:
+                if _last_name(d.decorator) == decorator and not done:
+                    done.append(True)
+                    if new is not None:
+                        decorators.append(d.with_changes(decorator=cst.Name(new)))
+                    continue
+                decorators.append(d)
+            return updated.with_changes(decorators=decorators)
+
+    edited = cst.parse_module(text).visit(Swap()).code
+    if not done:
+        raise LookupError(f"{function} has no @{decorator}")
+    return edited
 
 
-def drop_keyword(text: str, call: str, first_arg: str, keyword: str) -> str:
-    """``text`` without ``keyword=...`` in the call ``call(first_arg, ...)`` (e.g. the
-    ``prefer=`` of ``Backend("splitk", ...)``)."""
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and _decorator_name(node) == call
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and node.args[0].value == first_arg
-        ):
-            for i, kw in enumerate(node.keywords):
-                if kw.arg == keyword:
-                    return _splice_out(text, node, i)
-            return text
-    raise LookupError(f"no {call}({first_arg!r}, ...)")
+def drop_decorator(text: str, function: str, decorator: str) -> str:
+    """``text`` without the ``@decorator(...)`` of ``function``."""
+    return swap_decorator(text, function, decorator, None)
 
 
-def rename_first_argument(text: str, call: str, old: str, new: str) -> str:
-    """``text`` with ``call(old, ...)`` written ``call(new, ...)`` (a backend's declaration
-    ``Backend("splitk", ...)``, on one line or several).  ``LookupError`` if there is none."""
-    for node in ast.walk(ast.parse(text)):
-        if (
-            isinstance(node, ast.Call)
-            and _decorator_name(node) == call
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and node.args[0].value == old
-        ):
-            arg = node.args[0]
-            start = _offset(text, arg.lineno, arg.col_offset)
-            end = _offset(text, arg.end_lineno or arg.lineno, arg.end_col_offset or 0)
-            return text[:start] + json.dumps(new) + text[end:]
-    raise LookupError(f"no {call}({old!r}, ...)")
+def drop_keyword(
+    text: str, call: str, first_arg: str, keyword: str, check: str | None = None
+) -> str:
+    """``text`` without ``keyword=...`` in the one declaration ``call(first_arg, check=check,
+    ...)`` (e.g. the ``prefer=`` of ``Backend("splitk", check=check_splitk, ...)``)."""
+    tree = cst.parse_module(text)
+    node = _one_declaration(tree, call, first_arg, check)
+    args = _without(node.args, lambda a: a.keyword is not None and a.keyword.value == keyword)
+    return tree.visit(_Replace(node, node.with_changes(args=args))).code
 
 
-def _offset(text: str, line: int, col: int) -> int:
-    lines = text.splitlines(keepends=True)
-    return sum(len(x) for x in lines[: line - 1]) + len(lines[line - 1].encode()[:col].decode())
+def rename_declaration(text: str, call: str, old: str, new: str, check: str | None = None) -> str:
+    """``text`` with the one declaration ``call(old, check=check, ...)`` written
+    ``call(new, ...)``: the checker tells the op's declaration from any other of that name in
+    the module.  ``LookupError`` if there is none, or more than one."""
+    tree = cst.parse_module(text)
+    node = _one_declaration(tree, call, old, check)
+    first = node.args[0].with_changes(value=_quoted(new))
+    return tree.visit(_Replace(node, node.with_changes(args=[first, *node.args[1:]]))).code
 
 
-def _splice_out(text: str, call: ast.Call, index: int) -> str:
-    kw = call.keywords[index]
-    start = _offset(text, kw.lineno, kw.col_offset)
-    end = _offset(text, kw.end_lineno or kw.lineno, kw.end_col_offset or 0)
-    # Take the separating comma (and the space) before it with it.
-    before = text[:start].rstrip()
-    if before.endswith(","):
-        start = len(before) - 1
-    return text[:start] + text[end:]
+class _Replace(cst.CSTTransformer):
+    """Replaces one node, found by identity in the tree it was read from."""
+
+    def __init__(self, old: cst.CSTNode, new: cst.CSTNode) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def on_leave(self, original: Any, updated: Any) -> Any:
+        return self.new if original is self.old else updated
+
+
+def _dotted(node: cst.BaseExpression | None) -> str:
+    if node is None:
+        return ""
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return node.value if isinstance(node, cst.Name) else ""
+
+
+def _dotted_node(name: str) -> cst.Attribute | cst.Name:
+    head, _, last = name.rpartition(".")
+    return cst.Attribute(_dotted_node(head), cst.Name(last)) if head else cst.Name(last)
+
+
+def _within(module: str, package: str) -> bool:
+    """Whether the dotted ``module`` is ``package`` or under it (not a sibling whose name
+    merely starts with it: ``splitk_gemm_v2`` is not under ``splitk_gemm``)."""
+    return module == package or module.startswith(package + ".")
 
 
 def drop_import_name(text: str, module: str, name: str) -> str:
-    """``text`` without ``name`` in ``from module import ...``, if nothing else uses it."""
-    tree = ast.parse(text)
-    if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree)):
-        return text  # still used
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == module:
-            kept = [a for a in node.names if a.name != name]
-            if len(kept) == len(node.names):
-                continue
-            lines = text.splitlines(keepends=True)
-            start, end = node.lineno - 1, node.end_lineno or node.lineno
-            new = "" if not kept else ast.unparse(ast.ImportFrom(module, kept, 0)) + "\n"
-            return "".join(lines[:start]) + new + "".join(lines[end:])
-    return text
+    """``text`` without ``name`` in a top-level ``from module import ...``, if nothing else
+    uses it."""
+    tree = cst.parse_module(text)
+    uses: list[bool] = []
+
+    class Uses(cst.CSTVisitor):
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                uses.append(True)
+
+    tree.visit(Uses())
+    if uses:
+        return text
+
+    class Drop(cst.CSTTransformer):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:
+            if _dotted(updated.module) != module or isinstance(updated.names, cst.ImportStar):
+                return updated
+            kept = _without(updated.names, lambda a: _dotted(a.name) == name)
+            if not kept:
+                return cst.RemoveFromParent()
+            if len(kept) == 1 and updated.lpar is None:
+                kept = [kept[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+            return updated.with_changes(names=kept)
+
+    return tree.visit(Drop()).code
 
 
-def drop_lines_naming(text: str, drop: Callable[[str], bool]) -> str:
-    """``text`` without the lines for which ``drop(line)`` (the line without its newline) is
-    true, and without a comment line right above a dropped import.  A predicate, not a
-    pattern: the names it compares come from the checkout, and a regex built from them
-    could not be reviewed for linear time (tests/pr_checks/test_regex_linear_time.py)."""
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    for line in lines:
-        if drop(line.rstrip("\r\n")):
-            if out and out[-1].lstrip().startswith("#") and line.startswith("from "):
-                out.pop()
-            continue
-        out.append(line)
-    return "".join(out)
+def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
+    """``text`` without the statements importing ``package`` or a module under it (one line
+    or parenthesised over several, at top level or in an ``if``/``try`` block), and the lines
+    (in the text returned) of those left in place: imports inside a function or class body,
+    whose code then names what no longer exists (a step for the author, not an edit)."""
+
+    def imports_it(statement: cst.BaseSmallStatement) -> bool:
+        if isinstance(statement, cst.ImportFrom):
+            return not statement.relative and _within(_dotted(statement.module), package)
+        if isinstance(statement, cst.Import):
+            return any(_within(_dotted(a.name), package) for a in statement.names)
+        return False
+
+    class Drop(cst.CSTTransformer):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def leave_SimpleStatementLine(
+            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+        ) -> Any:
+            body = [s for s in updated.body if not imports_it(s)]
+            if len(body) == len(updated.body):
+                return updated
+            return updated.with_changes(body=body) if body else cst.RemoveFromParent()
+
+    edited = cst.parse_module(text).visit(Drop())
+    left: list[int] = []
+
+    class Left(cst.CSTVisitor):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            if any(imports_it(s) for s in node.body):
+                left.append(self.get_metadata(PositionProvider, node.body[0]).start.line)
+
+    cst.MetadataWrapper(edited).visit(Left())
+    return edited.code, left
+
+
+def drop_elements(text: str, names: Sequence[str]) -> str:
+    """``text`` without the elements of lists and tuples that are one of ``names`` (a removed
+    backend's entry ``SPLITK,`` in its op's table)."""
+
+    class Drop(cst.CSTTransformer):
+        def _drop(self, updated: Any) -> Any:
+            elements = _without(
+                updated.elements, lambda e: isinstance(e.value, cst.Name) and e.value.value in names
+            )
+            return updated.with_changes(elements=elements)
+
+        def leave_List(self, original: cst.List, updated: cst.List) -> Any:
+            return self._drop(updated)
+
+        def leave_Tuple(self, original: cst.Tuple, updated: cst.Tuple) -> Any:
+            return self._drop(updated)
+
+    return cst.parse_module(text).visit(Drop()).code
+
+
+def _replace_bounded(text: str, old: str, new: str) -> str:
+    """``text`` with each ``old`` that is not the start of a longer name (the character after
+    it is not a letter, digit or ``_``) written ``new``."""
+    out, at = [], 0
+    while (found := text.find(old, at)) >= 0:
+        end = found + len(old)
+        following = text[end : end + 1]
+        bounded = not (following.isalnum() or following == "_")
+        out.append(text[at:found] + (new if bounded else old))
+        at = end
+    return "".join(out) + text[at:]
+
+
+def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> str:
+    """``text`` with the package ``old`` (dotted) moved to ``new``: every import of it or of a
+    module under it, and its dotted name and folder (``old_dir``) where strings and comments
+    name them; a sibling whose name merely starts with it (``old_v2``) is left alone."""
+
+    def moved(name: str) -> str:
+        return new + name[len(old) :] if _within(name, old) else name
+
+    def prose(value: str) -> str:
+        return _replace_bounded(_replace_bounded(value, old, new), old_dir, new_dir)
+
+    class Move(cst.CSTTransformer):
+        def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:
+            name = _dotted(updated.module)
+            if updated.relative or not _within(name, old):
+                return updated
+            return updated.with_changes(module=_dotted_node(moved(name)))
+
+        def leave_ImportAlias(self, original: cst.ImportAlias, updated: cst.ImportAlias) -> Any:
+            name = _dotted(updated.name)
+            if not _within(name, old):
+                return updated
+            return updated.with_changes(name=_dotted_node(moved(name)))
+
+        def leave_SimpleString(self, original: Any, updated: cst.SimpleString) -> Any:
+            return updated.with_changes(value=prose(updated.value))
+
+        def leave_FormattedStringText(self, original: Any, updated: Any) -> Any:
+            return updated.with_changes(value=prose(updated.value))
+
+        def leave_Comment(self, original: Any, updated: cst.Comment) -> Any:
+            return updated.with_changes(value=prose(updated.value))
+
+    return cst.parse_module(text).visit(Move()).code
+
+
+def rename_backend_arguments(text: str, callee: str, old: str, new: str) -> str:
+    """``text`` with every call of ``callee`` that names ``backend=old`` naming ``new`` (an
+    internal caller of a renamed backend: otherwise it warns users about code they never
+    wrote)."""
+
+    class Rename(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> Any:
+            if _last_name(updated.func) != callee:
+                return updated
+            args = [
+                a.with_changes(value=_quoted(new))
+                if a.keyword is not None
+                and a.keyword.value == "backend"
+                and _string(a.value) == old
+                else a
+                for a in updated.args
+            ]
+            return updated.with_changes(args=args)
+
+    return cst.parse_module(text).visit(Rename()).code
+
+
+class _RenameStrings(cst.CSTTransformer):
+    """Each string literal whose whole value is ``old`` written ``new``."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_SimpleString(self, original: Any, updated: cst.SimpleString) -> Any:
+        if updated.evaluated_value != self.old:
+            return updated
+        return _quoted(self.new).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+
+def rename_in_function(text: str, function: str, old: str, new: str) -> str:
+    """``text`` with the string literals ``old`` written ``new`` in the top-level
+    ``function`` and in the top-level assignments of the names it reads (a heuristic that
+    ranks backends by name, and its table of ranks)."""
+    tree = cst.parse_module(text)
+    defs = [s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == function]
+    read: set[str] = set()
+
+    class Reads(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            read.add(node.value)
+
+    for d in defs:
+        d.visit(Reads())
+
+    def assigns_read(statement: cst.CSTNode) -> bool:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        targets = [
+            t.target for s in statement.body if isinstance(s, cst.Assign) for t in s.targets
+        ] + [s.target for s in statement.body if isinstance(s, cst.AnnAssign)]
+        return any(isinstance(t, cst.Name) and t.value in read for t in targets)
+
+    body = [
+        s.visit(_RenameStrings(old, new)) if s in defs or assigns_read(s) else s for s in tree.body
+    ]
+    return tree.with_changes(body=body).code
 
 
 def rename_module_name(text: str, old: str, new: str) -> str:

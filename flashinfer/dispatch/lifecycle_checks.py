@@ -60,7 +60,7 @@ def exit_problems(
         elif isinstance(r, (Renamed, Removed)):
             problems += _expired(r, version)
         if isinstance(r, Renamed) and r.backend:
-            problems += _dangling_alias(r, by_key)
+            problems += _dangling_alias(r, by_key, records)
     for op in ops:
         problems += _stable_under_experimental(op)
     return problems
@@ -88,12 +88,26 @@ def _still_marked(r: Graduated, ops: dict[str, Any], experimental_apis: set[str]
     return []
 
 
-def _dangling_alias(r: Renamed, ops: dict[str, Any]) -> list[str]:
-    """A backend alias must lead somewhere: the op has the new name, and no longer the old."""
+def _dangling_alias(
+    r: Renamed, ops: dict[str, Any], records: Sequence[LifecycleRecord]
+) -> list[str]:
+    """A backend alias must lead somewhere: the op has the new name (or the last name of a
+    chain of renames), and no longer the old; or that name was removed since (its tombstone
+    answers the old names too)."""
     op = ops.get(r.api)
     if op is None:
         return []
-    if r.new not in op.backend_checks:
+    renames = {
+        x.old: x.new for x in records if isinstance(x, Renamed) and x.backend and x.api == r.api
+    }
+    removed = {x.name for x in records if isinstance(x, Removed) and x.backend and x.api == r.api}
+    final, seen = r.new, {r.old}
+    while final not in op.backend_checks and final in renames and final not in seen:
+        seen.add(final)
+        final = renames[final]
+    if final in removed:
+        return []
+    if final not in op.backend_checks:
         return [
             f"the alias {r.old!r} of {r.api} names backend {r.new!r}, which it does not have "
             f"(its backends: {', '.join(op.backend_checks)}); rename the declaration "

@@ -46,6 +46,7 @@ import torch
 from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.autocast import AutocastRule, register_autocast_kernels
+from flashinfer.dispatch.former_ops import register_former_names
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 from flashinfer.dispatch.restrictions import token_block
 from flashinfer.dispatch.traceable import build_traceable
@@ -60,6 +61,7 @@ __all__ = [
     "register_api_op",
     "run_outside_dynamo",
     "schema_of",
+    "spelled_operator_name",
     "traced_call",
 ]
 
@@ -81,15 +83,7 @@ def operator_name(api_key: str) -> str:
     the package's APIs (``flashinfer.norm.rmsnorm`` -> ``rmsnorm``), the qualified name
     spelled as an identifier for any other (``app.ops.scale`` -> ``app_ops_scale``); a name
     given before (a module reloaded, a test's op) is numbered (``rmsnorm_2``)."""
-    module, _, name = api_key.rpartition(".")
-    if not (module == "flashinfer" or module.startswith("flashinfer.")) or "<" in api_key:
-        spelled = "".join(
-            c if c.isascii() and (c.isalnum() or c == "_") else " "
-            for c in api_key.replace("<locals>", "")
-        )
-        name = "_".join(spelled.split()) or "op"
-    if not name[0].isalpha():
-        name = f"op_{name}"
+    name = spelled_operator_name(api_key)
     with _names_lock:
         candidate = name
         for n in itertools.count(2):
@@ -101,6 +95,20 @@ def operator_name(api_key: str) -> str:
             candidate = f"{name}_{n}"
         _names_taken.update({candidate, f"{candidate}_{NO_GRAD_SUFFIX}"})
     return candidate
+
+
+def spelled_operator_name(api_key: str) -> str:
+    """:func:`operator_name` before numbering: the name an API's operator is given when free."""
+    module, _, name = api_key.rpartition(".")
+    if not (module == "flashinfer" or module.startswith("flashinfer.")) or "<" in api_key:
+        spelled = "".join(
+            c if c.isascii() and (c.isalnum() or c == "_") else " "
+            for c in api_key.replace("<locals>", "")
+        )
+        name = "_".join(spelled.split()) or "op"
+    if not name[0].isalpha():
+        name = f"op_{name}"
+    return name
 
 
 def _defined(name: str) -> bool:
@@ -199,6 +207,8 @@ class TorchOp:
         # What traced code reads of the op through the stand-in Dynamo inlines for it (a
         # use_backends block keyed by the op object: see restrictions.use_backends).
         self.traceable.api_key = api_key  # type: ignore[attr-defined]
+        # A renamed API's former operator names, for programs exported before the rename.
+        self.former_names = register_former_names(self, spelled_operator_name)
 
     # ---- registration --------------------------------------------------------------------
 

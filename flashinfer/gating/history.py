@@ -232,16 +232,19 @@ def renamed_api(old: str) -> Renamed | None:
 
 
 def removed_backend(api: str, name: str) -> Removed | None:
-    """The tombstone of backend ``name`` of ``api``, if it was removed."""
-    for r in history():
-        if isinstance(r, Removed) and r.backend and r.api == api and r.name == name:
-            return r
-    return None
+    """The tombstone of backend ``name`` of ``api``, if it was removed (under that name, or
+    under the name it was renamed to)."""
+    return removed_backends(api).get(name)
 
 
 def removed_backends(api: str) -> dict[str, Removed]:
-    """Each removed backend of ``api``, by name, with its tombstone."""
-    return {r.name: r for r in history() if isinstance(r, Removed) and r.backend and r.api == api}
+    """Each removed backend of ``api``, by name, with its tombstone; an old name of a backend
+    renamed and then removed has the tombstone too (it must not get the generic error)."""
+    found = {r.name: r for r in history() if isinstance(r, Removed) and r.backend and r.api == api}
+    for old, new in backend_aliases(api).items():
+        if new in found:
+            found.setdefault(old, found[new])
+    return found
 
 
 def removed_api(qualified: str) -> Removed | None:

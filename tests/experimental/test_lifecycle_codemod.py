@@ -255,8 +255,30 @@ def test_the_docs_worked_example_is_what_these_tests_run():
     ]
 
 
-def test_renaming_fused_add_rmsnorm_keeps_the_old_name_as_a_deprecated_alias(repo):
+EXPORT = (
+    "import sys, torch, flashinfer, flashinfer.fused_norm\n"
+    "class Program(torch.nn.Module):\n"
+    "    def forward(self, x, r, w):\n"
+    "        x, r = x.clone(), r.clone()\n"
+    "        flashinfer.fused_norm.TORCH_OP.default(x, r, w, 1e-6)\n"
+    "        return x, r\n"
+    "g = torch.Generator().manual_seed(0)\n"
+    "args = (torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g), torch.ones(8))\n"
+    "if sys.argv[1] == 'save':\n"
+    "    torch.export.save(torch.export.export(Program(), args), sys.argv[2])\n"
+    "else:\n"
+    "    x, r = torch.export.load(sys.argv[2]).module()(*args)\n"
+    "    print(x.sum().item(), r.sum().item())\n"
+)
+"""A program exported with the operator of ``fused_add_rmsnorm`` (``save``), loaded and run
+(``load``, after the module of the API is imported: that registers its operators)."""
+
+
+def test_renaming_fused_add_rmsnorm_keeps_the_old_name_as_a_deprecated_alias(repo, tmp_path):
     first = _program(repo, "norm_program.py")
+    exported = str(tmp_path / "program.pt2")
+    _run(repo, "-c", EXPORT, "save", exported)
+    ran = _run(repo, "-c", EXPORT, "load", exported).stdout
 
     _run(
         repo,
@@ -285,3 +307,65 @@ def test_renaming_fused_add_rmsnorm_keeps_the_old_name_as_a_deprecated_alias(rep
         "assert 'add_rmsnorm' in f.__deprecated__\n",
     )
     assert marked.returncode == 0
+    # Item 12: the program exported before the rename loads (its operator's old name is an
+    # alias of the new one) and gives the same result.
+    assert _run(repo, "-c", EXPORT, "load", exported).stdout == ran
+
+
+# -- issue 43: the walks after an exit --------------------------------------------------------
+
+
+def test_after_graduating_splitk_the_mm_tests_pass(repo):
+    """Item 14: the stable suite of the op holds with the graduated backend among its stable
+    ones (a stable test compares only the backends whose checks accept its inputs)."""
+    _run(repo, "-m", "flashinfer", "lifecycle", "graduate", "mm:splitk", "--apply")
+    _run(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gemm.py")
+
+
+def test_renaming_a_stable_backend_keeps_autos_choice_and_the_packages_own_calls_quiet(repo):
+    """Item 5: after ``rmsnorm:torch -> reference``, "auto" on CPU still picks it first (the
+    heuristic ranks the new name), fused_add_rmsnorm (which names it) warns no
+    DeprecationWarning, and the old name still runs it, warning once."""
+    probe = (
+        "import json, warnings, torch, flashinfer\n"
+        "x, w = torch.randn(4, 8), torch.ones(8)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    flashinfer.rmsnorm(x, w)\n"
+        "    first = flashinfer.rmsnorm.suitable_auto_backends[0]\n"
+        "    flashinfer.fused_add_rmsnorm(x.clone(), x.clone(), w)\n"
+        "    inner = [str(c.message) for c in caught if c.category is DeprecationWarning]\n"
+        f"    old = flashinfer.rmsnorm(x, w, backend={'torch'!r})\n"
+        "late = [str(c.message) for c in caught if c.category is DeprecationWarning]\n"
+        "print(json.dumps({'first': first, 'inner': inner, 'deprecations': late,\n"
+        "    'same': bool(torch.equal(old, flashinfer.rmsnorm(x, w)))}))\n"
+    )
+    before = json.loads(_run(repo, "-c", probe).stdout)
+    assert before["first"] == "torch" and before["inner"] == []
+
+    argv = ["lifecycle", "rename", "rmsnorm:torch", "--to", "reference", "--apply"]
+    _run(repo, "-m", "flashinfer", *argv)
+
+    after = json.loads(_run(repo, "-c", probe).stdout)
+    assert after["first"] == "reference" and after["inner"] == [] and after["same"]
+    assert len(after["deprecations"]) == 1 and "'reference'" in after["deprecations"][0]
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
+
+
+def test_renaming_past_a_second_declaration_then_removing_leaves_the_tombstone(repo, tmp_path):
+    """Items 6 and 11: an earlier ``Backend("splitk", ...)`` in the module is not the one
+    renamed; after the rename and then the removal, the first name gets the tombstone."""
+    support = repo / "flashinfer/experimental/splitk_gemm/support.py"
+    text = support.read_text()
+    at = text.index("\nclass ")
+    decoy = '\n\nDECOY = Backend("splitk", check=lambda a, b: True, run=print)  # not mm\'s\n'
+    support.write_text(text[:at] + decoy + text[at:])
+
+    _run(repo, "-m", "flashinfer", "lifecycle", "rename", "mm:splitk", "--to", "split_k", "--apply")
+    assert 'DECOY = Backend("splitk"' in support.read_text()
+    _run(repo, "-c", "import flashinfer; assert 'split_k' in flashinfer.mm.backend_checks")
+
+    _run(repo, "-m", "flashinfer", "lifecycle", "remove", "mm:split_k", "--apply")
+    failed = _run(repo, f"{PROGRAMS}/splitk_program.py", str(tmp_path / "t.json"), ok=False)
+    assert f"backend 'split_k' was removed in flashinfer {VERSION}" in failed.stderr
+    _run(repo, "scripts/pr_checks/experimental_lifecycle.py")
