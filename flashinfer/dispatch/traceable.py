@@ -182,6 +182,9 @@ def build_traceable(op: Any) -> Callable[..., Any]:
         # Under a torch.func transform Dynamo traces requires_grad as False (the wrapped
         # tensors' flag is not the level's): the operator's Autograd kernel decides.
         ns["_transforms"] = functorch_transforms_active
+        # Inside a forward-AD level (torch.autograd.forward_ad) a dual tensor's tangent
+        # goes through the Autograd kernel's jvp: read as a module global, so guarded.
+        ns["_fwad"] = torch.autograd.forward_ad
         own = [t for t in schema.tensors if t != schema.out_param]
         signature = inspect.signature(op.func)
         needs = " or ".join(
@@ -193,7 +196,7 @@ def build_traceable(op: Any) -> Callable[..., Any]:
         # every argument positionally: the no-grad operator's schema is flat (op_schema)
         flat = ", ".join(op.argument_names)
         lines += [
-            "    if not _exporting() and not _transforms() and (",
+            "    if not _exporting() and not _transforms() and _fwad._current_level < 0 and (",
             f"        not _grad_on() or not ({needs or 'False'})",
             "    ):",
             f"        {'return ' if schema.returns != 'none' else ''}_no_grad({flat})",
