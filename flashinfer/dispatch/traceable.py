@@ -98,9 +98,10 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
         "_grad_on": torch.is_grad_enabled,
         "_exporting": torch.compiler.is_exporting,
         "_g": GUARDED,
+        "_watch": plan.watch,
     }
     # Each read of GUARDED in the traced code is a guard: a later change re-traces.
-    guarded = [f"_g.environment[{name!r}]" for name in plan.guarded()] + ["_g.epoch"]
+    guarded = [f"_g.environment[{name!r}]" for name in plan.environment] + ["_g.epoch"]
     names = [*schema.positional, *schema.keyword]
     tensors = [n for n in names if n in schema.tensors]
     values = [f"_tf[{tensors.index(n)}]" if n in schema.tensors else f"_scalar({n})" for n in names]
@@ -119,6 +120,7 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     # flag's question: the choice is made among its backends.
     return [
         f"    if {test}:",
+        "        _watch()",
         f"        _tf = _facts({', '.join(tensors)})",
         f"        _b = _choose(_grad_on(), ({', '.join(guarded)},), {', '.join(values)}, "
         "backend, skip_check, _r)",

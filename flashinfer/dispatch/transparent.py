@@ -166,11 +166,15 @@ class TransparentPlan:
             if common or reads_tensor_data_marked(check)
         )
 
-    def guarded(self) -> tuple[Any, ...]:
-        """Start keeping the values the choice reads where the traced code's guards see
-        them; the traced code then reads them there (``_g`` in :mod:`.traceable`)."""
-        watch_environment(self.environment)
-        return self.environment
+        environment = self.environment
+
+        def watch() -> None:
+            """Called by the traced code while tracing (a constant function to Dynamo):
+            the first compiled choice starts keeping the variables it reads in GUARDED."""
+            watch_environment(environment)
+
+        watch._dynamo_marked_constant = True  # type: ignore[attr-defined]
+        self.watch = watch
 
     def _chooser(self) -> Callable[..., str | None]:
         plan = self
