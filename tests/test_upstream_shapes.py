@@ -447,3 +447,34 @@ def test_a_broken_template_warns_at_the_decorating_line_and_the_api_still_works(
     (warning,) = caught
     assert "cannot build fi_trace" in str(warning.message)
     assert warning.filename == __file__
+
+
+@pytest.mark.parametrize("common_refusal", ["raise", "false"])
+def test_k1_the_compiled_route_says_the_capability_first_too(at_capability, common_refusal):
+    """Tracing runs the same checks in the same order (tracing.metadata_checks)."""
+    at_capability(90)
+
+    def common(x, backend="auto"):
+        if common_refusal == "raise":
+            raise ValueError("x must be bf16")
+        return False
+
+    @supported_compute_capability([100])
+    def sm100(x, backend="auto"):
+        return True
+
+    @backend_requirement({"sm100_only": sm100}, common_check=common)
+    def op(x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+        return x * 2
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: op(t, backend="sm100_only"), backend="aot_eager")
+    with pytest.raises(Exception) as info:
+        compiled(torch.ones(2))
+    cause: BaseException | None = info.value
+    while cause is not None and not isinstance(cause, BackendSupportedError):
+        cause = cause.__cause__ or cause.__context__
+    assert cause is not None, info.value
+    # The capability refusal, not the common check's (at trace time the capability is
+    # read from the fake tensors, which carry no faked CUDA device).
+    assert "support backend 'sm100_only' with capability" in str(cause), cause

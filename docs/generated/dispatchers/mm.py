@@ -255,6 +255,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
 #   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
+#   _watch = flashinfer.dispatch.transparent.TransparentPlan.__init__.<locals>.watch  (flashinfer/dispatch/transparent.py)
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
 #   _grad_on = builtin is_grad_enabled
@@ -263,6 +264,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
 #   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
+#   _fwad = module torch.autograd.forward_ad
 #   _no_grad = a torch._ops.OpOverload
 
 def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
@@ -275,6 +277,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
         a, b = _cast(_acrule, a, b)
     _r = _restriction('flashinfer.gemm.mm') if backend == 'auto' else None
     if out is None and not _exporting():
+        _watch()
         _tf = _facts(a, b)
         _b = _choose(_grad_on(), (_g.environment['FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS'], _g.environment['TRITON_INTERPRET'], _g.epoch,), _tf[0], _tf[1], _scalar(out_dtype), backend, skip_check, _r)
         if _b is not None and (
@@ -286,7 +289,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
         return out
-    if not _exporting() and not _transforms() and (
+    if not _exporting() and not _transforms() and _fwad._current_level < 0 and (
         not _grad_on() or not (a.requires_grad or b.requires_grad)
     ):
         return _no_grad(a, b, out_dtype, backend, skip_check)

@@ -212,6 +212,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
 #   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
+#   _watch = flashinfer.dispatch.transparent.TransparentPlan.__init__.<locals>.watch  (flashinfer/dispatch/transparent.py)
 #   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
 #   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
 #   _grad_on = builtin is_grad_enabled
@@ -220,6 +221,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
+#   _fwad = module torch.autograd.forward_ad
 #   _no_grad = a torch._ops.OpOverload
 
 def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
@@ -236,6 +238,7 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
         input, weight = _cast(_acrule, input, weight)
     _r = _restriction('flashinfer.norm.rmsnorm') if backend == 'auto' else None
     if out is None and not _exporting():
+        _watch()
         _tf = _facts(input, weight)
         _b = _choose(_grad_on(), (_g.environment['TRITON_INTERPRET'], _g.epoch,), _tf[0], _tf[1], _scalar(eps), backend, skip_check, _r)
         if _b is not None and (
@@ -247,7 +250,7 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         return out
-    if not _exporting() and not _transforms() and (
+    if not _exporting() and not _transforms() and _fwad._current_level < 0 and (
         not _grad_on() or not (input.requires_grad or weight.requires_grad)
     ):
         return _no_grad(input, weight, eps, backend, skip_check)
