@@ -54,7 +54,14 @@ def _routes(name: str, token: str, inputs: tuple[torch.Tensor, ...]) -> dict[str
     }
 
 
-NAMES = ["torch", "triton", "splitk", "", "nope", "auto", "torch ", "TORCH"]
+# Every backend of both ops (experimental ones read from the op), and names of none.
+NAMES = sorted({*flashinfer.rmsnorm.backend_checks, *flashinfer.mm.backend_checks}) + [
+    "",
+    "nope",
+    "auto",
+    "torch ",
+    "TORCH",
+]
 
 
 @settings(max_examples=25, deadline=None)

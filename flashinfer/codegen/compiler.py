@@ -51,7 +51,7 @@ class ParameterList:
     ``omit``: names left out, as if the function did not declare them (parameters that the
     generated wrapper handles itself and does not pass on).  ``redeclared``: generated code
     re-declares the list, so a name may not start with an underscore (False: a function
-    generated code only calls, such as a checker with ``**_kwargs``).
+    generated code only calls, such as a checker taking ``**kwargs`` with an underscore name).
     """
 
     def __init__(

@@ -24,7 +24,7 @@ def checker_spec(
     api: ParameterList, fn: Callable[..., Any], role: str, name: str, *, lead: bool = False
 ) -> CallSpec:
     """How to call a checker: positionally when its parameters match the API's, else by name
-    (as upstream calls every checker; its parameters may have any names, ``**_kwargs``).
+    (as upstream calls every checker; its parameters may have any names, underscored ones included).
 
     A checker takes the API's parameters, or a subset of them, or ``**kwargs``; it may add
     parameters of its own only with defaults (rejected here, at decoration, otherwise).

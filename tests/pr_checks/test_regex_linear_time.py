@@ -206,6 +206,9 @@ REVIEWED: dict[tuple[str, int], Reviewed] = {
     (r"[A-Za-z_][A-Za-z0-9_]*", 0): Reviewed(
         0, ("", "a", "_"), "one class loop, nothing after it to backtrack into"
     ),
+    (r"[A-Za-z][A-Za-z0-9_-]*", 0): Reviewed(
+        0, ("", "a", "a-"), "one class loop after one class, nothing after it to backtrack into"
+    ),
     (r"[ \t\r\n\f\v]+", 0): Reviewed(0, ("", " "), "one class loop, nothing after it"),
     (r"`+", 0): Reviewed(0, ("", "`"), "one class loop, nothing after it"),
     (r"^ {0,3}(?i:@flashinfer-bot)[ \t]+run(?![A-Za-z0-9_-])(?P<rest>.*)$", re.DOTALL): Reviewed(
