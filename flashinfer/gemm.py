@@ -114,8 +114,9 @@ its caller."""
 
 class TorchRunner:
     """``torch.mm``; 16-bit inputs with a float32 result are multiplied in float32, so the
-    products are accumulated in fp32 whatever torch's reduced-precision settings are.
-    Nothing to tune."""
+    products are accumulated in fp32 whatever torch's reduced-precision settings are, and
+    with autocast off (the op cast its inputs already; torch.mm would round the float32
+    product to the autocast dtype).  Nothing to tune."""
 
     def tactic_space(self) -> Sequence[Any]:
         """``[None]``: no tactics."""
@@ -135,6 +136,16 @@ class TorchRunner:
                 a.requires_grad or b.requires_grad or out.requires_grad
             ):
                 raise out_with_grad_error("mm", "torch", a=a, b=b, out=out)
+        device_type = a.device.type
+        if torch.amp.is_autocast_available(device_type):
+            with torch.autocast(device_type, enabled=False):
+                return self._mm(a, b, out, out_dtype)
+        return self._mm(a, b, out, out_dtype)
+
+    @staticmethod
+    def _mm(
+        a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: Any
+    ) -> torch.Tensor:
         dtype = result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
             a, b = a.float(), b.float()
