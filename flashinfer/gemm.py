@@ -500,6 +500,12 @@ def _declare_cases() -> None:
             (8, 48, 1536, torch.float16),
             {"out_dtype": torch.float32},
         ),
+        # every dtype has an odd M and M=1: a kernel losing the last row of an odd count,
+        # or launching no program for one row, fails (issue 43 item 21)
+        ("f32_7x24x40_odd_rows", (7, 24, 40, torch.float32), {}),
+        ("f32_1x40x64_one_row", (1, 40, 64, torch.float32), {}),
+        ("f16_1x32x48_one_row_out_f32", (1, 32, 48, torch.float16), {"out_dtype": torch.float32}),
+        ("bf16_1x24x96_one_row", (1, 24, 96, torch.bfloat16), {}),
     ]
     declare_cases(
         mm,
