@@ -137,7 +137,7 @@ class TorchRunner:
             ):
                 raise out_with_grad_error("mm", "torch", a=a, b=b, out=out)
         device_type = a.device.type
-        if torch.amp.is_autocast_available(device_type):
+        if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
             with torch.autocast(device_type, enabled=False):
                 return self._mm(a, b, out, out_dtype)
         return self._mm(a, b, out, out_dtype)
