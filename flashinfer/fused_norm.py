@@ -127,6 +127,12 @@ def _declare_cases() -> None:
         ("f16_2x3x100", (2, 3, 100), torch.float16),
         ("bf16_5x256", (5, 256), torch.bfloat16),
         ("f32_2x5000_two_pass", (2, 5000), torch.float32),
+        # every dtype has an odd row count and one row (issue 43 item 21)
+        ("f32_3x64_odd_rows", (3, 64), torch.float32),
+        ("f32_1x64_one_row", (1, 64), torch.float32),
+        ("f16_3x100_odd_rows", (3, 100), torch.float16),
+        ("f16_1x100_one_row", (1, 100), torch.float16),
+        ("bf16_256_one_row", (256,), torch.bfloat16),
     ]
     declare_cases(
         fused_add_rmsnorm,

@@ -114,8 +114,9 @@ its caller."""
 
 class TorchRunner:
     """``torch.mm``; 16-bit inputs with a float32 result are multiplied in float32, so the
-    products are accumulated in fp32 whatever torch's reduced-precision settings are.
-    Nothing to tune."""
+    products are accumulated in fp32 whatever torch's reduced-precision settings are, and
+    with autocast off (the op cast its inputs already; torch.mm would round the float32
+    product to the autocast dtype).  Nothing to tune."""
 
     def tactic_space(self) -> Sequence[Any]:
         """``[None]``: no tactics."""
@@ -135,6 +136,16 @@ class TorchRunner:
                 a.requires_grad or b.requires_grad or out.requires_grad
             ):
                 raise out_with_grad_error("mm", "torch", a=a, b=b, out=out)
+        device_type = a.device.type
+        if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type, enabled=False):
+                return self._mm(a, b, out, out_dtype)
+        return self._mm(a, b, out, out_dtype)
+
+    @staticmethod
+    def _mm(
+        a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: Any
+    ) -> torch.Tensor:
         dtype = result_dtype(a, out_dtype)
         if dtype == torch.float32 and a.dtype != torch.float32:
             a, b = a.float(), b.float()
@@ -489,6 +500,12 @@ def _declare_cases() -> None:
             (8, 48, 1536, torch.float16),
             {"out_dtype": torch.float32},
         ),
+        # every dtype has an odd M and M=1: a kernel losing the last row of an odd count,
+        # or launching no program for one row, fails (issue 43 item 21)
+        ("f32_7x24x40_odd_rows", (7, 24, 40, torch.float32), {}),
+        ("f32_1x40x64_one_row", (1, 40, 64, torch.float32), {}),
+        ("f16_1x32x48_one_row_out_f32", (1, 32, 48, torch.float16), {"out_dtype": torch.float32}),
+        ("bf16_1x24x96_one_row", (1, 24, 96, torch.bfloat16), {}),
     ]
     declare_cases(
         mm,

@@ -544,6 +544,11 @@ def _declare_cases() -> None:
         ("f32_3x32_eps_1e-2", (3, 32), torch.float32, {"eps": 1e-2}),
         ("bf16_4x64_f32_weight", (4, 64), torch.bfloat16, {"weight_dtype": torch.float32}),
         ("f32_2x48_f16_weight", (2, 48), torch.float32, {"weight_dtype": torch.float16}),
+        # every dtype has an odd row count and one row: a kernel losing the last row of an
+        # odd count, or launching no program for one row, fails (issue 43 item 21)
+        ("f32_1x64_one_row", (1, 64), torch.float32, {}),
+        ("f16_3x5x100_odd_rows", (3, 5, 100), torch.float16, {}),
+        ("f16_1x96_one_row_out", (1, 96), torch.float16, {"with_out": True}),
     ]
     declare_cases(
         rmsnorm,

@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import conformance_scope  # noqa: E402
 import hypothesis_profiles  # noqa: E402
 import pytest  # noqa: E402
 from compile_spies import ran  # noqa: E402, F401 - the fixture: backends run by compiled calls
@@ -28,7 +29,12 @@ from flashinfer.dispatch.restrictions import reset_block_flags  # noqa: E402
 hypothesis_profiles.load_for(os.environ)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    conformance_scope.add_option(parser)  # --conformance-scope API[:BACKEND]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    conformance_scope.select(config, items)
     if _HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (gpu marker); none is available")
@@ -38,7 +44,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The overlap attacks collection left out (they could not be built), counted with why."""
+    """The overlap attacks collection left out (they could not be built), counted with why;
+    a ``--conformance-scope`` run's cases left out, counted with why."""
+    scoped = conformance_scope.summary(terminalreporter.config)
+    if scoped:
+        terminalreporter.write_sep("-", "conformance scope")
+        terminalreporter.write_line(scoped)
     testing = sys.modules.get("flashinfer.testing")  # not imported: no attack was collected
     summary = testing.unbuilt_overlap_summary() if testing is not None else ""
     if summary:

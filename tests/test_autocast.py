@@ -129,6 +129,65 @@ def test_gradients_under_autocast_match_the_counterparts(
         torch.testing.assert_close(got, expected, rtol=3e-2, atol=3e-2)
 
 
+OUT_DTYPES = [None, torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("backend", ["auto", *flashinfer.mm.stable_backends])
+@settings(max_examples=12, deadline=None)
+@given(
+    route=st.sampled_from(["eager", "operator", "compiled"]),
+    autocast_dtype=st.sampled_from(DTYPES),
+    dtype=st.sampled_from([torch.float32, *DTYPES]),
+    out_dtype=st.sampled_from(OUT_DTYPES),
+    with_out=st.booleans(),
+    m=st.integers(1, 9),
+    k=st.sampled_from([16, 48, 64]),
+)
+def test_mm_under_autocast_is_mm_of_the_cast_inputs_with_its_out_dtype(
+    backend: str,
+    route: str,
+    autocast_dtype: torch.dtype,
+    dtype: torch.dtype,
+    out_dtype: torch.dtype | None,
+    with_out: bool,
+    m: int,
+    k: int,
+) -> None:
+    """Issue 43, item 1: autocast casts the inputs, and nothing else: the product is the
+    one of the cast inputs, accumulated in float32 whatever ``out_dtype`` (the torch
+    backend's own ``torch.mm`` is not cast again), bit for bit, on every backend and route.
+    ``out=`` is not cast.  Compiled through ``aot_eager``: inductor drops a round trip
+    through a 16-bit dtype (``emulate_precision_casts``), more precise than eager."""
+    g = torch.Generator().manual_seed(m * 100 + k)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, 8, generator=g).to(dtype)
+
+    def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        return flashinfer.mm(a, b, out=out, out_dtype=out_dtype, backend=backend)
+
+    def empty_out() -> torch.Tensor | None:
+        want = out_dtype or dtype
+        return torch.full((m, 8), float("nan"), dtype=want) if with_out else None
+
+    def operator(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if out is None:
+            return torch.ops.flashinfer.mm(a, b, out_dtype=out_dtype, backend=backend)
+        torch.ops.flashinfer.mm.out(a, b, out=out, out_dtype=out_dtype, backend=backend)
+        return out
+
+    routed: Callable[..., torch.Tensor] = {
+        "eager": call,
+        "operator": operator,
+        "compiled": torch.compile(call, backend="aot_eager", fullgraph=True),
+    }[route]
+    with torch.autocast("cpu", autocast_dtype):
+        got = routed(a, b, empty_out())
+    cast = dtype if with_out else autocast_dtype  # out= calls are not cast
+    expected = call(a.to(cast), b.to(cast), empty_out())
+    assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+    assert torch.equal(got, expected), (got - expected).abs().max()
+
+
 def test_out_is_never_cast() -> None:
     """torch's out= forms are not autocast: mm(out=) runs in out's dtype, float32 here."""
     a, b = _inputs("mm", 4, 32)

@@ -275,6 +275,43 @@ def test_bad_cache_path_is_a_usage_error_before_anything_is_timed(
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.parametrize("same_path", [False, True], ids=["two-paths", "one-path"])
+@pytest.mark.parametrize(
+    "spellings",
+    [
+        ("--cache", "--tuning-file"),
+        ("--tuning-file", "--cache"),
+        ("--cache", "--tuning-file", "--cache"),
+    ],
+    ids=["cache-first", "tuning-file-first", "three"],
+)
+@pytest.mark.parametrize("command", ["autotune", "explain"])
+def test_both_spellings_of_the_tuning_file_are_a_usage_error(
+    tmp_path, capsys, monkeypatch, command, spellings, same_path
+):
+    """Issue 43 item 7: ``--cache A --tuning-file B`` wrote B only, silently, where
+    ``autotune(cache=, tuning_file=)`` raises: both spellings together, in any order and
+    whatever paths, are a usage error before anything is timed, read or written (both
+    commands that take the file)."""
+    runners = {"a": FakeRunner("a", [1, 2])}
+    op = fake_target(monkeypatch, runners)
+    argv = [command, "--op", op.api_name, "--shapes", "4"]
+    for i, spelling in enumerate(spellings):
+        argv += [spelling, str(tmp_path / ("c.json" if same_path else f"c{i}.json"))]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "both given" in err and "pass --tuning-file only" in err, err
+    assert runners["a"].calls == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("spelling", ["--cache", "--tuning-file"])
+def test_either_spelling_alone_writes_its_file(tmp_path, monkeypatch, spelling):
+    op = fake_target(monkeypatch, {"a": FakeRunner("a", [1, 2])})
+    path = tmp_path / "c.json"
+    assert main(["autotune", "--op", op.api_name, "--shapes", "4,8", spelling, str(path)]) == 0
+    assert entries(path) == [4, 8]
+
+
 def test_unwritable_cache_directory_is_a_usage_error(tmp_path, capsys, monkeypatch):
     op = fake_target(monkeypatch, {"a": FakeRunner("a")})
     monkeypatch.setattr(cli_autotune.os, "access", lambda path, mode: False)

@@ -9,6 +9,10 @@ same machinery: tests/experimental/test_conformance_experimental.py.
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
+from collections.abc import Callable
+
 import pytest
 import torch
 
@@ -31,6 +35,81 @@ pytestmark = pytest.mark.usefixtures("isolated_op_registry")
 @pytest.mark.parametrize("item", conformance_items(experimental=False), ids=str)
 def test_conformance(item: ConformanceItem, device: str) -> None:
     run_or_skip(item, device)
+
+
+# ---- what the declared cases cover ---------------------------------------------------------
+
+
+def _dtype_and_rows(case: Case) -> tuple[torch.dtype, int]:
+    """A case's dtype and row count: its first tensor's dtype and the product of every
+    dimension but the last (a 1-D tensor is one row; mm's ``a`` is ``(M, K)``: M rows)."""
+    first = next(v for v in case.make_inputs().values() if isinstance(v, torch.Tensor))
+    return first.dtype, math.prod(first.shape[:-1])
+
+
+@pytest.mark.parametrize("op", testing.declared_ops(), ids=lambda op: op.__name__)
+def test_every_declared_dtype_has_an_odd_row_count_and_one_row(op) -> None:
+    """Issue 43 item 21: a kernel that loses the last row when the count is odd, or runs
+    nothing for one row, must fail some case of every dtype an op declares cases in."""
+    rows: dict[torch.dtype, set[int]] = defaultdict(set)
+    for case in testing.cases_for(op):
+        dtype, count = _dtype_and_rows(case)
+        rows[dtype].add(count)
+    missing = {
+        str(dtype): [
+            what
+            for what, present in (
+                ("an odd row count above 1", any(n > 1 and n % 2 for n in counts)),
+                ("one row", 1 in counts),
+            )
+            if not present
+        ]
+        for dtype, counts in rows.items()
+    }
+    assert rows and not any(missing.values()), missing
+
+
+FAULTS: dict[str, Callable[[int], bool]] = {
+    "last-row-of-odd-count": lambda rows: rows % 2 == 1,
+    "nothing-for-one-row": lambda rows: rows == 1,
+    "last-row-of-odd-count-above-1": lambda rows: rows > 1 and rows % 2 == 1,
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("name", ["rmsnorm", "mm"])
+def test_a_backend_that_loses_a_row_fails_conformance_in_every_dtype(
+    monkeypatch: pytest.MonkeyPatch, name: str, fault: str
+) -> None:
+    """The faulty kernel of issue 43 item 21, as a backend: the reference's result with the
+    last row lost (zeroed) for the row counts ``fault`` names.  Conformance catches it in
+    every dtype the op declares cases in (117 cases passed it when the float16 cases all
+    had an even row count)."""
+    import flashinfer
+
+    op = getattr(flashinfer, name)
+    real, loses = op.implementations["torch"], FAULTS[fault]
+
+    def faulty(*args, **kwargs):
+        result = real(*args, **kwargs)
+        rows = result.view(-1, result.shape[-1])
+        if loses(rows.shape[0]):
+            rows[-1] = 0
+        return result
+
+    monkeypatch.setitem(op.implementations, "torch", faulty)
+    caught: dict[str, bool] = {}
+    for item in conformance_items(experimental=False):
+        if item.op is not op or item.backend != "torch":
+            continue
+        dtype = str(_dtype_and_rows(item.case)[0])
+        try:
+            assert item.run() is None
+        except AssertionError:
+            caught[dtype] = True
+        else:
+            caught.setdefault(dtype, False)
+    assert len(caught) == 3 and all(caught.values()), caught
 
 
 # ---- the machinery itself ----------------------------------------------------------------

@@ -302,6 +302,8 @@ def _declare_cases() -> None:
         ("f16_2x3x96", (2, 3, 96), torch.float16, {}),
         ("f32_3x2050_two_blocks", (3, 2050), torch.float32, {}),
         ("f16_5x32_out", (5, 32), torch.float16, {"with_out": True}),
+        ("f32_1x64_one_row", (1, 64), torch.float32, {}),
+        ("f16_1x96_one_row", (1, 96), torch.float16, {}),
     ]
     declare_cases(
         silu_and_mul,

@@ -31,7 +31,9 @@ What it promises (``flashinfer autotune --help`` says the same):
   API words it where the API refuses it too; a symbolic link's target is written and the link kept;
 * saving locks ``FILE.lock``, created beside the file written (a link's target) and left
   there: the help of ``--tuning-file`` and docs/api/autotuner.rst ("The lock file") say why, and
-  that it is safe to delete while no tuning runs.
+  that it is safe to delete while no tuning runs;
+* ``--cache``, the old spelling of ``--tuning-file``, given with it is a usage error (exit
+  2), as ``autotune(tuning_file=, cache=)`` is a ``TypeError`` (:class:`TuningFileAction`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from flashinfer.cli.autotune_run import run_tuning, tunable_ops
 from flashinfer.cli.common import (
     DTYPES,
     PROG,
+    TuningFileAction,
     UsageError,
     add_op_arguments,
     check_shape_exists,
@@ -269,12 +272,13 @@ def add_autotune_parser(sub: Any) -> None:
         "--tuning-file",
         "--cache",  # the old spelling (tuning_file.OLD_SPELLINGS), still accepted
         dest="tuning_file",
+        action=TuningFileAction,
         required=True,
         metavar="FILE",
         help="the tuning file to write, JSON (created or merged; --cache is the old spelling "
-        "of --tuning-file); saving locks FILE.lock, a small file created beside it (beside a "
-        "symbolic link's target) and left there for the next save: safe to delete while no "
-        "tuning runs",
+        "of --tuning-file, not to be given with it); saving locks FILE.lock, a small file "
+        "created beside it (beside a symbolic link's target) and left there for the next "
+        "save: safe to delete while no tuning runs",
     )
     p.add_argument(
         "--dtype", default="float32", choices=DTYPES, help="input dtype (default float32)"

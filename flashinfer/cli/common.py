@@ -1,5 +1,5 @@
 """Helpers shared by the ``flashinfer`` command's sub-commands: usage errors, the op's two
-spellings, shapes that can exist, tables, the gate."""
+spellings, the tuning file's two spellings, shapes that can exist, tables, the gate."""
 
 from __future__ import annotations
 
@@ -36,6 +36,22 @@ class UsageError(Exception):
 # ``flashinfer autotune`` and ``flashinfer explain`` both take the op either way:
 # ``autotune mm ...`` or ``autotune --op mm ...``, ``explain mm ...`` or ``explain --op mm ...``.
 _OP_OPTION_DEST = "op_option"
+
+
+class TuningFileAction(argparse.Action):
+    """Store ``--tuning-file`` (``autotune``, ``explain``); with ``--cache``, its old
+    spelling, also given: a usage error, as ``autotune(tuning_file=, cache=)`` is a
+    ``TypeError`` (argparse alone would keep the last one silently)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        first = getattr(namespace, "tuning_file_option", None)
+        if first is not None and first != option:
+            parser.error(
+                f"{first} and {option} both given ({self.option_strings[1]} is the old "
+                f"spelling of {self.option_strings[0]}); pass {self.option_strings[0]} only"
+            )
+        namespace.tuning_file_option = option
+        setattr(namespace, self.dest, values)
 
 
 def add_op_arguments(parser: argparse.ArgumentParser, what: str) -> None:

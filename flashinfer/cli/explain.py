@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from flashinfer.cli.common import (
     DTYPES,
     PROG,
+    TuningFileAction,
     UsageError,
     add_op_arguments,
     check_shape_exists,
@@ -233,9 +234,11 @@ def add_explain_parser(sub: Any) -> None:
         "--tuning-file",
         "--cache",  # the old spelling (tuning_file.OLD_SPELLINGS), still accepted
         dest="tuning_file",
+        action=TuningFileAction,
         metavar="FILE",
         help="load this tuning file first (see flashinfer autotune; --cache is the old "
-        "spelling of --tuning-file); only read: never written, locked nor created",
+        "spelling of --tuning-file, not to be given with it); only read: never written, "
+        "locked nor created",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=_cmd_explain)

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # One pytest lane, as scripts/check.sh and the CI jobs run it:
 #
-#   bash scripts/ci/run_lane.sh stable|experimental [extra pytest args]
+#   bash scripts/ci/run_lane.sh stable|experimental [paths] [extra pytest args]
 #
 # With nothing set it runs the whole lane in one process, in file order: what .ci/run and a
-# contributor's `bash scripts/check.sh --all` run.  CI sets (docs/ci.rst):
+# contributor's `bash scripts/check.sh --all` run.  Paths (a file, folder or node id that
+# exists) replace the lane's folder, and any selection; `-k EXPR` and the other pytest options
+# narrow further (write an option's path value as --option=PATH).  Just one backend's
+# conformance cases that can run here (tests/conformance_scope.py):
+#   bash scripts/ci/run_lane.sh experimental --conformance-scope=rmsnorm:tworow \
+#     tests/experimental/test_conformance_experimental.py
+# CI sets (docs/ci.rst):
 #   CI_WORKERS=N|auto       pytest-xdist workers on this machine (unset or 0: one process)
 #   CI_SELECTION=FILE       `testmap.py select --json` output: run what the change reaches
 #                           (a selection of everything runs the lane's folder whole; a lane
@@ -39,8 +45,20 @@ if [ -n "${CI_JUNIT:-}" ]; then
   args+=("--junitxml=${CI_JUNIT}")
 fi
 
+options=()
+paths=()
+for arg in "$@"; do
+  if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then
+    paths+=("$arg")
+  else
+    options+=("$arg")
+  fi
+done
+
 targets=("$root")
-if [ -n "${CI_SELECTION:-}" ]; then
+if [ "${#paths[@]}" -gt 0 ]; then
+  targets=("${paths[@]}")
+elif [ -n "${CI_SELECTION:-}" ]; then
   keep="$(mktemp)"
   listed="$(mktemp)"
   trap 'rm -f "$keep" "$listed"' EXIT
@@ -64,4 +82,4 @@ if [ -n "${CI_SELECTION:-}" ]; then
   fi
 fi
 
-python -m pytest "${args[@]}" "$@" -- "${targets[@]}"
+python -m pytest "${args[@]}" "${options[@]}" -- "${targets[@]}"

@@ -11,7 +11,12 @@ target, two entry points that differ only in their root:
 - ``--targets "a b c"``: the arguments of a reviewer's ``@flashinfer-bot run <paths>``;
   root ``tests/``.
 
-Output modes: ``--test-path`` (space-separated targets), ``--chunks`` (one status
+A target is a path or a scope, ``conformance:API[:BACKEND]`` (the conformance and overlap
+cases of one API or backend that can run on the runner; ``scope/targets.py``).
+
+Output modes: ``--test-path`` (space-separated targets), ``--pytest-args`` (the arguments
+that run them, one per line: a scope becomes ``--conformance-scope`` and the conformance
+tests), ``--chunks`` (one status
 description per line, at most 140 characters, split only between targets) and
 ``--check-exists ROOT_DIR`` (a target that does not exist collects nothing and passes, so
 it is an error). ``--selftest`` runs built-in cases without pytest.
@@ -59,9 +64,12 @@ from scope.markdown import fence_run  # noqa: E402
 from scope.selftest import selftest  # noqa: E402
 from scope.statuses import STATUS_DESCRIPTION_LIMIT, chunk_targets  # noqa: E402
 from scope.targets import (  # noqa: E402
+    CONFORMANCE_TESTS,
+    SCOPE_PREFIX,
     TARGETS_ROOT,
     check_exists,
     parse_targets,
+    pytest_arguments,
     split_targets,
     target_problems,
     validate_targets,
@@ -70,10 +78,12 @@ from scope.targets import (  # noqa: E402
 __all__ = [
     "BLOCK_INFO",
     "BODY_ROOT",
+    "CONFORMANCE_TESTS",
     "EXIT_INTERNAL",
     "EXIT_INVALID",
     "EXIT_OK",
     "EXPERIMENTAL_PATHS",
+    "SCOPE_PREFIX",
     "STATUS_DESCRIPTION_LIMIT",
     "TARGETS_ROOT",
     "TEMPLATE_HINT",
@@ -88,6 +98,7 @@ __all__ = [
     "main",
     "parse_body",
     "parse_targets",
+    "pytest_arguments",
     "run",
     "selftest",
     "split_targets",
@@ -109,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--test-path", action="store_true", help="print targets, space-separated")
     mode.add_argument("--chunks", action="store_true", help="print status description chunks")
+    mode.add_argument(
+        "--pytest-args",
+        action="store_true",
+        help="print the pytest arguments that run the targets, one per line",
+    )
     parser.add_argument(
         "--check-exists",
         metavar="ROOT_DIR",
@@ -163,6 +179,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         check_exists(targets, args.check_exists, root)
     if chunks is not None:
         print("\n".join(chunks))
+    elif args.pytest_args:
+        print("\n".join(pytest_arguments(targets)))
     else:
         print(" ".join(targets))
     return EXIT_OK

@@ -34,10 +34,10 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def _lane(root: Path, lane: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _lane(root: Path, lane: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "TESTMAP_"))}
     return subprocess.run(
-        ["bash", str(root / "scripts" / "ci" / "run_lane.sh"), lane, "-rA"],
+        ["bash", str(root / "scripts" / "ci" / "run_lane.sh"), lane, "-rA", *extra],
         cwd=root,
         env={**clean, **env},
         capture_output=True,
@@ -85,6 +85,34 @@ def test_a_selection_of_everything_runs_the_lane_folder(project: Path) -> None:
     # The map's list may miss tests added since it was recorded: the folder is collected.
     sel = _selection(project, "all", ["tests/test_b.py::test_b"], [])
     assert len(_passed(_lane(project, "stable", CI_SELECTION=sel).stdout)) == 5
+
+
+A_IDS = {f"tests/test_a.py::test_a[{n}]" for n in (1, 2, 3)}
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["tests/test_b.py"], {"tests/test_b.py::test_b"}),
+        (["tests/test_a.py::test_a_other"], {"tests/test_a.py::test_a_other"}),
+        (["tests/test_a.py", "-k", "test_a and 2"], {"tests/test_a.py::test_a[2]"}),
+        (["-k", "test_b or other"], {"tests/test_b.py::test_b", "tests/test_a.py::test_a_other"}),
+        (["tests/test_b.py", "tests/test_a.py::test_a"], A_IDS | {"tests/test_b.py::test_b"}),
+    ],
+    ids=["file", "node-id", "file-and-k", "k-only", "two-paths"],
+)
+@pytest.mark.parametrize("selection", [False, True], ids=["", "with-selection"])
+def test_paths_and_k_narrow_the_lane(
+    project: Path, extra: list[str], expected: set[str], selection: bool
+) -> None:
+    """Issue 43 item 22: a path (file, folder, node id) replaces the lane's folder, and a
+    selection CI set; ``-k`` narrows; a path argument used to add to the whole lane."""
+    env = {"CI_SELECTION": _selection(project, "subset", ["tests/test_b.py"], [])}
+    proc = _lane(project, "stable", *extra, **(env if selection else {}))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if selection and extra[0] == "-k":  # no path: the selection holds, -k narrows it
+        expected = {"tests/test_b.py::test_b"}
+    assert _passed(proc.stdout) == expected
 
 
 def test_an_unreadable_selection_runs_the_whole_lane(project: Path) -> None:

@@ -117,6 +117,62 @@ def test_targets_rejected_with_named_rule(text: str, rule: str) -> None:
         assert "target " in message  # names the target
 
 
+# --------------------------------------------------------------------------------------------
+# Scopes: conformance:API[:BACKEND] (issue 43 item 22)
+
+
+@pytest.mark.parametrize("root", [ets.TARGETS_ROOT, ets.BODY_ROOT])
+@pytest.mark.parametrize(
+    "scope", ["conformance:rmsnorm:tworow", "conformance:mm", "conformance:fused_add_rmsnorm:api"]
+)
+def test_a_conformance_scope_is_a_target_under_either_root(root: str, scope: str) -> None:
+    assert ets.validate_targets([scope], root) == [scope]
+    if root == ets.BODY_ROOT:
+        assert ets.parse_body(block(scope, "tests/experimental/test_a.py")) == [
+            scope,
+            "tests/experimental/test_a.py",
+        ]
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        "conformance:",
+        "conformance:rms-norm",
+        "conformance:a:b:c",
+        "conformance:rmsnorm:",
+        "conformance::triton",
+        "conformance:1mm",
+        "conformance:normé",
+        "conformance:mm;id",
+        "conformance:mm:$(id)",
+        "conformance:mm:triton[cpu]",
+        "conformance:mm -k x",
+        "conformance:tests/test_conformance.py",
+    ],
+)
+def test_a_malformed_scope_is_rejected_saying_the_form(scope: str) -> None:
+    message = errors_of(ets.validate_targets, scope.split(), ets.TARGETS_ROOT)
+    assert "conformance:API or conformance:API:BACKEND" in message or "not under" in message
+
+
+def test_a_scope_becomes_its_option_and_the_conformance_tests_once(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    targets = "conformance:rmsnorm:tworow tests/experimental/test_a.py conformance:mm"
+    code, out, _ = run_main(
+        capsys, "--targets", targets, "--check-exists", str(tree), "--pytest-args"
+    )
+    assert code == 0
+    assert out.splitlines() == [
+        "--conformance-scope=rmsnorm:tworow",
+        "--conformance-scope=mm",
+        "tests/experimental/test_a.py",
+        *ets.CONFORMANCE_TESTS,
+    ]
+    assert ets.pytest_arguments(["tests/a.py"]) == ["tests/a.py"]  # no scope: paths only
+
+
 def test_every_rejected_target_is_reported() -> None:
     message = errors_of(ets.parse_targets, "tests/ok.py tests/a;b.py /abs tests/../x")
     lines = message.splitlines()
@@ -470,12 +526,39 @@ def test_property_accepted_targets_are_safe(tokens: list[str]) -> None:
         for target in targets:
             assert not target.startswith("-")
             assert set(target) <= ALLOWED
+            if target.startswith(ets.SCOPE_PREFIX):  # names, no path: an option's value
+                (option,) = ets.pytest_arguments([target])[:1]
+                assert option == "--conformance-scope=" + target.removeprefix(ets.SCOPE_PREFIX)
+                continue
             path = target.partition("::")[0]
             assert path == root.rstrip("/") or path.startswith(root)
             # No escape: the normalised path stays under the root.
             normal = os.path.normpath(path)
             assert normal == root.rstrip("/") or normal.startswith(root)
             assert ".." not in path.split("/")
+
+
+identifier = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True)
+non_identifier = st.text(alphabet=st.sampled_from(list("a9_-.:/é $;[]")), max_size=8).filter(
+    lambda s: not (s[:1].isascii() and (s[:1].isalpha() or s[:1] == "_") and s.isascii()
+                   and s.replace("_", "a").isalnum())
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(api=identifier, backend=st.none() | identifier, bad=non_identifier, bad_api=st.booleans())
+def test_property_a_scope_is_accepted_exactly_when_its_names_are_identifiers(
+    api: str, backend: str | None, bad: str, bad_api: bool
+) -> None:
+    good = ets.SCOPE_PREFIX + api + ("" if backend is None else ":" + backend)
+    for root in (ets.TARGETS_ROOT, ets.BODY_ROOT):
+        assert ets.validate_targets([good], root) == [good]
+    assert ets.pytest_arguments([good]) == [
+        "--conformance-scope=" + good.removeprefix(ets.SCOPE_PREFIX),
+        *ets.CONFORMANCE_TESTS,
+    ]
+    broken = ets.SCOPE_PREFIX + (bad if bad_api else api + ":" + bad)
+    assert ets.target_problems(broken, ets.TARGETS_ROOT)
 
 
 @settings(max_examples=300, deadline=None)

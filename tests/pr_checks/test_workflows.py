@@ -105,9 +105,13 @@ def test_workflows_present_and_use_the_lanes() -> None:
     # The lanes run through the one check command (test_check_command.py pins the split).
     assert "bash scripts/check.sh --step stable\n" in pr_test
     assert "bash scripts/check.sh --step experimental\n" in pr_test
-    # The targeted lane reads the scope into an array with globbing off.
+    # The targeted lane lists the scope with globbing off, and runs the arguments the
+    # validator prints for it (a conformance scope is an option and tests), one per line.
     assert "set -f" in pr_test and 'read -r -a targets <<<"$TEST_PATH"' in pr_test
     assert '"${targets[@]}"' in pr_test
+    assert '--check-exists . --pytest-args >"$RUNNER_TEMP/pytest-args"' in pr_test
+    assert 'mapfile -t args <"$RUNNER_TEMP/pytest-args"' in pr_test
+    assert '--junitxml="$RUNNER_TEMP/targeted.xml" \\\n            "${args[@]}"' in pr_test
 
 
 BLOCK_JOB = "experimental-tests-block"

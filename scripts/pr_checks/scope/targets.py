@@ -4,6 +4,13 @@ One definition for both roots: a PR description's block (``tests/experimental/``
 reviewer's ``@flashinfer-bot run <paths>`` (``tests/``).  A target is checked as text (no
 option, shell or glob syntax can pass), then, with :func:`check_exists`, against a checkout
 (a missing path collects nothing and would pass).
+
+A target is a path, or a scope: ``conformance:API`` or ``conformance:API:BACKEND`` (``api``
+for an API without backends), the conformance and overlap cases of one API or backend that
+can run on the runner (:func:`pytest_arguments` turns it into ``--conformance-scope`` and
+the tests it narrows, :data:`CONFORMANCE_TESTS`; ``tests/conformance_scope.py`` leaves out
+the cuda cases without a device and the cases the backend's checker rejects, so they do
+not count as requested tests that did not run).
 """
 
 from __future__ import annotations
@@ -30,6 +37,26 @@ _QUOTES = frozenset("'\"")
 _ASCII_WS_RE = re.compile(r"[ \t\r\n\f\v]+")
 
 
+SCOPE_PREFIX = "conformance:"
+#: The tests a ``conformance:`` scope narrows: each lane's conformance and overlap cases.
+CONFORMANCE_TESTS = (
+    "tests/test_conformance.py::test_conformance",
+    "tests/test_overlap_conformance.py::test_overlap",
+    "tests/experimental/test_conformance_experimental.py::test_conformance_experimental",
+    "tests/experimental/test_overlap_conformance_experimental.py::test_overlap_experimental",
+)
+
+
+def _scope_problems(target: str) -> list[str]:
+    names = target[len(SCOPE_PREFIX) :].split(":")
+    if len(names) <= 2 and all(_TEST_NAME_RE.fullmatch(n) for n in names):
+        return []
+    return [
+        "a scope is conformance:API or conformance:API:BACKEND, each name ASCII letters, "
+        "digits and '_' (e.g. conformance:rmsnorm:triton)"
+    ]
+
+
 def _describe_char(ch: str) -> str:
     if ch.isprintable() and not ch.isspace():
         return f"{ch!r} (U+{ord(ch):04X})"
@@ -47,6 +74,8 @@ def target_problems(target: str, root: str) -> list[str]:
     problems: list[str] = []
     if target == "":
         return ["empty target"]
+    if target.startswith(SCOPE_PREFIX):
+        return _scope_problems(target)
     if target.startswith("-"):
         problems.append("starts with '-' (pytest options cannot be smuggled in as targets)")
     if "`" in target:
@@ -151,6 +180,8 @@ def check_exists(targets: Iterable[str], root_dir: str | os.PathLike[str], root:
     scope_dir = (base / root).resolve()
     errors = []
     for target in targets:
+        if target.startswith(SCOPE_PREFIX):  # a scope names tests, not a path
+            continue
         path = target.partition("::")[0]
         candidate = base / path
         if not candidate.exists():
@@ -164,3 +195,18 @@ def check_exists(targets: Iterable[str], root_dir: str | os.PathLike[str], root:
             errors.append(f"target {target!r}: resolves outside {root} (symlink)")
     if errors:
         raise ScopeError(errors)
+
+
+def pytest_arguments(targets: Iterable[str]) -> list[str]:
+    """The pytest arguments that run ``targets`` (validated): each path as it is; each
+    scope as ``--conformance-scope=API[:BACKEND]``, with :data:`CONFORMANCE_TESTS` once."""
+    paths: list[str] = []
+    scopes: list[str] = []
+    for target in targets:
+        if target.startswith(SCOPE_PREFIX):
+            scopes.append(f"--conformance-scope={target[len(SCOPE_PREFIX) :]}")
+        else:
+            paths.append(target)
+    if scopes:
+        paths += [t for t in CONFORMANCE_TESTS if t not in paths]
+    return [*scopes, *paths]
