@@ -186,6 +186,15 @@ def _history_and_changelog(root: Path, plan: Plan, entry: str) -> None:
     plan.changes["CHANGELOG.md"] = add_changelog_entry(_read(root, "CHANGELOG.md", plan), entry)
 
 
+def _issue(marked: Any) -> str:
+    """The tracking issue a graduation's CHANGELOG entry names, from the marker's metadata."""
+    info = getattr(marked, "experimental_info", None) or getattr(marked, "info", None)
+    issue = getattr(info, "tracking_issue", None)
+    if not issue:
+        return "no tracking issue recorded"
+    return f"issue {issue}" if str(issue).isdigit() else str(issue)
+
+
 # -- the exits ------------------------------------------------------------------------------------
 
 
@@ -197,7 +206,9 @@ def _graduate_backend(root: Path, op: Any, backend: str, version: str) -> Plan:
     checker = op.backend_checks[backend]
     text = _read(root, support, plan)
     text = drop_decorator(text, checker.__name__, "experimental_backend")
+    before = text
     text = drop_keyword(text, "Backend", backend, "prefer", check=checker.__name__)
+    dropped_prefer = text != before
     text = drop_import_name(text, "flashinfer.backend_dispatch", "experimental_backend")
     plan.changes[support] = text
     plan.verify = _backend_check(op, backend, "in op.stable_backends")
@@ -205,14 +216,19 @@ def _graduate_backend(root: Path, op: Any, backend: str, version: str) -> Plan:
     _history_and_changelog(
         root,
         plan,
-        f"Graduated (issue lifecycle): backend `{backend}` of `{op.api_name}` is stable since "
+        f"Graduated ({_issue(checker)}): backend `{backend}` of `{op.api_name}` is stable since "
         f'{version}. `backend="{backend}"` works as before without an `ExperimentalWarning`; '
         '`"auto"` and the autotuner consider it with the gate off; tuning files that '
         "recorded it as experimental are used as they are.",
     )
     plan.left_to_author += [
-        f"rank {backend!r} in {op.api_name}'s heuristic (its prefer= was dropped: a stable "
-        "backend may not declare one; until then the heuristic ranks it last)",
+        f"rank {backend!r} in {op.api_name}'s heuristic ("
+        + (
+            "its prefer= was dropped: a stable backend may not declare one; "
+            if dropped_prefer
+            else ""
+        )
+        + "until then the heuristic ranks it last)",
         f"move its tests from tests/experimental/ into the stable suite (tests of the gate and "
         f"the warning for {backend!r} no longer hold)",
         f"update prose that calls it experimental ({op.api_name}'s docstring, docs/*.rst)",
@@ -268,7 +284,7 @@ def _graduate_api(root: Path, feature: Any, version: str) -> Plan:
     _history_and_changelog(
         root,
         plan,
-        f"Graduated (issue lifecycle): `{name}` is a stable API since {version}; calling it "
+        f"Graduated ({_issue(feature)}): `{name}` is a stable API since {version}; calling it "
         "no longer warns. Its implementation moved from `flashinfer.experimental` to "
         f"`flashinfer.features`; the old import paths are deprecated aliases until "
         f"{expiry_after(version)}.",

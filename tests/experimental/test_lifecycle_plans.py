@@ -10,6 +10,7 @@ import ast
 import keyword
 import re
 import shutil
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -271,3 +272,31 @@ def test_removal_handles_a_parenthesised_import_and_lists_one_inside_a_function(
     assert not any(m and m.startswith("flashinfer.experimental.splitk_gemm") for m in top)
     line = edited.splitlines().index(inner) + 1
     assert any(step.startswith(f"flashinfer/gemm.py:{line}: ") for step in plan.left_to_author)
+
+
+def _features() -> list[tuple[str, object]]:
+    from flashinfer.gating.lifecycle import experimental_features
+
+    found = []
+    for f in experimental_features():
+        target = f.api.rpartition(".")[2] + (f":{f.backend}" if f.kind == "backend" else "")
+        found.append((target, f.info))
+    return found
+
+
+@pytest.mark.parametrize(("target", "info"), _features(), ids=lambda v: str(v)[:40])
+def test_a_graduation_entry_names_the_features_tracking_issue(target: str, info: object) -> None:
+    plan = plan_for(ROOT, "graduate", target, "0.2.0")
+    changelog = plan.changes["CHANGELOG.md"]
+    assert changelog is not None
+    entry = next(line for line in changelog.splitlines() if line.startswith("- Graduated ("))
+    issue = str(info.tracking_issue)  # type: ignore[attr-defined]
+    assert entry.startswith(
+        f"- Graduated (issue {issue})" if issue.isdigit() else f"- Graduated ({issue})"
+    )
+    if ":" in target:  # the prefer= note only where the declaration had one
+        op_name, _, backend = target.partition(":")
+        checker = getattr(flashinfer, op_name).backend_checks[backend]
+        had = "prefer=" in Path(sys.modules[checker.__module__].__file__ or "").read_text()
+        note = next(step for step in plan.left_to_author if step.startswith("rank "))
+        assert ("prefer= was dropped" in note) is had, note
