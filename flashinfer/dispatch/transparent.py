@@ -11,17 +11,19 @@ A backend is *transparent* when its checker declares the torch family
 traces and autograd records.  A call is transparent when the choice is certain to be the
 same on every call the compiled graph will accept:
 
-- its sizes, strides and scalar arguments are static (a dynamic size could change what a
-  checker or a heuristic decides: such a call stays opaque, and decides at run time);
+- no size decides the choice: it is made on stand-ins whose dynamic sizes are unbacked
+  symbols (:func:`tensor_facts`, :func:`_stand_ins`), so a check that branches on one
+  cannot decide and the call stays opaque, deciding at run time; a symbolic scalar is
+  specialized (:func:`scalar_value`);
 - it writes no argument (no ``out=``: the overlap rule reads data pointers, which a graph
   cannot);
 - no ``use_backends`` block naming the API is open in any thread (the blocks are
   context-local, and a graph's guards cannot read a context variable: while one is open the
   call is opaque and decides per call);
-- ``backend="auto"``: the API has no experimental backend (the gate is an environment
-  variable read per call, which guards cannot see) and is not tuned (a tuned choice varies
-  with the shape bucket); the choice :func:`~flashinfer.dispatch.explain.explain_call` makes
-  on fake tensors of the traced metadata is a transparent backend, with every check decided;
+- ``backend="auto"``: the API is not tuned (a tuned choice varies with the shape bucket)
+  and no check reads data; the choice :func:`~flashinfer.dispatch.explain.explain_call`
+  makes on the stand-ins is a transparent backend, first whatever the metadata left
+  undecided (:meth:`TransparentPlan._certain`);
 - a named backend (``backend="torch"``): it is transparent, and its checks accept the call;
 - the API is defined in an importable module (Dynamo guards the body's globals through it).
 
@@ -29,7 +31,8 @@ The decision is made while tracing (:func:`chooser`, which Dynamo calls as a con
 function: it runs in Python, not traced) from arguments that Dynamo guards: the tensors'
 metadata (guarded by every graph), grad mode, the block flag of the API (a guard on a
 global attribute, set once a ``use_backends`` block names the API: see
-:class:`~flashinfer.dispatch.restrictions.BlockFlag`), ``backend`` and the scalars.  So a
+:class:`~flashinfer.dispatch.restrictions.BlockFlag`), ``backend``, the scalars, and what
+:mod:`.guarded_state` holds (the gate, variables checks read, ``forget_verdicts``).  So a
 compiled function holds at most two versions per call site from flashinfer's state, and
 threads entering and leaving blocks never recompile it.
 
