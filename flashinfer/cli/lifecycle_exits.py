@@ -186,6 +186,16 @@ def _history_and_changelog(root: Path, plan: Plan, entry: str) -> None:
     plan.changes["CHANGELOG.md"] = add_changelog_entry(_read(root, "CHANGELOG.md", plan), entry)
 
 
+def _record_removal(root: Path, plan: Plan, tested: str, entry: str, step: str) -> None:
+    """What every removal does last: its test file goes, the history and CHANGELOG say
+    so, and the author is left ``step`` and closing the tracking issue."""
+    test = f"tests/experimental/test_{tested}.py"
+    if (root / test).exists():
+        plan.changes[test] = None
+    _history_and_changelog(root, plan, entry)
+    plan.left_to_author += [step, "close the tracking issue with the reason"]
+
+
 def _issue(marked: Any) -> str:
     """The tracking issue a graduation's CHANGELOG entry names, from the marker's metadata."""
     info = getattr(marked, "experimental_info", None) or getattr(marked, "info", None)
@@ -397,20 +407,15 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
             for line in kept
         ]
     plan.verify = _backend_check(op, backend, "not in op.backend_checks")
-    test = f"tests/experimental/test_{feature}.py"
-    if (root / test).exists():
-        plan.changes[test] = None
-    _history_and_changelog(
+    _record_removal(
         root,
         plan,
+        feature,
         f"Removed: experimental backend `{backend}` of `{op.api_name}` (in {version}). "
         f'`backend="{backend}"` raises `BackendSupportedError` saying to use '
         f'`backend="{instead}"`; tuning entries naming it are skipped.',
-    )
-    plan.left_to_author += [
         f"remove mentions of {backend!r} from {op.api_name}'s docstring and the docs",
-        "close the tracking issue with the reason",
-    ]
+    )
     return plan
 
 
@@ -460,19 +465,14 @@ def _remove_api(root: Path, feature: Any, version: str, instead: str) -> Plan:
     )
     init = _read(root, "flashinfer/__init__.py", plan)
     plan.changes["flashinfer/__init__.py"] = drop_import_name(init, feature.module, name)
-    test = f"tests/experimental/test_{name}.py"
-    if (root / test).exists():
-        plan.changes[test] = None
-    _history_and_changelog(
+    _record_removal(
         root,
         plan,
+        name,
         f"Removed: experimental API `{name}` (in {version}). `flashinfer.{name}` raises "
         f"`AttributeError` saying to use `{instead}`.",
-    )
-    plan.left_to_author += [
         f"remove {name}'s other tests and its mentions in the docs",
-        "close the tracking issue with the reason",
-    ]
+    )
     return plan
 
 

@@ -423,7 +423,8 @@ class TorchOp:
 
     def _restricted_block(self, token: str) -> Any:
         """The block a call traced inside ``use_backends`` runs its dispatcher in."""
-        return token_block(getattr(self.public, "dispatcher"), token)  # noqa: B009
+        dispatcher: Any = self.public.dispatcher  # type: ignore[attr-defined]
+        return token_block(dispatcher, token)
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]
