@@ -26,12 +26,10 @@ from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
     require_experimental_auto_backends,
 )
-from flashinfer.gating.gate import gate_fast_read as gate_fast_read
 from flashinfer.gating.records import APIRecord, ExperimentalInfo, api_inventory
 from flashinfer.gating.records import inventory as _inventory  # noqa: F401  (tests register fakes here)
 from flashinfer.gating.records import make_experimental_info as make_experimental_info
 from flashinfer.gating.stable_marker import flashinfer_api
-from flashinfer.gating.stacklevel import user_stacklevel
 from flashinfer.gating.warn_once import (
     EXPERIMENTAL_WARNINGS_ENV,
     ExperimentalWarning,
@@ -40,6 +38,7 @@ from flashinfer.gating.warn_once import (
     warn_experimental_backend_once,
 )
 from flashinfer.gating.warn_once import backend_warning_flag as backend_warning_flag
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = [
     "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
@@ -58,8 +57,8 @@ __all__ = [
     "warn_experimental_backend_once",
 ]
 
-# Imported ``as`` themselves above (explicit re-exports, not public): gate_fast_read,
-# backend_warning_flag and make_experimental_info, which code written against this path uses.
+# Imported ``as`` themselves above (explicit re-exports, not public): backend_warning_flag
+# and make_experimental_info, which code written against this path uses.
 
 # Upstream's name for the gate variable (its tests import it from here).
 _EXPERIMENTAL_AUTO_ENV_VAR = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV

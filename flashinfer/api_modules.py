@@ -18,9 +18,11 @@ __all__ = [
     "API_MODULES",
     "OPS",
     "OPS_BLOCK_HEADER",
+    "PUBLIC",
     "load_all_apis",
     "load_api_modules",
     "read_ops",
+    "read_public",
 ]
 
 OPS_BLOCK_HEADER = "# The one list of ops:"
@@ -57,14 +59,35 @@ def read_ops(init_source: str) -> dict[str, str]:
     return ops
 
 
-def _ops_of_the_package() -> dict[str, str]:
-    # Read as text: this module imports nothing of the package, and the block only runs for
+# ``from <module> import <name> as <name>``, one name or a parenthesised list of them.
+_IMPORT = re.compile(r"^    from ([\w.]+) import (\([^)]*\)|[^\n]*)", re.MULTILINE)
+_SELF_ALIAS = re.compile(r"\b(\w+) as (\w+)\b")
+
+
+def read_public(init_source: str) -> dict[str, str]:
+    """Every name the ``if TYPE_CHECKING:`` blocks of ``flashinfer/__init__.py`` import as
+    itself -> the module it comes from (``flashinfer`` itself for a submodule): the
+    package's public names, written once, where static tools read them as imports."""
+    public: dict[str, str] = {}
+    for block in init_source.split("\nif TYPE_CHECKING:\n")[1:]:
+        body = re.match(r"(?:(?:    .*)?\n)*", block + "\n")
+        for module, names in _IMPORT.findall(body.group(0) if body else ""):
+            for name, alias in _SELF_ALIAS.findall(names):
+                if name == alias:
+                    public[name] = module
+    return public
+
+
+def _init_source() -> str:
+    # Read as text: this module imports nothing of the package, and the blocks only run for
     # type checkers.  One small read at import (benchmarks/bench_import.py prints the cost).
     with open(os.path.join(os.path.dirname(__file__), "__init__.py"), encoding="utf-8") as f:
-        return read_ops(f.read())
+        return f.read()
 
 
-OPS: dict[str, str] = _ops_of_the_package()
+_SOURCE = _init_source()
+
+OPS: dict[str, str] = read_ops(_SOURCE)
 """The one list of ops: each public API's name -> the module that defines it, read from the
 ops' block of ``flashinfer/__init__.py`` (:func:`read_ops`).  Adding an op is its module, its
 kernel and one line there: ``flashinfer``'s lazy names, :data:`API_MODULES`, the CLI's op
@@ -73,6 +96,11 @@ block, when a module that defines an API is left out."""
 
 API_MODULES: tuple[str, ...] = tuple(dict.fromkeys(OPS.values()))
 """Modules that define public APIs (an operator's module is imported on first use)."""
+
+PUBLIC: dict[str, str] = read_public(_SOURCE)
+"""Every public name of ``flashinfer`` -> the module that defines it (:func:`read_public`):
+the lazy names and ``__all__`` of the package, the ops' included."""
+del _SOURCE
 
 
 def load_api_modules(modules: Iterable[str] | None = None) -> list[str]:

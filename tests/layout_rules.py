@@ -181,16 +181,17 @@ def unlisted_api_modules(sources: Mapping[str, str], api_modules: Iterable[str])
 # -- layers: imports point one way -----------------------------------------------------------
 
 LEAVES = "leaves"
-"""The bottom layer: each of its units (code generation, which serves gating, dispatch and
-the autotuner alike; the settings table; the kernels; the version; the one list of ops)
-imports nothing else of the package."""
+"""The layer above the settings: each of its units (code generation, which serves gating,
+dispatch and the autotuner alike; the kernels; the version; the one list of ops) imports
+nothing else of the package but the settings."""
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # The one reader of the environment, which every layer reads its variables through.
+    ("settings", ("flashinfer.settings",)),
     (
         LEAVES,
         (
             "flashinfer.codegen",
-            "flashinfer.settings",
             "flashinfer.kernels",
             "flashinfer._version",
             "flashinfer.api_modules",
@@ -253,7 +254,7 @@ def layer_problems(graph: Mapping[str, set[str]], api_modules: Iterable[str]) ->
                     f"way ({order}), a module imports only from its own layer or below; move "
                     "what both need down, or have the higher layer install it"
                 )
-            elif here[1] == LEAVES and there[2] != here[2]:
+            elif here[1] == LEAVES and there[1] == LEAVES and there[2] != here[2]:
                 problems.append(
                     f"{module} ({here[1]}) imports {target}: {here[2]} is a leaf and imports "
                     "nothing else of flashinfer"

@@ -75,7 +75,6 @@ def test_names_the_package_imports_from_api_logging_stay():
         "_WARNED_EXPERIMENTAL_BACKENDS",
         "_inventory",
         "backend_warning_flag",
-        "gate_fast_read",
         "make_experimental_info",
     ):
         assert hasattr(api_logging, name), name

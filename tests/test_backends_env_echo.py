@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flashinfer.dispatch import restrictions
-from flashinfer.gating.gate import forget_unrecognised_values
+from flashinfer.settings import forget_unrecognised_values
 
 BOUND = 4 * restrictions.ECHO_LIMIT + 400  # the echoes, the explanation and the format
 

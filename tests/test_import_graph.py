@@ -109,7 +109,7 @@ def test_the_dispatcher_never_imports_the_autotuner():
 
 
 def test_imports_point_down_the_layers():
-    """leaves (codegen, settings, kernels, the version, the op list) -> gating -> dispatch ->
+    """settings -> leaves (codegen, kernels, the version, the op list) -> gating -> dispatch ->
     autotuner -> testing -> facades -> ops -> cli -> entry points: a module imports only from
     its own layer or a lower one, and every module is in a layer."""
     problems = layer_problems(import_graph(), API_MODULES)
@@ -160,16 +160,19 @@ def test_a_back_edge_fails_naming_both_modules_and_the_rule(tmp_path, where):
     target = "flashinfer.autotuner.tuner" if where == "function level" else "flashinfer.dispatch.op"
     layer = target.split(".")[1]
     assert problem.startswith(f"flashinfer.gating.newjob (gating) imports {target} ({layer}): ")
-    assert "layers point one way (leaves -> gating -> dispatch -> autotuner -> " in problem
+    assert "layers point one way (settings -> leaves -> gating -> dispatch -> " in problem
 
 
-def test_a_leaf_importing_the_package_fails():
-    graph = {**import_graph(), "flashinfer.codegen.compiler": {"flashinfer.settings.environment"}}
+def test_a_leaf_importing_another_leaf_fails_and_the_settings_import_nothing():
+    graph = {**import_graph(), "flashinfer.codegen.compiler": {"flashinfer.kernels.availability"}}
     (problem,) = layer_problems(graph, API_MODULES)
     assert problem == (
-        "flashinfer.codegen.compiler (leaves) imports flashinfer.settings.environment: "
+        "flashinfer.codegen.compiler (leaves) imports flashinfer.kernels.availability: "
         "flashinfer.codegen is a leaf and imports nothing else of flashinfer"
     )
+    graph = {**import_graph(), "flashinfer.settings": {"flashinfer.kernels.availability"}}
+    (problem,) = layer_problems(graph, API_MODULES)
+    assert problem.startswith("flashinfer.settings (settings) imports flashinfer.kernels")
 
 
 def test_a_module_in_no_layer_fails():

@@ -67,9 +67,9 @@ def _read_backends() -> Any:
 
 
 def _read_warnings_action() -> Any:
-    from flashinfer.gating.warn_once import experimental_warnings_action
+    from flashinfer.settings import read
 
-    return experimental_warnings_action()
+    return read("FLASHINFER_EXPERIMENTAL_WARNINGS")
 
 
 def _read_log_level() -> Any:
@@ -146,7 +146,7 @@ def test_every_listed_variable_is_checked_or_says_why_not():
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str | None], None]]:
-    from flashinfer.gating.gate import forget_unrecognised_values
+    from flashinfer.settings import forget_unrecognised_values
 
     saved = dict(os.environ)
 

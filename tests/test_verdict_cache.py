@@ -32,8 +32,8 @@ from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.backend_dispatch import Backend, backend_requirement
 from flashinfer.dispatch.signature import MAX_PATTERNS
 from flashinfer.dispatch.verdicts import reads_environment, reads_tensor_data
-from flashinfer.gating.gate import forget_unrecognised_values
 from flashinfer.kernels import INT32_MAX, reset_probe
+from flashinfer.settings import forget_unrecognised_values
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 INTERPRET = "TRITON_INTERPRET"

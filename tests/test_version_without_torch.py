@@ -109,11 +109,15 @@ def test_every_public_name_is_still_there():
     import flashinfer.backend_dispatch as backend_dispatch
 
     names = set(flashinfer.__all__)
-    assert set(flashinfer._FACADE_NAMES) <= names
+    facades = {
+        "flashinfer.api_logging": api_logging,
+        "flashinfer.backend_dispatch": backend_dispatch,
+    }
+    facade_names = {n: m for n, m in flashinfer._LAZY.items() if m in facades}
+    assert len(facade_names) == 16 and set(facade_names) <= names
     assert names <= set(dir(flashinfer))
-    for name, module in flashinfer._FACADE_NAMES.items():
-        facade = {"flashinfer.api_logging": api_logging}.get(module, backend_dispatch)
-        assert getattr(flashinfer, name) is getattr(facade, name), name
+    for name, module in facade_names.items():
+        assert getattr(flashinfer, name) is getattr(facades[module], name), name
     # The facades themselves, which a bare `import flashinfer` used to load.
     assert flashinfer.api_logging is api_logging
     assert flashinfer.backend_dispatch is backend_dispatch

@@ -35,7 +35,8 @@ PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
 
 
 def builders() -> dict[str, Any]:
-    """The message builders a placeholder may call: the functions ``messages`` defines."""
+    """The message builders a placeholder may call: the functions ``messages`` exports
+    (``unrecognised_value`` is the reader's, :mod:`flashinfer.settings`)."""
     import inspect
 
     from flashinfer.gating import messages
@@ -43,7 +44,7 @@ def builders() -> dict[str, Any]:
     return {
         name: fn
         for name, fn in vars(messages).items()
-        if inspect.isfunction(fn) and fn.__module__ == messages.__name__ and name[0] != "_"
+        if inspect.isfunction(fn) and name in messages.__all__
     }
 
 

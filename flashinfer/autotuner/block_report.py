@@ -48,7 +48,7 @@ from flashinfer.autotuner._types import Choice, TacticFailure
 from flashinfer.autotuner.keys import Key, key_to_json
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.messages import tuning_left_out_by_gate
-from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = [
     "NOISY_SPREAD",

@@ -96,7 +96,7 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report is where the bad values are shown."""
     import warnings
 
-    from flashinfer.settings.strict import reporting_only
+    from flashinfer.settings import reporting_only
 
     with reporting_only(), warnings.catch_warnings():
         # A malformed value's warning would repeat, above the report, what its settings say.
@@ -217,7 +217,7 @@ def traceback_asked(err: TextIO) -> bool:
     raw = os.environ.get(TRACEBACK_ENV)
     if raw in (None, "", "0", "1"):
         return raw == "1"
-    from flashinfer.settings.strict import SettingsError, refuse_if_strict
+    from flashinfer.settings import SettingsError, refuse_if_strict
 
     accepted = "'1', '0' or unset"
     try:

@@ -96,7 +96,7 @@ _REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
 
 
 def _strict(raw: str) -> Reading:
-    from flashinfer.settings.strict import STRICT_ACCEPTED
+    from flashinfer.settings import STRICT_ACCEPTED
 
     if raw == "1":
         return True, True, "a malformed flashinfer variable raises SettingsError at first use"
@@ -145,7 +145,7 @@ def _backends(raw: str) -> Reading:
 
 
 def _warnings_action(raw: str) -> Reading:
-    from flashinfer.gating.warn_once import WARNING_ACTIONS
+    from flashinfer.settings.environment import WARNING_ACTIONS
 
     if not raw:
         return True, None, "empty: Python's own warning filters decide"

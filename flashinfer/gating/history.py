@@ -46,7 +46,7 @@ from flashinfer.gating.messages import (
     renamed_api_used,
     renamed_backend_named,
 )
-from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = [
     "ALIAS_MINOR_RELEASES",

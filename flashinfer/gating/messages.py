@@ -13,12 +13,15 @@ The exits of experimental work (a renamed backend or API's alias, a removed one'
 :mod:`flashinfer.gating.history`) are told here too, so the docs render them from here.
 
 The gate variable's name is defined here, since the messages state it; ``gate`` reads it.
-This module imports nothing of the package.
+A bad value of any variable is told by :func:`flashinfer.settings.unrecognised_value`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+
+from flashinfer.settings import unrecognised_value as unrecognised_value
+from flashinfer.settings.environment import GATE_ACCEPTED
 
 __all__ = [
     "ACCEPTED_GATE_VALUES",
@@ -26,11 +29,14 @@ __all__ = [
     "auto_feature_disabled",
     "auto_refused_by_common_check",
     "automatic_selection",
+    "cached_experimental_skipped",
     "every_candidate_rejected",
     "experimental_api_banner",
     "experimental_api_used",
     "explicit_selection",
+    "gate_differs_between_ranks",
     "gate_exclusion_reason",
+    "gate_verdict",
     "listed_in_restriction",
     "only_experimental_fit",
     "moved_module_used",
@@ -46,7 +52,7 @@ __all__ = [
 ]
 
 ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
-ACCEPTED_GATE_VALUES = "'1' (on), '0' or empty/unset (off)"
+ACCEPTED_GATE_VALUES = GATE_ACCEPTED
 
 _GATE = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 _MAY_CHANGE = "Experimental backends may change or be removed without deprecation."
@@ -189,12 +195,6 @@ def auto_feature_disabled(feature: str) -> str:
 
 
 # ---- a variable set to a value flashinfer does not know ----------------------------------
-
-
-def unrecognised_value(variable: str, raw: str, effect: str, accepted: str) -> str:
-    """The warning of ``variable=raw``, a value it does not know: what is done instead
-    (``effect``) and the ``accepted`` values."""
-    return f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}."
 
 
 def unrecognised_gate_value(raw: str) -> str:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.records import qualified_name, record_api
+from flashinfer.settings import read
 
 __all__ = ["flashinfer_api"]
 
@@ -22,22 +21,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 _logger = logging.getLogger("flashinfer.api")
 
 
-LOGLEVEL_ENV = "FLASHINFER_LOGLEVEL"
-LOGLEVEL_ACCEPTED = (
-    "an integer (0 off, 1 or 2 each call's name, 3 or more its arguments too), or empty/unset"
-)
-
-
 def api_log_level() -> int:
-    """``FLASHINFER_LOGLEVEL`` as an int, read on each call (0 when unset or not a number)."""
-    raw = os.environ.get(LOGLEVEL_ENV, "0")
-    try:
-        return int(raw or 0)
-    except ValueError:
-        warn_unrecognised_once(
-            LOGLEVEL_ENV, raw, "treating it as 0 (no logging)", LOGLEVEL_ACCEPTED
-        )
-        return 0
+    """``FLASHINFER_LOGLEVEL`` as an int (0 when unset; a bad value warns once and is 0)."""
+    return int(read("FLASHINFER_LOGLEVEL"))
 
 
 def _describe(value: Any) -> str:

@@ -1,26 +1,25 @@
 """Once-only ExperimentalWarnings: the warn-once flags and the one path that issues them.
 
-Each experimental API and each (API, backend) pair has a :class:`OnceFlag`; its first use
-issues an :class:`ExperimentalWarning` through :func:`issue_experimental_warning`, which
-also applies ``FLASHINFER_EXPERIMENTAL_WARNINGS``.  Whatever the threads do, a use either
-warns or comes after a use that did: the flag is set only once the warning was issued, and
-a use arriving while it is being issued waits for it.  Public names are re-exported by
+Each experimental API and each (API, backend) pair has a flag; its first use issues an
+:class:`ExperimentalWarning` through :func:`issue_experimental_warning`, which also applies
+``FLASHINFER_EXPERIMENTAL_WARNINGS``.  Whatever the threads do, a use either warns or comes
+after a use that did: the flag is set only once the warning was issued, and a use arriving
+while it is being issued waits for it.  Public names are re-exported by
 ``flashinfer.api_logging``.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal, cast, get_args
+from typing import Any, cast
 
 from flashinfer.gating.exposed import exposed_in
-from flashinfer.gating.gate import forget_unrecognised_values, warn_unrecognised_once
 from flashinfer.gating.messages import automatic_selection, explicit_selection
-from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.settings import forget_unrecognised_values, read
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = [
     "EXPERIMENTAL_WARNINGS_ENV",
@@ -28,22 +27,16 @@ __all__ = [
     "LIBRARY_FILTER_MESSAGE",
     "OnceFlag",
     "WarnedRecordModule",
-    "adopt_backend_warning_record",
     "backend_warning_flag",
     "is_library_filter",
     "issue_experimental_warning",
     "new_once_flag",
-    "remove_library_filters",
     "reset_experimental_warnings",
     "warn_backend_once",
     "warn_experimental_backend_once",
-    "warned_backend_record",
 ]
 
 EXPERIMENTAL_WARNINGS_ENV = "FLASHINFER_EXPERIMENTAL_WARNINGS"
-# Python's warning-filter actions, by their full names: no prefixes, no case folding.
-_Action = Literal["default", "error", "ignore", "always", "module", "once"]
-WARNING_ACTIONS: tuple[_Action, ...] = get_args(_Action)
 
 
 # Its public home: filters and pickles name it flashinfer.api_logging.ExperimentalWarning.
@@ -63,60 +56,32 @@ class ExperimentalWarning(UserWarning):
     """
 
 
-# Guards the flag tables.  Held only briefly, never across a warning.
+# Guards the flag tables; held only briefly, never across a warning.
 _lock = threading.Lock()
-# Held across the issuing of a warning, so that a call arriving meanwhile waits for it to be
-# issued (or raised) instead of passing silently.  Re-entrant: a warning's display (a user's
-# showwarning, a logging handler) may call experimental code again on the same thread.
+# Held across the issuing of a warning, so that a call arriving meanwhile waits for it.
+# Re-entrant: a warning's display (a user's showwarning) may call experimental code again.
 _issue_lock = threading.RLock()
 
 
 class OnceFlag:
-    """A "warn once" flag: the hot path reads one attribute, no lock and no key lookup.
-
-    ``warned`` becomes True only after the warning has been issued: whoever reads True
-    comes after a call that warned.  Whoever reads False calls :func:`issue_experimental_warning`
-    (or :func:`warn_backend_once`), which decides under a lock.
-    """
+    """A "warn once" flag: the hot path reads ``warned``, no lock and no key lookup.  It
+    becomes True only after the warning was issued; ``issuing`` is True meanwhile."""
 
     __slots__ = ("warned", "issuing")
 
     def __init__(self) -> None:
         self.warned = False
-        # True while the thread holding _issue_lock issues this flag's warning.
         self.issuing = False
 
 
 _once_flags: list[OnceFlag] = []
 _backend_flags: dict[tuple[str, str], OnceFlag] = {}
-# The (API, backend) pairs that have warned: upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``,
-# which flashinfer.api_logging shows under that name.  Upstream's tests forget the warnings
-# by assigning a fresh set there; here the once-flags decide, and an assigned set becomes
-# this record, its pairs counting as warned (adopt_backend_warning_record).
+# The (API, backend) pairs that have warned: upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``.
 _warned_backends: set[tuple[str, str]] = set()
 
-
-def experimental_warnings_action() -> _Action | None:
-    """The filter action ``FLASHINFER_EXPERIMENTAL_WARNINGS`` asks for; None when unset.
-
-    Read each time an ExperimentalWarning is issued.  An unknown value warns once (a
-    RuntimeWarning naming the variable and the accepted values) and is ignored.
-    """
-    raw = os.environ.get(EXPERIMENTAL_WARNINGS_ENV)
-    if not raw:
-        return None
-    for action in WARNING_ACTIONS:
-        if raw == action:
-            return action
-    accepted = ", ".join(repr(a) for a in WARNING_ACTIONS) + ", or empty/unset"
-    warn_unrecognised_once(EXPERIMENTAL_WARNINGS_ENV, raw, "ignoring it", accepted)
-    return None
-
-
-# The filter this module puts first while it issues a warning under
-# FLASHINFER_EXPERIMENTAL_WARNINGS carries this message pattern: a regular-expression comment,
-# which matches every message and tells the filter apart from any a user installs (even one
-# of the same action and category), so that only the library's own are ever removed.
+# The filter put first while a warning is issued under FLASHINFER_EXPERIMENTAL_WARNINGS carries
+# this message pattern: a regular-expression comment, which matches every message and tells
+# the filter apart from any a user installs, so that only the library's own are removed.
 LIBRARY_FILTER_MESSAGE = f"(?#put first by flashinfer for {EXPERIMENTAL_WARNINGS_ENV})"
 
 
@@ -130,58 +95,41 @@ def is_library_filter(entry: object) -> bool:
     )
 
 
-def _filters_changed() -> None:
-    # What filterwarnings() does after a change: warnings then forgets which warnings it
-    # has already shown under the old list.  It has no public call for a removal.
-    changed = getattr(warnings, "_filters_mutated", None) or getattr(
-        warnings, "_filters_mutated_lock_held", None
-    )
-    if changed is not None:
-        changed()
-
-
-def remove_library_filters() -> None:
-    """Take out of ``warnings.filters`` every filter this module installed, and only those.
-
-    One is normally gone when its warning has been issued; one can stay behind when another
-    thread's ``catch_warnings`` block saved the list while it was in place.
-    """
-    filters = cast("list[Any]", warnings.filters)  # a list (typeshed says Sequence)
+def _remove_library_filters() -> None:
+    # One can stay behind when another thread's catch_warnings saved the list meanwhile.
+    filters = cast("list[Any]", warnings.filters)
     ours = [entry for entry in filters if is_library_filter(entry)]
     for entry in ours:
         try:
-            filters.remove(entry)  # equality: no user's filter equals ours
+            filters.remove(entry)
         except ValueError:  # removed meanwhile (another list, swapped in by catch_warnings)
             pass
-    if ours:
-        _filters_changed()
+    # What filterwarnings() does after a change (forget what was shown under the old list);
+    # warnings has no public call for a removal.
+    changed = getattr(warnings, "_filters_mutated", None) or getattr(
+        warnings, "_filters_mutated_lock_held", None
+    )
+    if ours and changed is not None:
+        changed()
 
 
 def issue_experimental_warning(flag: OnceFlag, message: str | Callable[[], str]) -> bool:
     """Issue the ExperimentalWarning of ``flag`` unless it has been issued; True if this
-    call issued it.  ``message`` is the text, or a function building it (called only when
-    the warning is issued).
+    call issued it.  ``message``: the text, or a function building it (called only then).
 
-    Whatever the threads do, a call either issues the warning or comes after one that did:
-    the check and the warning happen under one lock, held across the warning, and
-    ``flag.warned`` is set only once the warning was issued.  When a filter turns it into an
-    error, the flag stays unset: the next use is refused as well, instead of running
-    silently.  A re-entrant use of the same flag on the thread issuing it (from a warning
-    display hook) does not warn again.
-
+    The check and the warning happen under one lock, and ``flag.warned`` is set only once
+    the warning was issued: escalated to an error by a filter, the next use is refused too.
     ``FLASHINFER_EXPERIMENTAL_WARNINGS=<action>``, read now, puts ``<action>`` first among
-    the warning filters for ExperimentalWarning while this warning is issued, and takes it
-    out afterwards, so it decides over any other filter and follows the variable's current
-    value; unset, the program's own filters decide.
+    the filters for ExperimentalWarning while this warning is issued.
     """
     with _issue_lock:
         if flag.warned or flag.issuing:
             return False
         flag.issuing = True
         try:
-            remove_library_filters()  # left behind by a catch_warnings race: not current
+            _remove_library_filters()  # left behind by a catch_warnings race: not current
             text = message if isinstance(message, str) else message()
-            action = experimental_warnings_action()
+            action = read(EXPERIMENTAL_WARNINGS_ENV)
             if action is not None:
                 warnings.filterwarnings(
                     action, message=LIBRARY_FILTER_MESSAGE, category=ExperimentalWarning
@@ -190,7 +138,7 @@ def issue_experimental_warning(flag: OnceFlag, message: str | Callable[[], str])
                 warnings.warn(text, ExperimentalWarning, stacklevel=user_stacklevel())
             finally:
                 if action is not None:
-                    remove_library_filters()
+                    _remove_library_filters()
             flag.warned = True
         finally:
             flag.issuing = False
@@ -218,10 +166,8 @@ def backend_warning_flag(api: str, backend: str) -> OnceFlag:
 
 
 def warn_backend_once(api: str, backend: str, message: Callable[..., str], *args: Any) -> None:
-    """Issue the ExperimentalWarning of an (API, backend) pair, once per process whichever
-    way the backend was opted in to, and record the pair (upstream's record).  The text is
-    ``message(*args)``, built only when the warning is issued.  Concurrent first uses wait
-    for the one issuing it (:func:`issue_experimental_warning`)."""
+    """Issue the ExperimentalWarning ``message(*args)`` of an (API, backend) pair, once per
+    process whichever way the backend was opted in to, and record the pair."""
     flag = backend_warning_flag(api, backend)
     if flag.warned:
         return
@@ -234,10 +180,9 @@ def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = 
     """Warn once per process for each (API, backend) pair that an experimental backend runs.
 
     ``api`` is the API's qualified name (``"flashinfer.gemm.mm"``) or its plain name; the
-    message names the plain one (``'mm'``).
-    ``automatic=True`` words the warning for a backend picked by ``backend="auto"`` or the
-    autotuner (``messages.automatic_selection``); otherwise it says the backend was selected
-    explicitly by name (``messages.explicit_selection``).
+    message names the plain one (``'mm'``).  ``automatic=True`` words the warning for a
+    backend picked by ``backend="auto"`` or the autotuner (``messages.automatic_selection``);
+    otherwise it says the backend was named (``messages.explicit_selection``).
     """
     message = automatic_selection if automatic else explicit_selection
     warn_backend_once(api, backend, message, api, backend)
@@ -252,40 +197,30 @@ def reset_experimental_warnings() -> None:
     """
     forget_unrecognised_values()
     with _issue_lock:  # waits for a warning being issued: its flag is then forgotten too
-        remove_library_filters()
+        _remove_library_filters()
         with _lock:
             _warned_backends.clear()
             for flag in _once_flags:
                 flag.warned = False
 
 
-def warned_backend_record() -> set[tuple[str, str]]:
-    """The set of (API, backend) pairs that have warned (upstream's record)."""
-    return _warned_backends
-
-
-def adopt_backend_warning_record(record: set[tuple[str, str]]) -> None:
-    """Make ``record`` the set of warned pairs: exactly its pairs count as warned."""
-    global _warned_backends
-    with _issue_lock:  # not in the middle of a warning being issued
-        _warned_backends = record
-        for flag in list(_backend_flags.values()):
-            flag.warned = False
-        for api, backend in record:
-            backend_warning_flag(api, backend).warned = True
-
-
 class WarnedRecordModule(types.ModuleType):
-    """The type of ``flashinfer.api_logging``, for upstream's
-    ``_WARNED_EXPERIMENTAL_BACKENDS``: the set of (API, backend) pairs that have warned.
-    Reading it gives the live record; assigning a set (as upstream's tests do to forget
-    warnings) makes exactly its pairs count as warned.
-    Every other attribute, and so every call path, is untouched."""
+    """The type of ``flashinfer.api_logging``, for upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``
+    (the set of (API, backend) pairs that have warned).  Reading it gives the live record;
+    assigning a set (as upstream's tests do to forget warnings) makes exactly its pairs count
+    as warned, down to the flags the dispatcher's hot path reads: a module ``__getattr__``
+    (PEP 562) cannot see an assignment, and plain attributes would leave those flags stale."""
 
     @property
     def _WARNED_EXPERIMENTAL_BACKENDS(self) -> set[tuple[str, str]]:
-        return warned_backend_record()
+        return _warned_backends
 
     @_WARNED_EXPERIMENTAL_BACKENDS.setter
     def _WARNED_EXPERIMENTAL_BACKENDS(self, record: set[tuple[str, str]]) -> None:
-        adopt_backend_warning_record(record)
+        global _warned_backends
+        with _issue_lock:  # not in the middle of a warning being issued
+            _warned_backends = record
+            for flag in list(_backend_flags.values()):
+                flag.warned = False
+            for api, backend in record:
+                backend_warning_flag(api, backend).warned = True

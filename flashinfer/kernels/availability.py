@@ -22,10 +22,12 @@ fix.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from flashinfer.settings import read
+from flashinfer.settings.environment import triton_true as triton_true
 
 __all__ = [
     "TRITON_INTERPRET_ENV",
@@ -57,8 +59,6 @@ class TritonUnavailable:
 
 # (device kind, TRITON_INTERPRET=1) -> the answer, Triton's import mode aside
 _probed: dict[tuple[str, bool], TritonUnavailable | None] = {}
-# (raw TRITON_INTERPRET, the mode Triton was imported in) -> interpret_mismatch's answer
-_mismatches: dict[tuple[str | None, bool], TritonUnavailable | None] = {}
 
 
 TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
@@ -68,18 +68,7 @@ TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
 def interpreter_enabled() -> bool:
     """Whether ``TRITON_INTERPRET`` turns Triton's interpreter on (Triton kernels then run on
     CPU tensors, slowly), read as Triton reads it (:func:`triton_true`)."""
-    return triton_true(os.environ.get(TRITON_INTERPRET_ENV))
-
-
-# Triton's reading of its boolean variables (triton.knobs: getenv_bool): case-insensitive,
-# not stripped.  flashinfer must read TRITON_INTERPRET alike, or a Triton that interprets
-# would be refused CPU tensors (and the kernels' interpreter workarounds left off).
-_TRITON_TRUE = frozenset({"1", "true", "on", "yes", "y"})
-
-
-def triton_true(raw: str | None) -> bool:
-    """Whether Triton reads the value ``raw`` of one of its boolean variables as true."""
-    return raw is not None and raw.lower() in _TRITON_TRUE
+    return bool(read(TRITON_INTERPRET_ENV))
 
 
 _reset_listeners: list[Callable[[], None]] = []
@@ -96,7 +85,6 @@ def reset_probe() -> None:
     verdict the dispatcher cached from them."""
     global _imported_mode
     _probed.clear()
-    _mismatches.clear()
     _imported_mode = None
     for listener in _reset_listeners:
         listener()
@@ -137,16 +125,10 @@ def interpret_mismatch() -> TritonUnavailable | None:
     imported = triton_imported_interpreted()
     if imported is None:
         return None
-    raw = os.environ.get(TRITON_INTERPRET_ENV)
-    try:
-        return _mismatches[raw, imported]
-    except KeyError:
-        answer = _mismatches[raw, imported] = _mismatch(raw, imported)
-        return answer
+    return _mismatch(interpreter_enabled(), imported)
 
 
-def _mismatch(raw: str | None, imported: bool) -> TritonUnavailable | None:
-    now = triton_true(raw)
+def _mismatch(now: bool, imported: bool) -> TritonUnavailable | None:
     if now == imported:
         return None
     if now:
@@ -234,8 +216,8 @@ def triton_unavailable(device_type: str) -> TritonUnavailable | None:
     imported, compared with the mode it was imported in (:func:`interpret_mismatch`); the
     answers are cached.
     """
-    raw = os.environ.get(TRITON_INTERPRET_ENV)
-    key = (device_type, triton_true(raw))  # interpreter_enabled(), read once
+    now = interpreter_enabled()
+    key = (device_type, now)
     try:
         answer = _probed[key]
     except KeyError:
@@ -249,8 +231,4 @@ def triton_unavailable(device_type: str) -> TritonUnavailable | None:
         imported = triton_imported_interpreted()
         if imported is None:
             return None
-    try:
-        return _mismatches[raw, imported]
-    except KeyError:
-        answer = _mismatches[raw, imported] = _mismatch(raw, imported)
-        return answer
+    return _mismatch(now, imported)

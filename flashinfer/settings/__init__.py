@@ -1,23 +1,214 @@
-"""Every setting the package reads from its environment, in one table.
+"""The one reader of the package's environment variables, and their table.
 
-``environment``: one :class:`~flashinfer.settings.environment.EnvironmentVariable` per variable
-(name, values, default, when it is read, what a bad value does, the modules that read it).
-``docs/configuration.rst`` is rendered from it, and a test fails when the package reads a
-``FLASHINFER_*`` or ``TRITON_*`` variable that the table does not list.
-``strict``: ``FLASHINFER_STRICT_SETTINGS=1`` turns a malformed value into
-:class:`~flashinfer.settings.strict.SettingsError` instead of a warning.
+Every ``FLASHINFER_*`` / ``TRITON_*`` variable is a row of :data:`ENVIRONMENT`
+(``docs/configuration.rst`` is rendered from it) and is read by :func:`read`, which applies
+the row: its parse rule, and for a value the row refuses, one ``RuntimeWarning`` per
+distinct value (the variable counts as its ``fallback``), or, under
+``FLASHINFER_STRICT_SETTINGS=1``, :class:`SettingsError` at each use.  No other module reads
+these variables (``tests/test_settings_table.py``).
+
+Reads are cheap enough for a hot path (the gate is read at every ``backend="auto"`` call of
+an API with experimental backends): on POSIX the value is looked up in ``os.environ``'s own
+bytes dict, which ``os.environ`` keeps in sync, and each accepted value's reading is kept.
 """
 
 from __future__ import annotations
 
-from flashinfer.settings.environment import ENVIRONMENT, EnvironmentVariable, environment_variable
-from flashinfer.settings.strict import STRICT_SETTINGS_ENV, SettingsError, strict_settings
+import contextlib
+import functools
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flashinfer.settings.environment import (
+    ENVIRONMENT,
+    STRICT_ACCEPTED,
+    EnvironmentVariable,
+    environment_variable,
+)
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = [
     "ENVIRONMENT",
+    "STRICT_ACCEPTED",
     "STRICT_SETTINGS_ENV",
     "EnvironmentVariable",
     "SettingsError",
+    "environment_reader",
     "environment_variable",
+    "forget_unrecognised_values",
+    "raw",
+    "read",
+    "refuse",
+    "refuse_if_strict",
+    "reporting_only",
     "strict_settings",
+    "unrecognised_value",
+    "warn_once",
 ]
+
+STRICT_SETTINGS_ENV = "FLASHINFER_STRICT_SETTINGS"
+_ROWS = {row.name: row for row in ENVIRONMENT}
+_ECHO_LIMIT = 200  # how much of a bad value a message quotes
+
+# os.environ.get re-encodes the key on every call, which costs many times the dict lookup it
+# ends in (benchmarks/bench_costs.py prints both); on POSIX the bytes dict under os.environ
+# is kept in sync by os.environ itself, so reading it directly is exact and cheap.  A
+# replaced os.environ (a mock) is read through its own get().
+_environ = os.environ
+_data: dict[bytes, bytes] | None = getattr(_environ, "_data", None) if os.name == "posix" else None
+_KEYS = {name: os.fsencode(name) for name in _ROWS}
+# name -> {raw value (bytes from _data, str otherwise, None: unset) -> its reading}
+_MEMO: dict[str, dict[Any, Any]] = {name: {None: row.unset} for name, row in _ROWS.items()}
+_warned: set[tuple[str, str]] = set()  # (variable, value) pairs warned about
+_lock = threading.Lock()
+_reporting = threading.local()  # inside reporting_only(): never raise
+
+
+class SettingsError(ValueError):
+    """A flashinfer environment variable holds a value it does not accept, under
+    ``FLASHINFER_STRICT_SETTINGS=1``.  A ``ValueError``, so code that catches bad values
+    the usual way catches it; ``variable``, ``value`` and ``accepted`` say which."""
+
+    def __init__(self, variable: str, value: str, accepted: str, why: str = "") -> None:
+        self.variable, self.value, self.accepted = variable, value, accepted
+        detail = f" ({why})" if why else ""
+        super().__init__(
+            f"{variable}={value!r} is not a recognised value{detail}. Accepted values: "
+            f"{accepted}. {STRICT_SETTINGS_ENV}=1 makes this an error: set {variable} to "
+            f"an accepted value or unset it (or unset {STRICT_SETTINGS_ENV} to warn and "
+            "carry on instead)"
+        )
+
+
+def unrecognised_value(variable: str, raw: str, effect: str, accepted: str) -> str:
+    """The warning of ``variable=raw``, a value it does not know: what is done instead
+    (``effect``) and the ``accepted`` values."""
+    return f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}."
+
+
+def raw(name: str) -> str | None:
+    """The text of variable ``name`` (a row of the table), or None when it is unset."""
+    _row(name)
+    return os.environ.get(name)
+
+
+def read(
+    name: str,
+    parse: Callable[[str], Any] | None = None,
+    report: Callable[[str], object] | None = None,
+) -> Any:
+    """Variable ``name`` as its row reads it: the row's ``unset`` value when unset, else
+    ``parse(raw)`` (``parse``: the row's rule unless given, for a grammar that lives with
+    its reader).  A value the rule refuses counts as the row's ``fallback``, after one
+    ``RuntimeWarning`` per distinct value (``report(message)`` instead, each time, when
+    given), or raises :class:`SettingsError` under ``FLASHINFER_STRICT_SETTINGS=1``."""
+    memo = _MEMO.get(name)
+    if memo is None:
+        return _row(name)  # raises KeyError naming the listed variables
+    key: Any
+    if _data is not None and os.environ is _environ:
+        key = _data.get(_KEYS[name])
+    else:
+        key = os.environ.get(name)
+    if parse is None:
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+    row = _ROWS[name]
+    text = key if key is None or isinstance(key, str) else os.fsdecode(key)
+    if text is None:
+        return row.unset
+    try:
+        value = (parse or row.parse)(text)
+    except ValueError as exc:
+        refuse(name, text, str(exc), report)
+        return row.fallback
+    if parse is None and len(memo) < 16:  # a variable holds few distinct values
+        memo[key] = value
+    return value
+
+
+def refuse(
+    name: str, text: str, why: str = "", report: Callable[[str], object] | None = None
+) -> None:
+    """What a refused value of ``name`` does: raise :class:`SettingsError` under strict
+    settings (each time: nothing is remembered), else warn once per distinct value (or call
+    ``report``).  ``why``: what is wrong, when the row's words do not say it all."""
+    row = _row(name)
+    shown, length = text, ""
+    if len(text) > _ECHO_LIMIT:
+        shown = text[:_ECHO_LIMIT] + "..."
+        length = f"the value is {len(text)} characters long, shown up to its first {_ECHO_LIMIT}; "
+    if name == STRICT_SETTINGS_ENV:
+        raise SettingsError(name, shown, row.accepted, why)
+    refuse_if_strict(name, shown, row.accepted, why)
+    effect = f"{length}{why}; {row.effect}" if why else f"{length}{row.effect}"
+    message = unrecognised_value(name, shown, effect, row.accepted)
+    if report is not None:
+        report(message)
+    else:
+        warn_once(name, shown, message)
+
+
+def refuse_if_strict(variable: str, value: str, accepted: str, why: str = "") -> None:
+    """Raise :class:`SettingsError` for ``variable=value`` under strict settings."""
+    if strict_settings():
+        raise SettingsError(variable, value, accepted, why)
+
+
+def warn_once(variable: str, value: str, message: str) -> None:
+    """One ``RuntimeWarning`` (``message``, at the user's line) per (variable, value)."""
+    with _lock:
+        first = (variable, value) not in _warned
+        _warned.add((variable, value))
+    if first:
+        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
+
+
+def forget_unrecognised_values() -> None:
+    """Let each refused value warn again (part of ``reset_experimental_warnings``)."""
+    with _lock:
+        _warned.clear()
+
+
+def strict_settings() -> bool:
+    """Whether refused values raise: ``FLASHINFER_STRICT_SETTINGS`` is ``'1'`` (outside a
+    :func:`reporting_only` block).  A value of it other than ``'1'``, ``'0'`` or empty raises
+    :class:`SettingsError` itself: whoever set it asked for strictness in some spelling."""
+    if getattr(_reporting, "depth", 0):
+        return False
+    return bool(read(STRICT_SETTINGS_ENV))
+
+
+@contextlib.contextmanager
+def reporting_only() -> Iterator[None]:
+    """Strict settings do not raise in this block (the thread's): what ``flashinfer
+    backends`` runs in, since its report is where the bad values are shown."""
+    depth = getattr(_reporting, "depth", 0)
+    _reporting.depth = depth + 1
+    try:
+        yield
+    finally:
+        _reporting.depth = depth
+
+
+def environment_reader(name: str) -> tuple[Callable[[], Any], tuple[Any, Any] | None]:
+    """A reader of the raw value of ``name`` for generated code, and ``(os module,
+    os.environ)`` when it reads ``os.environ``'s bytes dict directly (POSIX: a C-level
+    lookup, no Python frame; the caller checks that ``os.environ`` is still that object and
+    passes any value it does not know to :func:`read`); elsewhere ``os.environ.get``.
+    Any name: the dispatcher also watches the variables a support checker declares."""
+    if _data is not None:
+        return functools.partial(_data.get, os.fsencode(name)), (os, _environ)
+    return functools.partial(os.environ.get, name), None
+
+
+def _row(name: str) -> EnvironmentVariable:
+    row = _ROWS.get(name)
+    if row is None:
+        return environment_variable(name)  # raises KeyError naming the listed variables
+    return row

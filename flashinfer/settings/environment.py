@@ -1,16 +1,23 @@
 """The table of environment variables the package reads (``docs/configuration.rst``).
 
-The modules that read a variable keep their own constant for its name; this table is where a
-user finds them all.  ``tests/test_settings_table.py`` keeps the two in step: every
-``FLASHINFER_*``/``TRITON_*`` name in the package's source is a row here, and each row's
-``read_by`` modules do name it.
+One row per variable: what a user reads (summary, values, default, when it is read, what a
+bad value does) and how the package reads it (``parse``: the raw text to a value, a
+``ValueError`` for a value it does not accept; ``accepted`` and ``effect``, what the warning
+about a bad value says).  :func:`flashinfer.settings.read` applies the row; no other module
+reads these variables (``tests/test_settings_table.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ENVIRONMENT", "EnvironmentVariable", "environment_variable"]
+__all__ = ["ENVIRONMENT", "WARNING_ACTIONS", "EnvironmentVariable", "environment_variable"]
+
+
+def _text(raw: str) -> str:
+    return raw
 
 
 @dataclass(frozen=True)
@@ -18,21 +25,67 @@ class EnvironmentVariable:
     """One environment variable: what a user sets, and what the package does with it."""
 
     name: str
-    summary: str
-    """What it is for, in one sentence."""
-    values: str
-    """The values it accepts and what each means."""
-    default: str
-    """What holds when it is unset."""
-    read_when: str
-    """When the package reads it, so when a change takes effect."""
-    bad_value: str
-    """What a value outside :attr:`values` does."""
-    read_by: tuple[str, ...]
-    """The modules that read it (dotted names), the one that names it first."""
-    topic: str = ""
-    """The documentation page that says more (a Sphinx document name), if any."""
+    summary: str  # what it is for, in one sentence
+    values: str  # the values it accepts and what each means
+    default: str  # what holds when it is unset
+    read_when: str  # when the package reads it, so when a change takes effect
+    bad_value: str  # what a value outside ``values`` does
+    read_by: tuple[str, ...]  # the modules that use it, the first naming it
+    topic: str = ""  # the documentation page that says more (a Sphinx document name)
+    parse: Callable[[str], Any] = _text  # set (possibly empty) -> value; ValueError: bad
+    unset: Any = None  # the value when unset
+    accepted: str = ""  # the accepted values, as the warning about a bad one says them
+    effect: str = ""  # what a bad value counts as, in the warning's words
+    fallback: Any = None  # ... and as a value
 
+
+def _switch(raw: str) -> bool:
+    """Only ``'1'`` is on; ``'0'`` and empty are off; any other spelling is refused."""
+    if raw in ("", "0", "1"):
+        return raw == "1"
+    raise ValueError
+
+
+WARNING_ACTIONS = ("default", "error", "ignore", "always", "module", "once")
+"""Python's warning-filter actions, by their full names: no prefixes, no case folding."""
+
+
+def _action(raw: str) -> str | None:
+    if raw and raw not in WARNING_ACTIONS:
+        raise ValueError
+    return raw or None
+
+
+def _level(raw: str) -> int:
+    try:
+        return int(raw or 0)
+    except ValueError:
+        raise ValueError from None  # the row's words say what is wrong
+
+
+# Triton's reading of its boolean variables (triton.knobs: getenv_bool): case-insensitive,
+# not stripped.  flashinfer must read TRITON_INTERPRET alike, or a Triton that interprets
+# would be refused CPU tensors.
+_TRITON_TRUE = frozenset({"1", "true", "on", "yes", "y"})
+
+
+def triton_true(raw: str | None) -> bool:
+    """Whether Triton reads ``raw`` (a boolean variable's value) as true."""
+    return raw is not None and raw.lower() in _TRITON_TRUE
+
+
+SWITCH_ACCEPTED = "'1', '0' or unset"
+GATE_ACCEPTED = "'1' (on), '0' or empty/unset (off)"
+STRICT_ACCEPTED = "'1' (strict), '0', empty or unset (warn once and carry on)"
+BACKENDS_ACCEPTED = (
+    "API=BACKEND[,BACKEND...] for each API, joined by ';', e.g. 'mm=triton,torch;rmsnorm=torch'"
+)
+_SWITCH: dict[str, Any] = {
+    "parse": _switch,
+    "unset": False,
+    "accepted": SWITCH_ACCEPTED,
+    "fallback": False,
+}
 
 _STRICT = (
     "  With FLASHINFER_STRICT_SETTINGS=1 it raises SettingsError instead (a ValueError naming "
@@ -58,6 +111,7 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
             "flashinfer.cli.common",
         ),
         topic="experimental",
+        **{**_SWITCH, "accepted": GATE_ACCEPTED, "effect": "treating it as off"},
     ),
     EnvironmentVariable(
         name="FLASHINFER_BACKENDS",
@@ -71,6 +125,12 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         "and is ignored as a whole (nothing is restricted)." + _STRICT,
         read_by=("flashinfer.dispatch.restrictions",),
         topic="backend_control",
+        # The grammar is the reader's (flashinfer.dispatch.backend_names.parse_env_value),
+        # which passes it to read(); its error says what is wrong.
+        unset="",
+        accepted=BACKENDS_ACCEPTED,
+        effect="the whole value is ignored, so automatic selection is not restricted",
+        fallback={},
     ),
     EnvironmentVariable(
         name="FLASHINFER_EXPERIMENTAL_WARNINGS",
@@ -83,6 +143,9 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         "is ignored." + _STRICT,
         read_by=("flashinfer.gating.warn_once",),
         topic="experimental",
+        parse=_action,
+        accepted=", ".join(repr(a) for a in WARNING_ACTIONS) + ", or empty/unset",
+        effect="ignoring it",
     ),
     EnvironmentVariable(
         name="FLASHINFER_LOGLEVEL",
@@ -96,6 +159,12 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         bad_value="a value that is not an integer warns once (when the APIs are defined) and "
         "counts as 0." + _STRICT,
         read_by=("flashinfer.gating.stable_marker",),
+        parse=_level,
+        unset=0,
+        accepted="an integer (0 off, 1 or 2 each call's name, 3 or more its arguments too), "
+        "or empty/unset",
+        effect="treating it as 0 (no logging)",
+        fallback=0,
     ),
     EnvironmentVariable(
         name="FLASHINFER_DISPATCH_LOG",
@@ -107,6 +176,8 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         bad_value="warns once (RuntimeWarning) and counts as '0'." + _STRICT,
         read_by=("flashinfer.dispatch.choice_log",),
         topic="backend_control",
+        **_SWITCH,
+        effect="treated as 0 (off)",
     ),
     EnvironmentVariable(
         name="FLASHINFER_AUTOTUNER_LOG",
@@ -118,6 +189,8 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         bad_value="warns once (RuntimeWarning, at the first line logged) and counts as off."
         + _STRICT,
         read_by=("flashinfer.autotuner.candidate_timing",),
+        **_SWITCH,
+        effect="treating it as off",
     ),
     EnvironmentVariable(
         name="FLASHINFER_CLI_TRACEBACK",
@@ -130,6 +203,8 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         "FLASHINFER_STRICT_SETTINGS=1 an error line instead (the exit status stays the "
         "failure's)",
         read_by=("flashinfer.cli",),
+        **_SWITCH,
+        effect="treating it as off",
     ),
     EnvironmentVariable(
         name="FLASHINFER_STRICT_SETTINGS",
@@ -144,7 +219,8 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         bad_value="raises SettingsError (a ValueError naming the variable, its value, the "
         "accepted values and the fix) when a malformed value of another variable is read: "
         "whoever set it asked for strictness in some spelling",
-        read_by=("flashinfer.settings.strict",),
+        read_by=("flashinfer.settings",),
+        **{**_SWITCH, "accepted": STRICT_ACCEPTED},
     ),
     EnvironmentVariable(
         name="TRITON_INTERPRET",
@@ -165,6 +241,8 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
             "flashinfer.cli.backends",
         ),
         topic="installation",
+        parse=triton_true,
+        unset=False,
     ),
 )
 

@@ -43,7 +43,7 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.history import renamed_api, tuning_name
 from flashinfer.gating.messages import cached_experimental_skipped
-from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = ["LoadReport", "load_data", "load_into"]
 

@@ -45,7 +45,7 @@ from flashinfer.autotuner.tuning_file.format import (
 from flashinfer.autotuner.tuning_file.lock import held
 from flashinfer.autotuner.tuning_file.paths import remove_stale_temporaries, resolved
 from flashinfer.autotuner.tuning_file.write import interrupted_copy, write_file
-from flashinfer.gating.stacklevel import user_stacklevel
+from flashinfer.settings.stacklevel import user_stacklevel
 
 __all__ = ["check_mergeable", "save_into"]
 
