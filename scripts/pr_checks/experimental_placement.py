@@ -19,13 +19,15 @@ Read from the source (AST, nothing imported):
   ``support.py`` (``Backend(name, check=..., run=...)``), never through core code.
 
 Read from the imported package (``flashinfer.API_MODULES``; a module that cannot be imported
-is reported with its error, e.g. the dispatcher's own refusal at decoration):
+is reported with its error):
 
-* every backend of flashinfer's APIs: a checker marked ``@experimental_backend`` is defined
-  in a ``flashinfer/experimental/<feature>/support.py``; a backend whose checker is not
-  marked has neither its checker nor its declared implementation defined under
-  ``flashinfer/experimental/``, nor importing from ``flashinfer.experimental`` (absolute,
-  relative or ``importlib.import_module`` with a literal name, anywhere in its code);
+* a backend whose checker is not marked has neither its checker nor its declared
+  implementation defined under ``flashinfer/experimental/``, nor importing from it: that
+  rule is the dispatcher's own (``flashinfer.dispatch.plan``), applied when the API is
+  decorated, so such a module fails to import and is reported here with the dispatcher's
+  message (written once, there);
+* a checker marked ``@experimental_backend`` is defined in a
+  ``flashinfer/experimental/<feature>/support.py``;
 * every ``flashinfer/experimental/<feature>/support.py``, imported alone in a fresh
   interpreter, loads neither Triton nor any experimental module but support modules
   (``containment.py`` checks the module's own imports; this catches what they pull in).
@@ -44,7 +46,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -230,105 +231,46 @@ def _code_owner(obj: Any) -> Any:
     return target
 
 
-def _source_of(obj: Any) -> tuple[Path, int, ast.AST] | None:
-    """``(file, first line, parsed source)`` of a function or class, or None (no source)."""
+def _source_of(obj: Any) -> tuple[Path, int] | None:
+    """``(file, first line)`` of a function or class, or None (no source)."""
     try:
         file = inspect.getsourcefile(obj)
-        lines, first = inspect.getsourcelines(obj)
+        first = inspect.getsourcelines(obj)[1]
     except (OSError, TypeError):
         return None
-    if file is None:
-        return None
-    try:
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except SyntaxError:
-        return None
-    return Path(file), max(first, 1), tree
-
-
-def _imports_in(obj: Any, root: Path) -> Iterator[tuple[Path, int, str]]:
-    """``(file, line, name)`` of every ``flashinfer.experimental`` import in ``obj``'s code."""
-    found = _source_of(obj)
-    if found is None:
-        return
-    file, first, tree = found
-    package_dir = root / PACKAGE
-    if _under(file, package_dir):
-        current = module_name(file.resolve(), package_dir.resolve())
-    else:
-        current = getattr(obj, "__module__", "") or ""
-    for node in ast.walk(tree):
-        for name in imported_names(node, current, file.name == "__init__.py"):
-            if is_experimental(name):
-                yield file, first + getattr(node, "lineno", 1) - 1, name
-
-
-def _where(obj: Any) -> str:
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
-
-
-def _backend_parts(op: Any, backend: str) -> list[tuple[str, Any]]:
-    """The checker of ``backend`` and, when the table declares it, its implementation."""
-    parts = [("checker", op.backend_checks[backend])]
-    declared = (getattr(op, "backends", None) or {}).get(backend)
-    if declared is not None:
-        parts.append(("implementation", declared.run))
-    return parts
+    return None if file is None else (Path(file), max(first, 1))
 
 
 def backend_violations(ops: Iterable[Any], root: Path) -> list[Violation]:
-    """The rules on the backends of ``ops`` (APIs decorated with ``backend_requirement``)
-    whose code lives under ``root/flashinfer``."""
-    package_dir, experimental_dir = root / PACKAGE, root / PACKAGE / "experimental"
+    """Checkers of ``ops``' backends (APIs decorated with ``backend_requirement``) marked
+    ``@experimental_backend`` but defined under ``root/flashinfer`` outside a feature's
+    ``support.py``.  (An unmarked backend that is experimental code is the dispatcher's to
+    refuse, at decoration.)"""
+    package_dir = root / PACKAGE
     found: list[Violation] = []
     for op in ops:
         api = f"{op.__module__}.{op.__qualname__}"
-        for backend in op.backend_checks:
-            checker = op.backend_checks[backend]
-            marked = getattr(checker, "is_experimental_backend", False) is True
-            for role, obj in _backend_parts(op, backend):
-                owner = _code_owner(obj)
-                source = _source_of(owner)
-                if source is None:
-                    continue
-                file, line, _ = source
-                if not _under(file, package_dir):
-                    continue
-                display = _display(file, root)
-                what = f"the {role} of {api}'s backend {backend!r} ({_where(owner)})"
-                if marked:
-                    if role == "checker" and not _support_parts(file, root):
-                        found.append(
-                            Violation(
-                                display,
-                                line,
-                                f"{what} is marked @{MARKER} but defined in {display}; the "
-                                "checkers of experimental backends live in "
-                                "flashinfer/experimental/<feature>/support.py (policy rule 1)",
-                            )
-                        )
-                    continue
-                fix = (
-                    f"Mark the checker @{MARKER}(owner=..., tracking_issue=..., "
-                    "graduate_by=...) so that backend='auto' skips it with the gate off, in "
-                    f"flashinfer/experimental/<feature>/support.py. {FIX_BACKEND}"
+        for backend, checker in op.backend_checks.items():
+            if getattr(checker, "is_experimental_backend", False) is not True:
+                continue
+            owner = _code_owner(checker)
+            source = _source_of(owner)
+            if source is None or not _under(source[0], package_dir):
+                continue
+            file, line = source
+            display = _display(file, root)
+            if not _support_parts(file, root):
+                found.append(
+                    Violation(
+                        display,
+                        line,
+                        f"the checker of {api}'s backend {backend!r} "
+                        f"({getattr(owner, '__module__', '?')}.{owner.__qualname__}) is marked "
+                        f"@{MARKER} but defined in {display}; the checkers of experimental "
+                        "backends live in flashinfer/experimental/<feature>/support.py "
+                        "(policy rule 1)",
+                    )
                 )
-                if _under(file, experimental_dir):
-                    found.append(
-                        Violation(
-                            display, line, f"{what} is experimental code but not marked. {fix}"
-                        )
-                    )
-                    continue
-                for where, at, name in _imports_in(owner, root):
-                    found.append(
-                        Violation(
-                            _display(where, root),
-                            at,
-                            f"{what} imports {name}, yet the checker is not marked: with the "
-                            f"gate off, 'auto' would run experimental code. {fix}",
-                        )
-                    )
     return found
 
 
