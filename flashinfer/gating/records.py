@@ -5,13 +5,12 @@ marker is applied (:func:`make_experimental_info`); :func:`record_api` adds a ma
 the inventory that :func:`api_inventory` lists.  Public names are re-exported by
 ``flashinfer.api_logging``.
 
-Metadata that is malformed (a feature name that is not a ``str``, an owner that is not a
-person's ``@handle``, a tracking issue that is not a positive number of at most ten digits or
-a URL, a ``graduate_by`` that is not a ``YYYY-MM-DD`` date), of whatever type or size, never
-stops a module from importing: the marker records the problem on the metadata
-(``ExperimentalInfo.problems``), warns once at the marked definition
-(:class:`ExperimentalMetadataWarning`), and ``scripts/pr_checks/experimental_lifecycle.py``
-fails in CI naming it.
+Malformed metadata (a feature that is not a ``str``, an owner that is not a person's
+``@handle``, a tracking issue that is neither a number of at most ten digits nor a URL, a
+``graduate_by`` that is not a ``YYYY-MM-DD`` date), of whatever type or size, never stops a
+module from importing: the marker records the problem (``ExperimentalInfo.problems``), warns
+once at the marked definition (:class:`ExperimentalMetadataWarning`), and
+``scripts/pr_checks/experimental_lifecycle.py`` fails in CI naming it.
 """
 
 from __future__ import annotations
@@ -19,26 +18,27 @@ from __future__ import annotations
 import datetime as _dt
 import difflib
 import inspect
+import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 __all__ = [
     "APIRecord",
+    "EXPERIMENTAL_PACKAGE",
     "ExperimentalInfo",
     "ExperimentalMetadataWarning",
-    "TEAM_HANDLE_PREFIX",
     "MetadataValue",
+    "TEAM_HANDLE_PREFIX",
     "api_inventory",
     "as_text",
     "check_metadata_names",
     "feature_of_module",
-    "feature_problem",
     "field_rule",
     "given_name",
-    "in_experimental_package",
     "graduate_by_problem",
+    "in_experimental_package",
     "inventory",
     "make_experimental_info",
     "metadata_fields",
@@ -53,22 +53,16 @@ __all__ = [
 ]
 
 TEAM_HANDLE_PREFIX = "flashinfer-"
-"""This project's team and bot accounts are named ``flashinfer-...`` (``@flashinfer-gemm``,
-``@flashinfer-bot``): a handle that starts so, or ``@org/team``, is not a person."""
-
-_GITHUB_LOGIN_MAX = 39
-_LOGIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-_DIGITS = frozenset("0123456789")
+"""This project's team and bot accounts are named ``flashinfer-...``: not a person."""
 EXPERIMENTAL_PACKAGE = "flashinfer.experimental"
-# GitHub numbers issues with 32-bit integers: a longer "number" is not one.
-_ISSUE_DIGITS_MAX = 10
-# How much of a value a message about it quotes.
-_SHOWN_MAX = 60
+_LOGIN = re.compile(r"(?!-)(?!.*--)[A-Za-z0-9-]{1,39}(?<!-)")  # GitHub's rule for a login
+_ISSUE_DIGITS_MAX = 10  # GitHub numbers issues with 32-bit integers
+_SHOWN_MAX = 60  # how much of a value a message about it quotes
 
 
 def shown(value: object) -> str:
-    """``repr(value)`` for a message about metadata: cut after :data:`_SHOWN_MAX` characters
-    (saying how long it was), and never raising, whatever ``value`` is."""
+    """``repr(value)`` for a message, cut after 60 characters (saying how long it was), and
+    never raising, whatever ``value`` is."""
     if isinstance(value, int) and value.bit_length() > 64:
         # repr() of a very large int raises (Python's digit limit); its size says enough.
         return f"<an int of {value.bit_length()} bits>"
@@ -84,8 +78,8 @@ def shown(value: object) -> str:
 
 
 def as_text(value: object) -> str:
-    """``value`` as the text the metadata records: a ``str`` as given, anything else by
-    ``str()`` (or :func:`shown` where that fails), never raising."""
+    """``value`` as the metadata records it: a ``str`` as given, anything else by ``str()``
+    (or :func:`shown` where that fails), never raising."""
     if isinstance(value, str):
         return value
     if isinstance(value, int) and value.bit_length() > 64:
@@ -101,50 +95,41 @@ class ExperimentalMetadataWarning(UserWarning):
     """An experimental marker was given malformed lifecycle metadata.
 
     Issued once, when the marker is applied (at import), pointing at the marked definition.
-    The module still imports; the lifecycle check (``experimental_lifecycle.py``) fails in
-    CI with the same reason.  If a warning filter escalates it to an error, the import is
-    still not stopped (the record stays and CI still fails): a stable API must stay
-    importable whatever its experimental backends declare.
+    The module still imports, even if a filter escalates this warning (a stable API must stay
+    importable whatever its experimental backends declare); the lifecycle check
+    (``experimental_lifecycle.py``) fails in CI with the same reason.
     """
+
+
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def owner_problem(owner: object) -> str | None:
-    """What is wrong with ``owner`` as a person's ``@handle``, or ``None`` (also for none
-    given: a missing owner is the lifecycle check's to report).
-
-    A person is a GitHub login after ``@``: letters, digits and single hyphens, at most 39
-    characters.  ``@org/team`` and this project's accounts (:data:`TEAM_HANDLE_PREFIX`) are
-    teams or bots, not people.
-    """
-    if owner is None or (isinstance(owner, str) and not owner.strip()):
+    """What is wrong with ``owner`` as a person's ``@handle`` (a GitHub login after ``@``;
+    not ``@org/team`` nor one of this project's accounts), or ``None`` (also for none given:
+    a missing owner is the lifecycle check's to report)."""
+    if _blank(owner):
         return None
     if not isinstance(owner, str):
         return (
             f"owner {shown(owner)} is a {type(owner).__name__}; write a person's handle, "
             "owner='@alice'"
         )
-    handle = owner.strip()
-    if not handle.startswith("@"):
+    login = owner.strip()[1:]
+    if not owner.strip().startswith("@"):
         return (
             f"owner {shown(owner)} does not start with '@'; write a person's handle, owner='@alice'"
         )
-    login = handle[1:]
     if "/" in login or login.lower().startswith(TEAM_HANDLE_PREFIX):
         return (
             f"owner {shown(owner)} is a team or bot account, not a person; the policy asks for the "
             "person who answers for the feature, owner='@alice'"
         )
-    if (
-        not login
-        or len(login) > _GITHUB_LOGIN_MAX
-        or not set(login) <= _LOGIN_CHARS
-        or login.startswith("-")
-        or login.endswith("-")
-        or "--" in login
-    ):
+    if not _LOGIN.fullmatch(login):
         return (
             f"owner {shown(owner)} is not a GitHub handle (letters, digits and single hyphens, "
-            f"at most {_GITHUB_LOGIN_MAX} characters after '@')"
+            "at most 39 characters after '@')"
         )
     return None
 
@@ -162,15 +147,11 @@ def _is_issue_url(text: str) -> bool:
 
 
 def tracking_issue_problem(issue: object) -> str | None:
-    """What is wrong with ``issue`` as a tracking issue, or ``None`` (also for none given).
-
-    A tracking issue is a positive issue number (``12``, ``"12"``, ``"#12"``) of at most
-    ten digits, as GitHub's are, or the URL of the issue
-    (``"https://github.com/org/repo/issues/12"``).  Any value is judged without raising
-    (a number far too long for ``int()`` included).
-    """
+    """What is wrong with ``issue`` as a tracking issue (a positive issue number of at most
+    ten digits, ``12``, ``"12"``, ``"#12"``, or the issue's URL), or ``None`` (also for none
+    given).  Any value is judged without raising."""
     how = "pass the issue's number (tracking_issue=123) or its URL"
-    if issue is None or (isinstance(issue, str) and not issue.strip()):
+    if _blank(issue):
         return None
     if isinstance(issue, bool) or not isinstance(issue, (int, str)):
         return f"tracking_issue {shown(issue)} is a {type(issue).__name__}; {how}"
@@ -182,8 +163,8 @@ def tracking_issue_problem(issue: object) -> str | None:
             return f"tracking_issue {shown(issue)} is too long for an issue number; {how}"
         return None
     text = issue.strip()
-    number = text[1:] if text.startswith("#") else text
-    if number and set(number) <= _DIGITS:
+    number = text.removeprefix("#")
+    if number.isascii() and number.isdigit():
         if not number.lstrip("0"):
             return f"tracking_issue {shown(issue)} is not a positive number; {how}"
         if len(number.lstrip("0")) > _ISSUE_DIGITS_MAX:
@@ -198,50 +179,25 @@ def tracking_issue_problem(issue: object) -> str | None:
 
 
 def given_name(feature: object) -> bool:
-    """Whether a marker was given a ``feature=`` (``None`` and ``""`` mean the default name).
-    Any other value counts as given, and :func:`feature_problem` judges it."""
+    """Whether a marker was given a ``feature=`` (``None`` and ``""`` mean the default name)."""
     return not (feature is None or (isinstance(feature, str) and not feature))
-
-
-def feature_problem(feature: object) -> str | None:
-    """What is wrong with ``feature`` as a feature's name, or ``None``: it must be a ``str``."""
-    if isinstance(feature, str):
-        return None
-    return (
-        f"feature {shown(feature)} is a {type(feature).__name__}; name the feature with a "
-        "str (feature='fused_norm')"
-    )
-
-
-def _parse_date(text: str) -> _dt.date | None:
-    """``YYYY-MM-DD`` exactly (``date.fromisoformat`` alone also takes ``20270531``)."""
-    shape_ok = (
-        len(text) == 10
-        and text[4] == "-"
-        and text[7] == "-"
-        and set(text[:4] + text[5:7] + text[8:]) <= _DIGITS
-    )
-    if not shape_ok:
-        return None
-    try:
-        return _dt.date.fromisoformat(text)
-    except ValueError:  # e.g. 2027-02-30
-        return None
 
 
 def graduate_by_problem(value: object) -> tuple[_dt.date | None, str | None]:
     """``(date, None)`` for a valid ``graduate_by`` (``None`` given: ``(None, None)``), or
-    ``(None, problem)`` for a malformed one."""
+    ``(None, problem)`` for a malformed one.  Text must be ``YYYY-MM-DD`` exactly
+    (``date.fromisoformat`` alone also takes ``20270531``)."""
     if value is None:
         return None, None
     if isinstance(value, _dt.datetime):
         value = value.date()
     if isinstance(value, _dt.date):
         return value, None
-    if isinstance(value, str):
-        parsed = _parse_date(value.strip())
-        if parsed is not None:
-            return parsed, None
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value.strip()):
+        try:
+            return _dt.date.fromisoformat(value.strip()), None
+        except ValueError:  # e.g. 2027-02-30
+            pass
     return None, (
         f"graduate_by {shown(value)} is not a date written YYYY-MM-DD "
         "(e.g. graduate_by='2027-05-31')"
@@ -265,93 +221,57 @@ def feature_of_module(module: str) -> str | None:
 MetadataValue = str | int | _dt.date | None
 """What a marker's metadata keyword may be given (a malformed value is recorded, not refused)."""
 
-# How a field's given value is recorded: ``(recorded value, problem or None)``.
-Recorder = Callable[[object], tuple[object, "str | None"]]
 
-
-def _as_text(problem_of: Callable[[object], str | None]) -> Recorder:
-    """Record a value as text (``None`` stays ``None``), judged by ``problem_of``."""
-
-    def record(value: object) -> tuple[object, str | None]:
-        return (None if value is None else as_text(value)), problem_of(value)
-
-    return record
-
-
-def _no_problem(value: object) -> None:
-    return None
-
-
-# A field declared with no rule of its own: text, never a problem.
-_PLAIN_TEXT = _as_text(_no_problem)
-
-
-def field_rule(
-    *, record: Recorder = _PLAIN_TEXT, missing: str | None = None, given: bool = True
-) -> dict[str, Any]:
-    """The ``metadata=`` of one field of :class:`ExperimentalInfo`: how a marker records what
-    it is given (by default as text, with no rule), and, if the lifecycle check requires
-    the field, what it says when it is missing.  ``given=False``: the record's own field,
-    not a marker keyword.  A field declared without one (``design_doc: str | None =
-    None``) is an optional text keyword."""
-    return {"record": record, "missing": missing, "given": given}
-
-
-def _rule(f: Field[Any]) -> dict[str, Any]:
-    return {**field_rule(), **f.metadata}
+def field_rule(*, missing: str | None = None) -> dict[str, Any]:
+    """The ``metadata=`` of a field of :class:`ExperimentalInfo`: what the lifecycle check
+    says when it is missing (``None``: optional).  A field declared without one
+    (``design_doc: str | None = None``) is an optional text keyword."""
+    return {"missing": missing}
 
 
 @dataclass(frozen=True)
 class ExperimentalInfo:
     """Lifecycle metadata of an experimental API or backend: the one declaration of it.
 
-    Each field but ``problems`` is a keyword both markers take (``feature=``, ``owner=``,
-    ...); the markers, ``make_experimental_info``, the listing (a column each) and the
-    lifecycle check read the fields from here (``metadata_fields()``), so a new field is
-    one declaration here, whose ``field(metadata=...)`` says how a given value is recorded
-    and checked and whether the lifecycle check requires it.
-
-    ``owner`` and ``tracking_issue`` are kept as given (as text); ``graduate_by`` is the
-    date, or ``None`` when none was given or it was malformed.  ``problems`` lists what was
-    malformed when the marker was applied, one phrase each (empty when all is well); what
-    is *missing*, or a date too far ahead or past, is the lifecycle check's to say.
+    Each field but ``problems`` is a keyword both markers take; the markers, the listing (a
+    column each) and the lifecycle check read the fields from here (:func:`metadata_fields`),
+    so a new field is one declaration here.  ``owner`` and ``tracking_issue`` are kept as
+    given (as text); ``graduate_by`` is the date, or ``None`` when none was given or it was
+    malformed.  ``problems`` lists what was malformed when the marker was applied (empty
+    when all is well); what is *missing*, or a date too far ahead or past, is the lifecycle
+    check's to say.
     """
 
-    feature: str = field(metadata=field_rule(record=lambda v: (as_text(v), feature_problem(v))))
+    feature: str
     owner: str | None = field(
         default=None,
         metadata=field_rule(
-            record=_as_text(owner_problem),
-            missing="no owner; pass owner='@handle' (the person who answers for it)",
+            missing="no owner; pass owner='@handle' (the person who answers for it)"
         ),
     )
     tracking_issue: str | None = field(
         default=None,
-        metadata=field_rule(
-            record=_as_text(tracking_issue_problem),
-            missing="no tracking issue; pass tracking_issue=<issue number or URL>",
-        ),
+        metadata=field_rule(missing="no tracking issue; pass tracking_issue=<issue number or URL>"),
     )
     graduate_by: _dt.date | None = field(
         default=None,
+        # The horizon is the lifecycle check's: it fills in {horizon}.
         metadata=field_rule(
-            record=graduate_by_problem,
-            # The horizon is the lifecycle check's: it fills in {horizon}.
             missing="no graduate_by date; pass graduate_by='YYYY-MM-DD', at most {horizon} "
-            "months ahead",
+            "months ahead"
         ),
     )
-    problems: tuple[str, ...] = field(default=(), metadata=field_rule(given=False))
+    problems: tuple[str, ...] = ()
 
 
 def metadata_fields() -> tuple[Field[Any], ...]:
     """The fields of :class:`ExperimentalInfo` a marker is given, in declaration order."""
-    return tuple(f for f in fields(ExperimentalInfo) if _rule(f)["given"])
+    return tuple(f for f in fields(ExperimentalInfo) if f.name != "problems")
 
 
 def missing_text(f: Field[Any]) -> str | None:
     """What the lifecycle check says when field ``f`` is missing; ``None``: it is optional."""
-    missing: str | None = _rule(f)["missing"]
+    missing: str | None = f.metadata.get("missing")
     return missing
 
 
@@ -374,15 +294,34 @@ def check_metadata_names(marker: str, metadata: Mapping[str, object]) -> None:
             )
 
 
-def record_metadata(
-    metadata: Mapping[str, object],
-) -> tuple[dict[str, object], tuple[str, ...]]:
+def _feature_problem(feature: object) -> str | None:
+    if isinstance(feature, str):
+        return None
+    return (
+        f"feature {shown(feature)} is a {type(feature).__name__}; name the feature with a "
+        "str (feature='fused_norm')"
+    )
+
+
+# How a field's value is judged (any other field: text, never a problem).
+_JUDGES = {
+    "feature": _feature_problem,
+    "owner": owner_problem,
+    "tracking_issue": tracking_issue_problem,
+}
+
+
+def record_metadata(metadata: Mapping[str, object]) -> tuple[dict[str, object], tuple[str, ...]]:
     """Each field's recorded value and the problems found, in field order (never raising)."""
     values: dict[str, object] = {}
     problems = []
-    for f in metadata_fields():
-        value, problem = _rule(f)["record"](metadata.get(f.name))
-        values[f.name] = value
+    for name in metadata_names():
+        value, problem = metadata.get(name), None
+        if name == "graduate_by":
+            values[name], problem = graduate_by_problem(value)
+        else:
+            values[name] = None if value is None and name != "feature" else as_text(value)
+            problem = _JUDGES[name](value) if name in _JUDGES else None
         if problem is not None:
             problems.append(problem)
     return values, tuple(problems)
@@ -391,16 +330,12 @@ def record_metadata(
 def make_experimental_info(
     *values: object, marked: Any = None, **metadata: object
 ) -> ExperimentalInfo:
-    """The metadata given to a marker (shared by API and backend markers), checked.
-
-    The fields of :class:`ExperimentalInfo` are given by keyword, or in their order
-    (``make_experimental_info("f", "@alice", 12, "2027-05-31")``).  Never raises for a
-    value, whatever it is: each malformed one (a ``feature`` that is not a ``str``
-    included) is recorded in ``problems`` and, when ``marked`` (the decorated object) is
-    given, reported by one :class:`ExperimentalMetadataWarning` at its definition.  The
-    info keeps ``feature``, ``owner`` and ``tracking_issue`` as text.  An unknown keyword,
-    or more values than fields, is a ``TypeError``.
-    """
+    """The metadata given to a marker, checked.  The fields of :class:`ExperimentalInfo`
+    are given by keyword, or in their order (``make_experimental_info("f", "@alice", 12,
+    "2027-05-31")``).  Never raises for a value: each malformed one is recorded in
+    ``problems`` and, when ``marked`` (the decorated object) is given, reported by one
+    :class:`ExperimentalMetadataWarning` at its definition.  An unknown keyword, or more
+    values than fields, is a ``TypeError``."""
     names = metadata_names()
     if len(values) > len(names):
         raise TypeError(
@@ -419,25 +354,21 @@ def make_experimental_info(
     return info
 
 
-def _definition_site(obj: Any) -> tuple[str, int, str]:
-    """``(filename, line, module)`` of a function's or class's definition (best effort)."""
+def _warn_at_definition(marked: Any, info: ExperimentalInfo) -> None:
     try:
-        target = inspect.unwrap(obj) if callable(obj) else obj
+        target = inspect.unwrap(marked) if callable(marked) else marked
     except ValueError:  # a __wrapped__ cycle
-        target = obj
+        target = marked
     module = getattr(target, "__module__", None)
     module = module if isinstance(module, str) else "?"
     code = getattr(target, "__code__", None)
     if code is not None:
-        return code.co_filename, code.co_firstlineno, module
-    try:
-        return inspect.getsourcefile(target) or "?", inspect.getsourcelines(target)[1], module
-    except (OSError, TypeError):
-        return "?", 0, module
-
-
-def _warn_at_definition(marked: Any, info: ExperimentalInfo) -> None:
-    filename, line, module = _definition_site(marked)
+        filename, line = code.co_filename, code.co_firstlineno
+    else:
+        try:
+            filename, line = inspect.getsourcefile(target) or "?", inspect.getsourcelines(target)[1]
+        except (OSError, TypeError):
+            filename, line = "?", 0
     name = getattr(marked, "__qualname__", None)
     name = name if isinstance(name, str) else shown(marked)
     message = (
@@ -449,6 +380,9 @@ def _warn_at_definition(marked: Any, info: ExperimentalInfo) -> None:
         warnings.warn_explicit(message, ExperimentalMetadataWarning, filename, line, module=module)
     except ExperimentalMetadataWarning:
         pass  # escalated by a filter: the import must not fail (see the class's docstring)
+
+
+# -- the inventory -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
