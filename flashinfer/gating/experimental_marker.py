@@ -1,12 +1,10 @@
 """The experimental markers: ``@flashinfer_experimental_api`` and ``@experimental_backend``.
 
-``@flashinfer_experimental_api`` marks a function, method or class as experimental: the
-marked API always runs and warns once; functions (``async def``, generators and async
-generators included) are wrapped by generated code of the same kind, classes by a
-``__new__`` wrapper.  ``@experimental_backend`` marks a backend's support checker.  Both take
-the fields of :class:`~flashinfer.gating.records.ExperimentalInfo` as keywords (checked
-against it, never repeated here).  Re-exported by ``flashinfer.api_logging`` and
-``flashinfer.backend_dispatch`` (upstream's import paths).
+An experimental API always runs and warns once: a function (``async def``, generators and
+async generators included) is wrapped by generated code of the same kind and signature, a
+class by a ``__new__`` wrapper.  ``@experimental_backend`` marks a backend's support checker.
+Both take the fields of :class:`~flashinfer.gating.records.ExperimentalInfo` as keywords.
+Re-exported by ``flashinfer.api_logging`` and ``flashinfer.backend_dispatch``.
 """
 
 from __future__ import annotations
@@ -34,15 +32,11 @@ from flashinfer.gating.records import (
 )
 from flashinfer.gating.warn_once import issue_experimental_warning, new_once_flag
 
-__all__ = ["experimental_api", "experimental_backend", "flashinfer_experimental_api"]
-
-# What the experimental marker accepts and gives back unchanged in type: a function (its
-# parameters, return type and overloads stay visible to a type checker), a class (still
-# that class), or a staticmethod / classmethod object.
+# What the marker accepts and gives back unchanged in type: a function, a class, or a
+# staticmethod / classmethod object.
 _Marked = TypeVar(
     "_Marked", bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]"
 )
-# The marker's metadata for a marked object (its ``__qualname__`` is the default feature name).
 _MakeInfo = Callable[[Any], ExperimentalInfo]
 
 
@@ -62,10 +56,9 @@ def _mark(obj: Any, info: ExperimentalInfo) -> None:
         pass
 
 
-# The generated wrapper is of the same kind as the function it wraps, so that
-# inspect.iscoroutinefunction / isgeneratorfunction / isasyncgenfunction still answer True
-# (asyncio, pytest fixtures and frameworks branch on them).  Such a wrapper warns when its
-# body first runs: at the first await, next() or async iteration.
+# The wrapper is of the function's kind, so that inspect.iscoroutinefunction and its
+# siblings still answer True (asyncio and frameworks branch on them); it warns when its
+# body first runs.
 _FORWARD_ASYNC_GENERATOR = [
     # ``yield from`` for an async generator: values, asend(), athrow() and aclose() pass on.
     "_it = {call}",
@@ -137,8 +130,7 @@ def _wrap_function(func: Callable[..., Any], make_info: _MakeInfo) -> Any:
         api=f"{func.__module__}.{name}",
         keyword=keyword,
     )
-    # Dressed as the API (name, qualname, module, __wrapped__); its code keeps the name
-    # of its role, which tracebacks show.
+    # Dressed as the API; its code keeps the name of its role, which tracebacks show.
     functools.update_wrapper(wrapper, func)
     wrapper.__doc__ = _with_banner(func.__doc__, info.feature)
     _mark(func, info)
@@ -164,13 +156,9 @@ def _overrides_new(klass: type, marked: type) -> bool:
 
 
 def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
-    """Warn at the first instantiation of ``cls`` or of a subclass, by wrapping ``__new__``.
-
-    ``__new__`` rather than ``__init__``: it runs first for every class, whichever of the
-    two it defines.  When ``__new__`` is ``object.__new__`` the wrapper must not pass the
-    arguments on (object.__new__ refuses them once ``__new__`` is overridden); it applies
-    object.__new__'s own rule for them instead, as if the wrapper were not there.
-    """
+    """Warn at the first instantiation of ``cls`` or of a subclass, by wrapping ``__new__``
+    (it runs first, whichever of ``__new__``/``__init__`` a class defines).  Over
+    ``object.__new__`` the wrapper applies object.__new__'s rule on arguments itself."""
     info = make_info(cls)
     flag = new_once_flag()
     message = experimental_api_used(info.feature, cls.__qualname__)
@@ -217,9 +205,7 @@ def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
 
 
 def _experimental(obj: Any, make_info: _MakeInfo) -> Any:
-    """Wrap ``obj`` according to its kind.  Each wrapper records the API in the inventory:
-    experimental APIs are listed too (apart from stable ones), and the record is updated
-    when @flashinfer_api was applied first."""
+    """Wrap ``obj`` according to its kind, and record it in the inventory."""
     if isinstance(obj, (staticmethod, classmethod)):
         return type(obj)(_wrap_function(obj.__func__, make_info))
     if not callable(obj):
@@ -254,20 +240,16 @@ def flashinfer_experimental_api(func: Any = None, /, **metadata: MetadataValue) 
     check in CI.
 
     The marked API always runs: calling it is the opt-in.  Its first call in the process
-    emits one :class:`ExperimentalWarning`, pointing at the caller's line; later calls are
-    silent, also under many threads (a call arriving while the first one warns waits for
-    it, so none runs before the warning was issued).  If a warning filter turns that
-    warning into an error, every call raises it, not only the first.  Classes warn at the
-    first instantiation of the class or of a subclass (the marker wraps ``__new__``);
-    ``async def`` functions, generators and async generators stay what they are
-    (``inspect.iscoroutinefunction`` and its siblings still answer True) and warn when
-    their body first runs.
+    emits one :class:`ExperimentalWarning` at the caller's line; later calls are silent,
+    also under many threads (a call arriving meanwhile waits for the warning).  Escalated
+    to an error by a filter, it refuses every call.  Classes warn at the first
+    instantiation of the class or a subclass; ``async def`` functions, generators and async
+    generators stay what they are and warn when their body first runs.
 
-    The marker sets ``is_experimental = True``, ``experimental_feature`` and
-    ``experimental_info`` on the wrapper and on the original, prepends a banner to the
-    docstring and keeps the signature, name, module and ``__wrapped__``.  For a type
-    checker the marked object keeps its exact type: a function its parameters, return type
-    and overloads, a class stays the class.  It never reads the gate variable.
+    The marker sets ``is_experimental``, ``experimental_feature`` and ``experimental_info``
+    on the wrapper and the original, prepends a banner to the docstring and keeps the
+    signature, name, module, ``__wrapped__`` and, for a type checker, the exact type.  It
+    never reads the gate variable.
     """
 
     check_metadata_names("flashinfer_experimental_api", metadata)
@@ -306,17 +288,10 @@ def experimental_backend(checker: Any = None, /, **metadata: MetadataValue) -> A
     An experimental backend runs when named (``backend="name"``, warning once per API and
     backend) and is skipped by ``backend="auto"`` unless
     ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``.  Composes with
-    ``supported_compute_capability`` in either order.  Used bare or with lifecycle
-    metadata, the fields of :class:`~flashinfer.api_logging.ExperimentalInfo`:
-    ``owner="@handle"`` (a person), ``tracking_issue=`` (an issue number or URL),
-    ``graduate_by="YYYY-MM-DD"``.  ``feature=`` names the feature in listings; by default it
-    is the folder of ``flashinfer/experimental/<feature>/support.py`` where the checker
-    lives (elsewhere: the checker's qualified name).  Malformed metadata never raises: it
-    is recorded and warned about once (``ExperimentalMetadataWarning``), and the lifecycle
-    check fails in CI; an unknown keyword is a ``TypeError`` naming it.
-
-    Returns the checker itself with attributes set (no wrapper, so no call overhead); the
-    dispatcher reads the marks once, at decoration.
+    ``supported_compute_capability`` in either order.  Takes the keywords of
+    :func:`flashinfer_experimental_api`; ``feature=`` defaults to the folder of
+    ``flashinfer/experimental/<feature>/support.py`` where the checker lives (elsewhere:
+    its qualified name).  Returns the checker itself, marked (no wrapper, no call cost).
     """
     check_metadata_names("experimental_backend", metadata)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["exposed_in", "exposed_objects"]
-
 T = TypeVar("T", bound=Callable[..., Any])
 
 _EXPOSED: list[tuple[Any, str]] = []

@@ -22,14 +22,6 @@ from flashinfer.settings import (
     warn_once,
 )
 
-__all__ = [
-    "ACCEPTED_GATE_VALUES",
-    "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
-    "GATE_OFF_VALUES",
-    "experimental_auto_backends_allowed",
-    "require_experimental_auto_backends",
-]
-
 GATE_OFF_VALUES = ("", "0")
 """Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
 

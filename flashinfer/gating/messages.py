@@ -1,19 +1,12 @@
 """What flashinfer tells users about the experimental opt-in and the gate: one builder each.
 
-Every warning and error that states the opt-in's facts (an experimental backend named,
-picked by ``backend="auto"`` or listed in a restriction; the gate leaving one out; only
-experimental backends fitting; a restriction none of whose backends can run; an
-experimental API called; a variable set to a value flashinfer does not know) is built
-here, and every path that raises it (the generated dispatchers through the warn-once and
-reference paths, the reference path itself, the autotuner) calls the builder.  Rewording a
-message is an edit of this module only: tests build the text they expect from these
-builders too (``tests/test_messages.py`` pins what each must say).
-
-The exits of experimental work (a renamed backend or API's alias, a removed one's tombstone:
-:mod:`flashinfer.gating.history`) are told here too, so the docs render them from here.
-
-The gate variable's name is defined here, since the messages state it; ``gate`` reads it.
-A bad value of any variable is told by :func:`flashinfer.settings.unrecognised_value`.
+Every warning and error about the opt-in (an experimental backend named, picked by
+``backend="auto"`` or listed in a restriction; the gate leaving one out; only experimental
+backends fitting; a restriction none of whose backends can run; an experimental API called;
+an exit of experimental work: a renamed or removed backend or API) is built here, and every
+path that raises it calls the builder; tests and the docs build the text they expect from
+these builders too (``tests/test_messages.py`` pins what each must say).  A bad value of a
+variable is told by the reader's :func:`flashinfer.settings.unrecognised_value`.
 """
 
 from __future__ import annotations

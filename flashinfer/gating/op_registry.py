@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register_op", "registered_ops"]
-
 _registry: dict[str, Any] = {}
 
 

@@ -24,34 +24,6 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
-__all__ = [
-    "APIRecord",
-    "EXPERIMENTAL_PACKAGE",
-    "ExperimentalInfo",
-    "ExperimentalMetadataWarning",
-    "MetadataValue",
-    "TEAM_HANDLE_PREFIX",
-    "api_inventory",
-    "as_text",
-    "check_metadata_names",
-    "feature_of_module",
-    "field_rule",
-    "given_name",
-    "graduate_by_problem",
-    "in_experimental_package",
-    "inventory",
-    "make_experimental_info",
-    "metadata_fields",
-    "metadata_names",
-    "missing_text",
-    "owner_problem",
-    "qualified_name",
-    "record_api",
-    "record_metadata",
-    "shown",
-    "tracking_issue_problem",
-]
-
 TEAM_HANDLE_PREFIX = "flashinfer-"
 """This project's team and bot accounts are named ``flashinfer-...``: not a person."""
 EXPERIMENTAL_PACKAGE = "flashinfer.experimental"

@@ -14,8 +14,6 @@ from typing import Any, TypeVar, overload
 from flashinfer.gating.records import qualified_name, record_api
 from flashinfer.settings import read
 
-__all__ = ["flashinfer_api"]
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 _logger = logging.getLogger("flashinfer.api")

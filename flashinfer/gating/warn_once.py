@@ -21,21 +21,6 @@ from flashinfer.gating.messages import automatic_selection, explicit_selection
 from flashinfer.settings import forget_unrecognised_values, read
 from flashinfer.settings.stacklevel import user_stacklevel
 
-__all__ = [
-    "EXPERIMENTAL_WARNINGS_ENV",
-    "ExperimentalWarning",
-    "LIBRARY_FILTER_MESSAGE",
-    "OnceFlag",
-    "WarnedRecordModule",
-    "backend_warning_flag",
-    "is_library_filter",
-    "issue_experimental_warning",
-    "new_once_flag",
-    "reset_experimental_warnings",
-    "warn_backend_once",
-    "warn_experimental_backend_once",
-]
-
 EXPERIMENTAL_WARNINGS_ENV = "FLASHINFER_EXPERIMENTAL_WARNINGS"
 
 

@@ -22,32 +22,11 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flashinfer.settings.environment import (
-    ENVIRONMENT,
-    STRICT_ACCEPTED,
-    EnvironmentVariable,
-    environment_variable,
-)
+from flashinfer.settings.environment import ENVIRONMENT as ENVIRONMENT
+from flashinfer.settings.environment import STRICT_ACCEPTED as STRICT_ACCEPTED
+from flashinfer.settings.environment import EnvironmentVariable as EnvironmentVariable
+from flashinfer.settings.environment import environment_variable as environment_variable
 from flashinfer.settings.stacklevel import user_stacklevel
-
-__all__ = [
-    "ENVIRONMENT",
-    "STRICT_ACCEPTED",
-    "STRICT_SETTINGS_ENV",
-    "EnvironmentVariable",
-    "SettingsError",
-    "environment_reader",
-    "environment_variable",
-    "forget_unrecognised_values",
-    "raw",
-    "read",
-    "refuse",
-    "refuse_if_strict",
-    "reporting_only",
-    "strict_settings",
-    "unrecognised_value",
-    "warn_once",
-]
 
 STRICT_SETTINGS_ENV = "FLASHINFER_STRICT_SETTINGS"
 _ROWS = {row.name: row for row in ENVIRONMENT}

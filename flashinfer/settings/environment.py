@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ENVIRONMENT", "WARNING_ACTIONS", "EnvironmentVariable", "environment_variable"]
-
 
 def _text(raw: str) -> str:
     return raw
