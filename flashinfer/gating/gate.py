@@ -15,7 +15,7 @@ from flashinfer.gating.messages import auto_feature_disabled
 from flashinfer.settings import environment_reader as environment_reader
 from flashinfer.settings import forget_unrecognised_values as forget_unrecognised_values
 from flashinfer.settings import (
-    read,
+    reader,
     refuse_if_strict,
     strict_settings,
     unrecognised_value,
@@ -26,6 +26,9 @@ GATE_OFF_VALUES = ("", "0")
 """Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
 
 
+_read_gate = reader(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
+
+
 def experimental_auto_backends_allowed() -> bool:
     """Whether automatic selection may pick experimental backends.
 
@@ -33,7 +36,7 @@ def experimental_auto_backends_allowed() -> bool:
     Unset, empty or ``"0"`` is off.  Any other value is off and warns once per distinct
     value.  Read at every call, so changing the variable at run time takes effect.
     """
-    return bool(read(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV))
+    return _read_gate()  # type: ignore[no-any-return]
 
 
 def warn_unrecognised_once(
