@@ -311,3 +311,46 @@ def test_the_renderer_turns_quoted_values_and_options_into_literals():
         "``1`` or unset, ``--force``; Python's"
     )
     importlib.reload(flashinfer_reference)  # the module is importable on its own
+
+
+# ---- the reader ------------------------------------------------------------------------
+
+
+def test_the_reader_applies_the_row_and_follows_the_environment(monkeypatch):
+    from flashinfer import settings
+
+    name = "FLASHINFER_LOGLEVEL"
+    monkeypatch.delenv(name, raising=False)
+    assert settings.read(name) == 0 and settings.raw(name) is None
+    for value, level in (("3", 3), (" 2", 2), ("", 0), ("3", 3)):  # each value, again
+        monkeypatch.setenv(name, value)
+        assert settings.read(name) == level and settings.reader(name)() == level
+    monkeypatch.setenv(name, "debug")
+    said: list[str] = []
+    assert settings.read(name, report=said.append) == 0
+    assert said == [settings.unrecognised_value(name, "debug", "treating it as 0 (no logging)",
+                                                environment_variable(name).accepted)]  # fmt: skip
+    # A grammar that lives with its reader, and its reason in the message.
+    monkeypatch.setenv("FLASHINFER_BACKENDS", "mm")
+    settings.forget_unrecognised_values()  # once per value: another test may have warned
+
+    def refuse(text: str) -> object:
+        raise ValueError(f"{text!r} has no '='")
+
+    with pytest.warns(RuntimeWarning, match="'mm' has no '='; the whole value is ignored"):
+        assert settings.read("FLASHINFER_BACKENDS", parse=refuse) == {}
+    with pytest.raises(KeyError, match="FLASHINFER_LOGLEVEL"):
+        settings.read("FLASHINFER_NOT_A_SETTING")
+
+
+def test_the_reader_reads_a_replaced_environ(monkeypatch):
+    """A mock of ``os.environ`` (not its bytes dict) is what the reader then reads."""
+    from unittest import mock
+
+    from flashinfer import settings
+
+    with mock.patch.object(os, "environ", {"FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS": "1"}):
+        assert settings.read("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS") is True
+        assert settings.reader("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS")() is True
+    monkeypatch.delenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", raising=False)
+    assert settings.read("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS") is False
