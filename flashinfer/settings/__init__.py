@@ -69,9 +69,15 @@ def unrecognised_value(variable: str, raw: str, effect: str, accepted: str) -> s
 
 
 def raw(name: str) -> str | None:
-    """The text of variable ``name`` (a row of the table), or None when it is unset."""
-    _row(name)
+    """The text of variable ``name``, or None when it is unset: for a report that shows the
+    value, and for the variables a support checker declares (not flashinfer's own)."""
     return os.environ.get(name)
+
+
+def variables_set(prefixes: tuple[str, ...] = ("FLASHINFER_", "TRITON_")) -> list[str]:
+    """The names of the variables set in the environment that start with ``prefixes``,
+    sorted (``flashinfer backends`` reports each, unknown ones too)."""
+    return sorted(name for name in os.environ if name.startswith(prefixes))
 
 
 def read(

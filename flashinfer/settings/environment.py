@@ -125,7 +125,7 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         topic="backend_control",
         # The grammar is the reader's (flashinfer.dispatch.backend_names.parse_env_value),
         # which passes it to read(); its error says what is wrong.
-        unset="",
+        unset={},
         accepted=BACKENDS_ACCEPTED,
         effect="the whole value is ignored, so automatic selection is not restricted",
         fallback={},
