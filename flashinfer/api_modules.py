@@ -14,17 +14,6 @@ import os
 import re
 from collections.abc import Iterable
 
-__all__ = [
-    "API_MODULES",
-    "OPS",
-    "OPS_BLOCK_HEADER",
-    "PUBLIC",
-    "load_all_apis",
-    "load_api_modules",
-    "read_ops",
-    "read_public",
-]
-
 OPS_BLOCK_HEADER = "# The one list of ops:"
 """The comment that opens the ops' block in ``flashinfer/__init__.py``."""
 
