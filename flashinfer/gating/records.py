@@ -1,15 +1,9 @@
-"""What the markers record: lifecycle metadata and the API inventory.
+"""What the markers record: lifecycle metadata (:class:`ExperimentalInfo`, checked when the
+marker is applied) and the API inventory (:func:`api_inventory`).
 
-:class:`ExperimentalInfo` is the metadata of an experimental API or backend, checked when the
-marker is applied (:func:`make_experimental_info`); :func:`record_api` adds a marked API to
-the inventory that :func:`api_inventory` lists.  Public names are re-exported by
-``flashinfer.api_logging``.
-
-Malformed metadata (a feature that is not a ``str``, an owner that is not a person's
-``@handle``, a tracking issue that is neither a number of at most ten digits nor a URL, a
-``graduate_by`` that is not a ``YYYY-MM-DD`` date), of whatever type or size, never stops a
-module from importing: the marker records the problem (``ExperimentalInfo.problems``), warns
-once at the marked definition (:class:`ExperimentalMetadataWarning`), and
+Malformed metadata, of whatever type or size, never stops a module from importing: the
+marker records the problem (``ExperimentalInfo.problems``), warns once at the marked
+definition (:class:`ExperimentalMetadataWarning`), and
 ``scripts/pr_checks/experimental_lifecycle.py`` fails in CI naming it.
 """
 
@@ -64,13 +58,9 @@ def as_text(value: object) -> str:
 
 
 class ExperimentalMetadataWarning(UserWarning):
-    """An experimental marker was given malformed lifecycle metadata.
-
-    Issued once, when the marker is applied (at import), pointing at the marked definition.
-    The module still imports, even if a filter escalates this warning (a stable API must stay
-    importable whatever its experimental backends declare); the lifecycle check
-    (``experimental_lifecycle.py``) fails in CI with the same reason.
-    """
+    """An experimental marker was given malformed lifecycle metadata: issued once, at the
+    marked definition.  The module still imports, even if a filter escalates it (a stable
+    API stays importable whatever its experimental backends declare)."""
 
 
 def _blank(value: object) -> bool:
@@ -205,13 +195,11 @@ def field_rule(*, missing: str | None = None) -> dict[str, Any]:
 class ExperimentalInfo:
     """Lifecycle metadata of an experimental API or backend: the one declaration of it.
 
-    Each field but ``problems`` is a keyword both markers take; the markers, the listing (a
-    column each) and the lifecycle check read the fields from here (:func:`metadata_fields`),
-    so a new field is one declaration here.  ``owner`` and ``tracking_issue`` are kept as
-    given (as text); ``graduate_by`` is the date, or ``None`` when none was given or it was
-    malformed.  ``problems`` lists what was malformed when the marker was applied (empty
-    when all is well); what is *missing*, or a date too far ahead or past, is the lifecycle
-    check's to say.
+    Each field but ``problems`` is a keyword both markers take, a column of the listing and
+    (with ``field_rule(missing=...)``) required by the lifecycle check: a new field is one
+    declaration here.  ``owner`` and ``tracking_issue`` are kept as text; ``graduate_by`` is
+    the date (``None`` when none was given or it was malformed); ``problems`` lists what was
+    malformed when the marker was applied.
     """
 
     feature: str
@@ -302,12 +290,9 @@ def record_metadata(metadata: Mapping[str, object]) -> tuple[dict[str, object], 
 def make_experimental_info(
     *values: object, marked: Any = None, **metadata: object
 ) -> ExperimentalInfo:
-    """The metadata given to a marker, checked.  The fields of :class:`ExperimentalInfo`
-    are given by keyword, or in their order (``make_experimental_info("f", "@alice", 12,
-    "2027-05-31")``).  Never raises for a value: each malformed one is recorded in
-    ``problems`` and, when ``marked`` (the decorated object) is given, reported by one
-    :class:`ExperimentalMetadataWarning` at its definition.  An unknown keyword, or more
-    values than fields, is a ``TypeError``."""
+    """The metadata given to a marker, by keyword or in field order, checked: a malformed
+    value is recorded in ``problems`` (and warned about at ``marked``'s definition), never
+    raised; an unknown keyword, or more values than fields, is a ``TypeError``."""
     names = metadata_names()
     if len(values) > len(names):
         raise TypeError(

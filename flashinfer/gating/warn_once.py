@@ -99,14 +99,10 @@ def _remove_library_filters() -> None:
 
 
 def issue_experimental_warning(flag: OnceFlag, message: str | Callable[[], str]) -> bool:
-    """Issue the ExperimentalWarning of ``flag`` unless it has been issued; True if this
-    call issued it.  ``message``: the text, or a function building it (called only then).
-
-    The check and the warning happen under one lock, and ``flag.warned`` is set only once
-    the warning was issued: escalated to an error by a filter, the next use is refused too.
-    ``FLASHINFER_EXPERIMENTAL_WARNINGS=<action>``, read now, puts ``<action>`` first among
-    the filters for ExperimentalWarning while this warning is issued.
-    """
+    """Issue the ExperimentalWarning of ``flag`` unless it has been issued (True if this
+    call did), under one lock; ``flag.warned`` is set only once it was issued, so escalated
+    to an error it refuses the next use too.  ``FLASHINFER_EXPERIMENTAL_WARNINGS=<action>``
+    puts ``<action>`` first among the filters while it is issued."""
     with _issue_lock:
         if flag.warned or flag.issuing:
             return False
@@ -175,11 +171,8 @@ def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = 
 
 def reset_experimental_warnings() -> None:
     """Forget every "already warned" record, so each warning fires again once, and take
-    out any warning filter the library itself installed for ``FLASHINFER_EXPERIMENTAL_WARNINGS``
-    (never one of the program's own).
-
-    For test suites (ours and our users'): makes warning tests independent of order.
-    """
+    out any filter the library installed for ``FLASHINFER_EXPERIMENTAL_WARNINGS``.  For test
+    suites (ours and our users'): makes warning tests independent of order."""
     forget_unrecognised_values()
     with _issue_lock:  # waits for a warning being issued: its flag is then forgotten too
         _remove_library_filters()
