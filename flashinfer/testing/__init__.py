@@ -141,8 +141,10 @@ def declare_cases(
     ``flashinfer autotune`` and ``flashinfer explain`` build from a shape
     (:class:`ExampleInputs`).
 
-    Call at import of the op's module.  Names must be unique per op; declaring again
-    replaces the op's cases and rule (module reloads stay idempotent).
+    An op of the one list calls it in its module's ``declare_test_cases()``, which this kit
+    runs when both are loaded (touching the op imports no test code); any other op may call
+    it at import.  Names must be unique per op; declaring again replaces the op's cases and
+    rule (module reloads stay idempotent).
     """
     cases = list(cases)
     names = [c.name for c in cases]
@@ -263,3 +265,20 @@ def assert_runs_in_fresh_interpreter(code: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise AssertionError(f"exit status {proc.returncode}:\n{proc.stderr}")
+
+
+def _declare_loaded_ops() -> None:
+    """Op modules declare their cases in ``declare_test_cases()``, which runs when both the
+    op's module and this kit are loaded: so touching an op imports no test code.  Those
+    imported before the kit declare here; later ones at the end of their module."""
+    import sys
+
+    from flashinfer.api_modules import API_MODULES
+
+    for name in API_MODULES:
+        declare = getattr(sys.modules.get(name), "declare_test_cases", None)
+        if declare is not None:
+            declare()
+
+
+_declare_loaded_ops()
