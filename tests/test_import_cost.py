@@ -201,17 +201,37 @@ _CALLS = {
 }
 
 
-def _flashinfer_modules(op: str, step: str) -> list[str]:
-    call = _CALLS[op] if step == "call" else ""
-    seen = _modules_after(
-        # the interpreter on, as under the tests: a CPU call may run a Triton kernel
-        "import os\nos.environ['TRITON_INTERPRET'] = '1'\nimport warnings\n"
-        "warnings.simplefilter('ignore')\nimport torch\nimport flashinfer\n"
-        f"op = flashinfer.{op}\n{call}"
+_TOUCH_THEN_CALL = """
+import json, os, sys, warnings
+os.environ["TRITON_INTERPRET"] = "1"  # as under the tests: a CPU call may run a Triton kernel
+warnings.simplefilter("ignore")
+import torch
+import flashinfer
+def listed():
+    return sorted(m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer."))
+op = flashinfer.{op}
+touched = listed()
+{call}
+print(json.dumps({{"touch": touched, "call": listed()}}))
+"""
+
+
+def _flashinfer_modules(op: str) -> dict[str, list[str]]:
+    """The package's modules after touching ``op``, then after its first call, in a fresh
+    interpreter (printed, for the diff when a pinned list changes)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _TOUCH_THEN_CALL.format(op=op, call=_CALLS[op])],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
-    modules = seen["flashinfer"]
-    print(f"flashinfer.{op} ({step}): {len(modules)} flashinfer modules:", *modules, sep="\n  ")
-    return modules
+    assert proc.returncode == 0, f"flashinfer.{op} failed:\n{proc.stderr}"
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    for step, modules in seen.items():
+        print(f"flashinfer.{op} ({step}): {len(modules)} modules:", *modules, sep="\n  ")
+    return seen
 
 
 def _under(module: str, prefixes: tuple[str, ...] | list[str]) -> bool:
@@ -220,7 +240,8 @@ def _under(module: str, prefixes: tuple[str, ...] | list[str]) -> bool:
 
 @pytest.fixture(scope="module")
 def imported() -> dict[tuple[str, str], list[str]]:
-    return {key: _flashinfer_modules(*key) for key in PINNED}
+    seen = {op: _flashinfer_modules(op) for op in _CALLS}
+    return {(op, step): seen[op][step] for op, step in PINNED}
 
 
 @pytest.mark.parametrize("key", list(PINNED), ids=lambda k: "-".join(k))
