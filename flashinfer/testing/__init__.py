@@ -97,16 +97,11 @@ def declare_cases(
     examples: ExampleInputs | None = None,
 ) -> None:
     """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function),
-    ``overlap``, the rule a plain API checks for the tensors it writes (an op with a
-    dispatcher declares it to ``backend_requirement``, and it is read from there), and
-    ``examples``, the inputs ``flashinfer autotune`` and ``flashinfer explain`` build from a
-    shape.
-
+    ``overlap`` (the rule a plain API checks for what it writes; an op with a dispatcher
+    declares it to ``backend_requirement``) and ``examples`` (the CLI's inputs from a shape).
     An op of the one list calls it in its module's ``declare_test_cases()``, which this kit
-    runs when both are loaded (touching the op imports no test code); any other op may call
-    it at import.  Names must be unique per op; declaring again replaces the op's cases and
-    rule (module reloads stay idempotent).
-    """
+    runs once both are loaded; any other op may call it at import.  Names must be unique per
+    op; declaring again replaces the op's cases and rule (reloads stay idempotent)."""
     cases = list(cases)
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -141,11 +136,9 @@ def _kept(item: ConformanceItem | OverlapItem, experimental: bool | None) -> boo
 
 
 def conformance_items(*, experimental: bool | None = None) -> list[ConformanceItem]:
-    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``.
-
-    ``experimental=False`` keeps stable backends of stable APIs, ``True`` keeps experimental
-    backends and experimental APIs, ``None`` keeps everything.
-    """
+    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``:
+    ``experimental=False`` keeps stable backends of stable APIs, ``True`` experimental
+    backends and experimental APIs, ``None`` everything."""
     items = []
     for op in declared_ops():
         for backend in list(getattr(op, "backend_checks", None) or [None]):
@@ -154,13 +147,11 @@ def conformance_items(*, experimental: bool | None = None) -> list[ConformanceIt
 
 
 def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
-    """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops that
-    declared an overlap rule, ``backend="auto"`` included; each refused attack also with
-    ``skip_check=True`` on ops that have it.  Attacks that cannot be built for a case's
-    shapes and dtypes (``"same"`` on tensors of different shapes, say) are left out here, at
-    collection, rather than skipped, and recorded with the reason
-    (:func:`unbuilt_overlap_attacks`, counted in a test run's summary).  ``experimental``
-    filters as in :func:`conformance_items`, the record too."""
+    """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops with an
+    overlap rule, ``"auto"`` included; a refused attack also with ``skip_check=True``.  One
+    that cannot be built for a case's tensors is left out, not skipped, and recorded
+    (:func:`unbuilt_overlap_attacks`).  ``experimental`` filters as in
+    :func:`conformance_items`, the record too."""
     items = []
     for op in declared_ops():
         rule = overlap_rule_for(op)
