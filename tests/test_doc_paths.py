@@ -75,9 +75,21 @@ def root_documents(text: str) -> Iterator[str]:
             yield token
 
 
+CREATED = {
+    "docs/author.md": {
+        "flashinfer/experimental/rowwise_norm/__init__.py",
+        "flashinfer/experimental/rowwise_norm/kernel.py",
+        "flashinfer/experimental/rowwise_norm/support.py",
+        "tests/experimental/test_rowwise_norm.py",
+    }
+}
+"""Files a document's steps create (tests/test_doc_author_path.py runs the author's page)."""
+
+
 @pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_path_a_document_names_exists(doc: Path) -> None:
-    missing = missing_paths(doc.read_text(encoding="utf-8"), REPO)
+    created = CREATED.get(str(doc.relative_to(REPO)), set())
+    missing = sorted(set(missing_paths(doc.read_text(encoding="utf-8"), REPO)) - created)
     assert not missing, f"{doc.relative_to(REPO)} names files that do not exist: {missing}"
 
 

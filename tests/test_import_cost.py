@@ -107,3 +107,174 @@ def test_lazy_op_access_does_not_import_triton(name):
     )
     assert seen["triton"] == [], f"flashinfer.{name} imported Triton: {seen['triton']}"
     assert module in seen["flashinfer"]
+
+
+# --------------------------------------------------------------------------------------
+# Touching an op imports the op, its dispatcher and what runs it (issue 44 item 3)
+# --------------------------------------------------------------------------------------
+
+FORBIDDEN = (
+    "flashinfer.testing",  # cases, conformance, overlap attacks, CLI inputs: asked for only
+    "flashinfer.cli",
+    "flashinfer.gating.history",
+    "flashinfer.gating.lifecycle",
+    "flashinfer.autotuner.tuning_file",  # read when a tuning file is loaded or saved
+)
+"""Modules (and their submodules) that neither touching an op nor its first call imports."""
+
+KNOWN_CHAINS = {
+    "flashinfer.gating.history": "flashinfer.dispatch.backend_names (and plan, reference, "
+    "explain, former_ops) import flashinfer.gating.history at module level",
+    "flashinfer.autotuner.tuning_file": "flashinfer.gemm -> flashinfer.autotuner (package) -> "
+    "autotuner.tuner / autotuner.distributed -> autotuner.tuning_file",
+}
+"""Forbidden imports still made by the machinery being rewritten (issue 44): the chain that
+makes each.  ``test_touching_an_op_no_longer_imports_via_the_machinery`` fails (XPASS) once
+a chain is cut: then delete its entry here."""
+
+MACHINERY = (
+    "flashinfer.dispatch",
+    "flashinfer.codegen",
+    "flashinfer.gating",
+    "flashinfer.settings",
+    "flashinfer.autotuner",
+    "flashinfer.torch_boundary",
+)
+"""Packages whose modules are being rewritten (issue 44): checked against FORBIDDEN only."""
+
+_BASE = [
+    "flashinfer",
+    "flashinfer._version",
+    "flashinfer.aliasing",
+    "flashinfer.api_logging",
+    "flashinfer.api_modules",
+    "flashinfer.backend_dispatch",
+    "flashinfer.backend_families",
+    "flashinfer.kernels",
+    "flashinfer.kernels.availability",
+]
+_SPLITK = ["flashinfer.experimental", "flashinfer.experimental.splitk_gemm"]
+_FUSED = ["flashinfer.experimental", "flashinfer.experimental.fused_add_rmsnorm"]
+PINNED = {
+    ("rmsnorm", "touch"): [*_BASE, "flashinfer.kernels.autograd", "flashinfer.norm"],
+    ("rmsnorm", "call"): [*_BASE, "flashinfer.kernels.autograd", "flashinfer.norm"],
+    ("mm", "touch"): [
+        *_BASE,
+        *_SPLITK,
+        "flashinfer.experimental.splitk_gemm.support",
+        "flashinfer.gemm",
+        "flashinfer.kernels.autograd",
+        "flashinfer.kernels.tiled_mm",
+    ],
+    ("mm", "call"): [
+        *_BASE,
+        *_SPLITK,
+        "flashinfer.experimental.splitk_gemm.support",
+        "flashinfer.gemm",
+        "flashinfer.kernels.autograd",
+        "flashinfer.kernels.tiled_mm",
+    ],
+    ("fused_add_rmsnorm", "touch"): [
+        *_BASE,
+        *_FUSED,
+        "flashinfer.experimental.fused_add_rmsnorm.support",
+        "flashinfer.fused_norm",
+    ],
+    ("fused_add_rmsnorm", "call"): [
+        *_BASE,
+        *_FUSED,
+        "flashinfer.experimental.fused_add_rmsnorm.implementation",
+        "flashinfer.experimental.fused_add_rmsnorm.kernel",
+        "flashinfer.experimental.fused_add_rmsnorm.support",
+        "flashinfer.fused_norm",
+        "flashinfer.kernels.autograd",
+        "flashinfer.norm",
+    ],
+}
+"""What touching each op (``flashinfer.<op>``), and then its first eager call on CPU, imports
+of the package outside MACHINERY: pinned, so that a new import shows up as a diff here."""
+
+_CALLS = {
+    "rmsnorm": "op(torch.randn(4, 8), torch.randn(8))",
+    "mm": "op(torch.randn(4, 8), torch.randn(8, 4))",
+    "fused_add_rmsnorm": "op(torch.randn(4, 8), torch.randn(4, 8), torch.randn(8))",
+}
+
+
+_TOUCH_THEN_CALL = """
+import json, os, sys, warnings
+os.environ["TRITON_INTERPRET"] = "1"  # as under the tests: a CPU call may run a Triton kernel
+warnings.simplefilter("ignore")
+import torch
+import flashinfer
+def listed():
+    return sorted(m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer."))
+op = flashinfer.{op}
+touched = listed()
+{call}
+print(json.dumps({{"touch": touched, "call": listed()}}))
+"""
+
+
+def _flashinfer_modules(op: str) -> dict[str, list[str]]:
+    """The package's modules after touching ``op``, then after its first call, in a fresh
+    interpreter (printed, for the diff when a pinned list changes)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _TOUCH_THEN_CALL.format(op=op, call=_CALLS[op])],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, f"flashinfer.{op} failed:\n{proc.stderr}"
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    for step, modules in seen.items():
+        print(f"flashinfer.{op} ({step}): {len(modules)} modules:", *modules, sep="\n  ")
+    return seen
+
+
+def _under(module: str, prefixes: tuple[str, ...] | list[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict[tuple[str, str], list[str]]:
+    seen = {op: _flashinfer_modules(op) for op in _CALLS}
+    return {(op, step): seen[op][step] for op, step in PINNED}
+
+
+@pytest.mark.parametrize("key", list(PINNED), ids=lambda k: "-".join(k))
+def test_touching_an_op_imports_no_test_or_cli_code(imported, key):
+    """Cases, conformance, example inputs, the CLI and the lifecycle history load only when
+    asked for (an op declares its cases in ``declare_test_cases()``, which the test kit
+    calls when it loads)."""
+    unexpected = [
+        m for m in imported[key] if _under(m, FORBIDDEN) and not _under(m, list(KNOWN_CHAINS))
+    ]
+    assert unexpected == [], f"{key}: imported {unexpected}"
+
+
+@pytest.mark.parametrize("key", list(PINNED), ids=lambda k: "-".join(k))
+def test_touching_an_op_imports_the_pinned_modules(imported, key):
+    outside = [m for m in imported[key] if not _under(m, MACHINERY)]
+    assert outside == sorted(PINNED[key])
+
+
+@pytest.mark.xfail(strict=True, reason="; ".join(KNOWN_CHAINS.values()))
+def test_touching_an_op_no_longer_imports_via_the_machinery(imported):
+    made = sorted({m for ms in imported.values() for m in ms if _under(m, list(KNOWN_CHAINS))})
+    assert made == []
+
+
+def test_the_test_kit_declares_the_cases_of_ops_imported_before_it():
+    """The other half of the light import: ``flashinfer.testing`` still sees every op's cases
+    and CLI inputs, whichever of the kit and the op is imported first."""
+    seen = _modules_after(
+        "import flashinfer\nflashinfer.rmsnorm\nimport flashinfer.testing as t\n"
+        "assert len(t.cases_for(flashinfer.rmsnorm)) > 1, 'rmsnorm: no cases'\n"
+        "assert 'mm' not in t.EXAMPLE_INPUTS\nflashinfer.mm\n"
+        "assert t.cases_for(flashinfer.mm) and 'mm' in t.EXAMPLE_INPUTS\n"
+        "assert t.example_inputs_for('fused_add_rmsnorm') is not None"
+    )
+    assert "flashinfer.testing" in seen["flashinfer"]

@@ -25,6 +25,9 @@ HYPOTHETICAL = {
     ("docs/design_docs/experimental_apis_and_backends.md", "flashinfer.set_backend_policy"),
     # The example sets a checker's __module__ to a feature that does not exist, on purpose.
     ("flashinfer/experimental/README.md", "flashinfer.experimental.fast_scale.support"),
+    # The author's page creates this feature (tests/test_doc_author_path.py runs its steps).
+    ("docs/author.md", "flashinfer.experimental.rowwise_norm.support"),
+    ("docs/author.md", "flashinfer.experimental.rowwise_norm.kernel"),
 }
 """Names the docs mention that are not meant to exist, with the reason."""
 

@@ -1,73 +1,39 @@
 """Declared test cases: an op's tests as values, run against every backend it has.
 
-A :class:`Case` is a value known at collection time: a name, a seeded inputs factory, a
-reference and a comparator.  Ops declare theirs next to their definition::
-
-    declare_cases(rmsnorm, [Case("f16_2x3x100", inputs=..., reference=..., compare=allclose())])
-
-and one conformance test runs every declared case against every backend the op registers
-(read from ``op.backend_checks`` at collection time, so a backend added later is covered
-with no new test code)::
-
-    @pytest.mark.parametrize("item", conformance_items(experimental=False), ids=str)
-    def test_conformance(item):
-        reason = item.run("cpu")          # None when it ran and matched
-        if reason is not None:
-            pytest.skip(reason)            # the backend's own checker said why not
-
-Comparators: :func:`allclose` (elementwise, tolerances per dtype) and
-:func:`rel_frobenius` (``||actual - expected||_F / ||expected||_F`` bounded per dtype), which
-is what a matmul wants: accumulation order moves single elements far more than the whole.
-
-Overlap attacks: an op declares its :class:`~flashinfer.dispatch.overlap.OverlapRule` with its cases
-(``declare_cases(op, cases, overlap=rule)``), and :func:`overlap_items` turns every
-(op, backend, case) triple into attacks on every written argument: a zero-stride view of
-it, views of it and of each other argument shifted against each other in one buffer, the
-identical tensor passed twice, and read-only arguments aliasing each other.  Each attack
-must raise ``ValueError`` before anything is written, or, where the rule allows the
-aliasing, match the reference.  An attack that cannot be built for a case's tensors is left
-out and counted (:func:`unbuilt_overlap_attacks`, :func:`unbuilt_overlap_summary`).
-
-Helpers for the tests themselves: :func:`conformance_devices` and :func:`run_or_skip` (the
-body of each lane's conformance test), and :func:`assert_runs_in_fresh_interpreter` (for
-"imported only on first use" checks, which need a process that has imported nothing yet).
-
-This module is the import path for all of it, and its own job is the registry: which ops
-declared which cases, and the test items collected from them (:func:`conformance_items`,
-:func:`overlap_items`).  The pieces live in ``cases.py`` (:class:`Case`, the
-comparators), ``conformance.py`` (running one case on one backend) and ``overlap.py`` (the
-attacks).
-
-At import this module loads torch only; no pytest, no Triton, no ``flashinfer.experimental``
-(the pytest helpers import pytest when called).
+An op declares its :class:`Case` values (a seeded inputs factory, a reference, a comparator:
+:func:`allclose` or :func:`rel_frobenius`) and its CLI inputs (:class:`ExampleInputs`) with
+:func:`declare_cases`.  One conformance test runs each case against every backend the op
+registers (:func:`conformance_items`, read from ``op.backend_checks`` at collection, so a
+backend added later is covered with no new test code), and :func:`overlap_items` attacks
+every written argument with overlapping views (``overlap.py``).  At import this loads torch
+only: no pytest, no Triton, no ``flashinfer.experimental``.
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Iterable
 from typing import Any
 
-from flashinfer.api_modules import load_all_apis
+from flashinfer.api_modules import API_MODULES, load_all_apis
 from flashinfer.dispatch.overlap import OverlapRule
-from flashinfer.testing.cases import (
+from flashinfer.testing.conformance import (
     ALLCLOSE_TOLERANCES,
     FROBENIUS_BOUNDS,
     Case,
-    allclose,
-    op_key,
-    rel_frobenius,
-)
-from flashinfer.testing.cases import Comparator as Comparator
-from flashinfer.testing.cases import Inputs as Inputs
-from flashinfer.testing.conformance import (
     ConformanceItem,
+    allclose,
     api_name_of,
     call_arguments,
     conformance_devices,
+    op_key,
+    rel_frobenius,
     run_or_skip,
     support_reason,
 )
+from flashinfer.testing.conformance import Comparator as Comparator
+from flashinfer.testing.conformance import Inputs as Inputs
 from flashinfer.testing.examples import (
     EXAMPLE_INPUTS,
     ExampleInputs,
@@ -118,10 +84,6 @@ __all__ = [
     "unbuilt_overlap_summary",
 ]
 
-# --------------------------------------------------------------------------------------
-# The registry of declared cases, and the test items collected from it
-# --------------------------------------------------------------------------------------
-
 _declared: dict[str, tuple[Any, list[Case]]] = {}
 # Attacks overlap_items() could not build, by (op key, case name, attack): reported, not lost.
 _unbuilt: dict[tuple[str, str, str], UnbuiltAttack] = {}
@@ -135,22 +97,16 @@ def declare_cases(
     examples: ExampleInputs | None = None,
 ) -> None:
     """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function),
-    ``overlap``, the rule the op checks for the tensors it writes (see
-    :func:`overlap_items`; an op with a dispatcher declares it to ``backend_requirement``,
-    which applies it, and it is read from there), and ``examples``, the inputs
-    ``flashinfer autotune`` and ``flashinfer explain`` build from a shape
-    (:class:`ExampleInputs`).
-
-    Call at import of the op's module.  Names must be unique per op; declaring again
-    replaces the op's cases and rule (module reloads stay idempotent).
-    """
+    ``overlap`` (the rule a plain API checks for what it writes; an op with a dispatcher
+    declares it to ``backend_requirement``) and ``examples`` (the CLI's inputs from a shape).
+    An op of the one list calls it in its module's ``declare_test_cases()``, which this kit
+    runs once both are loaded; any other op may call it at import.  Names must be unique per
+    op; declaring again replaces the op's cases and rule (reloads stay idempotent)."""
     cases = list(cases)
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"declare_cases({op_key(op)}): duplicate case names {dupes}")
-    # An op with a dispatcher declares its rule once, to backend_requirement(overlap=),
-    # which applies it: its cases are attacked with that rule.
     dispatcher = getattr(op, "dispatcher", None)
     if dispatcher is not None and overlap is not None and overlap != dispatcher.overlap:
         raise ValueError(
@@ -158,18 +114,15 @@ def declare_cases(
             f"dispatcher applies ({dispatcher.overlap!r}); pass it to "
             "backend_requirement(..., overlap=...) instead, which declares it for the cases too"
         )
-    if overlap is None and dispatcher is not None:
-        overlap = dispatcher.overlap
     _declared[op_key(op)] = (op, cases)
-    declare_overlap_rule(op, overlap)
+    declare_overlap_rule(op, dispatcher.overlap if dispatcher is not None else overlap)
     if examples is not None:
         declare_example_inputs(op, examples)
 
 
 def cases_for(op: Any) -> list[Case]:
     """The cases declared for ``op`` (empty if none)."""
-    entry = _declared.get(op_key(op))
-    return list(entry[1]) if entry else []
+    return list(_declared.get(op_key(op), (None, []))[1])
 
 
 def declared_ops() -> list[Any]:
@@ -178,32 +131,27 @@ def declared_ops() -> list[Any]:
     return [_declared[k][0] for k in sorted(_declared)]
 
 
-def conformance_items(*, experimental: bool | None = None) -> list[ConformanceItem]:
-    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``.
+def _kept(item: ConformanceItem | OverlapItem, experimental: bool | None) -> bool:
+    return experimental is None or item.experimental == experimental
 
-    ``experimental=False`` keeps stable backends of stable APIs, ``True`` keeps experimental
-    backends and experimental APIs, ``None`` keeps everything.
-    """
+
+def conformance_items(*, experimental: bool | None = None) -> list[ConformanceItem]:
+    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``:
+    ``experimental=False`` keeps stable backends of stable APIs, ``True`` experimental
+    backends and experimental APIs, ``None`` everything."""
     items = []
     for op in declared_ops():
-        checks = getattr(op, "backend_checks", None)
-        backends: list[str | None] = list(checks) if checks else [None]
-        for backend in backends:
-            for case in cases_for(op):
-                item = ConformanceItem(op, backend, case)
-                if experimental is None or item.experimental == experimental:
-                    items.append(item)
-    return items
+        for backend in list(getattr(op, "backend_checks", None) or [None]):
+            items += [ConformanceItem(op, backend, case) for case in cases_for(op)]
+    return [item for item in items if _kept(item, experimental)]
 
 
 def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
-    """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops that
-    declared an overlap rule, ``backend="auto"`` included; each refused attack also with
-    ``skip_check=True`` on ops that have it.  Attacks that cannot be built for a case's
-    shapes and dtypes (``"same"`` on tensors of different shapes, say) are left out here, at
-    collection, rather than skipped, and recorded with the reason
-    (:func:`unbuilt_overlap_attacks`, counted in a test run's summary).  ``experimental``
-    filters as in :func:`conformance_items`, the record too."""
+    """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops with an
+    overlap rule, ``"auto"`` included; a refused attack also with ``skip_check=True``.  One
+    that cannot be built for a case's tensors is left out, not skipped, and recorded
+    (:func:`unbuilt_overlap_attacks`).  ``experimental`` filters as in
+    :func:`conformance_items`, the record too."""
     items = []
     for op in declared_ops():
         rule = overlap_rule_for(op)
@@ -218,18 +166,13 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
                 built = build_attack(attack, tensors)
                 if not isinstance(built, str):
                     attacks.append(attack)
-                elif any(  # left out for a backend this filter keeps: say so at the end
-                    experimental is None or item.experimental == experimental
-                    for item in (OverlapItem(op, b, case, attack) for b in backends)
-                ):
-                    key = (op_key(op), case.name, str(attack))
+                elif any(_kept(OverlapItem(op, b, case, attack), experimental) for b in backends):
+                    key = (op_key(op), case.name, str(attack))  # left out: said at the end
                     _unbuilt[key] = UnbuiltAttack(api_name_of(op), case.name, str(attack), built)
             for backend, attack in itertools.product(backends, attacks):
                 for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
-                    item = OverlapItem(op, backend, case, attack, skip)
-                    if experimental is None or item.experimental == experimental:
-                        items.append(item)
-    return items
+                    items.append(OverlapItem(op, backend, case, attack, skip))
+    return [item for item in items if _kept(item, experimental)]
 
 
 def unbuilt_overlap_attacks() -> list[UnbuiltAttack]:
@@ -244,22 +187,21 @@ def unbuilt_overlap_summary() -> str:
     return unbuilt_summary(unbuilt_overlap_attacks())
 
 
-# --------------------------------------------------------------------------------------
-# Helpers for tests
-# --------------------------------------------------------------------------------------
-
-
 def assert_runs_in_fresh_interpreter(code: str) -> None:
     """Run ``code`` in a new Python process (``TRITON_INTERPRET=1``, so Triton kernels run on
-    CPU tensors) and raise ``AssertionError`` with its stderr unless it exits 0.
-
-    For import checks: the test process has long since imported everything.
-    """
+    CPU tensors) and raise ``AssertionError`` with its stderr unless it exits 0: for import
+    checks, since the test process has long since imported everything."""
     import os
     import subprocess
-    import sys
 
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise AssertionError(f"exit status {proc.returncode}:\n{proc.stderr}")
+
+
+# Op modules declare their cases in declare_test_cases(), run once both the op's module and
+# this kit are loaded, so that touching an op imports no test code: here for the op modules
+# imported before the kit, at the end of their module for those imported after it.
+for _module in API_MODULES:
+    getattr(sys.modules.get(_module), "declare_test_cases", lambda: None)()

@@ -1,9 +1,5 @@
-"""Conformance: running one declared case against one backend of its op.
-
-:func:`support_reason` asks a backend whether it supports a case's inputs (without running
-the op); :class:`ConformanceItem` runs an (op, backend, case) triple and compares the result
-with the reference; :func:`conformance_devices` and :func:`run_or_skip` are the body of each
-lane's conformance test (pytest is imported when they are called).  Re-exported by
+"""A declared test case (:class:`Case`), the comparators that judge its result, and running
+it against one backend of its op (:class:`ConformanceItem`).  Re-exported by
 :mod:`flashinfer.testing`, the import path to use.
 """
 
@@ -11,26 +7,201 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from flashinfer.gating.warn_once import ExperimentalWarning
-from flashinfer.testing.cases import Case, Inputs, expected_output
+
+Inputs = dict[str, Any]
+Comparator = Callable[[Any, Any], None]
+
+ALLCLOSE_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+"""Default ``(rtol, atol)`` per result dtype: about two units in the last place."""
+
+FROBENIUS_BOUNDS: dict[torch.dtype, float] = {
+    torch.float32: 1e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 1e-2,
+}
+"""Default relative Frobenius-error bound per result dtype."""
+
+
+def _pairs(actual: Any, expected: Any, path: str = "result") -> Iterable[tuple[str, Any, Any]]:
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            raise AssertionError(f"{path}: expected {len(expected)} outputs, got {actual!r}")
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            yield from _pairs(a, e, f"{path}[{i}]")
+        return
+    if not isinstance(actual, torch.Tensor):
+        raise AssertionError(f"{path}: expected a tensor, got {type(actual).__name__}")
+    if actual.shape != expected.shape:
+        raise AssertionError(
+            f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        )
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{path}: dtype {actual.dtype}, expected {expected.dtype}")
+    yield path, actual, expected
+
+
+def _is_exact_dtype(dtype: torch.dtype) -> bool:
+    """bool and every integer dtype (sub-byte and unsigned ones too), by name: torch has no
+    predicate for them, and ``is_signed`` or ``iinfo`` miss some."""
+    name = str(dtype).removeprefix("torch.")
+    return name == "bool" or name.removeprefix("u").removeprefix("int").isdigit()
+
+
+def _element(t: torch.Tensor, k: int) -> object:
+    try:
+        return t.reshape(-1)[k].item()
+    except (RuntimeError, NotImplementedError):  # a sub-byte dtype has no scalar: its byte
+        return "0x" + bytes(t.reshape(-1)[k : k + 1].view(torch.uint8).tolist()).hex()
+
+
+def _compare_exactly(path: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Bytewise, element by element: no rounding through float64 (an int64 past ``2**53``
+    would lose its low bits), and it holds for dtypes torch has no ``!=`` for."""
+    n, width = expected.numel(), expected.dtype.itemsize
+    if n == 0:
+        return
+    a, e = (t.detach().cpu().contiguous() for t in (actual, expected))
+    bad = (a.reshape(-1).view(torch.uint8) != e.reshape(-1).view(torch.uint8)).reshape(n, width)
+    bad = bad.any(dim=1)
+    if bad.any():
+        k = int(torch.nonzero(bad)[0])
+        idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(k), e.shape))
+        raise AssertionError(
+            f"{path}: {int(bad.sum())} of {n} elements differ ({expected.dtype} compares "
+            f"exactly); first at {idx}: {_element(a, k)!r} vs expected {_element(e, k)!r}"
+        )
+
+
+def _comparator(
+    name: str,
+    table: Mapping[torch.dtype, Any],
+    every_float: float | None,
+    check: Callable[[str, torch.Tensor, torch.Tensor, Any, torch.dtype], None],
+) -> Comparator:
+    """Compare each output with the tolerance ``table`` gives its dtype (``every_float`` for
+    a floating dtype not in it).  Bool and integer results without one compare exactly; any
+    other dtype without one (``float64``, complex, float8) raises ``TypeError``."""
+
+    def compare(actual: Any, expected: Any) -> None:
+        for path, a, e in _pairs(actual, expected):
+            tolerance = table.get(e.dtype, every_float if e.dtype.is_floating_point else None)
+            if tolerance is not None:
+                a64, e64 = a.detach().cpu().double(), e.detach().cpu().double()
+                check(path, a64, e64, tolerance, e.dtype)
+            elif _is_exact_dtype(e.dtype):
+                _compare_exactly(path, a, e)
+            else:
+                known = ", ".join(str(d).removeprefix("torch.") for d in table)
+                example = "(rtol, atol)" if name == "allclose" else "bound"
+                raise TypeError(
+                    f"{path}: {name} has no default tolerance for {e.dtype} results (defaults: "
+                    f"{known}; bool and integer results compare exactly); pass one, e.g. "
+                    f"{name}({{{e.dtype}: {example}}})"
+                )
+
+    compare.__qualname__ = f"{name}({dict(table)})"
+    return compare
+
+
+def allclose(
+    tolerances: Mapping[torch.dtype, tuple[float, float]] | None = None,
+) -> Comparator:
+    """Elementwise ``|actual - expected| <= atol + rtol * |expected|``, tolerances per dtype
+    (``tolerances`` overrides entries of :data:`ALLCLOSE_TOLERANCES`).  Shapes and dtypes must
+    match; tuples of outputs are compared element by element."""
+
+    def check(path: str, a: torch.Tensor, e: torch.Tensor, tol: Any, dtype: torch.dtype) -> None:
+        rtol, atol = tol
+        bad = ~torch.isclose(a, e, rtol=rtol, atol=atol)
+        if bad.any():
+            idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+            raise AssertionError(
+                f"{path}: {int(bad.sum())} of {bad.numel()} elements differ beyond "
+                f"rtol={rtol}, atol={atol} ({dtype}); max abs error "
+                f"{(a - e).abs().max().item():.3g}; first at {idx}: {a[idx].item()!r} vs "
+                f"expected {e[idx].item()!r}"
+            )
+
+    return _comparator("allclose", {**ALLCLOSE_TOLERANCES, **(tolerances or {})}, None, check)
+
+
+def rel_frobenius(bounds: Mapping[torch.dtype, float] | float | None = None) -> Comparator:
+    """``||actual - expected||_F <= bound * ||expected||_F``, the bound per result dtype (a
+    float: every floating dtype; a mapping overrides entries of :data:`FROBENIUS_BOUNDS`).
+    What a matmul wants: accumulation order moves single elements far more than the whole."""
+
+    def check(path: str, a: torch.Tensor, e: torch.Tensor, bound: Any, dtype: torch.dtype) -> None:
+        if not torch.isfinite(a).all():
+            raise AssertionError(f"{path}: result has non-finite values")
+        norm, err = e.norm().item(), (a - e).norm().item()
+        rel = err / norm if norm else err
+        if rel > bound:
+            raise AssertionError(
+                f"{path}: relative Frobenius error {rel:.3g} exceeds {bound:g} ({dtype})"
+            )
+
+    if isinstance(bounds, (int, float)):
+        return _comparator(
+            "rel_frobenius", dict.fromkeys(FROBENIUS_BOUNDS, float(bounds)), float(bounds), check
+        )
+    return _comparator("rel_frobenius", {**FROBENIUS_BOUNDS, **(bounds or {})}, None, check)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One declared test case of an op: ``name`` (unique among the op's cases; part of the
+    test id), ``inputs(generator) -> {parameter: value}`` (the op's arguments but
+    ``backend``, built on CPU from a generator seeded with ``seed``, then moved to the test's
+    device), ``reference(**inputs) -> expected`` (computed first, on copies, so in-place ops
+    are fine), ``compare(actual, expected)`` (raises ``AssertionError`` on a mismatch) and
+    ``result(inputs, returned) -> actual`` (by default what the op returned; an in-place op
+    says what it wrote, e.g. ``lambda ins, _: ins["input"]``)."""
+
+    name: str
+    inputs: Callable[[torch.Generator], Inputs]
+    reference: Callable[..., Any]
+    compare: Comparator
+    seed: int = 0
+    result: Callable[[Inputs, Any], Any] | None = field(default=None)
+
+    def make_inputs(self, device: torch.device | str = "cpu") -> Inputs:
+        """The case's inputs on ``device``, freshly generated from the seed."""
+        made = self.inputs(torch.Generator().manual_seed(self.seed))
+        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in made.items()}
+
+
+def expected_output(case: Case, args: Inputs) -> Any:
+    """``case``'s reference for ``args``, computed on copies of them."""
+    return case.reference(
+        **{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    )
+
+
+def op_key(op: Any) -> str:
+    return getattr(op, "api_key", None) or f"{op.__module__}.{op.__qualname__}"
+
+
+def api_name_of(op: Any) -> str:
+    """The name an item's id starts with: the API's public name, else the function's."""
+    return getattr(op, "api_name", None) or op.__name__
 
 
 def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
     """Why ``backend`` of ``op`` does not support ``inputs``, as ``"<backend>: <reason>"``, or
-    ``None`` if it does.
-
-    The dispatcher answers (``op.dispatcher.backend_support_reason``): the backend's
-    capability declaration, then its support checker called exactly as a call of ``op``
-    calls it (a ``ValueError``'s message is the reason), without running the op; the reason
-    is the one ``backend="auto"`` lists for that backend.  ``inputs`` are passed as
-    :func:`call_arguments` says.  ``backend=None`` (a plain API without backends) always
-    returns ``None``.
-    """
+    ``None`` if it does (always for ``backend=None``, an API without backends).  The
+    dispatcher answers, without running the op, with the reason ``backend="auto"`` lists for
+    that backend (its capabilities, then its checker called as a call of ``op`` calls it)."""
     if backend is None:
         return None
     args, kwargs = call_arguments(op, inputs)
@@ -58,6 +229,31 @@ def call_arguments(op: Any, inputs: Inputs) -> tuple[list[Any], dict[str, Any]]:
     return args, rest
 
 
+def is_experimental_backend_of(op: Any, backend: str | None) -> bool:
+    """Whether ``op`` is an experimental API or ``backend`` (not ``None`` or ``"auto"``) an
+    experimental backend of it."""
+    if getattr(op, "is_experimental", False):
+        return True
+    return backend not in (None, "auto") and op.is_experimental_backend(backend)
+
+
+def call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
+    """``op(inputs, **options)``, experimental warnings silenced: a test that runs an
+    experimental backend does so on purpose."""
+    args, kwargs = call_arguments(op, inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return op(*args, **kwargs, **options)
+
+
+def run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:
+    """Run ``op`` on ``args`` and compare with ``case``'s reference (computed first, on
+    copies); ``AssertionError`` on a mismatch."""
+    expected = expected_output(case, args)
+    returned = call_quietly(op, args, options)
+    case.compare(returned if case.result is None else case.result(args, returned), expected)
+
+
 @dataclass(frozen=True)
 class ConformanceItem:
     """One (op, backend, case) triple; ``backend`` is ``None`` for an API without backends."""
@@ -75,49 +271,14 @@ class ConformanceItem:
         return f"{api_name_of(self.op)}-{self.backend or 'api'}-{self.case.name}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
-        """Run the case on ``device``: ``None`` if it matched, the reason if unsupported.
-
-        Raises ``AssertionError`` when the result does not match the reference.  Experimental
-        warnings are silenced (running an experimental backend here is deliberate).
-        """
+        """Run the case on ``device``: ``None`` if it matched, the reason if unsupported;
+        ``AssertionError`` on a mismatch.  Experimental warnings are silenced (on purpose)."""
         inputs = self.case.make_inputs(device)
         reason = support_reason(self.op, self.backend, inputs)
-        if reason is not None:
-            return reason
-        options = {} if self.backend is None else {"backend": self.backend}
-        run_and_compare(self.op, self.case, inputs, options)
-        return None
-
-
-def api_name_of(op: Any) -> str:
-    """The name an item's id starts with: the API's public name, else the function's."""
-    return getattr(op, "api_name", None) or op.__name__
-
-
-def is_experimental_backend_of(op: Any, backend: str | None) -> bool:
-    """Whether ``op`` is an experimental API or ``backend`` (``None`` and ``"auto"`` are
-    not) an experimental backend of it."""
-    if getattr(op, "is_experimental", False):
-        return True
-    return backend not in (None, "auto") and op.is_experimental_backend(backend)
-
-
-def call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
-    """``op`` called with ``inputs`` (as :func:`call_arguments` passes them) and ``options``,
-    experimental warnings silenced: a test that runs an experimental backend does so on
-    purpose."""
-    args, kwargs = call_arguments(op, inputs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExperimentalWarning)
-        return op(*args, **kwargs, **options)
-
-
-def run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:
-    """Run ``op`` on ``args`` and compare what it produced with ``case``'s reference
-    (computed first, on copies); ``AssertionError`` on a mismatch."""
-    expected = expected_output(case, args)
-    returned = call_quietly(op, args, options)
-    case.compare(returned if case.result is None else case.result(args, returned), expected)
+        if reason is None:
+            options = {} if self.backend is None else {"backend": self.backend}
+            run_and_compare(self.op, self.case, inputs, options)
+        return reason
 
 
 def conformance_devices() -> list[Any]:

@@ -1,17 +1,13 @@
 """An op's example inputs from a shape: what ``flashinfer autotune`` and ``flashinfer explain``
-build from ``--shapes AxBxC``, declared by the op beside its test cases.
-
-An op declares one :class:`ExampleInputs` with ``declare_cases(op, cases, examples=...)``
-(or :func:`declare_example_inputs`); the commands find it by the op's name
-(:func:`example_inputs_for`), so no table in ``flashinfer.cli`` names an op.  Everything
-here is re-exported by :mod:`flashinfer.testing`, the import path to use.
+build from ``--shapes AxBxC``.  An op declares them with ``declare_cases(op, cases,
+examples=...)``; the commands find them by the op's name (:func:`example_inputs_for`), so no
+table in ``flashinfer.cli`` names an op.  Re-exported by :mod:`flashinfer.testing`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from flashinfer.api_modules import load_api_modules
@@ -21,20 +17,19 @@ __all__ = ["EXAMPLE_INPUTS", "ExampleInputs", "declare_example_inputs", "example
 Dims = tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ExampleInputs:
     """How the ``flashinfer`` command builds one op's inputs from a shape ``AxBxC``.
 
     Attributes:
-        shape_help: what the dimensions mean, for help and errors, e.g. ``"MxNxK (a is
-            MxK, b is KxN)"``.
+        shape_help: what the dimensions mean, e.g. ``"MxNxK (a is MxK, b is KxN)"``.
         ndims: the accepted numbers of dimensions.
         make: ``make(dims, dtype, device)`` -> the call's arguments by parameter name
-            (random tensors of the problem; called inside ``FakeTensorMode`` by ``explain``).
+            (random tensors; called inside ``FakeTensorMode`` by ``explain``).
         example: shapes that tune in seconds on a CPU, e.g. ``"64x64x64,128x64x32"``.
-        tensors: ``tensors(dims)`` -> every tensor of the problem by role (the result
-            too) -> its shape, so that a shape no tensor can have is refused before
-            anything is built; ``None``: only each dimension is checked.
+        tensors: ``tensors(dims)`` -> each tensor of the problem by role (the result too)
+            -> its shape, so that a shape no tensor can have is refused before anything is
+            built; ``None``: only each dimension is checked.
         op_name: the op's public name (set by :func:`declare_example_inputs`).
     """
 
@@ -51,34 +46,29 @@ class ExampleInputs:
 
 
 EXAMPLE_INPUTS: dict[str, ExampleInputs] = {}
-"""Declared example inputs, by the op's public name (filled as op modules are imported)."""
-
-
-def _public_name(op: Any) -> str:
-    return str(getattr(op, "api_name", None) or op.__name__)
+"""Declared example inputs, by the op's public name (filled as ops declare their cases)."""
 
 
 def declare_example_inputs(op: Any, examples: ExampleInputs) -> None:
-    """Register ``examples`` for ``op`` (at import of its module; declaring again replaces
-    them, so module reloads stay idempotent)."""
+    """Register ``examples`` for ``op`` (declaring again replaces them)."""
+    name = str(getattr(op, "api_name", None) or op.__name__)
     if not isinstance(examples, ExampleInputs):
         raise TypeError(
-            f"declare_example_inputs({_public_name(op)}): expected an ExampleInputs, got "
+            f"declare_example_inputs({name}): expected an ExampleInputs, got "
             f"{type(examples).__name__}"
         )
     bad = [n for n in examples.ndims if not isinstance(n, int) or isinstance(n, bool) or n < 1]
     if not examples.ndims or bad:
         raise ValueError(
-            f"declare_example_inputs({_public_name(op)}): ndims must list positive numbers of "
+            f"declare_example_inputs({name}): ndims must list positive numbers of "
             f"dimensions, got {examples.ndims!r}"
         )
-    name = _public_name(op)
     EXAMPLE_INPUTS[name] = dataclasses.replace(examples, op_name=name)
 
 
 def example_inputs_for(name: str) -> ExampleInputs | None:
     """The example inputs declared for the op named ``name``, or None (after importing the
-    API modules of the one list, whose imports declare them)."""
+    API modules of the one list, which declare them)."""
     if name not in EXAMPLE_INPUTS:
         load_api_modules()
     return EXAMPLE_INPUTS.get(name)

@@ -1,19 +1,14 @@
-"""Overlap attacks: the ways an op's tensor arguments can be made to overlap in memory,
-tried against every written argument of a declared case.
-
-An op declares its :class:`~flashinfer.dispatch.overlap.OverlapRule` with its cases
-(``declare_cases(op, cases, overlap=rule)``; :func:`overlap_rule_for` reads it back).
-:func:`overlap_attacks` lists every :class:`Attack` on a rule: a zero-stride view of a
-written argument, views of it and of each other argument shifted against each other in one
-buffer, the identical tensor passed twice, and read-only arguments aliasing each other.  An
-:class:`OverlapItem` runs one attack on one (op, backend, case): the op must raise
-``ValueError`` before anything is written, or, where the rule allows the aliasing, match the
-reference.  Re-exported by :mod:`flashinfer.testing`, the import path to use.
+"""Overlap attacks: the ways an op's tensor arguments can be made to overlap in memory, tried
+against every written argument of a declared case.  An :class:`OverlapItem` runs one
+:class:`Attack` on one (op, backend, case): the op must raise ``ValueError`` before anything
+is written, or, where its rule allows the aliasing, match the reference.  Re-exported by
+:mod:`flashinfer.testing`, the import path to use.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +16,13 @@ from typing import Any
 import torch
 
 from flashinfer.dispatch.overlap import OverlapRule
-from flashinfer.testing.cases import Case, Inputs, expected_output, op_key
 from flashinfer.testing.conformance import (
-    api_name_of,
+    Case,
+    ConformanceItem,
+    Inputs,
     call_quietly,
-    is_experimental_backend_of,
+    expected_output,
+    op_key,
     run_and_compare,
     support_reason,
 )
@@ -48,18 +45,12 @@ def overlap_rule_for(op: Any) -> OverlapRule | None:
 
 @dataclass(frozen=True)
 class Attack:
-    """One way of making an op's tensor arguments overlap in memory.
-
-    Kinds:
-        ``"self"``: ``target`` (a written argument) becomes a zero-stride ``expand()`` view.
-        ``"shifted"``: ``target`` (written) and ``other`` live in one buffer, the second one
-            row (of the first) after the first's start, so they overlap partially;
-            ``target_first`` says which comes first.
-        ``"same"``: the ``other`` tensor is passed as ``target`` as well (when their
-            shapes and dtypes match).
-        ``"read_alias"``: two read-only arguments; the smaller is a view into the larger,
-            one row in (e.g. ``weight`` is a row of ``input``).
-    """
+    """One way of making an op's tensor arguments overlap in memory, by ``kind``: ``"self"``
+    (``target``, a written argument, becomes a zero-stride ``expand()`` view), ``"shifted"``
+    (``target`` and ``other`` in one buffer, the second one row of the first after its start;
+    ``target_first`` says which is first), ``"same"`` (``other`` passed as ``target`` too) or
+    ``"read_alias"`` (of two read-only arguments, the smaller is a view one row into the
+    larger)."""
 
     kind: str
     target: str
@@ -100,9 +91,8 @@ def overlap_attacks(rule: OverlapRule) -> list[Attack]:
 
 @dataclass(frozen=True, order=True)
 class UnbuiltAttack:
-    """An attack that could not be built for a declared case (``reason`` says why), so no
-    backend runs it: :func:`~flashinfer.testing.overlap_items` leaves it out at collection
-    and records it here, once per (op, case, attack)."""
+    """An attack that could not be built for a declared case (``reason`` says why): left out
+    at collection by :func:`~flashinfer.testing.overlap_items`, and recorded."""
 
     op: str
     case: str
@@ -114,15 +104,14 @@ def unbuilt_summary(unbuilt: list[UnbuiltAttack]) -> str:
     """How many attacks could not be built, per op and reason, one line each ("" if none)."""
     if not unbuilt:
         return ""
-    counts: dict[tuple[str, str], int] = {}
-    for u in unbuilt:
-        counts[u.op, u.reason] = counts.get((u.op, u.reason), 0) + 1
-    lines = [
-        f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be built "
-        "(left out at collection, run for no backend):"
-    ]
-    lines += [f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())]
-    return "\n".join(lines)
+    counts = Counter((u.op, u.reason) for u in unbuilt)
+    return "\n".join(
+        [
+            f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be "
+            "built (left out at collection, run for no backend):",
+            *(f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())),
+        ]
+    )
 
 
 Built = tuple[dict[str, torch.Tensor], list[torch.Tensor]]
@@ -185,32 +174,21 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class OverlapItem:
+class OverlapItem(ConformanceItem):
     """One attack on one (op, backend, case): ``backend`` is ``None`` for an API without
     backends, and ``"auto"`` is attacked like the named backends; ``skip_check`` passes
     ``skip_check=True`` (the overlap rule holds there too)."""
 
-    op: Any
-    backend: str | None
-    case: Case
     attack: Attack
     skip_check: bool = False
 
-    @property
-    def experimental(self) -> bool:
-        """Whether the op is an experimental API or the backend an experimental backend."""
-        return is_experimental_backend_of(self.op, self.backend)
-
     def __str__(self) -> str:
         skip = "-skip_check" if self.skip_check else ""
-        return (
-            f"{api_name_of(self.op)}-{self.backend or 'api'}-{self.case.name}-{self.attack}{skip}"
-        )
+        return f"{super().__str__()}-{self.attack}{skip}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
-        """Run the attack on ``device``: ``None`` if the op behaved, the reason if the
-        attack does not apply (the backend does not support the case, or the tensors do not
-        allow it).  Raises ``AssertionError`` if a refused aliasing got through, the
+        """Run the attack on ``device``: ``None`` if the op behaved, the reason if the attack
+        does not apply.  ``AssertionError`` if a refused aliasing got through, the
         ``ValueError`` does not name the arguments, anything was written before it, or an
         allowed aliasing gave a result that differs from the reference."""
         rule = overlap_rule_for(self.op)
@@ -236,24 +214,16 @@ class OverlapItem:
 
     def _options(self) -> dict[str, Any]:
         """The call's ``backend`` and ``skip_check`` arguments (those that apply)."""
-        options: dict[str, Any] = {}
-        if self.backend is not None:
-            options["backend"] = self.backend
-        if self.skip_check:
-            options["skip_check"] = True
-        return options
+        options = {} if self.backend is None else {"backend": self.backend}
+        return {**options, "skip_check": True} if self.skip_check else options
 
     def _expect_refusal(
         self, rule: OverlapRule, args: Inputs, watched: list[torch.Tensor], before: list
     ) -> None:
-        target, other = self.attack.target, self.attack.other
+        target, other, api = self.attack.target, self.attack.other, rule.api
+        phrases = [f"{api}: {target} overlaps {other} ", f"{api}: {target} and {other} overlap"]
         if other is None:
-            phrases = [f"{rule.api}: {target} overlaps itself"]
-        else:
-            phrases = [
-                f"{rule.api}: {target} overlaps {other} ",
-                f"{rule.api}: {target} and {other} overlap",
-            ]
+            phrases = [f"{api}: {target} overlaps itself"]
         try:
             call_quietly(self.op, args, self._options())
         except ValueError as exc:
