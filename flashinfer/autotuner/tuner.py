@@ -97,12 +97,11 @@ from flashinfer.autotuner.candidate_timing import (
     DEFAULT_SWITCH_MARGIN,
     time_candidates,
 )
+from flashinfer.autotuner.disk import checked_path
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
+from flashinfer.autotuner.persist import LoadReport, load_into, save_into
 from flashinfer.autotuner.router import RouteEntry, Router
 from flashinfer.autotuner.timing import refuse_during_capture
-from flashinfer.autotuner.tuning_file.format import checked_path
-from flashinfer.autotuner.tuning_file.load import LoadReport, load_into
-from flashinfer.autotuner.tuning_file.save import save_into
 from flashinfer.codegen.dynamo_marks import block_boundary
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.warn_once import warn_experimental_backend_once

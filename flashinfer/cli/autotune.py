@@ -144,9 +144,7 @@ def _check_tuning_file(path: str) -> str:
     directory, a FIFO, a socket or a device, or lies in a missing directory) is refused
     with the API's own message."""
     from flashinfer.autotuner import TuningFileError, check_mergeable
-    from flashinfer.autotuner.tuning_file.format import checked_path
-    from flashinfer.autotuner.tuning_file.lock import lock_path, lock_problem
-    from flashinfer.autotuner.tuning_file.paths import resolved
+    from flashinfer.autotuner.disk import checked_path, lock_path, lock_problem, resolved
 
     if not path:
         raise UsageError(

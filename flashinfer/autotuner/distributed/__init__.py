@@ -82,6 +82,7 @@ from flashinfer.autotuner.candidate_timing import (
     one_line_reason,
     time_pairs,
 )
+from flashinfer.autotuner.disk import TuningFileError, path_problem
 from flashinfer.autotuner.distributed.agreement import (
     AutotuneConsistencyError,
     Manifest,
@@ -92,10 +93,7 @@ from flashinfer.autotuner.distributed.agreement import (
     local_settings,
 )
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.tuning_file.format import TuningFileError
-from flashinfer.autotuner.tuning_file.load import LoadReport, load_data, load_into
-from flashinfer.autotuner.tuning_file.paths import path_problem
-from flashinfer.autotuner.tuning_file.save import save_into
+from flashinfer.autotuner.persist import LoadReport, load_data, load_into, save_into
 
 __all__ = [
     "AutotuneConsistencyError",
@@ -347,7 +345,7 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
     # other ranks' hosts may not have the directory), and every rank raises its refusal.
     problem = path_problem(path, writing=True)
     if problem is not None:
-        return "refused", (problem.message, problem.path, problem.reason)
+        return "refused", (str(problem), problem.path, problem.reason)
     try:
         with open(path, "rb") as f:
             return "data", f.read()
@@ -359,7 +357,7 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
 
 def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     """Load ``path`` into ``tuner`` if it exists (None if not).  With a group in effect, its
-    rank 0 checks the path (as a file it will save to: :func:`.paths.path_problem`), reads
+    rank 0 checks the path (as a file it will save to: :func:`.tuning_file.path_problem`), reads
     the file and broadcasts the bytes, so every rank loads the same version; rank 0's
     refusal of the path (:class:`TuningFileError`) or ``OSError`` is raised on every
     rank, before any tuning."""
