@@ -20,6 +20,7 @@ See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 from __future__ import annotations
 
 from flashinfer.autotuner._choice_note import ChoiceView
+from flashinfer.autotuner.block import autotune
 from flashinfer.autotuner.block_report import (
     NOISY_SPREAD,
     AutotuneReport,
@@ -44,7 +45,6 @@ from flashinfer.autotuner.tuner import (
     TunableOp,
     TunableRunner,
     TuningRecord,
-    autotune,
     is_tuning,
 )
 from flashinfer.autotuner.tuning_file import (  # the old spellings: the same objects
