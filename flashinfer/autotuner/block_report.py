@@ -43,8 +43,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashinfer.autotuner._stats import describe_tactic
-from flashinfer.autotuner._types import Choice, TacticFailure
+from flashinfer.autotuner._types import Choice, TacticFailure, describe_tactic
 from flashinfer.autotuner.keys import Key, key_to_json
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.messages import tuning_left_out_by_gate

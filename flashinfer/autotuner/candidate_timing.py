@@ -45,18 +45,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from flashinfer.autotuner._settings import check_switch_margin
 from flashinfer.autotuner._state import progress_callback
-from flashinfer.autotuner._stats import describe_tactic
 from flashinfer.autotuner._types import (
     Choice,
     TacticFailure,
     TunableRunner,
     TuningRecord,
+    describe_tactic,
     is_real_time,
 )
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.timing import TuningDuringCaptureError, measure
+from flashinfer.autotuner.timing import TuningDuringCaptureError, check_switch_margin, measure
 from flashinfer.gating.gate import warn_unrecognised_once
 
 __all__ = [

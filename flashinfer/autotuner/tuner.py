@@ -48,27 +48,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flashinfer.autotuner import distributed
-from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
-from flashinfer.autotuner._settings import (
-    DEFAULT_BUDGET_S,
-    DEFAULT_REPEAT,
-    DEFAULT_WARMUP,
-    check_budget_s,
-    check_noisy_spread,
-    check_repeat,
-    check_switch_margin,
-    check_warmup,
-)
 from flashinfer.autotuner._state import (
     is_tuning,
     note_tuned,
     skipped_ops,
     tuning_now,
 )
-from flashinfer.autotuner._stats import OpStats, StatsBook
 from flashinfer.autotuner._types import (
     Choice,
+    OpStats,
     ProgressCallback,
+    StatsBook,
     TacticFailure,
     TunableOp,
     TunableRunner,
@@ -90,8 +80,18 @@ from flashinfer.autotuner.candidate_timing import (
 )
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from flashinfer.autotuner.persist import LoadReport, load_into, save_into
-from flashinfer.autotuner.router import RouteEntry, Router
-from flashinfer.autotuner.timing import refuse_during_capture
+from flashinfer.autotuner.router import LOG_SWITCH, RouteEntry, Router, note_run
+from flashinfer.autotuner.timing import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_REPEAT,
+    DEFAULT_WARMUP,
+    check_budget_s,
+    check_noisy_spread,
+    check_repeat,
+    check_switch_margin,
+    check_warmup,
+    refuse_during_capture,
+)
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 __all__ = [

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from flashinfer.autotuner._state import skipped_ops
-from flashinfer.autotuner._stats import describe_tactic
-from flashinfer.autotuner._types import Choice, TunableRunner
+from flashinfer.autotuner._types import Choice, TunableRunner, describe_tactic
 from flashinfer.autotuner.candidate_timing import Pair, TimingSettings, one_line_reason
 from flashinfer.autotuner.keys import Key
 from flashinfer.gating.exposed import exposed_in
