@@ -2,7 +2,7 @@
 
 Every kind of code the package generates (the dispatcher's fast path and its
 ``skip_check=True, backend="auto"`` variant, the experimental API wrapper, the autotuner's
-router and its key reader) is compiled by ``flashinfer.codegen.compiler.compile_function``, which
+key reader) is compiled by ``flashinfer.codegen.compiler.compile_function``, which
 registers the source in ``linecache`` under a filename of its own and names the function
 for its API and role.  Each kind here has an exception raised through it; the tests read
 the generated frame as a user would meet it.
@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 
 import pytest
 import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 import flashinfer
 from flashinfer.api_logging import flashinfer_experimental_api
@@ -113,15 +112,6 @@ def through_experimental_wrapper() -> Raised:
     return Raised(error, 0, filename, f"{preview.__name__}_experimental_API_wrapper", "_func(x)")
 
 
-def through_router() -> Raised:
-    with clean_tuner(warmup=1, repeat=1):
-        op = make_op({"a": FakeRunner("a", fail=[None])}, direct=True)
-        error = _catch(lambda: op(torch.zeros(2)))
-    filename = f"{GENERATED}autotuner router for {op.api_key}"
-    # public function -> checking path (the first call of a signature) -> router
-    return Raised(error, 2, filename, f"{op.__name__}_autotuner_router", "_miss(")
-
-
 class _LazyShape(torch.Tensor):
     """A tensor whose shape cannot be read once ``broken`` (say, a lazy tensor)."""
 
@@ -149,7 +139,6 @@ KINDS = {
     "checking dispatcher": through_checking_dispatcher,
     "skip_check auto dispatcher": through_skip_check_auto,
     "experimental API wrapper": through_experimental_wrapper,
-    "autotuner router": through_router,
     "key reader": through_key_reader,
 }
 
@@ -244,15 +233,6 @@ def test_user_facing_functions_look_like_the_api_and_keep_the_role_on_the_code()
     assert marked.__code__.co_name == f"{preview.__name__}_experimental_API_wrapper"
     assert inspect.getsource(marked.__code__) == marked.__generated_source__
     assert inspect.getsource(marked) == inspect.getsource(preview)  # follows __wrapped__
-
-
-def test_internal_functions_are_named_for_their_api_and_role():
-    with clean_tuner(warmup=1, repeat=1):
-        op = make_op({"a": FakeRunner("a")}, direct=True)
-        router = op.dispatcher.auto_route
-    assert router.__name__ == f"{op.__name__}_autotuner_router"
-    assert router.__qualname__ == f"{op.api_key}[autotuner router]"
-    assert inspect.getsource(router) == router.__generated_source__
 
 
 def test_apis_of_the_same_name_get_files_of_their_own():
