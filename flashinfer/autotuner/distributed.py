@@ -9,7 +9,7 @@ failed on all), so every rank records the same choice.  A difference, or a group
 raises :class:`AutotuneConsistencyError` on every rank; every rank makes the same collective
 calls on every path, so nothing hangs.  With a group, rank 0 alone reads (and broadcasts) and
 writes the block's tuning file.  The user's guide is ``docs/api/autotuner.rst``
-("Tuning across processes").
+("Tuning across ranks").
 """
 
 from __future__ import annotations

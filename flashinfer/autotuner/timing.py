@@ -1,38 +1,19 @@
-"""Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does: the
-first call discarded, a warm-up until the timings settle, repeats taken by time, the L2
-cache flushed between repeats on a GPU, and the median reported with its spread.
+"""Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does, and the
+checks of the tuner's timing settings.
 
-**The steps** of :func:`measure`:
+:func:`measure`: the first call made and never timed (imports, JIT, lazy initialisation);
+warm-up in rounds of about :data:`ROUND_S` until a round's median is within
+:data:`SETTLE_TOLERANCE` of the last (at least ``warmup`` calls and :data:`WARMUP_S`, at most
+:data:`WARMUP_MAX_S` or half of ``budget_s``); timed calls for :data:`REPEAT_S` and at least
+``repeat`` of them, cut by ``budget_s`` (never below one); the median with its interquartile
+range (:class:`Median`).  On CUDA: CUDA events on the current stream, and a 256 MiB buffer
+zeroed before each call so no call finds its inputs in L2; on CPU: ``time.perf_counter``.
+Timing synchronises, so it refuses to start while the stream captures a CUDA graph
+(:func:`refuse_during_capture`).  The user's guide: docs/api/autotuner.rst, "How a pair is
+timed".
 
-1. **The first call** is made and (on CUDA) synchronised, and never timed, whatever the
-   settings: it pays the one-time costs (imports, JIT compilation, lazy initialisation).
-2. **Warm-up**, untimed for the result: rounds of calls, each about :data:`ROUND_S` long,
-   until a round's median call time is within :data:`SETTLE_TOLERANCE` of the round before
-   (the timings have settled), after at least ``warmup`` calls and :data:`WARMUP_S` seconds.
-   It stops unsettled after :data:`WARMUP_MAX_S`, or half of ``budget_s`` if less.
-3. **Repeats, by time**: timed calls for :data:`REPEAT_S` seconds and at least ``repeat``
-   calls, stopping when ``budget_s`` (counted from the end of the first call) runs out: at
-   least one timed call is always made.
-4. **The result**: the median of the timed calls, with their interquartile range
-   (:class:`Median`): robust to the few calls a busy machine slows down.
-
-On CUDA each call is timed with CUDA events on the current stream (device time, no host
-overhead), and a 256 MiB buffer is zeroed before each call, outside the events, so that no
-call finds its inputs in the L2 cache left by the call before (as ``do_bench`` does).  On
-CPU each call is timed with :func:`time.perf_counter`; no flush (the CPU's caches are not
-what tuning compares).
-
-**The settings** (``AutoTuner.warmup``, ``repeat``, ``budget_s``) keep their names, with a
-meaning that the time-based steps give them: ``warmup`` and ``repeat`` are *minimum*
-counts (warm-up calls after the first call; timed calls), ``budget_s`` the most seconds one
-pair may take after its first call (``None``: no limit; the time targets still end the
-timing).  With the defaults a cheap call takes about ``WARMUP_S + REPEAT_S`` per
-pair, and a call slower than the budget allows gets the minimum counts the budget leaves.
-
-**CUDA graphs**: timing synchronises the device, which a stream capturing a CUDA graph
-forbids (the capture would fail, or record the timing's work).  :func:`measure` refuses to
-start while the current stream captures (:func:`refuse_during_capture`), and so does the
-tuner before it would time a key.
+The ``check_*`` functions are what the ``AutoTuner`` properties run at the assignment, so a
+bad value fails on the user's line, naming the setting, and the value in effect stays.
 """
 
 from __future__ import annotations

@@ -10,34 +10,17 @@ How an op uses it (``flashinfer/gemm.py`` is the worked example)::
 
     AutoTuner.register(mm, MM_RUNNERS)   # at import: lets persisted results be validated
 
-or, faster, ``AutoTuner.register(mm, MM_RUNNERS, direct=True)``: the dispatcher then hands
-``backend="auto"`` calls straight to a router generated for the op (:mod:`.router`), with
-this call's candidates and ``inputs`` = the arguments of every parameter but ``backend``, in
-order (here ``(a, b, out)``), and the body only runs for explicit backends.
+or ``AutoTuner.register(mm, MM_RUNNERS, direct=True)``: the dispatcher then hands
+``backend="auto"`` calls straight to the op's router (:mod:`.router`), and the body only runs
+for explicit backends.
 
-**Candidates.** :meth:`AutoTuner.run` only ever considers ``op.suitable_auto_backends``, the
-candidate list the dispatcher computed for *this* call (support checks, capability, the
-experimental gate, the heuristic's order); a routed call is handed that list itself.  The
-tuner has no rule of its own about experimental backends: with the gate off they are not in
-the list, so they are never timed nor picked.
-
-**Tuning state is per thread** (see :mod:`._state`): ``with autotune():`` turns tuning on
-for the code it wraps in the current thread (or asyncio task) only, and restores exactly
-the previous state on exit.  The **tuned results are process-wide** (one
-:class:`AutoTuner` per process, :meth:`AutoTuner.get`): read without a lock (a dict
-lookup), written under one; tuning itself is serialised by a lock so that two threads do
-not time kernels against each other.
-
-**Failures and logging**: a (backend, tactic) that raises, or whose time is not finite, is
-left out and listed by :meth:`AutoTuner.last_tuning`; every timing, failure and pick is
-logged to the ``flashinfer.autotuner`` logger, and to stderr with
-``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`.candidate_timing`, which times the candidates).
-The vocabulary (:class:`TunableRunner`, :class:`Choice`, ...) is defined in :mod:`._types`
-and documented here.
-
-**The block summary**: each ``autotune()`` block says once, when it ends, what it timed, what
-it left out and why, and what it saved (an ``AutotuneReportWarning`` at the user's ``with``
-line, and the logger); a noisy saved pick is timed again.  See :mod:`.block_report`.
+The tuner only ever considers the candidates the dispatcher computed for the call (support
+checks, capability, the experimental gate, the heuristic's order): with the gate off an
+experimental backend is never timed nor picked.  Tuning state is per thread (``with
+autotune():``, :mod:`.block`); the tuned results are process-wide (one :class:`AutoTuner`,
+:meth:`AutoTuner.get`), read without a lock and written under one, and tuning is serialised
+so that two threads do not time kernels against each other.  The user's guide is
+docs/api/autotuner.rst.
 """
 
 from __future__ import annotations
