@@ -35,7 +35,7 @@ class InterfaceOnlyTuner:
     """Exactly :class:`~flashinfer.autotuner.router.RoutedTuner`, delegating to the real
     tuner: any other attribute the router reads raises ``AttributeError``."""
 
-    __slots__ = ("_real", "route_memo", "route_epoch", "memo_cap", "calls")
+    __slots__ = ("_real", "route_memo", "route_epoch", "memo_cap", "calls", "__weakref__")
 
     def __init__(self, real: Any) -> None:
         self._real = real

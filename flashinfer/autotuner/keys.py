@@ -51,7 +51,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.dispatch.capability import device_capability
 from flashinfer.dispatch.families import dtype_name
 from flashinfer.gating.exposed import exposed_in
@@ -62,7 +61,6 @@ __all__ = [
     "Key",
     "declare_key_inputs",
     "exact_signature",
-    "pattern_reads",
     "bucket_dim",
     "bucket_shape",
     "dtype_from_name",
@@ -121,15 +119,19 @@ _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.d
 _KEY_MEMO: dict[tuple, Key] = {}
 
 
-def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, ...]]:
-    """The exact signature, and the pattern of input types it was read with."""
+def exact_signature(api_key: str, inputs: tuple) -> tuple:
+    """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
+
+    ``api_key``, then per input its shape and dtype (tensors), itself (``None``, a dtype,
+    or a scalar that enters the key, unbucketed) or ``...`` (any other value), then the
+    first tensor's device.  A routed call whose verdict the dispatcher cached does not read
+    it at all (:mod:`.router`).
+    """
     signature: list[Any] = [api_key]
-    pattern: list[type] = []
     first = None
     declared = declarations(api_key)
     for n, x in enumerate(inputs):
         tp = type(x)
-        pattern.append(tp)
         if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
             signature += (x.shape, x.dtype)
             if first is None:
@@ -140,79 +142,7 @@ def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, 
             signature.append(...)
     if first is not None:
         signature.append(first.device)
-    return tuple(signature), tuple(pattern)
-
-
-def pattern_reads(
-    pattern: tuple[type, ...], names: list[str], ns: dict[str, Any], tag: str, api_key: str
-) -> tuple[str, list[str]]:
-    """Source for reading the exact signature of ``api_key``'s inputs bound to ``names`` in
-    generated code: the test that their types are exactly ``pattern``, and the expressions
-    of the signature's items after ``api_key`` (see :func:`exact_signature`), unrolled.  The
-    pattern's types are stored in ``ns`` as ``_<tag><n>``, and ``type`` itself as ``_type``:
-    a name in ``names`` (an API parameter) may be ``type``."""
-    ns["_type"] = type
-    declared = declarations(api_key)
-    tests, parts, first = [], [], None
-    for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
-        ns[f"_{tag}{n}"] = tp
-        tests.append(f"_type({name}) is _{tag}{n}")
-        if issubclass(tp, _Tensor):
-            parts += [f"{name}.shape", f"{name}.dtype"]
-            first = first or name
-        elif tp is type(None) or tp is _dtype or in_key(n, tp, declared):
-            parts.append(name)
-        else:
-            parts.append("...")
-    if first is not None:
-        parts.append(f"{first}.device")
-    return " and ".join(tests) or "True", parts
-
-
-def _reader_for(api_key: str, pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
-    """A function that reads the exact signature of ``api_key``'s inputs of exactly this
-    type pattern, unrolled (no loop, no per-input type dispatch), or returns None for
-    another pattern."""
-    names = [f"i{n}" for n in range(len(pattern))]
-    namespace = module_namespace(api_key, "key reader")
-    test, parts = pattern_reads(pattern, names, namespace, "t", api_key)
-    unpack = [f"    {', '.join(names)}, = inputs"] if names else []
-    body = [
-        f"    if len(inputs) == {len(pattern)}:",
-        *(f"    {line}" for line in unpack),
-        f"        if {test}:",
-        f"            return ({', '.join(['api_key', *parts])},)",
-        "    return None",
-    ]
-    return compile_function("api_key, inputs", body, namespace, role="key reader", api=api_key)
-
-
-# Per op, the readers of the input-type patterns seen so far (usually one or two).
-_READERS: dict[str, list[Callable[[str, tuple], tuple | None]]] = {}
-_MAX_READERS = 8
-
-
-def exact_signature(api_key: str, inputs: tuple) -> tuple:
-    """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
-
-    ``api_key``, then per input its shape and dtype (tensors), itself (``None``, a dtype,
-    or a scalar that enters the key, unbucketed) or ``...`` (any other value), then the
-    first tensor's device.  Tensor attribute
-    reads are most of the cost of a tuned call, so each is read once, by a reader
-    generated for the call's pattern of input types (a loop with per-input type tests cost
-    about twice as much here).
-    """
-    readers = _READERS.get(api_key)
-    if readers is not None:
-        for read in readers:
-            signature = read(api_key, inputs)
-            if signature is not None:
-                return signature
-    signature, pattern = _generic_signature(api_key, inputs)
-    readers = _READERS.setdefault(api_key, [])
-    if len(readers) < _MAX_READERS:
-        readers.append(_reader_for(api_key, pattern))
-    return signature
+    return tuple(signature)
 
 
 def make_key(api_key: str, inputs: tuple) -> Key:
@@ -265,7 +195,6 @@ def declare_key_inputs(api_key: str, runners: Mapping[str, Any]) -> None:
     (their ``key_inputs``; none: the default rule), and forget the signatures and keys read
     under the previous rule.  ``TypeError``/``ValueError`` for a bad declaration."""
     declare(api_key, declared_of(api_key, runners))
-    _READERS.pop(api_key, None)
     for exact in [e for e in list(_KEY_MEMO) if e[0] == api_key]:
         _KEY_MEMO.pop(exact, None)
 
