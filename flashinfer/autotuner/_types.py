@@ -1,8 +1,9 @@
 """The autotuner's vocabulary: what a tunable op and its runners look like, the records the
-tuner keeps (a choice, a failure, a tuning), and what counts as a measured time.
+tuner keeps (a choice, a failure, a tuning), what counts as a measured time, and the
+per-op counts (:class:`OpStats`).
 
 Every other module of the package imports these; this one imports none of them but
-:mod:`.keys` and :mod:`._stats`.  The public names are documented, and pickled, under
+:mod:`.keys`.  The public names are documented, and pickled, under
 :mod:`flashinfer.autotuner.tuner`, which re-exports them.
 """
 

@@ -194,7 +194,7 @@ class Router:
         return self.readable(candidates, inputs)
 
     def note_tuned(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
-        """The log line of a tuned choice this router runs (see ``_choice_note``)."""
+        """The log line of a tuned choice this router runs (see :func:`note_run`)."""
         note_run(self.tuner, self.op, backend, True, candidates, inputs)
 
     def note_default(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:

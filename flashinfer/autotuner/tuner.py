@@ -123,7 +123,7 @@ class AutoTuner:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tune_lock = threading.RLock()
-        # The timing settings: properties that check each value (see _settings).
+        # The timing settings: properties that check each value (see timing.check_*).
         self._warmup = DEFAULT_WARMUP
         self._repeat = DEFAULT_REPEAT
         self._budget_s: float | None = DEFAULT_BUDGET_S
