@@ -234,15 +234,26 @@ def held(target: str) -> Iterator[None]:
         lock.release()
 
 
+def _umask() -> int:
+    """The process's umask, read from ``/proc`` where it can be: setting it to read it back
+    would give a file another thread creates meanwhile the wrong mode."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_file(path: str, text: str) -> None:
     """Write ``text`` over ``path`` atomically: a temporary beside it, given the file's mode
     (a new file: ``0666`` less the umask), flushed, then ``os.replace``-d over it."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_umask()
     directory, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
