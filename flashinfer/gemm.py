@@ -32,6 +32,7 @@ import torch
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
+from flashinfer.autotuner import AutoTuner
 from flashinfer.backend_dispatch import (
     LOWER_PRECISION,
     AutocastRule,
@@ -54,13 +55,6 @@ from flashinfer.kernels.autograd import needs_function, out_with_grad_error
 from flashinfer.kernels.tiled_mm import mm_backward as mm_backward
 from flashinfer.kernels.tiled_mm import mm_jvp as mm_jvp
 from flashinfer.kernels.tiled_mm import run_tiled as run_tiled
-
-try:
-    from flashinfer.autotuner import AutoTuner
-except ModuleNotFoundError as _exc:  # built without the autotuner: see mm's body
-    if _exc.name != "flashinfer.autotuner":
-        raise
-    AutoTuner = None  # type: ignore[assignment,misc]
 
 __all__ = [
     "MM_RUNNERS",
@@ -417,10 +411,6 @@ def mm(
     """
     inputs = (a, b, out, out_dtype)
     if backend == "auto":
-        if AutoTuner is None:
-            # AUTOTUNER FALLBACK: without flashinfer.autotuner, run the heuristic's first
-            # candidate with its default tactic.
-            return mm.implementations[mm.suitable_auto_backends[0]](inputs)
         return AutoTuner.get().run(mm, mm.implementations, inputs)
     return mm.implementations[backend](inputs)
 
@@ -430,10 +420,9 @@ MM_RUNNERS: dict[str, Any] = mm.implementations
 declared backends (a value may be replaced, e.g. by a test's spy; backends are added in the
 table)."""
 
-if AutoTuner is not None:
-    # direct: the dispatcher hands auto calls straight to the tuner with inputs
-    # (a, b, out, out_dtype), the tuple the body builds above.
-    AutoTuner.register(mm, MM_RUNNERS, direct=True)
+# direct: the dispatcher hands auto calls straight to the tuner with inputs
+# (a, b, out, out_dtype), the tuple the body builds above.
+AutoTuner.register(mm, MM_RUNNERS, direct=True)
 
 
 # --------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from flashinfer.autotuner import (
     make_key,
     set_autotune_process_group,
 )
-from flashinfer.autotuner.distributed.agreement import SETTINGS
+from flashinfer.autotuner.distributed import SETTINGS
 from flashinfer.autotuner.timing import Median
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"

@@ -28,8 +28,12 @@ import pytest
 
 import flashinfer.autotuner as autotuner
 from flashinfer.autotuner import AutotuneConsistencyError, autotune, set_autotune_process_group
-from flashinfer.autotuner.distributed import combine_outcomes
-from flashinfer.autotuner.distributed.agreement import Manifest, consistency_error, differences
+from flashinfer.autotuner.distributed import (
+    Manifest,
+    combine_outcomes,
+    consistency_error,
+    differences,
+)
 
 WORKER = Path(__file__).with_name("autotune_dist_worker.py")
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flashinfer.autotuner import autotune, is_tuning
-from flashinfer.autotuner import tuner as tuner_module
+from flashinfer.autotuner import block as tuner_module
 
 ENABLED = [True, False, True]
 

@@ -32,7 +32,7 @@ from flashinfer.autotuner import (
     get_autotune_process_group,
     set_autotune_process_group,
 )
-from flashinfer.autotuner.distributed.agreement import SETTINGS, Manifest, differences
+from flashinfer.autotuner.distributed import SETTINGS, Manifest, differences
 
 WORLD = 3
 

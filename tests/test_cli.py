@@ -170,12 +170,12 @@ def test_cache_in_missing_directory_is_a_usage_error(tmp_path, capsys):
 
 
 def test_runtime_failure_exits_1(tmp_path, capsys, monkeypatch):
-    from flashinfer.autotuner.tuning_file import save as cache_module
+    from flashinfer.autotuner import persist as cache_module
 
     def disk_full(path, text):
         raise OSError(28, "No space left on device (simulated)")
 
-    monkeypatch.setattr(cache_module, "_atomic_write", disk_full)
+    monkeypatch.setattr(cache_module, "write_file", disk_full)
     argv = [
         "autotune",
         "--op",

@@ -1,8 +1,8 @@
 """Generated code reads like written code: tracebacks, pdb and inspect show its source.
 
 Every kind of code the package generates (the dispatcher's fast path and its
-``skip_check=True, backend="auto"`` variant, the experimental API wrapper, the autotuner's
-router and its key reader) is compiled by ``flashinfer.codegen.compiler.compile_function``, which
+``skip_check=True, backend="auto"`` variant, the experimental API wrapper) is compiled by
+``flashinfer.codegen.compiler.compile_function``, which
 registers the source in ``linecache`` under a filename of its own and names the function
 for its API and role.  Each kind here has an exception raised through it; the tests read
 the generated frame as a user would meet it.
@@ -26,12 +26,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-import torch
-from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 import flashinfer
 from flashinfer.api_logging import flashinfer_experimental_api
-from flashinfer.autotuner.keys import exact_signature
 from flashinfer.backend_dispatch import backend_requirement
 from flashinfer.codegen.compiler import compile_function
 
@@ -113,44 +110,11 @@ def through_experimental_wrapper() -> Raised:
     return Raised(error, 0, filename, f"{preview.__name__}_experimental_API_wrapper", "_func(x)")
 
 
-def through_router() -> Raised:
-    with clean_tuner(warmup=1, repeat=1):
-        op = make_op({"a": FakeRunner("a", fail=[None])}, direct=True)
-        error = _catch(lambda: op(torch.zeros(2)))
-    filename = f"{GENERATED}autotuner router for {op.api_key}"
-    # public function -> checking path (the first call of a signature) -> router
-    return Raised(error, 2, filename, f"{op.__name__}_autotuner_router", "_miss(")
-
-
-class _LazyShape(torch.Tensor):
-    """A tensor whose shape cannot be read once ``broken`` (say, a lazy tensor)."""
-
-    broken = False
-
-    @property
-    def shape(self) -> torch.Size:  # type: ignore[override]
-        if self.broken:
-            raise RuntimeError("shape unavailable")
-        return super().shape
-
-
-def through_key_reader() -> Raised:
-    api_key = f"{__name__}.key_reader_api_{next(_ids)}"
-    x = torch.zeros(2).as_subclass(_LazyShape)
-    exact_signature(api_key, (x,))  # the first call of a pattern generates its reader
-    x.broken = True
-    error = _catch(lambda: exact_signature(api_key, (x,)))
-    filename = f"{GENERATED}key reader for {api_key}"
-    return Raised(error, 0, filename, f"{api_key.rpartition('.')[2]}_key_reader", ".shape")
-
-
 KINDS = {
     "dispatcher": through_dispatcher,
     "checking dispatcher": through_checking_dispatcher,
     "skip_check auto dispatcher": through_skip_check_auto,
     "experimental API wrapper": through_experimental_wrapper,
-    "autotuner router": through_router,
-    "key reader": through_key_reader,
 }
 
 
@@ -244,15 +208,6 @@ def test_user_facing_functions_look_like_the_api_and_keep_the_role_on_the_code()
     assert marked.__code__.co_name == f"{preview.__name__}_experimental_API_wrapper"
     assert inspect.getsource(marked.__code__) == marked.__generated_source__
     assert inspect.getsource(marked) == inspect.getsource(preview)  # follows __wrapped__
-
-
-def test_internal_functions_are_named_for_their_api_and_role():
-    with clean_tuner(warmup=1, repeat=1):
-        op = make_op({"a": FakeRunner("a")}, direct=True)
-        router = op.dispatcher.auto_route
-    assert router.__name__ == f"{op.__name__}_autotuner_router"
-    assert router.__qualname__ == f"{op.api_key}[autotuner router]"
-    assert inspect.getsource(router) == router.__generated_source__
 
 
 def test_apis_of_the_same_name_get_files_of_their_own():

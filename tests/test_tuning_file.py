@@ -28,7 +28,8 @@ from flashinfer.autotuner import (
     make_key,
     save_tuning_file,
 )
-from flashinfer.autotuner.tuning_file import save as cache_module
+from flashinfer.autotuner import disk as disk_module
+from flashinfer.autotuner import persist as file_module
 from flashinfer.gating.messages import automatic_selection
 
 GATE = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
@@ -473,8 +474,8 @@ def no_writes(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a path that only reads tried to write or lock the tuning file")
 
-    monkeypatch.setattr(cache_module, "_file_lock", refuse)
-    monkeypatch.setattr(cache_module, "_atomic_write", refuse)
+    monkeypatch.setattr(file_module, "held", refuse)
+    monkeypatch.setattr(file_module, "write_file", refuse)
 
 
 def test_autotune_disabled_with_a_cache_only_reads(tmp_path, no_writes):
@@ -598,7 +599,7 @@ def test_crash_mid_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
             self.f.flush()
             raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(cache_module.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
+    monkeypatch.setattr(disk_module.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
     with pytest.raises(OSError, match="simulated"):
         save_tuning_file(path)
     assert path.read_bytes() == original
@@ -615,7 +616,7 @@ def test_crash_before_rename_leaves_the_old_file_intact(tmp_path, monkeypatch):
     def boom(src, dst):
         raise KeyboardInterrupt  # even a BaseException leaves no partial file
 
-    monkeypatch.setattr(cache_module.os, "replace", boom)
+    monkeypatch.setattr(disk_module.os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
         save_tuning_file(path)
     assert json.loads(path.read_text()) == {"schema_version": 1, "entries": []}

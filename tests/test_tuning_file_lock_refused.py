@@ -38,7 +38,7 @@ from flashinfer.autotuner import (
     save_configs,
     save_tuning_file,
 )
-from flashinfer.autotuner.tuning_file import lock as lock_module
+from flashinfer.autotuner import disk as lock_module
 from flashinfer.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

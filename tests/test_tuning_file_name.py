@@ -166,7 +166,7 @@ RETIRED_PHRASES = re.compile(
 NEAR = 2
 
 #: The declarations themselves: the table of old spellings and the old module's shim.
-DECLARATIONS = {"flashinfer/autotuner/tuning_file/__init__.py", "flashinfer/autotuner/cache.py"}
+DECLARATIONS = {"flashinfer/autotuner/tuning_file.py", "flashinfer/autotuner/cache.py"}
 
 
 def problems(text: str, where: str, around: str = "") -> list[str]:

@@ -19,17 +19,11 @@ import contextlib
 import os
 import socket
 import stat
-import subprocess
-import sys
-import textwrap
 import threading
-import time
 
 import pytest
 import torch
 from autotuner_fakes import FakeRunner, clean_tuner, make_op, tune_from_cli
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from flashinfer.autotuner import (
     AutoTuner,
@@ -41,10 +35,8 @@ from flashinfer.autotuner import (
     make_key,
     save_tuning_file,
 )
-from flashinfer.autotuner.tuning_file import format as format_module
-from flashinfer.autotuner.tuning_file import paths
-from flashinfer.autotuner.tuning_file import save as save_module
-from flashinfer.autotuner.tuning_file import write as write_module
+from flashinfer.autotuner import disk as paths
+from flashinfer.autotuner import persist as save_module
 from flashinfer.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,9 +144,9 @@ def no_writes(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError(f"the path was to be refused before this: {args}")
 
-    monkeypatch.setattr(save_module, "_file_lock", refuse)
-    monkeypatch.setattr(write_module, "create_temporary", refuse)
-    monkeypatch.setattr(save_module.os, "replace", refuse)
+    monkeypatch.setattr(save_module, "held", refuse)
+    monkeypatch.setattr(paths.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(paths.os, "replace", refuse)
     real_open = os.open
 
     def open_regular_for_reading_only(path, flags, *args, **kwargs):
@@ -228,7 +220,7 @@ def test_a_path_that_is_not_a_regular_file_is_refused_by_every_api_entry_before_
         with pytest.raises(TuningFileError) as caught:
             guarded(lambda: ENTRIES[entry](path, op))
         message = str(caught.value)
-        assert message == paths.path_problem(path, writing=True).message  # one message
+        assert message == str(paths.path_problem(path, writing=True))  # one message
         assert repr(path) in message and f"names {words}, not a regular file" in message
         assert "Name a regular file" in message and "Nothing was read or written" in message
         if how != "direct":
@@ -250,7 +242,7 @@ def test_the_cli_refuses_the_same_paths_with_the_same_message(
         before = snapshot(tmp_path)
         assert guarded(lambda: cli_tune(op, path)) == 2
         err = capsys.readouterr().err
-        expected = paths.path_problem(path, writing=True).message
+        expected = str(paths.path_problem(path, writing=True))
         assert err.startswith(f"flashinfer autotune: error: --tuning-file: {expected}")
         assert words in err
         assert runners["a"].calls == [] and AutoTuner.get().choices() == {}
@@ -261,7 +253,7 @@ def test_a_path_that_turns_into_a_fifo_after_the_check_is_still_never_read(tmp_p
     """The read itself never blocks: the file is opened without waiting and checked open."""
     path = tmp_path / "c.json"
     os.mkfifo(path)
-    monkeypatch.setattr(format_module, "path_problem", lambda path, writing: None)  # missed
+    monkeypatch.setattr(paths, "path_problem", lambda path, writing: None)  # missed
     with pytest.raises(TuningFileError, match="names a FIFO"):
         guarded(lambda: load_tuning_file(path))
 
@@ -433,7 +425,7 @@ def test_a_path_in_a_missing_directory_is_refused_naming_it_before_any_tuning(
     with pytest.raises(TuningFileError) as caught:
         ENTRIES[entry](str(path), op)
     message = str(caught.value)
-    assert message == paths.path_problem(str(path), writing=True).message
+    assert message == str(paths.path_problem(str(path), writing=True))
     assert f"its directory {str(directory)!r}" in message and what in message
     assert "creates no directories" in message
     assert runners["a"].calls == []  # refused before any tuning
@@ -450,7 +442,7 @@ def test_the_cli_refuses_a_missing_directory_with_the_api_message(
     before = snapshot(tmp_path)
     assert cli_tune(op, path) == 2
     err = capsys.readouterr().err
-    expected = paths.path_problem(str(path), writing=True).message
+    expected = str(paths.path_problem(str(path), writing=True))
     assert err.startswith(f"flashinfer autotune: error: --tuning-file: {expected}")
     assert str(directory) in err and what in err
     assert runners["a"].calls == [] and snapshot(tmp_path) == before
@@ -466,195 +458,3 @@ def test_reading_from_a_missing_directory_is_the_usual_file_not_found(tmp_path):
         with pytest.raises(NotADirectoryError):  # an OSError, as open() raises it
             call(tmp_path / "plain" / "c.json")
     assert os.listdir(tmp_path) == ["plain"]
-
-
-# --------------------------------------------------------------------------------------
-# Item 18: temporaries a killed save left
-# --------------------------------------------------------------------------------------
-
-
-def dead_pid():
-    """The pid of a process of this host that has exited."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-@pytest.fixture(scope="module")
-def live_process():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
-
-
-HOST = paths._host()
-OLD = paths.STALE_TEMPORARY_AGE_S + 60
-
-
-def fabricate(directory, spec, dead, live):
-    """One file named by ``spec`` = (owner, writer, age, kind); returns (name, stale)."""
-    owner, writer, age, kind, n = spec
-    base = {"this": "c.json", "other-file": "d.json", "longer-name": "c.json.bak"}[owner]
-    rand = f"r{n:07d}"
-    middle = {
-        "dead-here": f"{dead}@{HOST}.{rand}",
-        "live-here": f"{live}@{HOST}.{rand}",
-        "this-process": f"{os.getpid()}@{HOST}.{rand}",
-        "dead-elsewhere": f"{dead}@another-host.{rand}",
-        "unnamed": f"{n:08d}",
-        "not-a-temporary": f"notes{n}",
-    }[writer]
-    name = f".{base}.{middle}.tmp"
-    full = os.path.join(directory, name)
-    if kind == "file":
-        with open(full, "w") as f:
-            f.write('{"half a save')
-    elif kind == "directory":
-        os.mkdir(full)
-    else:
-        os.symlink("c.json", full)
-    when = time.time() - (OLD if age == "old" else 0)
-    os.utime(full, (when, when), follow_symlinks=False)
-    mine = owner == "this" and kind == "file" and writer != "not-a-temporary"
-    gone = writer == "dead-here" or age == "old"
-    return name, mine and gone
-
-
-SPECS = st.lists(
-    st.tuples(
-        st.sampled_from(["this", "this", "other-file", "longer-name"]),
-        st.sampled_from(
-            [
-                "dead-here",
-                "live-here",
-                "this-process",
-                "dead-elsewhere",
-                "unnamed",
-                "not-a-temporary",
-            ]
-        ),
-        st.sampled_from(["fresh", "old"]),
-        st.sampled_from(["file", "file", "directory", "symlink"]),
-    ),
-    max_size=8,
-)
-
-
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(specs=SPECS)
-def test_a_save_removes_exactly_the_stale_temporaries_of_its_own_file(
-    tmp_path_factory, live_process, specs
-):
-    directory = tmp_path_factory.mktemp("temporaries")
-    dead = dead_pid()
-    expected_left = set()
-    for n, spec in enumerate(specs):
-        name, stale = fabricate(str(directory), (*spec, n), dead, live_process)
-        if not stale:
-            expected_left.add(name)
-    op, _ = tuned_op()
-    tune_once(op)
-    save_tuning_file(directory / "c.json")
-    left = {n for n in os.listdir(directory) if n.endswith(".tmp")}
-    assert left == expected_left
-
-
-def test_the_cli_removes_stale_temporaries_and_keeps_a_live_writers(
-    tmp_path, capsys, monkeypatch, live_process
-):
-    op = cli_target(monkeypatch, {"a": FakeRunner("a", [1, 2])})
-    dead = dead_pid()
-    stale, _ = fabricate(
-        str(tmp_path), ("this", "dead-here", "fresh", "file", 1), dead, live_process
-    )
-    live, _ = fabricate(
-        str(tmp_path), ("this", "live-here", "fresh", "file", 2), dead, live_process
-    )
-    assert cli_tune(op, tmp_path / "c.json") == 0, capsys.readouterr().err
-    assert sorted(n for n in os.listdir(tmp_path) if n.endswith(".tmp")) == [live]
-    assert stale not in os.listdir(tmp_path)
-
-
-def test_a_save_killed_before_its_rename_leaves_a_temporary_the_next_save_removes(tmp_path):
-    """The issue's case: ``kill -9`` during a save, then a save of the same file."""
-    target = tmp_path / "shared" / "tuned.json"
-    target.parent.mkdir()
-    link = tmp_path / "c.json"
-    os.symlink(target, link)
-    script = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        sys.path.insert(0, {os.path.join(REPO, "tests")!r})
-        import torch
-        from autotuner_fakes import FakeRunner, make_op
-        from flashinfer.autotuner import autotune, save_tuning_file
-        op = make_op({{"a": FakeRunner("a")}})
-        with autotune():
-            op(torch.zeros(4))
-        def die(*a, **k):
-            os.kill(os.getpid(), signal.SIGKILL)  # killed after writing its temporary
-        os.replace = die
-        save_tuning_file({str(link)!r})
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
-    assert proc.returncode == -9, proc.stderr.decode()
-    left = [n for n in os.listdir(target.parent) if n.endswith(".tmp")]
-    assert len(left) == 1 and left[0].startswith(".tuned.json.")  # beside the target
-    op, _ = tuned_op()
-    tune_once(op)
-    save_tuning_file(link)
-    assert [n for n in os.listdir(target.parent) if n.endswith(".tmp")] == []
-    assert os.path.islink(link)
-
-
-def test_stale_temporaries_are_removed_only_under_the_files_lock(tmp_path, monkeypatch):
-    """The cleaning runs while the save holds the file's lock, so no save of the file
-    (which writes its temporary under that lock) can be writing one meanwhile."""
-    order = []
-    real_lock = save_module._file_lock
-    real_remove = save_module.remove_stale_temporaries
-
-    @contextlib.contextmanager
-    def lock(path):
-        with real_lock(path):
-            order.append("locked")
-            yield
-            order.append("unlocked")
-
-    def remove(target):
-        order.append("clean")
-        return real_remove(target)
-
-    monkeypatch.setattr(save_module, "_file_lock", lock)
-    monkeypatch.setattr(save_module, "remove_stale_temporaries", remove)
-    op, _ = tuned_op()
-    tune_once(op)
-    save_tuning_file(tmp_path / "c.json")
-    assert order == ["locked", "clean", "unlocked"]
-
-
-def test_pid_liveness_is_never_asked_of_windows_nor_of_a_process_group(monkeypatch):
-    calls = []
-    monkeypatch.setattr(paths.os, "kill", lambda pid, sig: calls.append((pid, sig)))
-    assert paths._alive(0) and calls == []  # os.kill(0, 0) would ask the process group
-    monkeypatch.setattr(paths.os, "name", "nt")
-    assert paths._alive(12345) and calls == []  # Windows' os.kill terminates the process
-
-
-_WRITER_PARTS = st.text(alphabet="0123456789@.-_aZé٣ \n", max_size=12)
-
-
-@settings(max_examples=500, deadline=None)
-@given(_WRITER_PARTS)
-def test_a_temporarys_writer_is_read_as_the_naming_rule_says(name):
-    """The writer part of a temporary's name, parsed by hand (names in a folder are anyone's
-    text, so no backtracking regex reads them), means what the rule's regex would."""
-    import re
-
-    named = re.fullmatch(r"([0-9]+)@([A-Za-z0-9-]+)\.[A-Za-z0-9_]+", name)
-    assert paths._writer(name) == (None if named is None else (int(named[1]), named[2]))
-    assert paths._unnamed(name) == (re.fullmatch(r"[a-z0-9_]{8}", name) is not None)

@@ -36,7 +36,7 @@ from flashinfer.autotuner import (
     load_tuning_file,
     save_tuning_file,
 )
-from flashinfer.autotuner.tuning_file import format as cache_module
+from flashinfer.autotuner import persist as cache_module
 
 SETTINGS = settings(
     max_examples=150,

@@ -19,7 +19,7 @@ See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
 
 from __future__ import annotations
 
-from flashinfer.autotuner._choice_note import ChoiceView
+from flashinfer.autotuner.block import autotune
 from flashinfer.autotuner.block_report import (
     NOISY_SPREAD,
     AutotuneReport,
@@ -33,6 +33,7 @@ from flashinfer.autotuner.distributed import (
     set_autotune_process_group,
 )
 from flashinfer.autotuner.keys import EnumValue, bucket_dim, make_key
+from flashinfer.autotuner.router import ChoiceView
 from flashinfer.autotuner.timing import TuningDuringCaptureError
 from flashinfer.autotuner.tuner import (
     AUTOTUNER_LOG_ENV,
@@ -44,7 +45,6 @@ from flashinfer.autotuner.tuner import (
     TunableOp,
     TunableRunner,
     TuningRecord,
-    autotune,
     is_tuning,
 )
 from flashinfer.autotuner.tuning_file import (  # the old spellings: the same objects

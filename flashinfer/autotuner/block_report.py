@@ -1,36 +1,14 @@
 """What one ``autotune()`` block did, said once when it ends: the block summary.
 
-Tuning used to be quiet: a backend the dispatcher left out (Triton on CPU without
-``TRITON_INTERPRET=1``, an experimental backend with the gate off) was never timed and
-nothing said so; a block around a model with nothing tunable saved nothing, silently; and a
-measurement taken on a busy machine was saved like any other.  Now every block collects what
-happened in it (an :class:`AutotuneReport`) and, when it ends, says it once:
-
-* **per op and tuning key**: the backends timed (how many (backend, tactic) pairs, which
-  failed and why), the backends left out and why (the dispatcher's reason, the one
-  ``op.explain()`` shows: a support check's refusal, the experimental gate, a restriction,
-  the heuristic; or "no autotuner runner"), the pick, and whether the measurement was
-  *noisy* (below); keys already tuned (loaded from a file, or tuned earlier) are counted;
-* **the tuning file**: what was loaded from it, what was saved (path, entry count), or why
-  nothing was saved (no ``tuning_file=``, nothing new tuned);
-* **nothing tunable**: a block in which no ``backend="auto"`` call of an autotunable op ran
-  says so, and names the autotunable ops.
-
-**Delivery.** One :class:`AutotuneReportWarning` (a ``UserWarning``: filter it with
-``warnings.filterwarnings("ignore", category=AutotuneReportWarning)``) per outermost block
-that tuned (``enabled=True``), pointing at the user's ``with`` line; the same text is logged
-at INFO to the ``flashinfer.autotuner`` logger for every outermost block, ``autotune(False)``
-ones included.  Blocks nested in a block are part of its summary (one summary, not one per
-block).  A block left by an exception only logs it (the exception is what the user sees; a
-warning turned into an error must not replace it).  The report itself is
-``block.report`` after the block (``block = autotune(); with block: ...``), which is how
-``flashinfer autotune`` prints it.
-
-**Noisy measurements.** A pick whose timed calls spread widely (their interquartile range
-more than :data:`NOISY_SPREAD` of their median: the machine was busy) is saved with its
-spread (``iqr_ms`` in the tuning file), and a later ``autotune()`` block that loads it times
-the key again instead of trusting it (no ``--force`` needed); the summary says which keys,
-with the figures.
+Every block collects what happened in it (an :class:`AutotuneReport`): per op and key the
+backends timed (failed pairs and why), those left out and why (the dispatcher's reason, or
+"no autotuner runner"), the pick and whether it was noisy; what the tuning file gave and
+took; or that nothing tunable ran.  One :class:`AutotuneReportWarning` per outermost block
+that tuned, at the user's ``with`` line, and the same text at INFO on the
+``flashinfer.autotuner`` logger for every outermost block (a block left by an exception only
+logs).  A pick whose interquartile range is more than :data:`NOISY_SPREAD` of its median is
+saved with it (``iqr_ms``) and timed again by the next block that loads it.  The user's guide
+is docs/api/autotuner.rst ("What a block says when it ends").
 """
 
 from __future__ import annotations
@@ -43,8 +21,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashinfer.autotuner._stats import describe_tactic
-from flashinfer.autotuner._types import Choice, TacticFailure
+from flashinfer.autotuner._types import Choice, TacticFailure, describe_tactic
 from flashinfer.autotuner.keys import Key, key_to_json
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.messages import tuning_left_out_by_gate

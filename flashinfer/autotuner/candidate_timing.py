@@ -1,39 +1,15 @@
 """Timing every candidate (backend, tactic) of one tuning key, and choosing among them.
 
-**The plan** of a key is every (backend, tactic) pair of its candidates that have a runner,
-in the dispatcher's order and each runner's tactic order: its first pair is the *default*,
-what an untuned key runs (the first candidate with its default tactic).
-
-**Choosing: the switch margin.** Timings are noisy, and a choice that flips between runs
-of the same program (or between the ranks of a process group) is worse than one a little
-slower.  The pick is the *earliest* pair of the plan whose median is within
-``switch_margin`` of the fastest median: the default is kept unless another pair is faster
-by more than the margin, and a near-tie goes to the pair that comes first.  The default
-margin, :data:`DEFAULT_SWITCH_MARGIN`, is justified in its comment.
-
-**Too noisy to choose.** The margin is a fixed fraction; the spread of the timed calls is
-measured.  A pair also counts as tied with the fastest when the gap between their medians
-is no more than the spread of their calls (half the sum of their interquartile ranges:
-their interquartile boxes, centred on the medians, overlap).  When that rule, and not the
-margin, keeps an earlier pair (the default, when it is among them), the tuning is *too
-noisy to choose*: the record says so (``TuningRecord.too_noisy``), and so do the log and
-the ``flashinfer autotune`` table.  Noise is never presented as a win.
-
-**Failures.** A (backend, tactic) that raises, or whose time is not finite, is not a
-candidate: it is left out, and the :class:`~flashinfer.autotuner.TuningRecord` lists it
-with a one-line reason (:class:`~flashinfer.autotuner.TacticFailure`).  When every pair
-fails the record holds no choice (the key stays untuned and the call runs the first
-candidate's default).
-
-**Logging.** Every timing (median and interquartile range), failure and pick is logged at
-DEBUG level to the ``flashinfer.autotuner`` logger; with ``FLASHINFER_AUTOTUNER_LOG=1`` the
-same lines are also written to stderr (prefixed ``[flashinfer.autotuner]``), the way
-``TRITON_PRINT_AUTOTUNING=1`` does it.  The variable is read at each line, so it can be
-set at any time.
-
-:func:`time_candidates` does all of it in one process; the pieces (:func:`build_plan`,
-:func:`time_pairs`, :func:`decide`) are what :mod:`.distributed` runs across a process
-group.
+The plan of a key is every (backend, tactic) pair of its candidates that have a runner, in
+the dispatcher's order: its first pair is the default.  The pick is the earliest pair whose
+median is within ``switch_margin`` of the fastest (:data:`DEFAULT_SWITCH_MARGIN`), or within
+the spread of their calls: when the spread, not the margin, keeps an earlier pair the tuning
+is *too noisy to choose* (``TuningRecord.too_noisy``).  A pair that raises, or whose time is
+not finite, is left out and listed with a one-line reason.  Every timing, failure and pick is
+logged to the ``flashinfer.autotuner`` logger, and to stderr with
+``FLASHINFER_AUTOTUNER_LOG=1`` (read at each line).  :func:`time_candidates` does it in one
+process; its pieces (:func:`build_plan`, :func:`time_pairs`, :func:`decide`) are what
+:mod:`.distributed` runs across a process group.
 """
 
 from __future__ import annotations
@@ -45,18 +21,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from flashinfer.autotuner._settings import check_switch_margin
 from flashinfer.autotuner._state import progress_callback
-from flashinfer.autotuner._stats import describe_tactic
 from flashinfer.autotuner._types import (
     Choice,
     TacticFailure,
     TunableRunner,
     TuningRecord,
+    describe_tactic,
     is_real_time,
 )
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.timing import TuningDuringCaptureError, measure
+from flashinfer.autotuner.timing import TuningDuringCaptureError, check_switch_margin, measure
 from flashinfer.gating.gate import warn_unrecognised_once
 
 __all__ = [

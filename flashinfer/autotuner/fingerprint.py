@@ -1,26 +1,11 @@
 """The environment a tuned result was measured in, and whether it is this process's.
 
-A result is only as good as the software and hardware that measured it: a tactic timed under
-one torch, Triton or GPU may be slow, or invalid, under another.  So each entry of a tuning
-file carries a *fingerprint*::
-
-    {"flashinfer": "0.1.0", "torch": "2.13.0+cpu", "triton": "3.9.0",
-     "device": "cpu", "compute_capability": null, "triton_interpret": true}
-
-* ``flashinfer``, ``torch``, ``triton``: the installed versions (``triton`` is ``null``
-  where Triton is not installed); read from the installed distributions' metadata, which
-  never imports Triton;
-* ``device``: the GPU's name (``torch.cuda.get_device_name``) for a CUDA key, ``"cpu"`` for
-  a CPU key (another device type: its name, e.g. ``"mps"``; no tensor at all: ``null``).
-  The tuning key holds the compute capability but not the GPU: an H100 and an H200 share
-  capability 90, and the name tells their results apart;
-* ``compute_capability``: the key's (``major * 10 + minor``, ``null`` off CUDA);
-* ``triton_interpret``: whether Triton kernels ran through its interpreter
-  (``TRITON_INTERPRET=1``), which times nothing like a GPU.
-
-An entry is used only where every field equals this process's value for the entry's key; a
-field may be ``"*"`` (or left out) to match anything.  When several entries of a file match
-one key, the most specific wins (the fewest ``"*"``), and of equally specific ones the later.
+Each tuning-file entry carries a *fingerprint*: ``flashinfer``, ``torch`` and ``triton``
+versions (from the installed distributions' metadata: Triton is never imported), ``device``
+(the GPU's name for a CUDA key, since an H100 and an H200 share capability 90; else the
+device type), ``compute_capability`` and ``triton_interpret``.  An entry is used only where
+every field equals this process's value (a field ``"*"`` or left out matches anything); of
+several matching entries of one key the most specific wins, then the later.
 """
 
 from __future__ import annotations

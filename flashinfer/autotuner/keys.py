@@ -16,12 +16,21 @@ of a tunable op, tuned or not)::
   - ``None`` contributes ``None`` (e.g. an absent ``out=``), and a ``torch.dtype`` itself
     (e.g. ``out_dtype=``);
   - a ``bool``, ``int``, ``str`` or enum member contributes its value (an enum member as
-    :class:`~._key_inputs.EnumValue`): calls that differ in a flag are different keys;
+    :class:`EnumValue`): calls that differ in a flag are different keys;
   - a ``float`` (``eps``) or anything else contributes ``...``: left out.
 
-  A runner may declare which scalar inputs matter and how to bucket them (its
-  ``key_inputs``, floats included); see :mod:`flashinfer.autotuner._key_inputs`.  Values
-  compare as Python compares them (``True == 1``).
+  Values compare as Python compares them (``True == 1``).  A runner may declare which
+  scalar inputs matter and how to bucket them with a ``key_inputs`` attribute, position ->
+  bucket function (``None``: the value itself)::
+
+      class MyRunner:
+          key_inputs = {2: None, 3: lambda alpha: round(alpha, 1)}  # flag; alpha to 0.1
+
+  When any runner of an op declares, exactly the declared positions holding a ``bool``,
+  ``int``, ``str``, ``float`` or enum member are in the key, through their bucket function
+  (the op's runners' declarations are merged; ``ValueError`` at registration when two
+  declare one position with different functions).  A bucket function must be pure and
+  return a ``bool``, ``int``, ``str``, ``float``, enum member or ``None``.
 
 * ``device_type``: ``"cpu"`` or ``"cuda"`` (of the first tensor; ``None`` without tensors).
   The device *index* is left out: the capability below identifies the hardware.
@@ -34,23 +43,17 @@ tactic is reused across the shapes of its bucket.
 
 from __future__ import annotations
 
+import enum
 import math
+import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from flashinfer.autotuner._key_inputs import (
-    EnumValue,
-    declarations,
-    declare,
-    declared_of,
-    in_key,
-    key_value,
-)
-from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.dispatch.capability import device_capability
 from flashinfer.dispatch.families import dtype_name
+from flashinfer.gating.exposed import exposed_in
 from flashinfer.kernels import next_positive_power_of_2
 
 __all__ = [
@@ -58,7 +61,6 @@ __all__ = [
     "Key",
     "declare_key_inputs",
     "exact_signature",
-    "pattern_reads",
     "bucket_dim",
     "bucket_shape",
     "dtype_from_name",
@@ -66,6 +68,12 @@ __all__ = [
     "key_from_json",
     "key_to_json",
     "make_key",
+    "Declared",
+    "declarations",
+    "declare",
+    "declared_of",
+    "in_key",
+    "key_value",
 ]
 
 Key = tuple  # (api_key, inputs, device_type, compute_capability)
@@ -111,15 +119,19 @@ _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.d
 _KEY_MEMO: dict[tuple, Key] = {}
 
 
-def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, ...]]:
-    """The exact signature, and the pattern of input types it was read with."""
+def exact_signature(api_key: str, inputs: tuple) -> tuple:
+    """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
+
+    ``api_key``, then per input its shape and dtype (tensors), itself (``None``, a dtype,
+    or a scalar that enters the key, unbucketed) or ``...`` (any other value), then the
+    first tensor's device.  A routed call whose verdict the dispatcher cached does not read
+    it at all (:mod:`.router`).
+    """
     signature: list[Any] = [api_key]
-    pattern: list[type] = []
     first = None
     declared = declarations(api_key)
     for n, x in enumerate(inputs):
         tp = type(x)
-        pattern.append(tp)
         if tp is _Tensor or (tp not in _NOT_TENSOR and isinstance(x, _Tensor)):
             signature += (x.shape, x.dtype)
             if first is None:
@@ -130,79 +142,7 @@ def _generic_signature(api_key: str, inputs: tuple) -> tuple[tuple, tuple[type, 
             signature.append(...)
     if first is not None:
         signature.append(first.device)
-    return tuple(signature), tuple(pattern)
-
-
-def pattern_reads(
-    pattern: tuple[type, ...], names: list[str], ns: dict[str, Any], tag: str, api_key: str
-) -> tuple[str, list[str]]:
-    """Source for reading the exact signature of ``api_key``'s inputs bound to ``names`` in
-    generated code: the test that their types are exactly ``pattern``, and the expressions
-    of the signature's items after ``api_key`` (see :func:`exact_signature`), unrolled.  The
-    pattern's types are stored in ``ns`` as ``_<tag><n>``, and ``type`` itself as ``_type``:
-    a name in ``names`` (an API parameter) may be ``type``."""
-    ns["_type"] = type
-    declared = declarations(api_key)
-    tests, parts, first = [], [], None
-    for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
-        ns[f"_{tag}{n}"] = tp
-        tests.append(f"_type({name}) is _{tag}{n}")
-        if issubclass(tp, _Tensor):
-            parts += [f"{name}.shape", f"{name}.dtype"]
-            first = first or name
-        elif tp is type(None) or tp is _dtype or in_key(n, tp, declared):
-            parts.append(name)
-        else:
-            parts.append("...")
-    if first is not None:
-        parts.append(f"{first}.device")
-    return " and ".join(tests) or "True", parts
-
-
-def _reader_for(api_key: str, pattern: tuple[type, ...]) -> Callable[[str, tuple], tuple | None]:
-    """A function that reads the exact signature of ``api_key``'s inputs of exactly this
-    type pattern, unrolled (no loop, no per-input type dispatch), or returns None for
-    another pattern."""
-    names = [f"i{n}" for n in range(len(pattern))]
-    namespace = module_namespace(api_key, "key reader")
-    test, parts = pattern_reads(pattern, names, namespace, "t", api_key)
-    unpack = [f"    {', '.join(names)}, = inputs"] if names else []
-    body = [
-        f"    if len(inputs) == {len(pattern)}:",
-        *(f"    {line}" for line in unpack),
-        f"        if {test}:",
-        f"            return ({', '.join(['api_key', *parts])},)",
-        "    return None",
-    ]
-    return compile_function("api_key, inputs", body, namespace, role="key reader", api=api_key)
-
-
-# Per op, the readers of the input-type patterns seen so far (usually one or two).
-_READERS: dict[str, list[Callable[[str, tuple], tuple | None]]] = {}
-_MAX_READERS = 8
-
-
-def exact_signature(api_key: str, inputs: tuple) -> tuple:
-    """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
-
-    ``api_key``, then per input its shape and dtype (tensors), itself (``None``, a dtype,
-    or a scalar that enters the key, unbucketed) or ``...`` (any other value), then the
-    first tensor's device.  Tensor attribute
-    reads are most of the cost of a tuned call, so each is read once, by a reader
-    generated for the call's pattern of input types (a loop with per-input type tests cost
-    about twice as much here).
-    """
-    readers = _READERS.get(api_key)
-    if readers is not None:
-        for read in readers:
-            signature = read(api_key, inputs)
-            if signature is not None:
-                return signature
-    signature, pattern = _generic_signature(api_key, inputs)
-    readers = _READERS.setdefault(api_key, [])
-    if len(readers) < _MAX_READERS:
-        readers.append(_reader_for(api_key, pattern))
-    return signature
+    return tuple(signature)
 
 
 def make_key(api_key: str, inputs: tuple) -> Key:
@@ -255,7 +195,6 @@ def declare_key_inputs(api_key: str, runners: Mapping[str, Any]) -> None:
     (their ``key_inputs``; none: the default rule), and forget the signatures and keys read
     under the previous rule.  ``TypeError``/``ValueError`` for a bad declaration."""
     declare(api_key, declared_of(api_key, runners))
-    _READERS.pop(api_key, None)
     for exact in [e for e in list(_KEY_MEMO) if e[0] == api_key]:
         _KEY_MEMO.pop(exact, None)
 
@@ -346,3 +285,91 @@ def key_from_json(obj: Any) -> Key:
     if cc is not None and (not isinstance(cc, int) or isinstance(cc, bool)):
         raise ValueError(f"bad compute_capability {cc!r}")
     return (api_key, tuple(parts), device, cc)
+
+
+Bucket = Callable[[Any], Any] | None
+#: position -> bucket function (None: the value itself)
+Declared = dict[int, Bucket]
+
+_DEFAULT_TYPES = (bool, int, str)
+_DECLARABLE_TYPES = (bool, int, str, float)
+
+
+@exposed_in("flashinfer.autotuner.keys")
+class EnumValue(NamedTuple):
+    """An enum member as a tuning key holds it: its class's qualified name and its name."""
+
+    enum: str
+    name: str
+
+
+_DECLARED: dict[str, Declared] = {}
+_LOCK = threading.Lock()
+
+
+def in_key(position: int, tp: type, declared: Declared | None) -> bool:
+    """Whether an input of type ``tp`` (not a tensor, ``None`` or dtype) at ``position``
+    enters the key as its value (else it is left out, ``...``)."""
+    if declared is None:
+        return tp in _DEFAULT_TYPES or issubclass(tp, enum.Enum)
+    return position in declared and (tp in _DECLARABLE_TYPES or issubclass(tp, enum.Enum))
+
+
+def key_value(value: Any, bucket: Bucket) -> Any:
+    """What the key holds for an input ``value`` that enters it (see :func:`in_key`)."""
+    if bucket is not None:
+        value = bucket(value)
+    if isinstance(value, enum.Enum):
+        cls = type(value)
+        return EnumValue(f"{cls.__module__}.{cls.__qualname__}", value.name)
+    if value is None or type(value) in _DECLARABLE_TYPES:
+        return value
+    raise TypeError(
+        f"a key_inputs bucket function returned {value!r}; it must return a bool, int, str, "
+        "float, enum member or None"
+    )
+
+
+def declarations(api_key: str) -> Declared | None:
+    """The declared key inputs of the op ``api_key`` (None: the default rule)."""
+    return _DECLARED.get(api_key)
+
+
+def declared_of(api_key: str, runners: Mapping[str, Any]) -> Declared | None:
+    """The merged ``key_inputs`` of ``runners`` (None when none declares); ``TypeError`` or
+    ``ValueError`` naming the runner for a declaration that is not one, or two that
+    disagree."""
+    merged: Declared = {}
+    owner: dict[int, str] = {}
+    found = False
+    for backend, runner in runners.items():
+        declared = getattr(runner, "key_inputs", None)
+        if declared is None:
+            continue
+        found = True
+        where = f"AutoTuner.register({api_key}): runner {backend!r} key_inputs"
+        if not isinstance(declared, Mapping):
+            raise TypeError(f"{where} must map input positions to bucket functions or None")
+        for position, bucket in declared.items():
+            if type(position) is not int or position < 0:
+                raise TypeError(f"{where}: {position!r} is not an input position (an int >= 0)")
+            if bucket is not None and not callable(bucket):
+                raise TypeError(f"{where}[{position}] must be a function or None")
+            if position in merged and merged[position] is not bucket:
+                raise ValueError(
+                    f"{where}[{position}] differs from runner {owner[position]!r}'s: the "
+                    "runners of one op share its key, so they must bucket an input alike"
+                )
+            merged[position], owner[position] = bucket, backend
+    return merged if found else None
+
+
+def declare(api_key: str, declared: Declared | None) -> None:
+    """Record the key inputs of ``api_key`` (None: the default rule).  Call through
+    :func:`flashinfer.autotuner.keys.declare_key_inputs`, which also forgets the keys
+    read under the previous rule."""
+    with _LOCK:
+        if declared is None:
+            _DECLARED.pop(api_key, None)
+        else:
+            _DECLARED[api_key] = dict(declared)

@@ -1,49 +1,45 @@
 """The router of a directly registered op (``AutoTuner.register(op, runners, direct=True)``).
 
-The dispatcher hands each checked ``backend="auto"`` call of such an op to a router, with
-the call's candidates and its arguments (every parameter but ``backend``, in order).  Outside
-``autotune()``, the router's work is the whole cost the autotuner adds to a call, so it is
-generated per op, the way the dispatcher is: one unrolled read of the exact signature per
-input-type pattern seen so far (see :func:`~flashinfer.autotuner.keys.pattern_reads`), one
-dict lookup in the memo (exact signature -> :data:`RouteEntry`), one count of the call
-(``AutoTuner.stats()``: a C call, no lock) and a call of the runner's bound method.
+The dispatcher hands each checked ``backend="auto"`` call of such an op to the router, with
+the call's candidates, its arguments (every parameter but ``backend``, in order) and, when
+the call's verdict came from the dispatcher's cache, that verdict's slot.  Outside
+``autotune()`` the router's work is the whole cost the autotuner adds to a call, so it reads
+the call's signature at most once: a slot whose entry was looked up under the tuner's
+current epoch serves the call without reading it at all; otherwise one read of the exact
+signature (:func:`~flashinfer.autotuner.keys.exact_signature`) and one dict lookup in the
+memo (exact signature -> :data:`RouteEntry`), kept in the slot for the next call.
 
-The memo serves two kinds of signature from the generated code:
-
-* a tuned key: its stable choice runs, with its tactic, whenever its backend is one of this
-  call's candidates;
-* an untuned key (the common case of a program that never tunes): the entry names the
-  stable default the signature last ran (:meth:`RoutedTuner.default_backend`, the first
-  candidate with a runner), and serves a call only when that backend is the call's first
-  candidate, i.e. when it is this call's default too (the same signature can come with
-  other candidates: a ``use_backends`` restriction, the experimental gate).
-
-:meth:`Router.memo_miss` fills the memo and serves the rest: a signature not seen yet, a
-default that is not this call's first candidate (the entry then follows this call's
-default), a first candidate without a runner.  Anything else (tuning, a tuned choice that is
-not a candidate of this call, an experimental backend, which must warn) goes to
+The memo serves a tuned key (its stable choice runs whenever its backend is one of this
+call's candidates) and an untuned key (the entry names the stable default the signature last
+ran, and serves a call only when that backend is the call's first candidate).
+:meth:`Router.memo_miss` fills the memo and serves the rest; anything else (tuning, a tuned
+choice that is not a candidate, an experimental backend, which must warn) goes to
 :meth:`AutoTuner.run_candidates`, the readable path.
-
-A call whose input types match no known pattern adds its pattern (up to
-:data:`MAX_PATTERNS`), regenerates the router and installs the new one on the dispatcher.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
 from flashinfer.autotuner._state import tuning_now
-from flashinfer.autotuner._stats import CallCounter
-from flashinfer.autotuner._types import Choice, TunableOp, TunableRunner
-from flashinfer.autotuner.keys import Key, make_key, pattern_reads
-from flashinfer.codegen.compiler import compile_function, module_namespace
+from flashinfer.autotuner._types import CallCounter, Choice, TunableOp, TunableRunner
+from flashinfer.autotuner.fingerprint import loaded_fingerprint
+from flashinfer.autotuner.keys import Key, exact_signature, make_key
+from flashinfer.dispatch.choice_log import LOG_SWITCH as LOG_SWITCH
+from flashinfer.dispatch.choice_log import note_tuner_choice
+from flashinfer.dispatch.restrictions import restriction_for
 
-__all__ = ["MAX_PATTERNS", "RoutedTuner", "Router", "RouteEntry"]
-
-MAX_PATTERNS = 8
+__all__ = [
+    "RoutedTuner",
+    "Router",
+    "RouteEntry",
+    "LOG_SWITCH",
+    "ChoiceView",
+    "note_run",
+    "tuned_choice",
+    "tuning_now",
+]
 
 RouteEntry = tuple[Any, Any, Any, Any]
 """What the router's memo holds per exact signature, ``(tuned backend, bound runner call,
@@ -89,7 +85,7 @@ class RoutedTuner(Protocol):
 
 
 class Router:
-    """Builds, installs and serves the generated router of one op."""
+    """Installs and serves the router of one op."""
 
     def __init__(
         self,
@@ -102,114 +98,62 @@ class Router:
         # The calls served from a tuned key and from the default (AutoTuner.stats()); those
         # handed to the readable path are counted there.
         self.tuned_calls, self.default_calls = counters or (CallCounter(), CallCounter())
-        # The API's own parameter names (never "_"-prefixed, see ParameterList) name the
-        # inputs in the generated code; None: not routable, and install() says why.
-        self.names: list[str] = op.dispatcher.routed_inputs() or []
-        self.patterns: list[tuple[type, ...]] = []
-        self._lock = threading.Lock()
 
     def install(self) -> None:
-        """Generate the router for the patterns known so far and hand it to the dispatcher."""
-        self.op.dispatcher.route_auto(self._generate())
+        """Hand the router to the dispatcher."""
+        self.op.dispatcher.route_auto(self._route())
 
-    # ---- generated code ------------------------------------------------------------------
+    def _route(self) -> Callable[..., Any]:
+        """The function that serves each routed call (see the module docstring): one frame
+        besides the runner's when the verdict's ``slot`` holds a current entry that fits the
+        call.  A closure over what it reads, as it runs on every call."""
+        tuner, api_key, readable, memo_miss = (
+            self.tuner,
+            self.op.api_key,
+            self.readable,
+            self.memo_miss,
+        )
+        hit, default_hit, choice_log = (
+            self.tuned_calls.hit,
+            self.default_calls.hit,
+            self.op.dispatcher.choice_log,
+        )
+        note_tuned, note_default = self.note_tuned, self.note_default
 
-    def _generate(self) -> Callable[[Sequence[str], tuple], Any]:
-        ns = module_namespace(self.op.api_key, "autotuner router")
-        ns |= {
-            "_tuning": tuning_now,
-            "_tuner": self.tuner,
-            "_api": self.op.api_key,
-            "_readable": self.readable,
-            "_miss": self.miss,
-            "_memo_miss": self.memo_miss,
-            "_SLOW": _SLOW,
-            "_hit": self.tuned_calls.hit,
-            "_dhit": self.default_calls.hit,
-            # The once-per-choice log line: an attribute test while logging is off.
-            "_clog": LOG_SWITCH,
-            "_lg": self.op.dispatcher.choice_log,
-            "_note": self.note_tuned,
-            "_dnote": self.note_default,
-        }
-        names = self.names
-        # Underscored names throughout: the inputs are named after the API's parameters.
-        lines = [
-            "    if _tuning():",
-            "        return _readable(_candidates, _inputs)",
-        ]
-        # A call whose verdict the dispatcher cached brings that verdict's slot: the entry
-        # looked up for its signature, with the tuner's epoch it was read in.  While that
-        # epoch is current (a new result replaces memo and epoch), the entry stands.
-        served = self._serve_lines()
-        lines += [
-            "    if _rs is not None:",
-            "        _p = _rs[0]",
-            "        if _p[0] is _tuner.route_epoch:",
-            "            _e = _p[1]",
-            *(f"        {c}" for c in served),
-        ]
-        if names:
-            lines.append(f"    {', '.join(names)}, = _inputs")
-        for i, pattern in enumerate(self.patterns):
-            test, parts = pattern_reads(pattern, names, ns, f"p{i}_", self.op.api_key)
-            lines += [
-                f"    {'if' if i == 0 else 'elif'} {test}:",
-                f"        _x = ({', '.join(['_api', *parts])},)",
-            ]
-        if not self.patterns:  # nothing to read yet: learn the first pattern
-            lines.append("    return _miss(_candidates, _inputs)")
-            return self._compile(lines, ns)
-        lines += ["    else:", "        return _miss(_candidates, _inputs)"]
-        # The tuned test first: it adds nothing to a tuned call.  The untuned one costs an
-        # untuned call a scan of the candidates for None (never one) and one comparison.
-        # The epoch is read before the memo, which is replaced before the epoch: an entry
-        # is never kept under an epoch newer than its memo.
-        lines += [
-            "    _ep = _tuner.route_epoch",
-            "    _e = _tuner.route_memo.get(_x, _SLOW)",
-            "    if _rs is not None and _e is not _SLOW:",
-            "        _rs[0] = (_ep, _e)",
-            *served,
-            "    return _memo_miss(_candidates, _inputs, _x)",
-        ]
-        return self._compile(lines, ns)
+        def route(candidates: Sequence[str], inputs: tuple, slot: list | None = None) -> Any:
+            if tuning_now():
+                return readable(candidates, inputs)
+            exact = None
+            epoch, entry = slot[0] if slot is not None else (None, None)
+            if (
+                entry is None
+                or epoch is not tuner.route_epoch
+                or not (entry[0] in candidates or entry[3] == candidates[0])
+            ):
+                exact = exact_signature(api_key, inputs)
+                epoch = tuner.route_epoch  # read before the memo, which is replaced before it
+                entry = tuner.route_memo.get(exact, _SLOW)
+                if slot is not None and entry is not _SLOW:
+                    slot[0] = (epoch, entry)
+            if entry[0] in candidates:  # a tuned, stable choice
+                hit()
+                if LOG_SWITCH.armed and entry[0] is not choice_log.tuned:
+                    note_tuned(entry[0], candidates, inputs)
+                return entry[1](inputs, entry[2])
+            if entry[3] == candidates[0]:  # an untuned key's stable default
+                default_hit()
+                if LOG_SWITCH.armed:
+                    note_default(entry[3], candidates, inputs)
+                return entry[1](inputs, None)
+            return memo_miss(candidates, inputs, exact or exact_signature(api_key, inputs))
 
-    @staticmethod
-    def _serve_lines() -> list[str]:
-        """Serve the call from memo entry ``_e``, if it fits (at function-body indent)."""
-        return [
-            "    if _e[0] in _candidates:",
-            "        _hit()",
-            "        if _clog.armed and _e[0] is not _lg.tuned:",
-            "            _note(_e[0], _candidates, _inputs)",
-            "        return _e[1](_inputs, _e[2])",
-            "    if _e[3] == _candidates[0]:",
-            "        _dhit()",
-            "        if _clog.armed:",
-            "            _dnote(_e[3], _candidates, _inputs)",
-            "        return _e[1](_inputs, None)",
-        ]
+        route.takes_route_slot = True  # type: ignore[attr-defined]
+        return route
 
-    def _compile(self, body: list[str], ns: dict[str, Any]) -> Callable[..., Any]:
-        params = "_candidates, _inputs, _rs=None"
-        fn = compile_function(params, body, ns, role="autotuner router", api=self.op.api_key)
-        fn.takes_route_slot = True  # type: ignore[attr-defined]
-        return fn
-
-    # ---- the paths the generated code hands over to --------------------------------------
+    # ---- the paths the fast path hands over to --------------------------------------------
 
     def readable(self, candidates: Sequence[str], inputs: tuple) -> Any:
         return self.tuner.run_candidates(self.op, self.runners, candidates, inputs)
-
-    def miss(self, candidates: Sequence[str], inputs: tuple) -> Any:
-        """Input types of a pattern not seen yet: learn it, then serve the call."""
-        pattern = tuple(type(x) for x in inputs)
-        with self._lock:
-            if pattern not in self.patterns and len(self.patterns) < MAX_PATTERNS:
-                self.patterns.append(pattern)
-                self.install()
-        return self.readable(candidates, inputs)
 
     def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
         """Not served by the generated lookup: a signature not in the memo yet (filled
@@ -250,7 +194,7 @@ class Router:
         return self.readable(candidates, inputs)
 
     def note_tuned(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
-        """The log line of a tuned choice this router runs (see ``_choice_note``)."""
+        """The log line of a tuned choice this router runs (see :func:`note_run`)."""
         note_run(self.tuner, self.op, backend, True, candidates, inputs)
 
     def note_default(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
@@ -268,3 +212,69 @@ class Router:
         if choice.backend in self.op.experimental_backends:
             return _SLOW  # the readable path warns once
         return (choice.backend, self.runners[choice.backend].__call__, choice.tactic, None)
+
+
+TUNED_HERE = "tuned in this process"
+LOADED = "loaded from a file"
+
+
+def _source(tuner: Any, api_key: str, inputs: tuple) -> tuple[Any, str] | None:
+    """The tuned choice of these inputs and where it comes from, or None (untuned)."""
+    key = make_key(api_key, inputs)
+    choice = tuner.choice(key)
+    if choice is None:
+        return None
+    return choice, LOADED if loaded_fingerprint(tuner, key, choice) is not None else TUNED_HERE
+
+
+def note_run(
+    tuner: Any, op: TunableOp, backend: str, tuned: Any, candidates: Sequence[str], inputs: tuple
+) -> None:
+    """Log that the tuner runs ``backend`` for this call: its tuned choice, or the first
+    candidate with its default tactic.  ``tuned``: whether it is the tuned choice, or the
+    choice the tuner looked up (None: untuned), which ran if ``backend`` is its backend."""
+    log = op.dispatcher.choice_log
+    restricted = restriction_for(op.api_key) is not None
+    if tuned is True or (tuned not in (None, False) and tuned[0] == backend):
+        if backend is log.tuned:
+            return
+        found = _source(tuner, op.api_key, inputs)
+        source = TUNED_HERE if found is None else found[1]
+    else:
+        if backend is (log.tuner_restricted if restricted else log.tuner_auto):
+            return
+        source = None
+    dropped = op.dispatcher.dropped_experimental_backends.current()
+    note_tuner_choice(log, backend, candidates, dropped, restricted, source)
+
+
+def tuned_choice(tuner: Any, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
+    """``(backend, tactic, source)`` of the tuned result for these inputs of a registered
+    op, or None (not registered, untuned, or inputs the key cannot read)."""
+    if api_key not in tuner.registered():
+        return None
+    try:
+        found = _source(tuner, api_key, inputs)
+    except Exception:  # noqa: BLE001 - explain reports no tuned result rather than fail
+        return None
+    if found is None:
+        return None
+    choice, source = found
+    return choice.backend, choice.tactic, source
+
+
+class ChoiceView:
+    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner that
+    ``get_tuner`` returns (``AutoTuner.get``; installed by :mod:`flashinfer.autotuner`)."""
+
+    def __init__(self, get_tuner: Callable[[], Any]) -> None:
+        self._get_tuner = get_tuner
+
+    def registered(self, api_key: str) -> bool:
+        return api_key in self._get_tuner().registered()
+
+    def tuning_now(self) -> bool:
+        return tuning_now()
+
+    def tuned_choice(self, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
+        return tuned_choice(self._get_tuner(), api_key, inputs)

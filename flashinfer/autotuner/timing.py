@@ -1,43 +1,25 @@
-"""Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does: the
-first call discarded, a warm-up until the timings settle, repeats taken by time, the L2
-cache flushed between repeats on a GPU, and the median reported with its spread.
+"""Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does, and the
+checks of the tuner's timing settings.
 
-**The steps** of :func:`measure`:
+:func:`measure`: the first call made and never timed (imports, JIT, lazy initialisation);
+warm-up in rounds of about :data:`ROUND_S` until a round's median is within
+:data:`SETTLE_TOLERANCE` of the last (at least ``warmup`` calls and :data:`WARMUP_S`, at most
+:data:`WARMUP_MAX_S` or half of ``budget_s``); timed calls for :data:`REPEAT_S` and at least
+``repeat`` of them, cut by ``budget_s`` (never below one); the median with its interquartile
+range (:class:`Median`).  On CUDA: CUDA events on the current stream, and a 256 MiB buffer
+zeroed before each call so no call finds its inputs in L2; on CPU: ``time.perf_counter``.
+Timing synchronises, so it refuses to start while the stream captures a CUDA graph
+(:func:`refuse_during_capture`).  The user's guide: docs/api/autotuner.rst, "How a pair is
+timed".
 
-1. **The first call** is made and (on CUDA) synchronised, and never timed, whatever the
-   settings: it pays the one-time costs (imports, JIT compilation, lazy initialisation).
-2. **Warm-up**, untimed for the result: rounds of calls, each about :data:`ROUND_S` long,
-   until a round's median call time is within :data:`SETTLE_TOLERANCE` of the round before
-   (the timings have settled), after at least ``warmup`` calls and :data:`WARMUP_S` seconds.
-   It stops unsettled after :data:`WARMUP_MAX_S`, or half of ``budget_s`` if less.
-3. **Repeats, by time**: timed calls for :data:`REPEAT_S` seconds and at least ``repeat``
-   calls, stopping when ``budget_s`` (counted from the end of the first call) runs out: at
-   least one timed call is always made.
-4. **The result**: the median of the timed calls, with their interquartile range
-   (:class:`Median`): robust to the few calls a busy machine slows down.
-
-On CUDA each call is timed with CUDA events on the current stream (device time, no host
-overhead), and a 256 MiB buffer is zeroed before each call, outside the events, so that no
-call finds its inputs in the L2 cache left by the call before (as ``do_bench`` does).  On
-CPU each call is timed with :func:`time.perf_counter`; no flush (the CPU's caches are not
-what tuning compares).
-
-**The settings** (``AutoTuner.warmup``, ``repeat``, ``budget_s``) keep their names, with a
-meaning that the time-based steps give them: ``warmup`` and ``repeat`` are *minimum*
-counts (warm-up calls after the first call; timed calls), ``budget_s`` the most seconds one
-pair may take after its first call (``None``: no limit; the time targets still end the
-timing).  With the defaults a cheap call takes about ``WARMUP_S + REPEAT_S`` per
-pair, and a call slower than the budget allows gets the minimum counts the budget leaves.
-
-**CUDA graphs**: timing synchronises the device, which a stream capturing a CUDA graph
-forbids (the capture would fail, or record the timing's work).  :func:`measure` refuses to
-start while the current stream captures (:func:`refuse_during_capture`), and so does the
-tuner before it would time a key.
+The ``check_*`` functions are what the ``AutoTuner`` properties run at the assignment, so a
+bad value fails on the user's line, naming the setting, and the value in effect stays.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +42,14 @@ __all__ = [
     "measure",
     "refuse_during_capture",
     "stream_capturing",
+    "DEFAULT_BUDGET_S",
+    "DEFAULT_REPEAT",
+    "DEFAULT_WARMUP",
+    "check_budget_s",
+    "check_noisy_spread",
+    "check_repeat",
+    "check_switch_margin",
+    "check_warmup",
 ]
 
 #: Warm-up lasts at least this many seconds (Triton's ``do_bench`` default warm-up).
@@ -307,3 +297,125 @@ def _repeats(
         t0 = clock.now()
         times += clock.run(fn, n)
         per_call = max((clock.now() - t0) / n, _FLOOR_S)
+
+
+#: The least number of warm-up calls of a (backend, tactic) after its first call; warm-up
+#: goes on until the timings settle (for at least ``timing.WARMUP_S``).
+DEFAULT_WARMUP = 1
+#: The least number of timed calls per (backend, tactic); they are taken for
+#: ``timing.REPEAT_S`` seconds, and their median is kept.
+DEFAULT_REPEAT = 5
+#: Seconds spent on a (backend, tactic) after its first call at most (warm-up and timed
+#: calls): a cheap call takes about ``timing.WARMUP_S + timing.REPEAT_S``, a slow one is
+#: cut to fit (``repeat`` shrinks, never below one timed call).
+DEFAULT_BUDGET_S = 1.0
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int past the interpreter's digit limit
+        text = "(too long to show)"
+    if len(text) > 60:  # a long string or container: its start is enough to recognise it
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _as_float(value: Any) -> float:
+    """``float(value)``; an int too large for a float counts as infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def check_switch_margin(value: Any) -> float:
+    """``value`` as a float if it is a finite number >= 0; ``TypeError`` for anything that
+    is not a number (``bool`` included), ``ValueError`` for a negative, NaN or infinite one."""
+    if not _is_real(value):
+        raise TypeError(
+            "AutoTuner.switch_margin must be a number: the fraction another (backend, tactic) "
+            f"must be faster by to be picked, e.g. 0.03 for 3 %; got {_shown(value)}"
+        )
+    margin = _as_float(value)
+    if not (math.isfinite(margin) and margin >= 0.0):
+        raise ValueError(
+            "AutoTuner.switch_margin must be a finite number >= 0 (0.0 always takes the "
+            f"fastest median; 0.03, the default, is 3 %); got {_shown(value)}"
+        )
+    return margin
+
+
+def check_repeat(value: Any) -> int:
+    """``value`` as an int if it is an int >= 1 (at least one timed call gives a median)."""
+    if not _is_int(value):
+        raise TypeError(
+            f"AutoTuner.repeat must be an int (the least number of timed calls per (backend, "
+            f"tactic)), got "
+            f"{_shown(value)}"
+        )
+    if value < 1:
+        raise ValueError(
+            "AutoTuner.repeat must be at least 1: the median of the timed calls is what is "
+            f"compared, and it takes at least one call; got {_shown(value)}"
+        )
+    return int(value)
+
+
+def check_warmup(value: Any) -> int:
+    """``value`` as an int if it is an int >= 0 (0: no warm-up call is required beyond the
+    first call, which is always made and never timed; warm-up still runs until settled)."""
+    if not _is_int(value):
+        raise TypeError(
+            f"AutoTuner.warmup must be an int (the least number of warm-up calls of a (backend, "
+            f"tactic) after its first call), got {_shown(value)}"
+        )
+    if value < 0:
+        raise ValueError(f"AutoTuner.warmup must be 0 or more warm-up calls, got {_shown(value)}")
+    return int(value)
+
+
+def check_budget_s(value: Any) -> float | None:
+    """``value`` as a float if it is a finite number of seconds > 0, or None (no budget:
+    the time targets alone end the timing, and every ``repeat`` call is made)."""
+    if value is None:
+        return None
+    if not _is_real(value):
+        raise TypeError(
+            "AutoTuner.budget_s must be a number of seconds (spent timing one (backend, "
+            f"tactic) at most), or None for no budget; got {_shown(value)}"
+        )
+    budget = _as_float(value)
+    if not (math.isfinite(budget) and budget > 0.0):
+        raise ValueError(
+            "AutoTuner.budget_s must be a finite number of seconds > 0, or None for no "
+            f"budget; got {_shown(value)}"
+        )
+    return budget
+
+
+def check_noisy_spread(value: Any) -> float:
+    """``value`` as a float if it is a number >= 0 (``math.inf``: no measurement is ever
+    noisy); ``TypeError`` for anything that is not a number (``bool`` included),
+    ``ValueError`` for a negative or NaN one."""
+    if not _is_real(value):
+        raise TypeError(
+            "AutoTuner.noisy_spread must be a number: the interquartile range of a "
+            "measurement's timed calls, as a fraction of their median, above which it is "
+            f"noisy, e.g. 0.1 for 10 %; got {_shown(value)}"
+        )
+    spread = _as_float(value)
+    if not spread >= 0.0:  # NaN too
+        raise ValueError(
+            "AutoTuner.noisy_spread must be a number >= 0 (0.1, the default, is 10 %; "
+            f"math.inf never calls a measurement noisy); got {_shown(value)}"
+        )
+    return spread

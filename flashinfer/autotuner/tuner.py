@@ -10,71 +10,38 @@ How an op uses it (``flashinfer/gemm.py`` is the worked example)::
 
     AutoTuner.register(mm, MM_RUNNERS)   # at import: lets persisted results be validated
 
-or, faster, ``AutoTuner.register(mm, MM_RUNNERS, direct=True)``: the dispatcher then hands
-``backend="auto"`` calls straight to a router generated for the op (:mod:`.router`), with
-this call's candidates and ``inputs`` = the arguments of every parameter but ``backend``, in
-order (here ``(a, b, out)``), and the body only runs for explicit backends.
+or ``AutoTuner.register(mm, MM_RUNNERS, direct=True)``: the dispatcher then hands
+``backend="auto"`` calls straight to the op's router (:mod:`.router`), and the body only runs
+for explicit backends.
 
-**Candidates.** :meth:`AutoTuner.run` only ever considers ``op.suitable_auto_backends``, the
-candidate list the dispatcher computed for *this* call (support checks, capability, the
-experimental gate, the heuristic's order); a routed call is handed that list itself.  The
-tuner has no rule of its own about experimental backends: with the gate off they are not in
-the list, so they are never timed nor picked.
-
-**Tuning state is per thread** (see :mod:`._state`): ``with autotune():`` turns tuning on
-for the code it wraps in the current thread (or asyncio task) only, and restores exactly
-the previous state on exit.  The **tuned results are process-wide** (one
-:class:`AutoTuner` per process, :meth:`AutoTuner.get`): read without a lock (a dict
-lookup), written under one; tuning itself is serialised by a lock so that two threads do
-not time kernels against each other.
-
-**Failures and logging**: a (backend, tactic) that raises, or whose time is not finite, is
-left out and listed by :meth:`AutoTuner.last_tuning`; every timing, failure and pick is
-logged to the ``flashinfer.autotuner`` logger, and to stderr with
-``FLASHINFER_AUTOTUNER_LOG=1`` (see :mod:`.candidate_timing`, which times the candidates).
-The vocabulary (:class:`TunableRunner`, :class:`Choice`, ...) is defined in :mod:`._types`
-and documented here.
-
-**The block summary**: each ``autotune()`` block says once, when it ends, what it timed, what
-it left out and why, and what it saved (an ``AutotuneReportWarning`` at the user's ``with``
-line, and the logger); a noisy saved pick is timed again.  See :mod:`.block_report`.
+The tuner only ever considers the candidates the dispatcher computed for the call (support
+checks, capability, the experimental gate, the heuristic's order): with the gate off an
+experimental backend is never timed nor picked.  Tuning state is per thread (``with
+autotune():``, :mod:`.block`); the tuned results are process-wide (one :class:`AutoTuner`,
+:meth:`AutoTuner.get`), read without a lock and written under one, and tuning is serialised
+so that two threads do not time kernels against each other.  The user's guide is
+docs/api/autotuner.rst.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flashinfer.autotuner import distributed
-from flashinfer.autotuner._choice_note import LOG_SWITCH, note_run
-from flashinfer.autotuner._settings import (
-    DEFAULT_BUDGET_S,
-    DEFAULT_REPEAT,
-    DEFAULT_WARMUP,
-    check_budget_s,
-    check_noisy_spread,
-    check_repeat,
-    check_switch_margin,
-    check_warmup,
-)
-from flashinfer.autotuner._skip_ops import resolve_skip_ops
 from flashinfer.autotuner._state import (
-    BlockTokens,
-    enter_block,
     is_tuning,
-    leave_block,
     note_tuned,
     skipped_ops,
     tuning_now,
 )
-from flashinfer.autotuner._stats import OpStats, StatsBook
 from flashinfer.autotuner._types import (
     Choice,
+    OpStats,
     ProgressCallback,
+    StatsBook,
     TacticFailure,
     TunableOp,
     TunableRunner,
@@ -84,13 +51,10 @@ from flashinfer.autotuner._types import (
 from flashinfer.autotuner.block_report import (
     NOISY_SPREAD,
     AutotuneReport,
-    FileReport,
     KeyReport,
-    close_report,
     current_report,
     is_noisy,
     left_out_reasons,
-    open_report,
 )
 from flashinfer.autotuner.candidate_timing import (
     AUTOTUNER_LOG_ENV,
@@ -98,13 +62,19 @@ from flashinfer.autotuner.candidate_timing import (
     time_candidates,
 )
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
-from flashinfer.autotuner.router import RouteEntry, Router
-from flashinfer.autotuner.timing import refuse_during_capture
-from flashinfer.autotuner.tuning_file.format import checked_path
-from flashinfer.autotuner.tuning_file.load import LoadReport, load_into
-from flashinfer.autotuner.tuning_file.save import save_into
-from flashinfer.codegen.dynamo_marks import block_boundary
-from flashinfer.dispatch.block_entries import entry_to_leave
+from flashinfer.autotuner.persist import LoadReport, load_into, save_into
+from flashinfer.autotuner.router import LOG_SWITCH, RouteEntry, Router, note_run
+from flashinfer.autotuner.timing import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_REPEAT,
+    DEFAULT_WARMUP,
+    check_budget_s,
+    check_noisy_spread,
+    check_repeat,
+    check_switch_margin,
+    check_warmup,
+    refuse_during_capture,
+)
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 __all__ = [
@@ -117,7 +87,6 @@ __all__ = [
     "TunableOp",
     "TunableRunner",
     "TuningRecord",
-    "autotune",
     "is_tuning",
 ]
 
@@ -154,7 +123,7 @@ class AutoTuner:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tune_lock = threading.RLock()
-        # The timing settings: properties that check each value (see _settings).
+        # The timing settings: properties that check each value (see timing.check_*).
         self._warmup = DEFAULT_WARMUP
         self._repeat = DEFAULT_REPEAT
         self._budget_s: float | None = DEFAULT_BUDGET_S
@@ -536,209 +505,3 @@ class AutoTuner:
     # (flashinfer.autotuner.tuning_file.OLD_SPELLINGS lists every old spelling).
     save_configs = save_tuning_file
     load_configs = load_tuning_file
-
-
-class autotune:  # noqa: N801 - used like a function: ``with autotune():``
-    """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).
-
-    ``enabled=False`` turns tuning off inside the block (tuned results are still used).
-    ``tuning_file=path`` loads the results saved there on entry, if the file exists, and, if the
-    block tuned a key (blocks nested in it included), saves every result to it on exit
-    (also when the block raises), see :func:`flashinfer.autotuner.save_tuning_file`.  A block
-    that tuned nothing new, e.g. ``autotune(False, tuning_file=path)`` serving from a tuned file,
-    never writes, locks nor creates a file (read-only deployments and mounts work).
-    ``cache=path`` is the old spelling of ``tuning_file=path``, still accepted (upstream
-    FlashInfer's keyword; ``TypeError`` when both are given).
-    ``ValueError`` at once for an empty ``tuning_file`` path, and
-    :class:`~flashinfer.autotuner.tuning_file.TuningFileError` for a path that exists and is
-    not a regular file or lies in a missing directory (with a process group: on entry, as
-    rank 0 sees it, on every rank).  ``progress`` is called before each timing (see
-    :data:`ProgressCallback`).  ``skip_ops`` lists ops (the ops themselves, e.g.
-    ``flashinfer.mm``, their API names, e.g. ``"mm"``, or qualified names) that the block
-    leaves untuned: their calls run the first candidate's default tactic, untimed (nested
-    blocks add to the enclosing blocks' list); ``ValueError`` at once, naming the valid
-    names, for an op or name that is not autotunable, ``TypeError`` naming any other item.
-    ``process_group``: tune across the ranks of this ``torch.distributed`` group, one
-    choice on every rank (None: the one set by ``set_autotune_process_group``, if any), and
-    ``shard=True`` splits the timing across them; with a group only rank 0 reads (for
-    every rank) and writes ``tuning_file``: see :mod:`flashinfer.autotuner.distributed`.
-    The previous state is restored on exit,
-    also when blocks are nested or left by an exception; ``with`` yields the
-    :class:`AutoTuner`.
-
-    A class rather than a ``contextlib`` generator so that the warnings of loading the tuning
-    file point at the user's ``with`` line (no ``contextlib`` frame in between).
-
-    The same object may be entered again, also while already entered, and from several
-    threads or asyncio tasks at once: each entry is kept in the context that entered it and
-    restores its own state there, so no thread stays in tuning mode once its entries are
-    left.  Blocks of one thread left out of order (generators suspended inside them, closed
-    in any order) are restored, and their ``tuning_file`` saved, once the blocks entered after
-    them are left too.  A block must be left in the thread (or task) that entered it: a
-    generator suspended inside one and closed from another thread raises ``RuntimeError``
-    there, and its own thread is restored when it next enters or leaves an ``autotune()``
-    block.
-    """
-
-    def __init__(
-        self,
-        enabled: bool = True,
-        *,
-        tuning_file: str | os.PathLike[str] | None = None,
-        cache: str | os.PathLike[str] | None = None,
-        progress: ProgressCallback | None = None,
-        skip_ops: Iterable[Any] | None = (),
-        process_group: Any = None,
-        shard: bool | None = None,
-    ) -> None:
-        self.enabled = bool(enabled)
-        # With a process group only its rank 0 reads and writes the file, and checks the path
-        # on entry for every rank (another host may lack the directory): here, only its form.
-        grouped = process_group is not None or distributed.group_in_effect() is not None
-        if cache is not None:
-            if tuning_file is not None:
-                raise TypeError(
-                    "autotune(): got both tuning_file= and cache= (its old spelling); "
-                    "pass tuning_file= only"
-                )
-            tuning_file = cache
-        self.tuning_file = (
-            None if tuning_file is None else checked_path(tuning_file, local=not grouped)
-        )
-        self.progress = progress
-        self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
-        self.process_group, self.shard = process_group, shard
-        self._open: list[_TuneEntry] = []  # this block's entries not left yet, any context
-        #: What the block did (:class:`~flashinfer.autotuner.block_report.AutotuneReport`),
-        #: from its entry on (a nested block's is its outermost block's); None before.
-        self.report: AutotuneReport | None = None
-
-    def __enter__(self) -> AutoTuner:
-        tuner = AutoTuner.get()
-        _unwind_left(tuner)  # entries of this context left from elsewhere
-        group = distributed.open_block(tuner, self.tuning_file, self.process_group, self.shard)
-        tokens = enter_block(self.enabled, self.progress, self.skip_ops)
-        entry = _TuneEntry(self, tokens, group, sys._getframe(1))
-        entry.report, entry.report_token = open_report(self.enabled)
-        self.report = entry.report
-        if self.tuning_file is not None:
-            loaded = group.loaded
-            entry.file = FileReport(
-                self.tuning_file,
-                None if loaded is None else loaded.loaded,
-                0 if loaded is None else loaded.total_skipped,
-            )
-            entry.report.files.append(entry.file)
-        with _entries_lock:
-            self._open.append(entry)
-        _entries.set((*_entries.get(), entry))
-        return tuner
-
-    def __exit__(self, *exc_info: object) -> None:
-        frame = sys._getframe(1)
-        raised = exc_info[0] is not None
-        mine = [e for e in _entries.get() if e.block is self and not e.left]
-        with _entries_lock:
-            found = entry_to_leave(mine, self._open, frame)
-            if found is None:
-                raise RuntimeError(
-                    "autotune(): this block was left more times than it was entered; "
-                    "leave a block once per entry (a with statement does)"
-                )
-            entry, is_here = found
-            self._open.remove(entry)
-            if not is_here:  # entered in another context: left (and restored) there later
-                entry.left, entry.frame = True, None
-                raise RuntimeError(
-                    "autotune(): this block was left in a thread or task that did not "
-                    "enter it (a generator suspended inside the block, closed from another "
-                    "thread?); the thread that entered it stays in tuning mode until it "
-                    "next enters or leaves an autotune() block. Leave a block in the "
-                    "thread that entered it, e.g. close such a generator there"
-                )
-            entry.left, entry.frame = True, None
-            entry.raised = raised
-        _unwind_left(AutoTuner.get())
-
-
-class _TuneEntry:
-    """One entry into an ``autotune()`` block: the block, the tokens that restore the state
-    before it, the frame that entered it (while open), and whether it has been left (it is
-    restored once it is this context's newest entry)."""
-
-    __slots__ = (
-        "block", "tokens", "group", "frame", "left", "raised", "report", "report_token", "file",
-    )  # fmt: skip
-
-    def __init__(self, block: autotune, tokens: BlockTokens, group: Any, frame: Any) -> None:
-        self.block, self.tokens, self.group, self.frame = block, tokens, group, frame
-        self.left = self.raised = False
-        #: the report this entry writes to, the token that ends it (outermost entry only),
-        #: and its tuning file's part of it
-        self.report: AutotuneReport = AutotuneReport()
-        self.report_token: Any = None
-        self.file: FileReport | None = None
-
-
-#: This context's ``autotune()`` entries, oldest first: each block leaves its own entry in
-#: its own context, whatever other threads and tasks do with the same block object.
-_entries: ContextVar[tuple[_TuneEntry, ...]] = ContextVar("flashinfer_autotune_entries", default=())
-_entries_lock = threading.Lock()
-
-
-def _unwind_left(tuner: AutoTuner) -> None:
-    """Restore the state before each left entry at the top of this context's entries,
-    newest first, saving each one's tuning file: a ContextVar token is only exact when reset in
-    the reverse order of setting."""
-    entries = _entries.get()
-    if not entries or not entries[-1].left:
-        return
-    entry = entries[-1]
-    _entries.set(entries[:-1])
-    saved_ok = False
-    try:
-        tuned = False
-        try:
-            tuned = bool(leave_block(entry.tokens))
-        finally:
-            saved = distributed.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
-        _note_save(entry, tuned, saved)
-        saved_ok = True
-    finally:
-        if entry.report_token is not None:  # the outermost block: say what it did, once
-            close_report(
-                entry.report,
-                entry.report_token,
-                lambda: _tunable_names(tuner),
-                warn=saved_ok and not entry.raised,
-            )
-        _unwind_left(tuner)
-
-
-def _note_save(entry: _TuneEntry, tuned: bool, saved: int | None) -> None:
-    """Record in the block's report what became of its tuning file."""
-    if entry.file is None:
-        return
-    entry.file.saved = saved
-    if saved is None:
-        entry.file.why_not_saved = (
-            "rank 0 of the autotune process group saves it"
-            if tuned
-            else "nothing new was tuned in the block; the file is left unchanged"
-        )
-
-
-def _tunable_names(tuner: AutoTuner) -> list[str]:
-    """The autotunable ops, as users call them (every op module loaded first): flashinfer's
-    own first, then those a program registered."""
-    from flashinfer.api_modules import load_api_modules
-
-    load_api_modules()
-    ops = sorted(
-        (not key.startswith("flashinfer."), getattr(op, "api_name", key))
-        for key, (op, _) in tuner.registered().items()
-    )
-    return list(dict.fromkeys(name for _, name in ops))
-
-
-block_boundary(autotune, "autotune(...)")

@@ -1,39 +1,10 @@
 """``flashinfer autotune``: tune an op for some shapes and write the results to a file.
 
-This module is the command's front: which ops it can tune and how it builds their inputs
-(the targets), its arguments (parsed and checked before anything is timed) and its help
-text.  The run itself is in ``autotune_run.py``; what it prints, in ``autotune_report.py``.
-
-What it promises (``flashinfer autotune --help`` says the same):
-
-* the op is named either way, as for ``flashinfer explain``: ``autotune mm ...`` or
-  ``autotune --op mm ...`` (both only if they agree; neither, or two that differ, is a usage
-  error);
-* every (backend, tactic) that failed is counted and listed under the table with a one-line
-  reason; a shape for which nothing could be timed makes the command exit 1 (the shapes
-  that did tune are still saved);
-* under the table, the tuning block's summary (``AutotuneReport``): per key, the backends
-  left out and why (Triton on CPU without ``TRITON_INTERPRET=1``, the experimental gate, a
-  support check's refusal), and noisy picks; a noisy pick saved by an earlier run is timed
-  again without ``--force``;
-* Ctrl-C saves the shapes tuned so far, says so, and exits 130;
-* a shape that tuned nothing new (every key already in the file) leaves the file untouched:
-  a run that only reads never writes nor locks it;
-* under the table, the tuner's per-op counts (``AutoTuner.get().stats()``: keys tuned,
-  results loaded, calls served, failed pairs and the last reason);
-* progress (a ``tqdm`` bar on stderr) fits in 80 columns;
-* entries of the file measured on other machines or software (their fingerprint differs)
-  are counted in a warning, not used, and written back untouched;
-* a bad ``--tuning-file`` (empty; anything but a regular file: a directory, a FIFO, a socket, a
-  device; in a missing or unwritable directory; a file of a newer schema version) is a
-  usage error before anything is timed (exit 2); one whose lock file cannot be created or
-  opened (``/proc``) is refused before anything is timed too, exit 1; each worded as the
-  API words it where the API refuses it too; a symbolic link's target is written and the link kept;
-* saving locks ``FILE.lock``, created beside the file written (a link's target) and left
-  there: the help of ``--tuning-file`` and docs/api/autotuner.rst ("The lock file") say why, and
-  that it is safe to delete while no tuning runs;
-* ``--cache``, the old spelling of ``--tuning-file``, given with it is a usage error (exit
-  2), as ``autotune(tuning_file=, cache=)`` is a ``TypeError`` (:class:`TuningFileAction`).
+This module is the command's front: which ops it can tune and how it builds their inputs,
+its arguments (parsed and checked before anything is timed: a bad ``--tuning-file`` is a
+usage error, exit 2, worded as the API words it; a lock that can never be taken, exit 1) and
+its help text.  The run is in ``autotune_run.py``; what it prints, in
+``autotune_report.py``.  What the command promises is in docs/cli.rst and its ``--help``.
 """
 
 from __future__ import annotations
@@ -144,9 +115,7 @@ def _check_tuning_file(path: str) -> str:
     directory, a FIFO, a socket or a device, or lies in a missing directory) is refused
     with the API's own message."""
     from flashinfer.autotuner import TuningFileError, check_mergeable
-    from flashinfer.autotuner.tuning_file.format import checked_path
-    from flashinfer.autotuner.tuning_file.lock import lock_path, lock_problem
-    from flashinfer.autotuner.tuning_file.paths import resolved
+    from flashinfer.autotuner.disk import checked_path, lock_path, lock_problem, resolved
 
     if not path:
         raise UsageError(

@@ -105,7 +105,7 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         read_by=(
             "flashinfer.gating.messages",
             "flashinfer.gating.gate",
-            "flashinfer.autotuner.distributed.agreement",
+            "flashinfer.autotuner.distributed",
             "flashinfer.cli.common",
         ),
         topic="experimental",

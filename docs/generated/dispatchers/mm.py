@@ -66,7 +66,7 @@
 #   _skip_auto = generated flashinfer.gemm.mm[skip_check auto dispatcher] (below)
 #   _checked = generated flashinfer.gemm.mm[checking dispatcher] (below)
 #   _memo = a builtins.dict
-#   _route = generated flashinfer.gemm.mm[autotuner router] (below)
+#   _route = flashinfer.autotuner.router.Router._route.<locals>.route  (flashinfer/autotuner/router.py)
 #   _rslot = True
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
@@ -528,7 +528,7 @@ def mm_skip_check_auto_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, b
 #   _XS = frozenset({'splitk'})
 #   _NO_ROUTE = (None, None)
 #   _warnl = flashinfer.dispatch.restrictions.warn_listed_experimental  (flashinfer/dispatch/restrictions.py)
-#   _route = generated flashinfer.gemm.mm[autotuner router] (below)
+#   _route = flashinfer.autotuner.router.Router._route.<locals>.route  (flashinfer/autotuner/router.py)
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
 #   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
@@ -757,38 +757,3 @@ def mm_checking_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=
         _r.open = _p
         if _p is not None:
             _r.suitable = _p
-
-
-# ---- mm_autotuner_router --------------------------------------------------------------------------
-# A traceback names it <flashinfer generated autotuner router for flashinfer.gemm.mm>
-# Its globals: module flashinfer.codegen.generated.mm_autotuner_router.  The names it uses:
-#   _tuning = builtin get
-#   _readable = flashinfer.autotuner.router.Router.readable, bound to a Router  (flashinfer/autotuner/router.py)
-#   _tuner = a flashinfer.autotuner.tuner.AutoTuner  (flashinfer/autotuner/tuner.py)
-#   _hit = a builtins.method-wrapper
-#   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
-#   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
-#   _note = flashinfer.autotuner.router.Router.note_tuned, bound to a Router  (flashinfer/autotuner/router.py)
-#   _dhit = a builtins.method-wrapper
-#   _dnote = flashinfer.autotuner.router.Router.note_default, bound to a Router  (flashinfer/autotuner/router.py)
-#   _miss = flashinfer.autotuner.router.Router.miss, bound to a Router  (flashinfer/autotuner/router.py)
-
-def mm_autotuner_router(_candidates, _inputs, _rs=None):
-    if _tuning():
-        return _readable(_candidates, _inputs)
-    if _rs is not None:
-        _p = _rs[0]
-        if _p[0] is _tuner.route_epoch:
-            _e = _p[1]
-            if _e[0] in _candidates:
-                _hit()
-                if _clog.armed and _e[0] is not _lg.tuned:
-                    _note(_e[0], _candidates, _inputs)
-                return _e[1](_inputs, _e[2])
-            if _e[3] == _candidates[0]:
-                _dhit()
-                if _clog.armed:
-                    _dnote(_e[3], _candidates, _inputs)
-                return _e[1](_inputs, None)
-    a, b, out, out_dtype, = _inputs
-    return _miss(_candidates, _inputs)
