@@ -185,23 +185,23 @@ def register_autocast_kernels(
     """Register ``overload``'s (functional) ``Autocast<Device>`` kernel in ``library`` for
     each device type ``rule`` names: cast, then run the operator below autocast."""
     for device_type in rule.devices():
-        if not torch._C._is_autocast_available(device_type):
-            continue
-        key_name = "Autocast" + torch._C._dispatch_key_for_device(device_type)
-        library.impl(
-            name, _kernel(overload, rule, device_type, key_name), key_name, with_keyset=True
-        )
+        if torch.amp.is_autocast_available(device_type):
+            key = _AUTOCAST_KEYS[device_type]
+            library.impl(name, _kernel(overload, rule, device_type), key)
 
 
-def _kernel(overload: Any, rule: AutocastRule, device_type: str, key_name: str) -> Any:
-    excluded = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key_name))
+_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}  # AutocastRule's devices
 
-    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+
+def _kernel(overload: Any, rule: AutocastRule, device_type: str) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
         dtype = _target(rule, device_type)
         if dtype is not None:
             args = tuple(_cast(a, device_type, dtype) for a in args)
             kwargs = {k: _cast(v, device_type, dtype) for k, v in kwargs.items()}
-        with torch._C._ExcludeDispatchKeyGuard(excluded):
+        # Autocast off on this device type: the call goes below its Autocast kernel, and
+        # nothing under it casts again (torch's register_autocast excludes the key instead).
+        with torch.autocast(device_type, enabled=False):
             return overload(*args, **kwargs)
 
     return kernel

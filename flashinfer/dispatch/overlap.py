@@ -41,12 +41,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+
+from flashinfer.torch_boundary import FakeTensor, functorch_unwrapped, is_functorch_wrapped
 
 __all__ = ["MAX_RUNS", "OverlapRule", "overlaps_itself", "tensors_overlap"]
-
-_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-_unwrapped = torch._C._functorch.get_unwrapped
 
 MAX_RUNS = 1 << 20
 """Most contiguous runs of bytes listed per tensor in an exact comparison.  Beyond this
@@ -85,7 +83,8 @@ class OverlapRule:
         names = self.written + self.read
         if len(tensors) != len(names):
             raise TypeError(f"{self.api}: the overlap rule takes {names}, got {len(tensors)}")
-        if any(t is not None and (type(t) is not torch.Tensor or _is_wrapped(t)) for t in tensors):
+        wrapped = is_functorch_wrapped
+        if any(t is not None and (type(t) is not torch.Tensor or wrapped(t)) for t in tensors):
             tensors = tuple(None if t is None else _physical(t) for t in tensors)
         try:
             spans = [None if t is None else _span(t) for t in tensors]
@@ -197,8 +196,8 @@ def _physical(t: torch.Tensor) -> torch.Tensor:
     batches, ``grad``'s and ``jvp``'s levels, ``functionalize``'s functional tensors) hold
     no storage of their own, so the one they wrap, at the innermost level (a batch's
     physical tensor includes the batch dims: the memory is the same)."""
-    while _is_wrapped(t):
-        t = _unwrapped(t)
+    while is_functorch_wrapped(t):
+        t = functorch_unwrapped(t)
     return t
 
 

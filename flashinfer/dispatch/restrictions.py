@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from flashinfer.codegen.dynamo_marks import run_outside_dynamo
+from flashinfer.torch_boundary import run_outside_dynamo
 from flashinfer.dispatch.backend_names import (
     ENV_FORMAT,
     OP_KEY_PREFIX,

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+
+from flashinfer.torch_boundary import constant_for_dynamo, tracing_context
 
 __all__ = [
     "RESTRICTED_PREFIX",
@@ -43,15 +44,9 @@ _UNSET = object()
 _local = threading.local()  # .trace: the TracingContext of the stack, .stack: its entries
 
 
-def _trace_key() -> Any:
-    from torch._guards import TracingContext
-
-    return TracingContext.try_get()
-
-
 def _stack() -> list[Mapping[str, tuple[str, ...]]]:
     """This thread's stack for the trace under way, emptied when another trace starts."""
-    key = _trace_key()
+    key = tracing_context()
     # A sentinel, not None: outside any TracingContext the key is None, and a thread that
     # never traced has no stack yet (it depended on what an earlier test ran).
     if getattr(_local, "trace", _UNSET) is not key:
@@ -82,11 +77,10 @@ def traced_restriction(api_key: str) -> str | None:
     return None
 
 
-# Dynamo calls a function so marked while tracing and uses its result as a constant
-# (torch.compiler.assume_constant_result's mark, set without importing Dynamo): the blocks
-# are the traced function's own code, the same on every run of the graph.
+# Dynamo calls these while tracing and uses their results as constants: the blocks are
+# the traced function's own code, the same on every run of the graph.
 for _f in (enter_traced, leave_traced, traced_restriction):
-    setattr(_f, "_dynamo_marked_constant", True)  # noqa: B010 - a mark on three functions
+    constant_for_dynamo(_f)
 
 
 def restricted_token(backends: tuple[str, ...]) -> str:

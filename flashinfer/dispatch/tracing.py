@@ -22,14 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from torch._subclasses.fake_tensor import UnsupportedOperatorException
-
 from flashinfer.codegen.compiler import render_call
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.families import TORCH, family_of
-from flashinfer.dispatch.torch_op import TorchOp, run_outside_dynamo
+from flashinfer.dispatch.torch_op import TorchOp
 from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.transparent import transparent_plan
+from flashinfer.torch_boundary import (
+    UnsupportedOperatorException,
+    disable_dynamo,
+    inline_for_dynamo,
+    run_outside_dynamo,
+)
 
 __all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
 
@@ -41,16 +45,14 @@ def attach_torch_op(
     jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
 ) -> None:
     """Build ``op``'s operator from its schema (``op.torch_schema``) and hand it to its
-    generated code (``_traceable``) and to Dynamo (``op.function._torchdynamo_inline``):
+    generated code (``_traceable``) and to Dynamo (``inline_for_dynamo``):
     ``op.torch_op``.  An op without a schema keeps ``op.torch_op`` None and is marked so
     that Dynamo calls it eagerly."""
     schema = op.torch_schema
     if schema is None:
         op._ns["_traced"] = _never
-        # Dynamo does not inline a function so marked (torch.compiler.disable's mark): a
-        # compiled call breaks the graph there and runs the dispatcher eagerly.
-        op.function._torchdynamo_disable = True
-        op.function._torchdynamo_disable_msg = op.torch_op_reason
+        # A compiled call breaks the graph there and runs the dispatcher eagerly.
+        disable_dynamo(op.function, op.torch_op_reason)
         _eager_only(op.function)
         return
     torch_op = TorchOp(
@@ -71,7 +73,7 @@ def attach_torch_op(
     if torch_op.fake is None:  # meta and fake calls run the dispatcher, as they always did
         op._ns["_traced"] = _never
         _eager_only(op.function)  # a compiled call breaks the graph and calls it eagerly
-    op.function._torchdynamo_inline = torch_op.traceable
+    inline_for_dynamo(op.function, torch_op.traceable)
     # A frame Dynamo starts at the public function itself (a call from a frame it gave up
     # on, say after a use_backends block) runs eagerly: Dynamo would trace the dispatcher,
     # the backend and Triton's interpreter frame by frame.

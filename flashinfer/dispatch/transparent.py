@@ -56,6 +56,12 @@ from flashinfer.dispatch.restrictions import block_flag
 from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.messages import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+from flashinfer.torch_boundary import (
+    FakeTensorMode,
+    check,
+    constant_for_dynamo,
+    unset_fake_temporarily,
+)
 
 __all__ = ["TransparentPlan", "scalar_value", "tensor_facts", "transparent_plan"]
 
@@ -125,7 +131,7 @@ def _stand_ins(facts: dict[str, Any], shape_env: Any) -> dict[str, Any] | None:
             return d
         if d not in symbols:
             symbols[d] = shape_env.create_unbacked_symint()
-            torch._check(symbols[d] >= 2)
+            check(symbols[d] >= 2)
         return symbols[d]
 
     made: dict[str, Any] = {}
@@ -176,8 +182,7 @@ class TransparentPlan:
             the first compiled choice starts keeping the variables it reads in GUARDED."""
             watch_environment(environment)
 
-        watch._dynamo_marked_constant = True  # type: ignore[attr-defined]
-        self.watch = watch
+        self.watch = constant_for_dynamo(watch)
 
     def _chooser(self) -> Callable[..., str | None]:
         plan = self
@@ -197,14 +202,11 @@ class TransparentPlan:
             args = dict(zip(keys, values, strict=True))
             return plan.decide(args, tensors, grad_on)
 
-        # Dynamo calls a function so marked while tracing and uses its result as a constant
-        # (torch.compiler.assume_constant_result's mark, set without importing Dynamo):
-        # sound here because every argument is guarded (see the module docstring).
-        choose._dynamo_marked_constant = True  # type: ignore[attr-defined]
-        return choose
+        # Dynamo calls it while tracing and uses its result as a constant: sound here
+        # because every argument is guarded (see the module docstring).
+        return constant_for_dynamo(choose)
 
     def decide(self, args: Mapping[str, Any], tensors: set[str], grad_on: bool) -> str | None:
-        from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         from flashinfer.dispatch.explain import (
@@ -285,7 +287,7 @@ def traceable_body(op: Any) -> Callable[..., Any]:
     """The API's body as Dynamo can trace it: the same code, whose global name of the API
     reads a plain record of the public function's attributes (``implementations``, ...).
     Through the public function itself Dynamo would read the stand-in it inlines for it
-    (``_torchdynamo_inline``), which has none of them.  The module's other globals are
+    (``inline_for_dynamo``), which has none of them.  The module's other globals are
     those of the moment the API's operator was built (the API's own name, as a global or
     a closure's cell, is the only one replaced)."""
     func = op.__wrapped__
