@@ -103,9 +103,9 @@ from flashinfer.autotuner.timing import refuse_during_capture
 from flashinfer.autotuner.tuning_file.format import checked_path
 from flashinfer.autotuner.tuning_file.load import LoadReport, load_into
 from flashinfer.autotuner.tuning_file.save import save_into
-from flashinfer.torch_boundary import block_boundary
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.gating.warn_once import warn_experimental_backend_once
+from flashinfer.torch_boundary import block_boundary
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",

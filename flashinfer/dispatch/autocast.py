@@ -1,26 +1,13 @@
 """Mixed precision: an op under ``torch.autocast`` follows the rule its torch counterpart does.
 
-torch casts an operator's floating-point inputs under autocast by a policy per device type
-(``aten/src/ATen/autocast_mode.h``): ``torch.mm`` runs in the autocast dtype
-(*lower precision*) on CPU and CUDA; ``torch.rms_norm`` runs in float32 on CUDA and is not
-cast on CPU; an ``out=`` or in-place form is never cast.  An API declares its counterpart's
-policies as an :class:`AutocastRule` (``backend_requirement(..., autocast=...)``), and the
-same cast happens on every route a call can take:
-
-- an eager call: the dispatcher's first line (``_ac()``: is any autocast on?) hands a
-  call under autocast to :class:`AutocastCall`, which casts the arguments and calls the
-  dispatcher again with the cast arguments (never casting twice: a thread-local says it
-  is inside);
-- a compiled call: the traced code casts with :func:`cast_tensors`, which Dynamo traces
-  (it guards on the autocast state, so entering or leaving autocast recompiles once), so a
-  transparent call's torch code and an opaque call's operator both see cast inputs;
-- the operator itself (``torch.ops.flashinfer.mm``): an ``Autocast<Device>`` kernel per
-  device type the rule names (:func:`register_autocast_kernels`), as
-  ``torch.library.register_autocast`` registers, but casting to the autocast dtype in
-  force rather than one fixed when registering.
-
-Eligible tensors are torch's: floating point, not float64, on the device whose autocast
-is on.  Casting is ``Tensor.to``, which autograd differentiates back to the original dtype.
+An API declares its counterpart's per-device policy as an :class:`AutocastRule`
+(``backend_requirement(..., autocast=...)``; ``torch.mm``: lower precision on CPU and CUDA;
+``torch.rms_norm``: float32 on CUDA), and every route casts the same way: the eager
+dispatcher's first line hands a call under autocast to :class:`AutocastCall`; traced code
+casts with :func:`cast_tensors` (Dynamo guards the autocast state); the operator has an
+``Autocast<Device>`` kernel per device (:func:`register_autocast_kernels`).  ``out=`` and
+in-place forms are never cast.  Eligible tensors are torch's: floating point, not float64,
+on the device whose autocast is on; ``Tensor.to`` casts, which autograd differentiates.
 """
 
 from __future__ import annotations

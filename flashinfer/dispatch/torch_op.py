@@ -1,36 +1,23 @@
 """One torch operator per API (``torch.ops.flashinfer.<name>``): what compilers, export, fake
-tensors and ``torch.library.opcheck`` see instead of the generated dispatcher.
+tensors and ``torch.library.opcheck`` see instead of the generated dispatcher
+(``docs/compile.rst``).
 
 Registered with ``torch.library.Library``'s ``define``/``impl``, not ``custom_op``: the
-operator is never on the eager path (an eager call runs the dispatcher directly), so the
-wrapper ``custom_op`` puts around a call would only cost; and ``define`` takes the schema
-read from the API's signature (:mod:`.op_schema`) as text, with its mutated arguments and
-``out`` overload, which ``custom_op`` infers from annotations it does not share.
+operator is never on the eager path, so ``custom_op``'s wrapper would only cost, and
+``define`` takes the schema read from the signature (:mod:`.op_schema`) as text.
 
-- **The real implementation** calls the API's public function, that is the dispatcher, with
-  the arguments it was given: every choice (the gate, ``use_backends``,
-  ``FLASHINFER_BACKENDS``, the heuristic, preferences, the autotuner, warn-once, the records,
-  the choice log, the overlap checks) is made at run time, in the caller's thread and
-  context, exactly as in eager.  Its result is made contiguous and never an input (an
-  operator's output may not alias its inputs), so that it has the fake's layout whichever
-  backend ran.
-- **The fake implementation** reads metadata only: the common check and, for a named
-  backend, that backend's capability and checker (a refusal is raised at trace time, as the
-  eager call would raise it); the result's metadata comes from the API's ``fake=`` function,
-  or is derived by running the API's body with its torch-family backend on the fake tensors
-  (``torch`` ops handle them); contiguous either way.  Nothing ambient is read (no gate, no
-  restriction, no tuned result), so compiling adds no guard on them.
-- **Autograd**: an API that declares ``backward=`` gets it registered for its default
-  overload; any other use with a tensor that requires grad (no formula, an ``out=`` or
-  in-place overload) is refused at the call with an error naming the fix, never silently
-  detached.
+- **Real implementation**: the API's public function (the dispatcher), so every choice is
+  made at run time in the caller's context, as in eager; the result is made contiguous and
+  never an input (it must match the fake).
+- **Fake implementation**: metadata only (the common check, a named backend's checks, the
+  ``fake=`` function or the torch-family backend run on fake tensors); nothing ambient.
+- **Autograd**: ``backward=``/``jvp=`` registered through a single-level autograd Function;
+  any other use with a tensor that requires grad is refused with an error naming the fix.
 
-``traceable`` is a function with the API's own parameters that calls the operator; the
-public function carries it for Dynamo (:func:`~flashinfer.torch_boundary.inline_for_dynamo`:
-a stand-in Dynamo inlines, as for ``torch.jit.script``), so a compiled call sees the
-operator and no line of the dispatcher, at no cost to eager calls and without importing
-Dynamo.  The dispatcher also routes a call made on fake or meta tensors, or while exporting,
-to it (:func:`traced_call`).
+``traceable`` (:mod:`.traceable`) calls the operator with the API's own parameters; Dynamo
+inlines it in the public function's place (:func:`~flashinfer.torch_boundary.inline_for_dynamo`),
+and the dispatcher routes calls on fake or meta tensors, or while exporting, to it
+(:func:`traced_call`).
 """
 
 from __future__ import annotations

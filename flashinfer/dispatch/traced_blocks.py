@@ -1,21 +1,13 @@
-"""``use_backends`` blocks entered inside a compiled function: obeyed by the calls they hold.
+"""``use_backends`` blocks written inside a compiled function, obeyed by the calls they hold.
 
-A block entered eagerly sets a context variable, which a compiled graph cannot read.  A
-block written inside the compiled function is different: it encloses the same calls on
-every run, so its restriction is known when Dynamo traces the function.  While tracing,
-``use_backends``' ``__enter__`` and ``__exit__`` push and pop the block's restriction on a
-stack of the trace (:func:`enter_traced`, :func:`leave_traced`: functions Dynamo calls as
-constants, so they run in Python while tracing and leave nothing in the graph), and each
-traced call reads the restriction of its API (:func:`traced_restriction`):
-
-- a transparent call (:mod:`.transparent`) chooses among the listed backends;
-- an opaque call hands its operator the restriction in its ``backend`` argument
-  (:func:`restricted_token`, ``"auto|triton,torch"``), and the operator's real kernel runs
-  the dispatcher inside an equivalent block (:func:`block_for`), decided at run time as
-  the eager call is: gate, tuned results, warn-once, records.
-
-The stack belongs to one trace (Dynamo's ``TracingContext``): a trace that restarts or
-fails half way leaves no entry behind for the next one.
+Such a block encloses the same calls on every run, so its restriction is known while
+tracing: its ``__enter__``/``__exit__`` push and pop it on a stack of the trace (functions
+Dynamo calls as constants, leaving nothing in the graph), and each traced call reads its
+API's entry (:func:`traced_restriction`).  A transparent call chooses among the listed
+backends; an opaque one passes the restriction in its ``backend`` argument
+(``"auto|triton,torch"``), and the operator's real kernel runs the dispatcher inside an
+equivalent block.  The stack belongs to one trace (Dynamo's ``TracingContext``), so a trace
+that restarts leaves nothing behind.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""A dispatcher op's torch operator: the checks it runs at trace time, the fake result it
-derives, and the lines of generated code that route a traced call to it.
-
-:mod:`.torch_op` registers an operator for any API; this module supplies what a
-``backend_requirement`` op knows:
-
-- the trace-time checks (:func:`metadata_checks`): the common check, and for a named
-  backend its capability and checker, raising what the eager call would raise; no gate, no
-  restriction, no warning (those are run-time matters, decided by the real implementation);
-- the fake result (:func:`fake_result`): the API's ``fake=`` function if it declares one,
-  else the API's body run with its torch-family backend on the fake tensors (torch's own
-  operators compute the metadata), else none: the op then has no fake implementation and a
-  compiled call of it graph-breaks (runs eagerly) instead of failing;
-- :func:`route_lines`: what the generated dispatcher runs first on the paths that can meet
-  a traced call (fake, meta or functional tensors, or export in progress), handing it to
-  the operator.  A plain eager call pays one type test on a named backend's path, and
-  nothing on a cached ``"auto"`` call (fake tensors never match a learnt pattern).
+"""A dispatcher op's torch operator: its trace-time checks (:func:`metadata_checks`: what the
+eager call checks that metadata decides, raising the same errors; nothing ambient), its fake
+result (:func:`_fake_for`: the ``fake=`` function, else the body run with the torch-family
+backend on fake tensors, else the dispatcher itself), and the generated lines that hand a
+traced call to the operator (:func:`route_lines`: only on paths that can meet one, so a
+cached eager ``"auto"`` call pays nothing).
 """
 
 from __future__ import annotations
@@ -195,9 +184,7 @@ def route_lines(op: Any, where: str) -> list[str]:
     call = render_call("_traceable", op._specs["__func__"])[:-1] + ", skip_check=skip_check)"
     test = f"_traced({', '.join(tensors)})"
     first = tensors[0]
-    if where == "named":
-        test = f"(_type({first}) is not _Tensor or {first}.is_meta or _jit()) and {test}"
-    elif where == "unchecked":
+    if where in ("named", "unchecked"):
         test = f"(_type({first}) is not _Tensor or {first}.is_meta or _jit()) and {test}"
     elif where == "auto":
         test = f"_jit() and {test}"
