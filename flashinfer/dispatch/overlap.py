@@ -1,36 +1,17 @@
 """The overlap rule of every operator that writes into tensors it is given.
 
-One job: decide, from shapes, strides and addresses only (no data is read and no device is
-synchronised), whether an op's written tensors may overlap in memory, and raise a
-``ValueError`` naming the arguments when they may not.  A kernel writes its outputs while it
-is still reading its inputs, so it gives wrong numbers (or torch raises after part of the
-result is written) when
+Decided from shapes, strides and addresses only (no data read, no device synchronised): a
+``ValueError`` naming the arguments when an output overlaps itself (a zero stride, an
+``as_strided`` view), another output, or an input still read while it is written, unless the
+op declares that exact pairing in place (``out=input``) and the two are the identical view.
+Inputs that are only read may overlap freely.
 
-* an output overlaps itself: two of its elements share an address (a zero stride from
-  ``expand()``, or an ``as_strided`` view), so results overwrite each other;
-* an output overlaps another output, or an input that is still read while it is written,
-  unless the op documents that exact pairing as in place (``out=input``) and the two are
-  the identical view: same address, shape, strides and dtype.
-
-Inputs that are only read may overlap each other and themselves freely.
-
-An op states its rule once, as an :class:`OverlapRule` value (which arguments it writes,
-which it reads meanwhile, which pairs may be the same tensor), hands it to the dispatcher
-(``backend_requirement(..., overlap=rule)``, which calls :meth:`OverlapRule.check` before
-any backend's checker or body; an API without a dispatcher calls it before it writes), and
-declares the rule with its test cases
-(``flashinfer.testing.declare_cases(..., overlap=rule)``), so the tests attack every written
-argument of every op on every backend with no code per op.
-
-Cost: a caller with nothing to check (``out=None``) skips the call.  Otherwise tensors whose
-address ranges are disjoint (separate allocations, the usual case) are told apart by
-comparing ``data_ptr()`` ranges (``benchmarks/bench_costs.py`` prints what that costs for an
-op with one output and two inputs).  Only
-tensors whose ranges intersect (views of one buffer) are compared exactly: in O(1) when each
-is a stack of equal runs of bytes with one row stride (rows or column blocks of a buffer),
-else by listing their runs.  torch's own ``out=`` checks (``has_internal_overlap``,
-``get_overlap_status``) give up ("too hard") on views that are not dense, such as column
-blocks or every other row, and let them through; this rule decides them.
+An op states its rule once as an :class:`OverlapRule` (``backend_requirement(...,
+overlap=rule)`` checks it before any backend's checker; ``declare_cases(..., overlap=rule)``
+has the tests attack every written argument).  Disjoint address ranges are told apart by
+``data_ptr()`` alone (``benchmarks/bench_costs.py``); intersecting ones are compared exactly,
+in O(1) for stacks of equal runs with one row stride, else run by run, which decides the
+non-dense views torch's own ``out=`` checks give up on.
 """
 
 from __future__ import annotations
