@@ -42,6 +42,7 @@ __all__ = [
     "functorch_transforms_active",
     "functorch_unwrapped",
     "inline_for_dynamo",
+    "is_any_autocast_enabled",
     "is_functorch_wrapped",
     "operator_defined",
     "replace_module_class",
@@ -60,6 +61,10 @@ below_autograd: Callable[[], Any] = torch._C._AutoDispatchBelowAutograd
 """A guard under which an operator call skips its ``Autograd`` kernel: what an operator's
 own autograd kernel runs its forward under.  ``torch.library.register_autograd`` uses it
 inside; no public guard exists for a hand-registered ``Autograd`` kernel."""
+
+is_any_autocast_enabled: Callable[[], bool] = torch._C._is_any_autocast_enabled
+"""Whether autocast is on for any device type: the eager dispatcher's first test, on every
+call; ``torch.is_autocast_enabled(device_type)`` asks one device type per call."""
 
 is_functorch_wrapped: Callable[[torch.Tensor], bool] = (
     torch._C._functorch.is_functorch_wrapped_tensor

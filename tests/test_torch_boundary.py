@@ -31,7 +31,7 @@ PENDING = {
     "api_logging.py": "replace_module_class",
     "cli/environment_report.py": "cuda_driver_version",
     "cli/explain.py": "FakeTensorMode",
-    "dispatch/emitter.py": "torch.jit.is_tracing, is_any_autocast_enabled",
+    "dispatch/emitter.py": "torch.jit.is_tracing (public), is_any_autocast_enabled",
     "dispatch/explain.py": "FakeTensor",
     "dispatch/restrictions.py": "constant_for_dynamo",
     "gating/exposed.py": "(a docstring naming torch._library)",
