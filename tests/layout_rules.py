@@ -38,6 +38,7 @@ ROOT_MODULES = frozenset(
         "flashinfer.__main__",  # python -m flashinfer
         "flashinfer._version",  # the version, which pyproject.toml reads
         "flashinfer.api_modules",  # the one list of ops
+        "flashinfer.torch_boundary",  # every private torch name the package uses (issue 44)
         *FACADES,
     }
 )
@@ -195,6 +196,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flashinfer.kernels",
             "flashinfer._version",
             "flashinfer.api_modules",
+            "flashinfer.torch_boundary",
         ),
     ),
     ("gating", ("flashinfer.gating",)),

@@ -30,6 +30,7 @@ from torch._dynamo.testing import CompileCounter
 
 import flashinfer
 from flashinfer.autotuner import autotune
+from flashinfer.dispatch.guarded_state import GUARDED
 from flashinfer.dispatch.restrictions import block_flag, reset_block_flags
 
 flashinfer.load_all_apis()
@@ -146,10 +147,35 @@ def test_a_block_naming_the_op_by_its_object_is_obeyed(ran: list[str]) -> None:
     assert ran == [backend]
 
 
+def test_the_first_trace_of_two_ops_reads_every_guarded_variable(ran: list[str]) -> None:
+    """Two ops whose choices read different variables, traced for the first time in one
+    graph: the first op's watch keeps the second's variables too (Dynamo reads the guarded
+    dict once per trace; a key added later in the trace was a KeyError, and the function ran
+    eagerly)."""
+    x, w, a, b = _inputs()
+
+    def program(x, w, a, b):
+        with flashinfer.use_backends(rmsnorm=["torch"], mm=["torch"]):
+            return flashinfer.rmsnorm(x, w) * 2, flashinfer.mm(a, b) + 1
+
+    expected = program(x, w, a, b)
+    reset_block_flags()
+    saved = dict(GUARDED.environment)
+    GUARDED.environment.clear()  # as in a process that has compiled nothing yet
+    try:
+        counted = CompileCounter()
+        got = torch.compile(program, backend=counted, fullgraph=True)(x, w, a, b)
+    finally:
+        GUARDED.environment.update(saved)
+    torch.testing.assert_close(got, expected)
+    assert counted.frame_count == 1
+
+
 def test_a_block_built_outside_and_entered_inside_is_entered_eagerly(ran: list[str]) -> None:
-    """A block object made outside the compiled function: Dynamo cannot enter it, so without
-    fullgraph the function runs as Python from the block on (obeyed); with fullgraph,
-    compiling is refused naming the block."""
+    """A block object made outside the compiled function: Dynamo 2.13 cannot enter it, so
+    without fullgraph the function runs as Python from the block on (obeyed); with
+    fullgraph, compiling is refused naming the block.  Dynamo 2.14 enters it while tracing,
+    and the compiled call obeys it (docs/compile.rst says both)."""
     x, w, _, _ = _inputs()
     backend = next(b for b in flashinfer.rmsnorm.stable_backends if b != "torch")
     block = flashinfer.use_backends(rmsnorm=[backend])
@@ -162,8 +188,16 @@ def test_a_block_built_outside_and_entered_inside_is_entered_eagerly(ran: list[s
     torch.compile(program)(x)
     assert ran == [backend]
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="use_backends"):
+    ran.clear()
+    if _DYNAMO_ENTERS_BLOCK_OBJECTS:
         torch.compile(program, fullgraph=True)(x)
+        assert ran == [backend]
+    else:
+        with pytest.raises(Exception, match="use_backends"):
+            torch.compile(program, fullgraph=True)(x)
+
+
+_DYNAMO_ENTERS_BLOCK_OBJECTS = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 14)
 
 
 def test_an_opaque_call_in_the_block_runs_the_listed_backend(ran: list[str]) -> None:

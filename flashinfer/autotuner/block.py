@@ -27,8 +27,8 @@ from flashinfer.autotuner.block_report import (
 )
 from flashinfer.autotuner.disk import checked_path
 from flashinfer.autotuner.tuner import AutoTuner
-from flashinfer.codegen.dynamo_marks import block_boundary
 from flashinfer.dispatch.block_entries import entry_to_leave
+from flashinfer.torch_boundary import block_boundary
 
 __all__ = ["autotune", "resolve_skip_ops"]
 

@@ -1,26 +1,13 @@
 """Mixed precision: an op under ``torch.autocast`` follows the rule its torch counterpart does.
 
-torch casts an operator's floating-point inputs under autocast by a policy per device type
-(``aten/src/ATen/autocast_mode.h``): ``torch.mm`` runs in the autocast dtype
-(*lower precision*) on CPU and CUDA; ``torch.rms_norm`` runs in float32 on CUDA and is not
-cast on CPU; an ``out=`` or in-place form is never cast.  An API declares its counterpart's
-policies as an :class:`AutocastRule` (``backend_requirement(..., autocast=...)``), and the
-same cast happens on every route a call can take:
-
-- an eager call: the dispatcher's first line (``_ac()``: is any autocast on?) hands a
-  call under autocast to :class:`AutocastCall`, which casts the arguments and calls the
-  dispatcher again with the cast arguments (never casting twice: a thread-local says it
-  is inside);
-- a compiled call: the traced code casts with :func:`cast_tensors`, which Dynamo traces
-  (it guards on the autocast state, so entering or leaving autocast recompiles once), so a
-  transparent call's torch code and an opaque call's operator both see cast inputs;
-- the operator itself (``torch.ops.flashinfer.mm``): an ``Autocast<Device>`` kernel per
-  device type the rule names (:func:`register_autocast_kernels`), as
-  ``torch.library.register_autocast`` registers, but casting to the autocast dtype in
-  force rather than one fixed when registering.
-
-Eligible tensors are torch's: floating point, not float64, on the device whose autocast
-is on.  Casting is ``Tensor.to``, which autograd differentiates back to the original dtype.
+An API declares its counterpart's per-device policy as an :class:`AutocastRule`
+(``backend_requirement(..., autocast=...)``; ``torch.mm``: lower precision on CPU and CUDA;
+``torch.rms_norm``: float32 on CUDA), and every route casts the same way: the eager
+dispatcher's first line hands a call under autocast to :class:`AutocastCall`; traced code
+casts with :func:`cast_tensors` (Dynamo guards the autocast state); the operator has an
+``Autocast<Device>`` kernel per device (:func:`register_autocast_kernels`).  ``out=`` and
+in-place forms are never cast.  Eligible tensors are torch's: floating point, not float64,
+on the device whose autocast is on; ``Tensor.to`` casts, which autograd differentiates.
 """
 
 from __future__ import annotations
@@ -185,23 +172,23 @@ def register_autocast_kernels(
     """Register ``overload``'s (functional) ``Autocast<Device>`` kernel in ``library`` for
     each device type ``rule`` names: cast, then run the operator below autocast."""
     for device_type in rule.devices():
-        if not torch._C._is_autocast_available(device_type):
-            continue
-        key_name = "Autocast" + torch._C._dispatch_key_for_device(device_type)
-        library.impl(
-            name, _kernel(overload, rule, device_type, key_name), key_name, with_keyset=True
-        )
+        if torch.amp.is_autocast_available(device_type):
+            key = _AUTOCAST_KEYS[device_type]
+            library.impl(name, _kernel(overload, rule, device_type), key)
 
 
-def _kernel(overload: Any, rule: AutocastRule, device_type: str, key_name: str) -> Any:
-    excluded = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key_name))
+_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}  # AutocastRule's devices
 
-    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+
+def _kernel(overload: Any, rule: AutocastRule, device_type: str) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
         dtype = _target(rule, device_type)
         if dtype is not None:
             args = tuple(_cast(a, device_type, dtype) for a in args)
             kwargs = {k: _cast(v, device_type, dtype) for k, v in kwargs.items()}
-        with torch._C._ExcludeDispatchKeyGuard(excluded):
+        # Autocast off on this device type: the call goes below its Autocast kernel, and
+        # nothing under it casts again (torch's register_autocast excludes the key instead).
+        with torch.autocast(device_type, enabled=False):
             return overload(*args, **kwargs)
 
     return kernel

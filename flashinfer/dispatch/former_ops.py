@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from flashinfer.gating.history import Renamed, alias_message, history, warn_alias_once
+from flashinfer.torch_boundary import operator_defined
 
 __all__ = ["register_former_names"]
 
@@ -30,7 +29,7 @@ def register_former_names(op: Any, spelled: Callable[[str], str]) -> list[str]:
         if not (isinstance(record, Renamed) and not record.backend and record.new == op.api_key):
             continue
         name = spelled(record.old)
-        if torch._C._jit_get_schemas_for_operator(f"{namespace}::{name}"):
+        if operator_defined(f"{namespace}::{name}"):
             continue
         op.library.define(f"{name}{op.schema.default}")
         forward = _forward(op.default, alias_message(record))

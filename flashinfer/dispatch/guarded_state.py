@@ -1,21 +1,12 @@
 """State a compiled choice reads that Dynamo cannot see, held where its guards can.
 
-A transparent compiled call (:mod:`.transparent`) makes its choice while tracing.  Dynamo
-guards what the traced code reads of Python objects, but not ``os.environ`` (its reads
-are baked in) nor state inside flashinfer's own caches.  So the traced code reads them
-here, and each read becomes a guard (one C++ dict-item or attribute check, no Python):
-
-- ``GUARDED.environment[name]``: the raw value of each variable a choice reads (the
-  experimental gate, every variable a check declares with ``reads_environment``), kept
-  equal to ``os.environ`` by an audit hook on ``os.putenv``/``os.unsetenv``, which every
-  write through ``os.environ`` (``monkeypatch.setenv``, ``mock.patch.dict``) raises;
-- ``GUARDED.epoch``: advanced by ``forget_verdicts()``, for state no signature holds.
-
-A change fails the guard, so the next compiled call traces again and decides as an eager
-call would.  The hook is installed on the first watched variable, i.e. when a compiled
-call first makes a choice that reads one; it cannot be removed (Python's audit hooks
-never are) and costs one dict lookup per audited event.  A write that bypasses
-``os.environ`` (C code's ``setenv``) is not seen, by eager calls either.
+Dynamo bakes in ``os.environ`` reads and cannot see flashinfer's caches, so the traced code
+reads these instead, each read one C++ guard: ``GUARDED.environment[name]`` (each variable a
+choice reads, kept equal to ``os.environ`` by an audit hook on ``os.putenv`` /
+``os.unsetenv``, installed on the first watched variable and never removed) and
+``GUARDED.epoch`` (advanced by ``forget_verdicts()``).  A change fails the guard and the
+next call traces again.  A write that bypasses ``os.environ`` (C's ``setenv``) is not seen,
+by eager calls either.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["GUARDED", "GuardedState", "advance_epoch", "watch_environment"]
+__all__ = ["GUARDED", "GuardedState", "advance_epoch", "expect_environment", "watch_environment"]
 
 
 class GuardedState:
@@ -40,6 +31,7 @@ class GuardedState:
 GUARDED = GuardedState()
 _lock = threading.Lock()
 _hooked = False
+_expected: set[str] = set()  # every variable some op's compiled choice reads
 
 
 def _decode(value: Any) -> str:
@@ -57,11 +49,21 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             GUARDED.environment[name] = None
 
 
+def expect_environment(names: Iterable[str]) -> None:
+    """Variables an op's compiled choice will read: the first watch of any op keeps them all.
+    Dynamo snapshots ``GUARDED.environment`` at its first read in a trace, so a key a later
+    call of the same trace adds would be missing from the snapshot (a KeyError)."""
+    with _lock:
+        _expected.update(names)
+
+
 def watch_environment(names: Iterable[str]) -> None:
-    """Keep ``GUARDED.environment[name]`` equal to the variable's value, for each name."""
+    """Keep ``GUARDED.environment[name]`` equal to the variable's value, for each name and
+    every expected one."""
     global _hooked
     with _lock:
-        for name in names:
+        _expected.update(names)
+        for name in _expected:
             if name not in GUARDED.environment:
                 GUARDED.environment[name] = os.environ.get(name)
         if not _hooked:

@@ -1,18 +1,12 @@
-"""The torch operator schema of an API, read from its signature (see ``torch_op``).
+"""The torch operator schema of an API, read from its signature (see :mod:`.torch_op`), or why
+it has none, in one sentence.
 
-One job: turn an API's parameters and annotations into the schema strings
-``torch.library`` defines, or say in one sentence why it cannot.  The types map as torch's
-own operators spell them: ``torch.Tensor`` -> ``Tensor``, ``float`` -> ``float``, ``int`` ->
-``SymInt`` (a size may be symbolic when compiled), ``bool``, ``str``, ``torch.dtype`` ->
-``ScalarType``, ``X | None`` -> ``X?``, and a return of ``None`` -> ``()``.
-
-Written arguments come from the API's overlap rule (:class:`~flashinfer.dispatch.overlap.
-OverlapRule`): a written tensor the API requires (``fused_add_rmsnorm``'s ``input`` and
-``residual``) is declared mutated (``Tensor(a!)``) in the one overload; a written tensor that
-defaults to ``None`` is an ``out=`` argument, and gets an overload of its own, named
-``out`` as torch's ``aten::mm.out`` is, that takes it (required, mutated) and returns
-nothing, while the default overload leaves it out and returns a new tensor: a custom op's
-result may never alias its inputs.
+Types map as torch spells them: ``torch.Tensor`` -> ``Tensor``, ``float``, ``int`` ->
+``SymInt``, ``bool``, ``str``, ``torch.dtype`` -> ``ScalarType``, ``X | None`` -> ``X?``,
+``None`` -> ``()``.  The overlap rule's written arguments: a required one is mutated
+(``Tensor(a!)``); one defaulting to ``None`` is an ``out=`` argument with an overload of its
+own, ``out`` (as ``aten::mm.out``), while the default overload returns a new tensor (a custom
+op's result may never alias its inputs).
 """
 
 from __future__ import annotations

@@ -1,36 +1,17 @@
 """The overlap rule of every operator that writes into tensors it is given.
 
-One job: decide, from shapes, strides and addresses only (no data is read and no device is
-synchronised), whether an op's written tensors may overlap in memory, and raise a
-``ValueError`` naming the arguments when they may not.  A kernel writes its outputs while it
-is still reading its inputs, so it gives wrong numbers (or torch raises after part of the
-result is written) when
+Decided from shapes, strides and addresses only (no data read, no device synchronised): a
+``ValueError`` naming the arguments when an output overlaps itself (a zero stride, an
+``as_strided`` view), another output, or an input still read while it is written, unless the
+op declares that exact pairing in place (``out=input``) and the two are the identical view.
+Inputs that are only read may overlap freely.
 
-* an output overlaps itself: two of its elements share an address (a zero stride from
-  ``expand()``, or an ``as_strided`` view), so results overwrite each other;
-* an output overlaps another output, or an input that is still read while it is written,
-  unless the op documents that exact pairing as in place (``out=input``) and the two are
-  the identical view: same address, shape, strides and dtype.
-
-Inputs that are only read may overlap each other and themselves freely.
-
-An op states its rule once, as an :class:`OverlapRule` value (which arguments it writes,
-which it reads meanwhile, which pairs may be the same tensor), hands it to the dispatcher
-(``backend_requirement(..., overlap=rule)``, which calls :meth:`OverlapRule.check` before
-any backend's checker or body; an API without a dispatcher calls it before it writes), and
-declares the rule with its test cases
-(``flashinfer.testing.declare_cases(..., overlap=rule)``), so the tests attack every written
-argument of every op on every backend with no code per op.
-
-Cost: a caller with nothing to check (``out=None``) skips the call.  Otherwise tensors whose
-address ranges are disjoint (separate allocations, the usual case) are told apart by
-comparing ``data_ptr()`` ranges (``benchmarks/bench_costs.py`` prints what that costs for an
-op with one output and two inputs).  Only
-tensors whose ranges intersect (views of one buffer) are compared exactly: in O(1) when each
-is a stack of equal runs of bytes with one row stride (rows or column blocks of a buffer),
-else by listing their runs.  torch's own ``out=`` checks (``has_internal_overlap``,
-``get_overlap_status``) give up ("too hard") on views that are not dense, such as column
-blocks or every other row, and let them through; this rule decides them.
+An op states its rule once as an :class:`OverlapRule` (``backend_requirement(...,
+overlap=rule)`` checks it before any backend's checker; ``declare_cases(..., overlap=rule)``
+has the tests attack every written argument).  Disjoint address ranges are told apart by
+``data_ptr()`` alone (``benchmarks/bench_costs.py``); intersecting ones are compared exactly,
+in O(1) for stacks of equal runs with one row stride, else run by run, which decides the
+non-dense views torch's own ``out=`` checks give up on.
 """
 
 from __future__ import annotations
@@ -41,12 +22,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+
+from flashinfer.torch_boundary import FakeTensor, functorch_unwrapped, is_functorch_wrapped
 
 __all__ = ["MAX_RUNS", "OverlapRule", "overlaps_itself", "tensors_overlap"]
-
-_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-_unwrapped = torch._C._functorch.get_unwrapped
 
 MAX_RUNS = 1 << 20
 """Most contiguous runs of bytes listed per tensor in an exact comparison.  Beyond this
@@ -85,7 +64,8 @@ class OverlapRule:
         names = self.written + self.read
         if len(tensors) != len(names):
             raise TypeError(f"{self.api}: the overlap rule takes {names}, got {len(tensors)}")
-        if any(t is not None and (type(t) is not torch.Tensor or _is_wrapped(t)) for t in tensors):
+        wrapped = is_functorch_wrapped
+        if any(t is not None and (type(t) is not torch.Tensor or wrapped(t)) for t in tensors):
             tensors = tuple(None if t is None else _physical(t) for t in tensors)
         try:
             spans = [None if t is None else _span(t) for t in tensors]
@@ -197,8 +177,8 @@ def _physical(t: torch.Tensor) -> torch.Tensor:
     batches, ``grad``'s and ``jvp``'s levels, ``functionalize``'s functional tensors) hold
     no storage of their own, so the one they wrap, at the innermost level (a batch's
     physical tensor includes the batch dims: the memory is the same)."""
-    while _is_wrapped(t):
-        t = _unwrapped(t)
+    while is_functorch_wrapped(t):
+        t = functorch_unwrapped(t)
     return t
 
 

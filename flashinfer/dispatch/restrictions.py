@@ -36,7 +36,6 @@ from typing import Any
 
 import torch
 
-from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.backend_names import (
     ENV_FORMAT,
     OP_KEY_PREFIX,
@@ -49,6 +48,7 @@ from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced, token_
 from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
+from flashinfer.torch_boundary import run_outside_dynamo
 
 __all__ = [
     "BACKENDS_ENV",

@@ -1,36 +1,23 @@
 """One torch operator per API (``torch.ops.flashinfer.<name>``): what compilers, export, fake
-tensors and ``torch.library.opcheck`` see instead of the generated dispatcher.
+tensors and ``torch.library.opcheck`` see instead of the generated dispatcher
+(``docs/compile.rst``).
 
 Registered with ``torch.library.Library``'s ``define``/``impl``, not ``custom_op``: the
-operator is never on the eager path (an eager call runs the dispatcher directly), so the
-wrapper ``custom_op`` puts around a call would only cost; and ``define`` takes the schema
-read from the API's signature (:mod:`.op_schema`) as text, with its mutated arguments and
-``out`` overload, which ``custom_op`` infers from annotations it does not share.
+operator is never on the eager path, so ``custom_op``'s wrapper would only cost, and
+``define`` takes the schema read from the signature (:mod:`.op_schema`) as text.
 
-- **The real implementation** calls the API's public function, that is the dispatcher, with
-  the arguments it was given: every choice (the gate, ``use_backends``,
-  ``FLASHINFER_BACKENDS``, the heuristic, preferences, the autotuner, warn-once, the records,
-  the choice log, the overlap checks) is made at run time, in the caller's thread and
-  context, exactly as in eager.  Its result is made contiguous and never an input (an
-  operator's output may not alias its inputs), so that it has the fake's layout whichever
-  backend ran.
-- **The fake implementation** reads metadata only: the common check and, for a named
-  backend, that backend's capability and checker (a refusal is raised at trace time, as the
-  eager call would raise it); the result's metadata comes from the API's ``fake=`` function,
-  or is derived by running the API's body with its torch-family backend on the fake tensors
-  (``torch`` ops handle them); contiguous either way.  Nothing ambient is read (no gate, no
-  restriction, no tuned result), so compiling adds no guard on them.
-- **Autograd**: an API that declares ``backward=`` gets it registered for its default
-  overload; any other use with a tensor that requires grad (no formula, an ``out=`` or
-  in-place overload) is refused at the call with an error naming the fix, never silently
-  detached.
+- **Real implementation**: the API's public function (the dispatcher), so every choice is
+  made at run time in the caller's context, as in eager; the result is made contiguous and
+  never an input (it must match the fake).
+- **Fake implementation**: metadata only (the common check, a named backend's checks, the
+  ``fake=`` function or the torch-family backend run on fake tensors); nothing ambient.
+- **Autograd**: ``backward=``/``jvp=`` registered through a single-level autograd Function;
+  any other use with a tensor that requires grad is refused with an error naming the fix.
 
-``traceable`` is a function with the API's own parameters that calls the operator; the
-public function carries it as ``_torchdynamo_inline``, the attribute by which Dynamo inlines
-a stand-in for a function (as it does for ``torch.jit.script``), so a compiled call sees the
-operator and no line of the dispatcher, at no cost to eager calls and without importing
-Dynamo.  The dispatcher also routes a call made on fake or meta tensors, or while exporting,
-to it (:func:`traced_call`).
+``traceable`` (:mod:`.traceable`) calls the operator with the API's own parameters; Dynamo
+inlines it in the public function's place (:func:`~flashinfer.torch_boundary.inline_for_dynamo`),
+and the dispatcher routes calls on fake or meta tensors, or while exporting, to it
+(:func:`traced_call`).
 """
 
 from __future__ import annotations
@@ -44,14 +31,22 @@ from typing import Any
 import torch
 
 from flashinfer.codegen.compiler import compile_function, module_namespace
-from flashinfer.codegen.dynamo_marks import run_outside_dynamo
 from flashinfer.dispatch.autocast import AutocastRule, register_autocast_kernels
 from flashinfer.dispatch.former_ops import register_former_names
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 from flashinfer.dispatch.restrictions import token_block
 from flashinfer.dispatch.traceable import build_traceable
-from flashinfer.dispatch.traced_blocks import (
-    RESTRICTED_PREFIX,
+from flashinfer.dispatch.traced_blocks import RESTRICTED_PREFIX
+from flashinfer.torch_boundary import (
+    FakeTensor,
+    FunctionalTensor,
+    SingleLevelFunction,
+    apply_at_this_level,
+    below_autograd,
+    forward_ad_open,
+    inline_for_dynamo,
+    operator_defined,
+    run_outside_dynamo,
 )
 
 __all__ = [
@@ -112,38 +107,7 @@ def spelled_operator_name(api_key: str) -> str:
 
 
 def _defined(name: str) -> bool:
-    return bool(torch._C._jit_get_schemas_for_operator(f"{NAMESPACE}::{name}"))
-
-
-_base_apply = torch._C._FunctionBase.__dict__["apply"]
-_functorch = torch._C._functorch
-
-
-def _here(function: type) -> Callable[..., Any]:
-    """``function.apply`` at the autograd level the operator's kernel runs at.
-
-    ``Function.apply`` under a torch.func transform hands the Function to functorch's
-    interpreters, which the operator's ``Autograd`` kernel is already below (the call
-    fails: no kernel for ``custom_function_call``).  Applied here instead, the Function
-    records on this level's tensors, as every aten op's autograd kernel does, so
-    ``grad``, ``jacrev``, ``jvp``, ``jacfwd`` and their compositions see its backward and
-    jvp; functorch's guard on such a "single level" Function is lifted for the call."""
-    apply = _base_apply.__get__(None, function)
-    allowed, allow = (
-        _functorch.get_single_level_autograd_function_allowed,
-        _functorch.set_single_level_autograd_function_allowed,
-    )
-
-    def apply_here(*args: Any) -> Any:
-        previous = allowed()
-        allow(True)
-        try:
-            return apply(*args)
-        finally:
-            allow(previous)
-
-    apply_here.function = function  # type: ignore[attr-defined]
-    return apply_here
+    return operator_defined(f"{NAMESPACE}::{name}")
 
 
 class TorchOp:
@@ -271,15 +235,15 @@ class TorchOp:
         ns |= {
             "_public": self.public,
             "_grad_on": torch.is_grad_enabled,
-            "_set_grad": torch._C._set_grad_enabled,
+            "_set_grad": torch.set_grad_enabled,
             "_exporting": torch.compiler.is_exporting,
-            "_Below": torch._C._AutoDispatchBelowAutograd,
+            "_Below": below_autograd,
             "_type": type,
             "_Tensor": torch.Tensor,
             "_fresh": _fresh,
             "_refuse": self._refusal,
             "_refuse_forward": self._forward_refusal,
-            "_fwad": torch.autograd.forward_ad,
+            "_dual": forward_ad_open,
             "_unpack": torch.autograd.forward_ad.unpack_dual,
             "_RESTRICTED": RESTRICTED_PREFIX,
             "_block": self._restricted_block,
@@ -375,16 +339,16 @@ class TorchOp:
             grads = self._backward is not None and functional
             # Forward AD first: a tangent is never dropped (the Function's jvp gives it)
             lines = [
-                f"    if _fwad._current_level >= 0 and ({tangents or 'False'}):",
+                f"    if _dual() and ({tangents or 'False'}):",
             ]
             if self._jvp is not None and functional:
-                ns.setdefault("_Fn", _here(self._function()))
+                ns.setdefault("_Fn", apply_at_this_level(self._function()))
                 lines.append(f"        return _Fn({', '.join(self.argument_names)})")
             else:
                 lines.append(f"        _refuse_forward({overload!r}, {names}, {values})")
             lines.append(f"    if _grad_on() and ({needs or 'False'}) and not _exporting():")
             if grads:
-                ns.setdefault("_Fn", _here(self._function()))
+                ns.setdefault("_Fn", apply_at_this_level(self._function()))
                 lines.append(f"        return _Fn({', '.join(self.argument_names)})")
             else:
                 lines.append(f"        _refuse({overload!r}, {names}, {values})")
@@ -456,20 +420,18 @@ class TorchOp:
         )
 
     def _function(self) -> type:
-        """The op's :class:`torch.autograd.Function`: forward is the operator (grad mode is
-        off inside, so it goes below autograd), backward the API's ``backward`` formula."""
+        """The op's autograd Function (a single-level one: see ``apply_at_this_level``):
+        forward is the operator (grad mode is off inside, so it goes below autograd),
+        backward the API's ``backward`` formula, jvp its ``jvp``."""
         names, tensors, op = self.argument_names, set(self.schema.tensors), self
         positional = self.schema.positional
 
-        class Function(torch.autograd.Function):
-            # vmap of the Function is vmap of its forward: the operator's own batching
-            generate_vmap_rule = True
-
+        class Function(SingleLevelFunction):
             @staticmethod
             def forward(*args: Any) -> Any:
                 values = dict(zip(names, args, strict=True))
                 kwargs = {n: v for n, v in values.items() if n not in positional}
-                with torch._C._AutoDispatchBelowAutograd():  # the operator, as computed
+                with below_autograd():  # the operator, as computed
                     return op.default(*(values[n] for n in positional), **kwargs)
 
             @staticmethod
@@ -585,13 +547,10 @@ def traced_call(*values: Any) -> bool:
                 return True
             if type(v) is not torch.Tensor and type(v) is not torch.nn.Parameter and _is_fake(v):
                 return True
-    return bool(torch.compiler.is_compiling() or torch._C._is_tracing())
+    return bool(torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
 def _is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
-
     return isinstance(t, (FakeTensor, FunctionalTensor))
 
 
@@ -615,7 +574,7 @@ def register_api_op(
     op = TorchOp(
         key, public, func, schema, dispatcher=False, validate=validate, fake=fake, backward=backward
     )
-    public._torchdynamo_inline = op.traceable  # type: ignore[attr-defined]
+    inline_for_dynamo(public, op.traceable)
     return op
 
 

@@ -1,8 +1,8 @@
 """The function compilers inline for an API: its own parameters, calling its operator.
 
-The public function carries it as ``_torchdynamo_inline`` (see :mod:`.torch_op`), so a
-compiled call traces this instead of the dispatcher.  Generated per op, like the dispatcher;
-its first lines, in order:
+Dynamo traces it in the public function's place
+(:func:`~flashinfer.torch_boundary.inline_for_dynamo`), not the dispatcher.  Generated per
+op, like the dispatcher; its first lines, in order:
 
 - ``torch.jit.trace`` records the operator itself;
 - each number argument as the eager call takes it (a bool refused, a numpy scalar passed as
@@ -29,8 +29,13 @@ from flashinfer.codegen.compiler import ParameterList, compile_function, module_
 from flashinfer.dispatch.autocast import cast_tensors
 from flashinfer.dispatch.guarded_state import GUARDED
 from flashinfer.dispatch.traced_blocks import traced_restriction
+from flashinfer.torch_boundary import (
+    constant_for_dynamo,
+    forward_ad_open,
+    functorch_transforms_active,
+)
 
-__all__ = ["build_traceable", "functorch_transforms_active", "jit_tracing"]
+__all__ = ["build_traceable", "jit_tracing"]
 
 
 def _number_lines(op: Any, ns: dict[str, Any]) -> list[str]:
@@ -183,10 +188,10 @@ def build_traceable(op: Any) -> Callable[..., Any]:
         ns["_grad_on"] = torch.is_grad_enabled
         # Under a torch.func transform Dynamo traces requires_grad as False (the wrapped
         # tensors' flag is not the level's): the operator's Autograd kernel decides.
-        ns["_transforms"] = functorch_transforms_active
+        ns["_transforms"] = _transforms
         # Inside a forward-AD level (torch.autograd.forward_ad) a dual tensor's tangent
-        # goes through the Autograd kernel's jvp: read as a module global, so guarded.
-        ns["_fwad"] = torch.autograd.forward_ad
+        # goes through the Autograd kernel's jvp (Dynamo guards the level it reads).
+        ns["_dual"] = forward_ad_open
         own = [t for t in schema.tensors if t != schema.out_param]
         signature = inspect.signature(op.func)
         needs = " or ".join(
@@ -198,7 +203,7 @@ def build_traceable(op: Any) -> Callable[..., Any]:
         # every argument positionally: the no-grad operator's schema is flat (op_schema)
         flat = ", ".join(op.argument_names)
         lines += [
-            "    if not _exporting() and not _transforms() and _fwad._current_level < 0 and (",
+            "    if not _exporting() and not _transforms() and not _dual() and (",
             f"        not _grad_on() or not ({needs or 'False'})",
             "    ):",
             f"        {'return ' if schema.returns != 'none' else ''}_no_grad({flat})",
@@ -214,23 +219,18 @@ def build_traceable(op: Any) -> Callable[..., Any]:
     )
 
 
+@constant_for_dynamo
 def jit_tracing() -> bool:
     """Whether ``torch.jit.trace`` is recording (a constant False to Dynamo)."""
-    return bool(torch._C._is_tracing())
+    return bool(torch.jit.is_tracing())
 
 
-jit_tracing._dynamo_marked_constant = True  # type: ignore[attr-defined]
-
-
-def functorch_transforms_active() -> bool:
-    """Whether a ``torch.func`` transform is active.  Dynamo calls it while tracing and
-    takes the result as a constant (called directly, torch's function would leave a dead
-    node in every graph); a graph traced under a transform is guarded on functorch's
-    stack by Dynamo itself."""
-    return bool(torch._C._are_functorch_transforms_active())
-
-
-functorch_transforms_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
+@constant_for_dynamo
+def _transforms() -> bool:
+    """Whether a ``torch.func`` transform is active, a constant to Dynamo (called directly,
+    torch's function would leave a dead node in every graph); a graph traced under a
+    transform is guarded on functorch's stack by Dynamo itself."""
+    return functorch_transforms_active()
 
 
 def _bool_refusal(api: str) -> Callable[[str, bool], None]:
@@ -242,5 +242,4 @@ def _bool_refusal(api: str) -> Callable[[str, bool], None]:
 
     # Called by Dynamo while tracing (a constant function), so that the error is raised
     # as it is, at the user's call, rather than traced into the graph.
-    refuse_bool._dynamo_marked_constant = True  # type: ignore[attr-defined]
-    return refuse_bool
+    return constant_for_dynamo(refuse_bool)

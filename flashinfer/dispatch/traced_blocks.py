@@ -1,28 +1,21 @@
-"""``use_backends`` blocks entered inside a compiled function: obeyed by the calls they hold.
+"""``use_backends`` blocks written inside a compiled function, obeyed by the calls they hold.
 
-A block entered eagerly sets a context variable, which a compiled graph cannot read.  A
-block written inside the compiled function is different: it encloses the same calls on
-every run, so its restriction is known when Dynamo traces the function.  While tracing,
-``use_backends``' ``__enter__`` and ``__exit__`` push and pop the block's restriction on a
-stack of the trace (:func:`enter_traced`, :func:`leave_traced`: functions Dynamo calls as
-constants, so they run in Python while tracing and leave nothing in the graph), and each
-traced call reads the restriction of its API (:func:`traced_restriction`):
-
-- a transparent call (:mod:`.transparent`) chooses among the listed backends;
-- an opaque call hands its operator the restriction in its ``backend`` argument
-  (:func:`restricted_token`, ``"auto|triton,torch"``), and the operator's real kernel runs
-  the dispatcher inside an equivalent block (:func:`block_for`), decided at run time as
-  the eager call is: gate, tuned results, warn-once, records.
-
-The stack belongs to one trace (Dynamo's ``TracingContext``): a trace that restarts or
-fails half way leaves no entry behind for the next one.
+Such a block encloses the same calls on every run, so its restriction is known while
+tracing: its ``__enter__``/``__exit__`` push and pop it on a stack of the trace (functions
+Dynamo calls as constants, leaving nothing in the graph), and each traced call reads its
+API's entry (:func:`traced_restriction`).  A transparent call chooses among the listed
+backends; an opaque one passes the restriction in its ``backend`` argument
+(``"auto|triton,torch"``), and the operator's real kernel runs the dispatcher inside an
+equivalent block.  The stack belongs to one trace (Dynamo's ``TracingContext``), so a trace
+that restarts leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+
+from flashinfer.torch_boundary import constant_for_dynamo, tracing_context
 
 __all__ = [
     "RESTRICTED_PREFIX",
@@ -43,15 +36,9 @@ _UNSET = object()
 _local = threading.local()  # .trace: the TracingContext of the stack, .stack: its entries
 
 
-def _trace_key() -> Any:
-    from torch._guards import TracingContext
-
-    return TracingContext.try_get()
-
-
 def _stack() -> list[Mapping[str, tuple[str, ...]]]:
     """This thread's stack for the trace under way, emptied when another trace starts."""
-    key = _trace_key()
+    key = tracing_context()
     # A sentinel, not None: outside any TracingContext the key is None, and a thread that
     # never traced has no stack yet (it depended on what an earlier test ran).
     if getattr(_local, "trace", _UNSET) is not key:
@@ -82,11 +69,10 @@ def traced_restriction(api_key: str) -> str | None:
     return None
 
 
-# Dynamo calls a function so marked while tracing and uses its result as a constant
-# (torch.compiler.assume_constant_result's mark, set without importing Dynamo): the blocks
-# are the traced function's own code, the same on every run of the graph.
+# Dynamo calls these while tracing and uses their results as constants: the blocks are
+# the traced function's own code, the same on every run of the graph.
 for _f in (enter_traced, leave_traced, traced_restriction):
-    setattr(_f, "_dynamo_marked_constant", True)  # noqa: B010 - a mark on three functions
+    constant_for_dynamo(_f)
 
 
 def restricted_token(backends: tuple[str, ...]) -> str:

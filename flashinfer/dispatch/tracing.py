@@ -1,20 +1,9 @@
-"""A dispatcher op's torch operator: the checks it runs at trace time, the fake result it
-derives, and the lines of generated code that route a traced call to it.
-
-:mod:`.torch_op` registers an operator for any API; this module supplies what a
-``backend_requirement`` op knows:
-
-- the trace-time checks (:func:`metadata_checks`): the common check, and for a named
-  backend its capability and checker, raising what the eager call would raise; no gate, no
-  restriction, no warning (those are run-time matters, decided by the real implementation);
-- the fake result (:func:`fake_result`): the API's ``fake=`` function if it declares one,
-  else the API's body run with its torch-family backend on the fake tensors (torch's own
-  operators compute the metadata), else none: the op then has no fake implementation and a
-  compiled call of it graph-breaks (runs eagerly) instead of failing;
-- :func:`route_lines`: what the generated dispatcher runs first on the paths that can meet
-  a traced call (fake, meta or functional tensors, or export in progress), handing it to
-  the operator.  A plain eager call pays one type test on a named backend's path, and
-  nothing on a cached ``"auto"`` call (fake tensors never match a learnt pattern).
+"""A dispatcher op's torch operator: its trace-time checks (:func:`metadata_checks`: what the
+eager call checks that metadata decides, raising the same errors; nothing ambient), its fake
+result (:func:`_fake_for`: the ``fake=`` function, else the body run with the torch-family
+backend on fake tensors, else the dispatcher itself), and the generated lines that hand a
+traced call to the operator (:func:`route_lines`: only on paths that can meet one, so a
+cached eager ``"auto"`` call pays nothing).
 """
 
 from __future__ import annotations
@@ -22,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from torch._subclasses.fake_tensor import UnsupportedOperatorException
-
 from flashinfer.codegen.compiler import render_call
 from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.families import TORCH, family_of
-from flashinfer.dispatch.torch_op import TorchOp, run_outside_dynamo
+from flashinfer.dispatch.torch_op import TorchOp
 from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.transparent import transparent_plan
+from flashinfer.torch_boundary import (
+    UnsupportedOperatorException,
+    disable_dynamo,
+    inline_for_dynamo,
+    run_outside_dynamo,
+)
 
 __all__ = ["attach_torch_op", "metadata_checks", "route_lines", "torch_family_backend"]
 
@@ -41,16 +34,14 @@ def attach_torch_op(
     jvp: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
 ) -> None:
     """Build ``op``'s operator from its schema (``op.torch_schema``) and hand it to its
-    generated code (``_traceable``) and to Dynamo (``op.function._torchdynamo_inline``):
+    generated code (``_traceable``) and to Dynamo (``inline_for_dynamo``):
     ``op.torch_op``.  An op without a schema keeps ``op.torch_op`` None and is marked so
     that Dynamo calls it eagerly."""
     schema = op.torch_schema
     if schema is None:
         op._ns["_traced"] = _never
-        # Dynamo does not inline a function so marked (torch.compiler.disable's mark): a
-        # compiled call breaks the graph there and runs the dispatcher eagerly.
-        op.function._torchdynamo_disable = True
-        op.function._torchdynamo_disable_msg = op.torch_op_reason
+        # A compiled call breaks the graph there and runs the dispatcher eagerly.
+        disable_dynamo(op.function, op.torch_op_reason)
         _eager_only(op.function)
         return
     torch_op = TorchOp(
@@ -71,7 +62,7 @@ def attach_torch_op(
     if torch_op.fake is None:  # meta and fake calls run the dispatcher, as they always did
         op._ns["_traced"] = _never
         _eager_only(op.function)  # a compiled call breaks the graph and calls it eagerly
-    op.function._torchdynamo_inline = torch_op.traceable
+    inline_for_dynamo(op.function, torch_op.traceable)
     # A frame Dynamo starts at the public function itself (a call from a frame it gave up
     # on, say after a use_backends block) runs eagerly: Dynamo would trace the dispatcher,
     # the backend and Triton's interpreter frame by frame.
@@ -193,9 +184,7 @@ def route_lines(op: Any, where: str) -> list[str]:
     call = render_call("_traceable", op._specs["__func__"])[:-1] + ", skip_check=skip_check)"
     test = f"_traced({', '.join(tensors)})"
     first = tensors[0]
-    if where == "named":
-        test = f"(_type({first}) is not _Tensor or {first}.is_meta or _jit()) and {test}"
-    elif where == "unchecked":
+    if where in ("named", "unchecked"):
         test = f"(_type({first}) is not _Tensor or {first}.is_meta or _jit()) and {test}"
     elif where == "auto":
         test = f"_jit() and {test}"

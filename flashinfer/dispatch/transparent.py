@@ -1,43 +1,17 @@
 """Transparent compiled calls: when a traced call would run torch code, the graph holds that code.
 
-A compiled call of an API normally becomes one node, the API's opaque operator
-(:mod:`.torch_op`), whose real implementation runs the dispatcher at run time.  The compiler
-cannot see into it, so nothing fuses with it.  When the backend the call would choose is
-plain torch code, Dynamo is handed the API's body with that backend instead, and inductor
-fuses its torch operations with their neighbours.
+A traced call is normally the API's opaque operator (:mod:`.torch_op`), which chooses at run
+time.  When the choice is certain, on every call the graph accepts, to be a stable
+torch-family backend, Dynamo is handed the API's body with that backend instead, and inductor
+fuses its torch operations with their neighbours.  The conditions and what stays decided at
+run time are in ``docs/compile.rst`` ("Transparent and opaque calls").
 
-A backend is *transparent* when its checker declares the torch family
-(``@backend_family(TORCH)``) and it is stable: its ``run`` is torch operations, which Dynamo
-traces and autograd records.  A call is transparent when the choice is certain to be the
-same on every call the compiled graph will accept:
-
-- no size decides the choice: it is made on stand-ins whose dynamic sizes are unbacked
-  symbols (:func:`tensor_facts`, :func:`_stand_ins`), so a check that branches on one
-  cannot decide and the call stays opaque, deciding at run time; a symbolic scalar is
-  specialized (:func:`scalar_value`);
-- it writes no argument (no ``out=``: the overlap rule reads data pointers, which a graph
-  cannot);
-- no ``use_backends`` block naming the API is open in any thread (the blocks are
-  context-local, and a graph's guards cannot read a context variable: while one is open the
-  call is opaque and decides per call);
-- ``backend="auto"``: the API is not tuned (a tuned choice varies with the shape bucket)
-  and no check reads data; the choice :func:`~flashinfer.dispatch.explain.explain_call`
-  makes on the stand-ins is a transparent backend, first whatever the metadata left
-  undecided (:meth:`TransparentPlan._certain`);
-- a named backend (``backend="torch"``): it is transparent, and its checks accept the call;
-- the API is defined in an importable module (Dynamo guards the body's globals through it).
-
-The decision is made while tracing (:func:`chooser`, which Dynamo calls as a constant
-function: it runs in Python, not traced) from arguments that Dynamo guards: the tensors'
-metadata (guarded by every graph), grad mode, the block flag of the API (a guard on a
-global attribute, set once a ``use_backends`` block names the API: see
-:class:`~flashinfer.dispatch.restrictions.BlockFlag`), ``backend``, the scalars, and what
-:mod:`.guarded_state` holds (the gate, variables checks read, ``forget_verdicts``).  So a
-compiled function holds at most two versions per call site from flashinfer's state, and
-threads entering and leaving blocks never recompile it.
-
-A transparent call skips what the eager dispatcher does per call besides choosing: the
-per-thread record (``op.suitable_auto_backends``) and the choice log are not written by it.
+The decision is made while tracing by a function Dynamo calls as a constant, from arguments
+it guards: the tensors' metadata, grad mode, the API's block flag, ``backend``, the scalars
+and :mod:`.guarded_state`.  It is made on fake stand-ins whose dynamic sizes are unbacked
+symbols (a check that branches on one cannot decide: the call stays opaque), by the eager
+selection (:func:`~flashinfer.dispatch.explain.explain_call`).  A transparent call writes no
+per-thread record and no choice log.
 """
 
 from __future__ import annotations
@@ -51,11 +25,17 @@ from typing import Any
 import torch
 
 from flashinfer.dispatch.families import TORCH, family_of
-from flashinfer.dispatch.guarded_state import watch_environment
+from flashinfer.dispatch.guarded_state import expect_environment, watch_environment
 from flashinfer.dispatch.restrictions import block_flag
 from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.messages import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
+from flashinfer.torch_boundary import (
+    FakeTensorMode,
+    check,
+    constant_for_dynamo,
+    unset_fake_temporarily,
+)
 
 __all__ = ["TransparentPlan", "scalar_value", "tensor_facts", "transparent_plan"]
 
@@ -125,7 +105,7 @@ def _stand_ins(facts: dict[str, Any], shape_env: Any) -> dict[str, Any] | None:
             return d
         if d not in symbols:
             symbols[d] = shape_env.create_unbacked_symint()
-            torch._check(symbols[d] >= 2)
+            check(symbols[d] >= 2)
         return symbols[d]
 
     made: dict[str, Any] = {}
@@ -161,6 +141,7 @@ class TransparentPlan:
         # What a choice reads besides the call (guarded by the traced code: guarded_state).
         gate = (ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,) if op.experimental_backends else ()
         self.environment = tuple(dict.fromkeys((*gate, *op.environment)))
+        expect_environment(self.environment)
         common = reads_tensor_data_marked(op.common_check)
         self.auto_reads_data = op.reads_data
         self.named_reads_data = frozenset(
@@ -176,8 +157,7 @@ class TransparentPlan:
             the first compiled choice starts keeping the variables it reads in GUARDED."""
             watch_environment(environment)
 
-        watch._dynamo_marked_constant = True  # type: ignore[attr-defined]
-        self.watch = watch
+        self.watch = constant_for_dynamo(watch)
 
     def _chooser(self) -> Callable[..., str | None]:
         plan = self
@@ -197,14 +177,11 @@ class TransparentPlan:
             args = dict(zip(keys, values, strict=True))
             return plan.decide(args, tensors, grad_on)
 
-        # Dynamo calls a function so marked while tracing and uses its result as a constant
-        # (torch.compiler.assume_constant_result's mark, set without importing Dynamo):
-        # sound here because every argument is guarded (see the module docstring).
-        choose._dynamo_marked_constant = True  # type: ignore[attr-defined]
-        return choose
+        # Dynamo calls it while tracing and uses its result as a constant: sound here
+        # because every argument is guarded (see the module docstring).
+        return constant_for_dynamo(choose)
 
     def decide(self, args: Mapping[str, Any], tensors: set[str], grad_on: bool) -> str | None:
-        from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         from flashinfer.dispatch.explain import (
@@ -285,7 +262,7 @@ def traceable_body(op: Any) -> Callable[..., Any]:
     """The API's body as Dynamo can trace it: the same code, whose global name of the API
     reads a plain record of the public function's attributes (``implementations``, ...).
     Through the public function itself Dynamo would read the stand-in it inlines for it
-    (``_torchdynamo_inline``), which has none of them.  The module's other globals are
+    (``inline_for_dynamo``), which has none of them.  The module's other globals are
     those of the moment the API's operator was built (the API's own name, as a global or
     a closure's cell, is the only one replaced)."""
     func = op.__wrapped__

@@ -263,8 +263,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
 #   _scalar = flashinfer.dispatch.transparent.scalar_value  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.gemm.mm  (flashinfer/gemm.py)
-#   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
-#   _fwad = module torch.autograd.forward_ad
+#   _transforms = flashinfer.dispatch.traceable._transforms  (flashinfer/dispatch/traceable.py)
+#   _dual = flashinfer.torch_boundary.forward_ad_open  (flashinfer/torch_boundary.py)
 #   _no_grad = a torch._ops.OpOverload
 
 def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
@@ -289,7 +289,7 @@ def mm_traceable(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend
     if out is not None:
         _out(a, b, out_dtype=out_dtype, out=out, backend=backend, skip_check=skip_check)
         return out
-    if not _exporting() and not _transforms() and _fwad._current_level < 0 and (
+    if not _exporting() and not _transforms() and not _dual() and (
         not _grad_on() or not (a.requires_grad or b.requires_grad)
     ):
         return _no_grad(a, b, out_dtype, backend, skip_check)

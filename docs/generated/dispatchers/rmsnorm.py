@@ -220,8 +220,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _scalar = flashinfer.dispatch.transparent.scalar_value  (flashinfer/dispatch/transparent.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
-#   _transforms = flashinfer.dispatch.traceable.functorch_transforms_active  (flashinfer/dispatch/traceable.py)
-#   _fwad = module torch.autograd.forward_ad
+#   _transforms = flashinfer.dispatch.traceable._transforms  (flashinfer/dispatch/traceable.py)
+#   _dual = flashinfer.torch_boundary.forward_ad_open  (flashinfer/torch_boundary.py)
 #   _no_grad = a torch._ops.OpOverload
 
 def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
@@ -250,7 +250,7 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
     if out is not None:
         _out(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         return out
-    if not _exporting() and not _transforms() and _fwad._current_level < 0 and (
+    if not _exporting() and not _transforms() and not _dual() and (
         not _grad_on() or not (input.requires_grad or weight.requires_grad)
     ):
         return _no_grad(input, weight, eps, backend, skip_check)
