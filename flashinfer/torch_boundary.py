@@ -45,7 +45,6 @@ __all__ = [
     "is_any_autocast_enabled",
     "is_functorch_wrapped",
     "operator_defined",
-    "replace_module_class",
     "run_outside_dynamo",
     "tracing_context",
     "unset_fake_temporarily",
@@ -200,9 +199,3 @@ def block_boundary(block: type, how: str) -> None:
 
 
 # ---- not torch: a module's class -------------------------------------------------------------
-
-
-def replace_module_class(module: Any, cls: type) -> None:
-    """Give ``module`` the class ``cls`` (a ``types.ModuleType`` subclass), for what a
-    module ``__getattr__`` (PEP 562) cannot do: intercept reads of names the module holds."""
-    module.__class__ = cls

@@ -189,6 +189,8 @@ nothing else of the package but the settings."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The one reader of the environment, which every layer reads its variables through.
     ("settings", ("flashinfer.settings",)),
+    # Every private torch name, behind one module that imports nothing of flashinfer.
+    ("torch boundary", ("flashinfer.torch_boundary",)),
     (
         LEAVES,
         (
@@ -196,7 +198,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "flashinfer.kernels",
             "flashinfer._version",
             "flashinfer.api_modules",
-            "flashinfer.torch_boundary",
         ),
     ),
     ("gating", ("flashinfer.gating",)),

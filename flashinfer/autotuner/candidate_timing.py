@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from flashinfer import settings
 from flashinfer.autotuner._state import progress_callback
 from flashinfer.autotuner._types import (
     Choice,
@@ -32,7 +32,6 @@ from flashinfer.autotuner._types import (
 )
 from flashinfer.autotuner.keys import Key
 from flashinfer.autotuner.timing import TuningDuringCaptureError, check_switch_margin, measure
-from flashinfer.gating.gate import warn_unrecognised_once
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
@@ -67,10 +66,7 @@ _logger = logging.getLogger("flashinfer.autotuner")
 def log(message: str) -> None:
     """One line to the ``flashinfer.autotuner`` logger (and stderr, see the module doc)."""
     _logger.debug(message)
-    raw = os.environ.get(AUTOTUNER_LOG_ENV)
-    if raw not in (None, "", "0", "1"):
-        warn_unrecognised_once(AUTOTUNER_LOG_ENV, raw, "treating it as off", "'1', '0' or unset")
-    if raw == "1":
+    if settings.read(AUTOTUNER_LOG_ENV):
         print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
 
 

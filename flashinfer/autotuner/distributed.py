@@ -46,6 +46,7 @@ from flashinfer.gating.gate import (
     experimental_auto_backends_allowed,
 )
 from flashinfer.gating.messages import gate_differs_between_ranks
+from flashinfer.settings import raw as environment_value
 
 __all__ = [
     "SETTINGS",
@@ -507,7 +508,7 @@ def local_manifest(
             break
         plan += [Pair(backend, runner, tactic) for tactic in listed]
         tactics.append((backend, tuple(describe_tactic(t) for t in listed)))
-    gate = os.environ.get(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)  # shown, not decided on
+    gate = environment_value(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)  # shown, not decided on
     why = None if error is None else f"{backend}: {one_line_reason(error)}"
     manifest = Manifest(
         api_key, repr(key), shard, tuple(candidates), tuple(tactics), why, gate,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from flashinfer.kernels.availability import interpreter_enabled, reset_probe, triton_unavailable
+from flashinfer.torch_boundary import dispatch_mode_active as dispatch_mode_active
 
 __all__ = [
     "INT32_MAX",
@@ -43,14 +44,6 @@ def triton_device_reason(*tensors: torch.Tensor) -> str | None:
     """
     problem = triton_unavailable(tensors[0].device.type)
     return None if problem is None else str(problem)
-
-
-def dispatch_mode_active() -> bool:
-    """Whether a torch dispatch mode is active (``make_fx`` tracing real tensors,
-    ``FlopCounterMode``, a logging mode): it sees tensor operations, never a kernel's launch,
-    and Triton's launcher fails on the storage it hands over.  A kernel backend then runs as
-    its operator, one operation the mode sees and runs with itself set aside."""
-    return bool(torch._C._len_torch_dispatch_stack() > 0)
 
 
 def next_positive_power_of_2(n: int) -> int:

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.autograd.forward_ad as _forward_ad
+
+from flashinfer.torch_boundary import forward_ad_open, is_functorch_wrapped
 
 __all__ = [
     "OutWithGradError",
@@ -35,16 +36,7 @@ __all__ = [
     "vmap_rule",
 ]
 
-is_functorch_tensor: Callable[[torch.Tensor], bool] = (
-    torch._C._functorch.is_functorch_wrapped_tensor
-)
-"""Whether a tensor is one of functorch's wrappers (a ``vmap`` batch, a ``grad`` level)."""
-
-
-def forward_ad_open() -> bool:
-    """Whether a forward-AD level is open (``forward_ad.dual_level()``, or inside
-    ``torch.func.jvp``, which opens one): a tensor may then carry a tangent."""
-    return _forward_ad._current_level >= 0
+is_functorch_tensor = is_functorch_wrapped
 
 
 def needs_function(*tensors: torch.Tensor | None) -> bool:
@@ -54,7 +46,7 @@ def needs_function(*tensors: torch.Tensor | None) -> bool:
     plain call with nothing requiring grad makes two cheap calls."""
     if any(t is not None and t.requires_grad for t in tensors) and torch.is_grad_enabled():
         return True
-    if _forward_ad._current_level >= 0:
+    if forward_ad_open():
         return True
     return any(t is not None and is_functorch_tensor(t) for t in tensors)
 
