@@ -9,18 +9,18 @@ from __future__ import annotations
 
 # What modules left behind by an exit use (``flashinfer lifecycle ... --apply`` writes them):
 # a moved module's deprecated aliases, and a removed API's tombstone.
+from flashinfer.api_modules import load_api_modules
 from flashinfer.gating.history import call_deprecated, missing_attribute, moved_module_getattr
 from flashinfer.gating.lifecycle import (
     GRADUATION_HORIZON_MONTHS,
     ExperimentalFeature,
-    ExperimentalMetadataWarning,
     experimental_features,
     format_listing,
     graduation_limit,
     lifecycle_problems,
-    load_api_modules,
 )
 from flashinfer.gating.lifecycle import wrapper_chain as wrapper_chain
+from flashinfer.gating.records import ExperimentalMetadataWarning
 
 __all__ = [
     "GRADUATION_HORIZON_MONTHS",

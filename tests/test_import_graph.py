@@ -109,9 +109,9 @@ def test_the_dispatcher_never_imports_the_autotuner():
 
 
 def test_imports_point_down_the_layers():
-    """settings -> torch boundary -> leaves (codegen, kernels, the version, the op list) -> gating -> dispatch ->
-    autotuner -> testing -> facades -> ops -> cli -> entry points: a module imports only from
-    its own layer or a lower one, and every module is in a layer."""
+    """settings -> torch boundary -> leaves (codegen, kernels, the version, the op list) ->
+    gating -> dispatch -> autotuner -> testing -> facades -> ops -> cli -> entry points: a
+    module imports only from its own layer or a lower one, and every module is in a layer."""
     problems = layer_problems(import_graph(), API_MODULES)
     assert not problems, "\n".join(problems)
 
@@ -160,7 +160,10 @@ def test_a_back_edge_fails_naming_both_modules_and_the_rule(tmp_path, where):
     target = "flashinfer.autotuner.tuner" if where == "function level" else "flashinfer.dispatch.op"
     layer = target.split(".")[1]
     assert problem.startswith(f"flashinfer.gating.newjob (gating) imports {target} ({layer}): ")
-    assert "layers point one way (settings -> torch boundary -> leaves -> gating -> dispatch -> " in problem
+    assert (
+        "layers point one way (settings -> torch boundary -> leaves -> gating -> dispatch -> "
+        in problem
+    )
 
 
 def test_a_leaf_importing_another_leaf_fails_and_the_settings_import_nothing():

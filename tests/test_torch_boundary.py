@@ -27,8 +27,6 @@ PRIVATE = re.compile(
 # each name they need is in torch_boundary already).  Every entry must still be needed: the
 # test fails on one that no longer is, so this list only shrinks.
 PENDING = {
-    "cli/environment_report.py": "cuda_driver_version",
-    "cli/explain.py": "FakeTensorMode",
     "dispatch/emitter.py": "torch.jit.is_tracing (public), is_any_autocast_enabled",
     "dispatch/explain.py": "FakeTensor",
     "dispatch/restrictions.py": "constant_for_dynamo",

@@ -1,42 +1,26 @@
 """The ``flashinfer`` command (console script ``flashinfer``, or ``python -m flashinfer``).
 
-Sub-commands::
+Sub-commands (``docs/cli.rst`` is rendered from :func:`build_parser`)::
 
-    flashinfer backends [--json]        environment report: every API's backends, what runs
-                                        here and why not; then versions, settings, OS, CUDA,
-                                        install (``--json``: a versioned schema)
-    flashinfer autotune --op mm --shapes 128x4096x4096,64x256x512 --tuning-file tuned.json \\
-        [--dtype float32|float16|bfloat16] [--device cpu|cuda] [--force]
-    flashinfer experimental [--json]    experimental APIs and backends with lifecycle data
-                                        (``python -m flashinfer.experimental`` is an alias)
-    flashinfer explain mm --shapes 16x32x2048 [--dtype ...] [--device ...] [--tuning-file F]
-        [--json]                        what backend='auto' would pick for each shape, and why
+    flashinfer backends [--json]              the environment report (a versioned schema)
+    flashinfer autotune mm --shapes 64x64x64 --tuning-file tuned.json [--force]
+    flashinfer experimental [--json]          (``python -m flashinfer.experimental``)
+    flashinfer explain mm --shapes 16x32x2048 [--json]
     flashinfer lifecycle graduate|remove OP:BACKEND|API [--apply]
     flashinfer lifecycle rename OP:OLD|API --to NEW [--apply]
-                                        take experimental work out of the experimental state:
-                                        prints the plan, --apply edits the checkout
 
-Exit codes: ``0`` success, ``1`` a runtime failure (a kernel or the tuning file failed),
-``2`` a usage error (unknown command, op or dtype, malformed shape, a shape no tensor can
-have, CUDA asked for on a machine without it, an unusable ``--tuning-file``), ``130`` interrupted
-(``autotune`` saves the shapes already tuned first), ``141`` the output was closed early
-(``flashinfer backends --json | head``): as for a Unix tool killed by ``SIGPIPE``, nothing is
-written to stderr.  Errors are one line on stderr, starting ``flashinfer: error:`` (or
-``flashinfer <command>: error:``); ``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a
-runtime failure.
+A sub-command's module loads when it runs: ``--help`` and ``--version`` import no torch.
 
-``autotune`` loads the tuning file first (keys already in it are not timed again, unless their
-saved timing was noisy; ``--force`` re-times them all), tunes each shape inside
-:func:`flashinfer.autotuner.autotune` with a plain-text progress bar on stderr, then saves
-(merging with the file, atomically) and prints one row per shape: the picked backend, tactic
-and median time, whether it was timed now, and how many (backend, tactic) pairs failed, each
-listed below the table with its reason; then the block's summary (the backends left out and
-why, noisy picks).  A run that only reused keys already in the file writes nothing.
+Exit codes: ``0`` success, ``1`` a runtime failure, ``2`` a usage error, ``130``
+interrupted, ``141`` the output was closed early (:data:`EXIT_CLOSED_PIPE`).  Errors are one
+line on stderr, starting ``flashinfer: error:`` (or ``flashinfer <command>: error:``);
+``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a runtime failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -47,6 +31,73 @@ from flashinfer.cli.common import PROG, UsageError
 
 __all__ = ["EXIT_CLOSED_PIPE", "UsageError", "build_parser", "main"]
 
+EXIT_CLOSED_PIPE = 128 + 13
+"""Exit status of a command that succeeded but whose reader closed its output early: 141,
+what a shell reports for a program killed by ``SIGPIPE`` (``yes | head``), so that ``set -o
+pipefail`` scripts see what they see of any Unix tool.  Nothing is written to stderr."""
+
+TRACEBACK_ENV = "FLASHINFER_CLI_TRACEBACK"
+
+_JSON = (("--json",), {"action": "store_true", "help": "print JSON instead of a table"})
+
+# name -> (help, description, arguments, "module:function" run with (args, out, err)).
+_COMMANDS: dict[str, tuple[str, str, tuple[Any, ...], str]] = {
+    "backends": (
+        "every API, its backends, whether each runs here, and the experimental gate",
+        "List every API (stable and experimental), its backends, which are experimental, "
+        "whether each can run on this machine and why not, and the state of "
+        "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS; then the details a bug report needs: "
+        "versions, every FLASHINFER and TRITON variable set (with what it does, and unknown "
+        "names as likely typos), the OS and CPU, the CUDA runtime and driver, and how "
+        "flashinfer was installed.  `--json` follows a versioned schema (schema_version).",
+        (_JSON,),
+        "flashinfer.cli:_cmd_backends",
+    ),
+    "experimental": (
+        "experimental APIs and backends with owner, tracking issue and graduation date",
+        "List every experimental API and backend with its lifecycle metadata, after the state "
+        "of FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS. `python -m flashinfer.experimental` "
+        "is an alias of this command.",
+        (_JSON,),
+        "flashinfer.cli:_cmd_experimental",
+    ),
+    "lifecycle": (
+        "graduate, rename or remove experimental work (prints the plan; --apply edits)",
+        "Take experimental work out of the experimental state in a checkout: `graduate` a "
+        "backend (OP:BACKEND) or an API, `rename` either (--to NEW; the old name stays an "
+        "alias), or `remove` either (leaving a tombstone).  Prints the planned change; "
+        "--apply makes it.  See docs/lifecycle.rst.",
+        (
+            (("action",), {"choices": ("graduate", "rename", "remove"), "help": "the exit"}),
+            (
+                ("target",),
+                {
+                    "help": "OP:BACKEND for a backend (mm:splitk), or an API's name "
+                    "(fused_add_rmsnorm)"
+                },
+            ),
+            (("--to",), {"dest": "new_name", "metavar": "NEW", "help": "rename: the new name"}),
+            (
+                ("--instead",),
+                {
+                    "help": "remove: what to use instead (a backend, or an API's qualified "
+                    "name); default for a backend: the op's first stable backend"
+                },
+            ),
+            (("--apply",), {"action": "store_true", "help": "make the change in the checkout"}),
+            (("--root",), {"help": "the checkout to edit (default: this flashinfer's)"}),
+            (("--version",), {"help": "the release it happens in (default: the checkout's)"}),
+        ),
+        "flashinfer.cli.lifecycle:cmd_lifecycle",
+    ),
+}
+
+
+def _lazy(target: str) -> Any:
+    """The command ``module:function``, imported when it runs."""
+    module, _, name = target.partition(":")
+    return lambda args, out, err: getattr(importlib.import_module(module), name)(args, out, err)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises :class:`UsageError` instead of exiting, so ``main`` returns."""
@@ -55,67 +106,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self)
 
 
-# --------------------------------------------------------------------------------------
-# flashinfer experimental
-# --------------------------------------------------------------------------------------
-
-
-def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """The gate's state, then every experimental API and backend with its lifecycle data.
-
-    ``--json`` prints ``{"gate": ..., "features": [ExperimentalFeature.as_dict(), ...]}``.
-    ``python -m flashinfer.experimental`` runs this command (same output, same JSON).
-    """
-    from flashinfer.api_modules import load_api_modules
-    from flashinfer.cli.common import gate_line, gate_state
-    from flashinfer.gating.lifecycle import experimental_features, format_listing
-
-    missing = load_api_modules()
-    features = experimental_features(load=False)
-    gate = gate_state()
-    if args.json:
-        doc = {"gate": gate, "features": [f.as_dict() for f in features]}
-        print(json.dumps(doc, indent=2), file=out)
-    else:
-        print(gate_line(gate), file=out)
-        print(file=out)
-        print(format_listing(features), file=out)
-    for module in missing:
-        print(f"note: API module {module} is missing from this build; not listed", file=err)
-    return 0
-
-
-# --------------------------------------------------------------------------------------
-# The parser and main
-# --------------------------------------------------------------------------------------
-
-
-def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``flashinfer backends``: its module (which imports torch) loads when the command runs.
-    Under ``FLASHINFER_STRICT_SETTINGS=1`` it does not raise for a malformed variable: its
-    report is where the bad values are shown."""
-    import warnings
-
-    from flashinfer.settings import reporting_only
-
-    with reporting_only(), warnings.catch_warnings():
-        # A malformed value's warning would repeat, above the report, what its settings say.
-        warnings.filterwarnings("ignore", ".*is not a recognised value", RuntimeWarning)
-        from flashinfer.cli.backends import cmd_backends as run
-
-        return run(args, out, err)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """The ``flashinfer`` argument parser.
-
-    Building it imports no sub-command's machinery (nor torch): ``flashinfer --version`` and
-    ``--help`` answer at once, and a sub-command's modules load when it runs.
-    """
+    """The ``flashinfer`` argument parser (building it imports no command's machinery)."""
     from flashinfer._version import __version__
     from flashinfer.cli.autotune import add_autotune_parser
     from flashinfer.cli.explain import add_explain_parser
-    from flashinfer.cli.lifecycle import add_lifecycle_parser
 
     parser = _Parser(
         prog=PROG,
@@ -126,41 +121,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser(
-        "backends",
-        help="every API, its backends, whether each runs here, and the experimental gate",
-        description="List every API (stable and experimental), its backends, which are "
-        "experimental, whether each can run on this machine and why not, and the state of "
-        "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS; then the details a bug report needs: "
-        "versions, every FLASHINFER and TRITON variable set (with what it does, and unknown "
-        "names as likely typos), the OS and CPU, the CUDA runtime and driver, and how "
-        "flashinfer was installed.  `--json` follows a versioned schema (schema_version).",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=_cmd_backends)
-
-    add_autotune_parser(sub)
-
-    p = sub.add_parser(
-        "experimental",
-        help="experimental APIs and backends with owner, tracking issue and graduation date",
-        description="List every experimental API and backend with its lifecycle metadata, "
-        "after the state of FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS. "
-        "`python -m flashinfer.experimental` is an alias of this command.",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=_cmd_experimental)
-
-    add_explain_parser(sub)
-    add_lifecycle_parser(sub)
+    for name in ("backends", "autotune", "experimental", "explain", "lifecycle"):
+        if name == "autotune":
+            add_autotune_parser(sub)
+        elif name == "explain":
+            add_explain_parser(sub)
+        else:
+            help, description, arguments, target = _COMMANDS[name]
+            p = sub.add_parser(name, help=help, description=description)
+            for flags, options in arguments:
+                p.add_argument(*flags, **options)
+            p.set_defaults(func=_lazy(target))
     return parser
+
+
+def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Under ``FLASHINFER_STRICT_SETTINGS=1`` the report does not raise for a malformed
+    variable: it is where the bad values are shown."""
+    import warnings
+
+    from flashinfer.settings import reporting_only
+
+    with reporting_only(), warnings.catch_warnings():
+        # A malformed value's warning would repeat, above the report, what its settings say.
+        warnings.filterwarnings("ignore", ".*is not a recognised value", RuntimeWarning)
+        from flashinfer.cli.backends import cmd_backends
+
+        return cmd_backends(args, out, err)
+
+
+def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The gate's state, then every experimental API and backend with its lifecycle data
+    (``--json``: ``{"gate": ..., "features": [ExperimentalFeature.as_dict(), ...]}``)."""
+    from flashinfer.api_modules import load_api_modules
+    from flashinfer.cli.common import gate_line, gate_state
+    from flashinfer.gating.lifecycle import experimental_features, format_listing
+
+    missing = load_api_modules()
+    features = experimental_features(load=False)
+    if args.json:
+        doc = {"gate": gate_state(), "features": [f.as_dict() for f in features]}
+        print(json.dumps(doc, indent=2), file=out)
+    else:
+        print(f"{gate_line(gate_state())}\n\n{format_listing(features)}", file=out)
+    for module in missing:
+        print(f"note: API module {module} is missing from this build; not listed", file=err)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``flashinfer`` command with ``argv`` (default ``sys.argv[1:]``); return the
-    exit code: 0 success, 1 runtime failure, 2 usage error, 130 interrupted, 141 the output
-    was closed early (:data:`EXIT_CLOSED_PIPE`)."""
+    exit code."""
     out, err = _Output(sys.stdout), _Output(sys.stderr)
     code = _run(argv, cast(TextIO, out), cast(TextIO, err))
     # Output to a pipe is buffered: a reader that left early may show only now.
@@ -169,15 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Asked of the pipe itself too: a write argparse swallowed (--help), or one made while
     # the stream was unbuffered (PYTHONUNBUFFERED), leaves nothing for the flush to fail on.
     left = out.reader_left or err.reader_left or _closed_pipe(sys.stdout, unknown=False)
-    if code == 0 and left:
-        return EXIT_CLOSED_PIPE
-    return code
+    return EXIT_CLOSED_PIPE if code == 0 and left else code
 
 
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     parser = build_parser()
-    # argparse prints --help and --version to sys.stdout itself (and, depending on the
-    # Python build, swallows or raises a closed pipe's error): let it print through ours.
+    # argparse prints --help and --version to sys.stdout itself: let it print through ours.
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     try:
@@ -214,42 +222,19 @@ def traceback_asked(err: TextIO) -> bool:
     """``FLASHINFER_CLI_TRACEBACK=1``; another value (not '0' or empty) is said on stderr, as
     a warning, or as an error under ``FLASHINFER_STRICT_SETTINGS=1`` (the exit status stays
     the failure's)."""
-    raw = os.environ.get(TRACEBACK_ENV)
-    if raw in (None, "", "0", "1"):
-        return raw == "1"
-    from flashinfer.settings import SettingsError, refuse_if_strict
+    from flashinfer.settings import SettingsError, read
 
-    accepted = "'1', '0' or unset"
     try:
-        refuse_if_strict(TRACEBACK_ENV, raw, accepted)
+        return bool(read(TRACEBACK_ENV, report=lambda m: print(f"{PROG}: warning: {m}", file=err)))
     except SettingsError as exc:
         print(f"{PROG}: error: {exc}", file=err)
         return False
-    print(
-        f"{PROG}: warning: {TRACEBACK_ENV}={raw!r} is not a recognised value; treating it as "
-        f"off. Accepted values: {accepted}.",
-        file=err,
-    )
-    return False
-
-
-TRACEBACK_ENV = "FLASHINFER_CLI_TRACEBACK"
-
-
-# --------------------------------------------------------------------------------------
-# Output closed early (``flashinfer backends --json | head``)
-# --------------------------------------------------------------------------------------
-
-EXIT_CLOSED_PIPE = 128 + 13
-"""Exit status of a command that succeeded but whose reader closed its output early: 141,
-what a shell reports for a program killed by ``SIGPIPE`` (``yes | head``), so that ``set -o
-pipefail`` scripts see what they see of any Unix tool.  Nothing is written to stderr."""
 
 
 def _closed_pipe(stream: Any, unknown: bool = True) -> bool:
     """Whether ``stream`` writes to a pipe whose reader has gone (``poll`` reports an error
-    or a hang-up on it); ``unknown`` where that cannot be asked (no ``poll``), ``False`` for
-    a stream without a file descriptor."""
+    or a hang-up on it); ``unknown`` where that cannot be asked, ``False`` without a file
+    descriptor."""
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
@@ -265,10 +250,9 @@ def _closed_pipe(stream: Any, unknown: bool = True) -> bool:
 
 
 class _Output:
-    """The command's stdout or stderr: once the reader of the pipe behind it has gone, what
-    is written is dropped instead of raising ``BrokenPipeError``, so the command finishes
-    its work (``autotune`` still saves what it tuned) and ends quietly; ``main`` then
-    returns :data:`EXIT_CLOSED_PIPE`.  A ``BrokenPipeError`` of any other pipe is raised."""
+    """stdout or stderr that, once the reader of the pipe behind it has gone, drops what is
+    written instead of raising ``BrokenPipeError``: the command finishes its work
+    (``autotune`` still saves) and ends quietly.  Any other pipe's error is raised."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -293,8 +277,7 @@ class _Output:
         if not _closed_pipe(self._stream):
             raise exc  # not a reader that left: a failure of its own
         self.reader_left = True
-        # What the stream still buffers goes to the null device at exit, quietly (instead
-        # of Python's "Exception ignored ... BrokenPipeError").
+        # What the stream still buffers goes to the null device at exit, quietly.
         null = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(null, self._stream.fileno())

@@ -1,19 +1,13 @@
-"""``flashinfer backends``: an environment report to paste into a bug report.
+"""``flashinfer backends``: an environment report to paste into a bug report
+(docs/report_schema.rst).
 
-The first screen is short: a header of at most three lines (versions and devices, the
-experimental gate with its raw value, and the settings in effect when any is set), then every
-API by the name users call, one row per backend: whether it can run here and, if not, a
-short reason.  The advice that goes with a reason is printed once, below the table.  The
-details follow: every ``FLASHINFER_*``/``TRITON_*`` variable set here with its meaning
-(``TRITON_INTERPRET`` always; in a process that imported Triton before the variable changed,
-that Triton runs in the other mode: every Triton backend then cannot run here, and the line
-says to restart), the versions, the OS and CPU, the CUDA runtime and driver, how flashinfer
-was installed, and the tuning file (:mod:`flashinfer.cli.environment_report`).  ``--json``
-prints the same facts, following :mod:`flashinfer.cli.report_schema`.  Whether
-a backend needs Triton is what its checker declares (its family, read with
-:func:`flashinfer.dispatch.families.family_of`; a backend that declares none is reported as
-unknown, not guessed); whether a Triton backend can run comes from the same probe its support
-checker uses on a call (:mod:`flashinfer.kernels.availability`), so the report and the call
+A header of at most three lines (versions and devices, the experimental gate, the settings in
+effect when any is set), then every API by the name users call, one row per backend: whether
+it can run here and, if not, a short reason, its advice printed once below the table; then
+the details (:mod:`flashinfer.cli.environment_report`).  ``--json`` prints the same facts
+(:mod:`flashinfer.cli.report_schema`).  Whether a backend needs Triton is what its checker
+declares (its family; none declared: reported as unknown, not guessed), and whether a Triton
+backend can run comes from the probe its checker uses on a call, so the report and the call
 agree.
 """
 
@@ -22,12 +16,12 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import os
 import platform
 import sys
 import textwrap
 from typing import Any, TextIO
 
+from flashinfer import settings
 from flashinfer.cli.common import ISSUE_TRACKER, format_table, gate_line, gate_state
 from flashinfer.cli.environment_report import (
     cuda_info,
@@ -44,6 +38,13 @@ from flashinfer.dispatch.families import family_of
 WIDTH = 100  # no line of the table is longer
 _REASON_MIN = 24  # narrowest the reason column gets before reasons move to the notes
 
+# What a row says of a backend whose checker declares no family: whether it runs is unknown.
+_UNDECLARED_REASON = "its checker declares no backend family"
+_UNDECLARED_ADVICE = (
+    "declare one on the support checker with @backend_family(TORCH) or "
+    "@backend_family(TRITON) from flashinfer.dispatch.families"
+)
+
 
 def _version(distribution: str) -> str | None:
     """Installed version of ``distribution`` from its metadata (nothing is imported)."""
@@ -51,51 +52,6 @@ def _version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _versions() -> dict[str, str | None]:
-    import torch
-
-    from flashinfer._version import __version__
-
-    return {
-        "flashinfer": __version__,
-        "python": f"{platform.python_version()} ({platform.python_implementation()}, "
-        f"{sys.platform})",
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "torch_hip": getattr(torch.version, "hip", None),
-        "triton": _version("triton"),
-        "numpy": _version("numpy"),
-    }
-
-
-def _devices() -> list[dict[str, Any]]:
-    """Every CUDA device with its name and compute capability (``major * 10 + minor``)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    devices = []
-    for index in range(torch.cuda.device_count()):
-        major, minor = torch.cuda.get_device_capability(index)
-        devices.append(
-            {
-                "index": index,
-                "name": torch.cuda.get_device_name(index),
-                "compute_capability": major * 10 + minor,
-            }
-        )
-    return devices
-
-
-# What a row says of a backend whose checker declares no family: whether it needs Triton is
-# unknown, so whether it runs here is too (the report does not guess from the checker's code).
-_UNDECLARED_REASON = "its checker declares no backend family"
-_UNDECLARED_ADVICE = (
-    "declare one on the support checker with @backend_family(TORCH) or "
-    "@backend_family(TRITON) from flashinfer.dispatch.families"
-)
 
 
 def backend_runnable(
@@ -121,6 +77,9 @@ def backend_runnable(
 
 def backends_report() -> dict[str, Any]:
     """The facts ``flashinfer backends`` prints (``--json`` prints exactly this)."""
+    import torch
+
+    from flashinfer._version import __version__
     from flashinfer.api_modules import load_api_modules
     from flashinfer.gating.history import graduated_in
     from flashinfer.gating.op_registry import registered_ops
@@ -128,20 +87,19 @@ def backends_report() -> dict[str, Any]:
     from flashinfer.kernels.availability import triton_imported_interpreted
 
     missing = load_api_modules()
-    devices = _devices()
+    devices: list[dict[str, Any]] = []
+    for index in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):
+        major, minor = torch.cuda.get_device_capability(index)
+        name = torch.cuda.get_device_name(index)
+        devices.append({"index": index, "name": name, "compute_capability": major * 10 + minor})
     cc = devices[0]["compute_capability"] if devices else None
     ops = {op.api_key: op for op in registered_ops()}
-    apis: dict[str, dict[str, Any]] = {}
-    for record in api_inventory():
-        apis[record.name] = {"experimental": record.experimental}
-    for key in ops:
-        apis.setdefault(key, {"experimental": False})
+    apis = {record.name: record.experimental for record in api_inventory()}
     entries = []
-    for key in apis:
-        op = ops.get(key)
+    for key in {**apis, **{k: False for k in ops if k not in apis}}:
+        op: Any = ops.get(key)
         backends = []
-        for b in () if op is None else op.backend_checks:
-            assert op is not None
+        for b in op.backend_checks if op is not None else ():
             runnable, reason, advice = backend_runnable(op, b, cc)
             backends.append(
                 {
@@ -157,20 +115,30 @@ def backends_report() -> dict[str, Any]:
             {
                 "api": public_name(key),
                 "qualified_name": key,
-                "experimental": apis[key]["experimental"],
+                "experimental": apis.get(key, False),
                 "backends": backends,
             }
         )
     entries.sort(key=lambda e: e["api"])
+    versions = {
+        "flashinfer": __version__,
+        "python": f"{platform.python_version()} ({platform.python_implementation()}, "
+        f"{sys.platform})",
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torch_hip": getattr(torch.version, "hip", None),
+        "triton": _version("triton"),
+        "numpy": _version("numpy"),
+    }
     # What a reader wants first (`--json | head`): the APIs, then versions and the rest.
     return {
         "schema_version": SCHEMA_VERSION,
         "apis": entries,
-        "versions": _versions(),
+        "versions": versions,
         "cuda": cuda_info(),
         "devices": devices,
         "compute_capability": cc,
-        "triton_interpret": os.environ.get("TRITON_INTERPRET"),
+        "triton_interpret": settings.raw("TRITON_INTERPRET"),
         "triton_interpret_at_import": triton_imported_interpreted(),
         "gate": gate_state(),
         "environment": environment_settings(),
@@ -181,12 +149,6 @@ def backends_report() -> dict[str, Any]:
     }
 
 
-def _interpret_mismatch() -> Any:
-    from flashinfer.kernels.availability import interpret_mismatch
-
-    return interpret_mismatch()
-
-
 def _build(v: dict[str, Any]) -> str:
     if v["torch_cuda"]:
         return f"CUDA {v['torch_cuda']}"
@@ -195,34 +157,27 @@ def _build(v: dict[str, Any]) -> str:
 
 def _header_lines(report: dict[str, Any]) -> list[str]:
     """At most three lines above the table: versions and devices, the gate, the settings."""
-    v = report["versions"]
-    devices = report["devices"]
-    if not devices:
-        where = "cpu only (no CUDA device)"
-    else:
+    v, devices, gate = report["versions"], report["devices"], report["gate"]
+    where = "cpu only (no CUDA device)"
+    if devices:
         first = devices[0]
         where = f"cuda:0 {first['name']} (compute capability {first['compute_capability']})"
-        if len(devices) > 1:
-            where += f" and {len(devices) - 1} more"
+        where += f" and {len(devices) - 1} more" if len(devices) > 1 else ""
+    gate_first = gate_line(gate).partition("\n")[0]  # the meaning is below
     lines = [
         f"flashinfer {v['flashinfer']}, torch {v['torch']} ({_build(v)}), "
         f"triton {v['triton'] or 'not installed'}; {where}",
-        _short_gate_line(report["gate"]),
+        f"{gate_first} (unrecognised value)" if gate["note"] else gate_first,
     ]
     summary = settings_summary(report)
-    if summary is not None:
-        lines.append(summary)
-    return lines
+    return lines if summary is None else [*lines, summary]
 
 
-def _short_gate_line(gate: dict[str, Any]) -> str:
-    """The gate in one line: its variable, raw value and state (the meaning is below)."""
-    line = gate_line(gate).partition("\n")[0]
-    return f"{line} (unrecognised value)" if gate["note"] else line
+def _details(report: dict[str, Any]) -> list[str]:
+    """Everything below the table: versions, settings (with the interpreter mismatch under
+    ``TRITON_INTERPRET``), system, CUDA, install, tuning file."""
+    from flashinfer.kernels.availability import interpret_mismatch
 
-
-def _version_lines(report: dict[str, Any]) -> list[str]:
-    """The versions and devices, one per line (below the table)."""
     v = report["versions"]
     lines = [
         f"flashinfer        {v['flashinfer']}",
@@ -231,23 +186,16 @@ def _version_lines(report: dict[str, Any]) -> list[str]:
         f"triton            {v['triton'] or 'not installed'}",
         f"numpy             {v['numpy'] or 'not installed'}",
     ]
-    if report["devices"]:
-        for d in report["devices"]:
-            cc = d["compute_capability"]
-            lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
-    else:
+    for d in report["devices"]:
+        cc = d["compute_capability"]
+        lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
+    if not report["devices"]:
         lines.append("devices           cpu only (no CUDA device)")
-    return lines
-
-
-def _details(report: dict[str, Any]) -> list[str]:
-    """Everything below the table: versions, settings (with the interpreter mismatch under
-    ``TRITON_INTERPRET``), system, CUDA, install, tuning file."""
-    lines = [*_version_lines(report), *gate_line(report["gate"]).splitlines()]
+    lines += gate_line(report["gate"]).splitlines()
     for line in detail_lines(report):
         lines.append(line)
         if line.lstrip().startswith(("TRITON_INTERPRET=", "TRITON_INTERPRET unset")):
-            mismatch = _interpret_mismatch()
+            mismatch = interpret_mismatch()
             if mismatch is not None:  # changed after `import triton`: the other mode
                 reason = mismatch.reason.removeprefix("cannot run here: ")
                 lines.append(f"    but {reason}: {mismatch.fix}")
@@ -257,26 +205,20 @@ def _details(report: dict[str, Any]) -> list[str]:
 def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
     """Table rows and the advice notes they point to (each note printed once)."""
     notes: list[str] = []
-
-    def note(text: str) -> str:
-        if text not in notes:
-            notes.append(text)
-        return f"[{notes.index(text) + 1}]"
-
     rows: list[tuple[str, ...]] = [("API", "BACKEND", "KIND", "RUNS HERE")]
     for api in report["apis"]:
-        if not api["backends"]:
-            if api["experimental"]:
-                rows.append((api["api"], "-", "experimental API", "yes (calling it opts in)"))
-            else:
-                rows.append((api["api"], "-", "stable API", "yes"))
-            continue
+        if not api["backends"] and api["experimental"]:
+            rows.append((api["api"], "-", "experimental API", "yes (calling it opts in)"))
+        elif not api["backends"]:
+            rows.append((api["api"], "-", "stable API", "yes"))
         for b in api["backends"]:
             verdict = "yes"
             if not b["runnable"]:
                 verdict = f"{'unknown' if b['runnable'] is None else 'no'}: {b['reason']}"
                 if b["advice"]:
-                    verdict += f" {note(b['advice'])}"
+                    if b["advice"] not in notes:
+                        notes.append(b["advice"])
+                    verdict += f" [{notes.index(b['advice']) + 1}]"
             kind = "experimental" if b["experimental"] else "stable"
             if b.get("graduated_in") is not None:  # a report from an older flashinfer lacks it
                 kind += f" (since {b['graduated_in']})"
@@ -314,11 +256,9 @@ def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.json:
         print(json.dumps(report, indent=2), file=out)
         return 0
-    for line in _header_lines(report):
-        print(_wrapped(line), file=out)
-    print(file=out)
     rows, notes = api_rows(report)
-    print(format_table(fit_rows(rows, notes)), file=out)
+    table = format_table(fit_rows(rows, notes))
+    print("\n".join(map(_wrapped, _header_lines(report))) + f"\n\n{table}", file=out)
     if notes:
         print(file=out)
         for i, text in enumerate(notes, 1):
@@ -326,8 +266,9 @@ def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(file=out)
     for line in _details(report):
         print(_wrapped(line), file=out)
-    print(file=out)
-    print("report a bug here, with this whole output pasted (the template asks for it):", file=out)
+    print(
+        "\nreport a bug here, with this whole output pasted (the template asks for it):", file=out
+    )
     print(f"  {ISSUE_TRACKER}", file=out)
     for module in report["missing_modules"]:
         print(f"note: API module {module} is missing from this build; not listed", file=err)

@@ -1,11 +1,11 @@
-"""Helpers shared by the ``flashinfer`` command's sub-commands: usage errors, the op's two
-spellings, the tuning file's two spellings, shapes that can exist, tables, the gate."""
+"""What the ``flashinfer`` command's sub-commands share: usage errors, the op's two spellings
+(``mm`` or ``--op mm``), the tuning file's two spellings, shapes that can exist, tables, the
+gate."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,9 +15,8 @@ ISSUE_TEMPLATE = ".github/ISSUE_TEMPLATE/bug_report.md"
 ISSUE_TRACKER = (
     "https://github.com/flashinfer-gating/flashinfer-gating/issues/new?template=bug_report.md"
 )
-"""Where a bug is reported: the tracker's new-issue page with the template
-(:data:`ISSUE_TEMPLATE`), which asks for ``flashinfer backends``' output.  ``flashinfer
-backends`` prints it last, so the output a reporter pastes says where to paste it."""
+"""Where a bug is reported (with :data:`ISSUE_TEMPLATE`, which asks for ``flashinfer
+backends``' output; the report prints it last)."""
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -29,12 +28,6 @@ class UsageError(Exception):
         self.parser = parser
 
 
-# --------------------------------------------------------------------------------------
-# The op: one spelling for every sub-command that takes one
-# --------------------------------------------------------------------------------------
-
-# ``flashinfer autotune`` and ``flashinfer explain`` both take the op either way:
-# ``autotune mm ...`` or ``autotune --op mm ...``, ``explain mm ...`` or ``explain --op mm ...``.
 _OP_OPTION_DEST = "op_option"
 
 
@@ -90,20 +83,15 @@ def op_from_args(args: argparse.Namespace, known: Callable[[], str]) -> str:
     return positional if positional is not None else option
 
 
-# --------------------------------------------------------------------------------------
-# Shared helpers
-# --------------------------------------------------------------------------------------
-
 # The most a tensor's sizes and bytes can be: torch describes both with signed 64-bit ints.
 MAX_EXTENT = 2**63 - 1
 
 
 def check_shape_exists(dims: tuple[int, ...], target: Any, dtype: Any) -> None:
     """``UsageError`` (one line) unless every tensor of the problem ``dims`` (a parsed
-    ``--shapes`` item) of the op whose inputs ``target`` builds (its declared
-    ``ExampleInputs``) can exist in ``dtype``: no dimension past ``2**63 - 1`` and, for an
-    op that declares its problem's tensors, none with more bytes than that.  Before anything is
-    built, so a shape that cannot exist never reaches torch."""
+    ``--shapes`` item) of ``target`` (the op's ``ExampleInputs``) can exist in ``dtype``: no
+    dimension, nor (where the op declares its tensors) size in bytes, past ``2**63 - 1``.
+    Checked before anything is built, so such a shape never reaches torch."""
     shape = "x".join(map(str, dims))
     for d in dims:
         if d > MAX_EXTENT:
@@ -136,6 +124,7 @@ def gate_state() -> dict[str, Any]:
     """The experimental gate: the variable's raw value and whether it is on."""
     import warnings
 
+    from flashinfer import settings
     from flashinfer.gating.gate import (
         ACCEPTED_GATE_VALUES,
         ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -143,7 +132,7 @@ def gate_state() -> dict[str, Any]:
         experimental_auto_backends_allowed,
     )
 
-    raw = os.environ.get(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
+    raw = settings.raw(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an unrecognised value is reported below instead
         on = experimental_auto_backends_allowed()

@@ -1,25 +1,10 @@
-"""The details of ``flashinfer backends``' report beyond the backend table: the settings in
-effect, the operating system and CPU, the CUDA runtime and driver, and how flashinfer was
-installed.
-
-* **Settings.**  Every ``FLASHINFER_*`` and ``TRITON_*`` variable set in the environment,
-  with what the package makes of its value: one interpreter per row of the table of variables
-  (:data:`flashinfer.settings.ENVIRONMENT`), which parses as the reading module does (the
-  parsers are those modules' own where they have one: ``FLASHINFER_BACKENDS`` through
-  :func:`~flashinfer.dispatch.backend_names.parse_env_value`).  A set ``FLASHINFER_*`` name
-  the table does not know is reported as unknown, with the nearest known name (likely a
-  typo); a ``TRITON_*`` one as Triton's own.  Names are listed from the environment's keys;
-  only these variables' values are read.
-* **System.**  ``platform``'s answers, the CPU model where it is cheap to read
-  (``/proc/cpuinfo``), the core count and the cores this process may use.
-* **CUDA.**  The runtime torch was built with (``torch.version.cuda``) and the driver's
-  version where a CUDA device is usable; absent on a CPU-only machine.
-* **Install.**  The ``flashinfer-gating`` distribution's PEP 610 ``direct_url.json``: a wheel
-  from an index, a local directory, or an editable checkout, whose git commit is read from
-  ``.git`` by hand (no ``git`` process; nothing fails when the tree is not a repository).
-* **Tuning file.**  No setting names one: a tuning file is named per call
-  (``autotune(tuning_file=...)``, ``flashinfer autotune --tuning-file``), so the report's
-  ``autotuner_file`` is ``null`` (:data:`AUTOTUNER_FILE_NOTE`).
+"""The facts of ``flashinfer backends``' report beyond the backend table, and their text:
+every ``FLASHINFER_*``/``TRITON_*`` variable set with what the package makes of it (one
+interpreter per row of :data:`flashinfer.settings.ENVIRONMENT`; an unknown ``FLASHINFER_*``
+name with the known name it is closest to), the OS and CPU, the CUDA runtime and driver, and
+how flashinfer was installed (PEP 610 ``direct_url.json``; an editable checkout's git commit
+read from ``.git`` by hand, with no ``git`` process).  No setting names a tuning file, so the
+report's ``autotuner_file`` is ``null`` (:data:`AUTOTUNER_FILE_NOTE`).
 """
 
 from __future__ import annotations
@@ -33,21 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flashinfer import settings
 from flashinfer.settings.environment import ENVIRONMENT
-
-__all__ = [
-    "AUTOTUNER_FILE_NOTE",
-    "DISTRIBUTION",
-    "INTERPRETERS",
-    "cuda_info",
-    "detail_lines",
-    "environment_settings",
-    "git_commit",
-    "install_info",
-    "public_name",
-    "settings_summary",
-    "system_info",
-]
 
 DISTRIBUTION = "flashinfer-gating"
 """The name flashinfer is installed under (``pip install flashinfer-gating``)."""
@@ -56,43 +28,35 @@ AUTOTUNER_FILE_NOTE = (
     "no setting names one; a tuning file is named per call, autotune(tuning_file=...) or "
     "flashinfer autotune --tuning-file FILE"
 )
-"""Why the report's ``autotuner_file`` is ``null``: neither the table of environment
-variables nor the tuner's settings name a file, so there is none to count entries of."""
 
-_PREFIXES = ("FLASHINFER_", "TRITON_")
 _KNOWN = {row.name for row in ENVIRONMENT}
+_REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
 
-# What one interpreter returns: (whether the value is one the package accepts, the value as
-# the package reads it (JSON), what that means in words).
+# What one interpreter returns: (whether the package accepts the value, the value as the
+# package reads it (JSON), what that means in words).
 Reading = tuple[bool, Any, str]
 
 
 def public_name(api_key: str) -> str:
-    """The name users call: an API of :data:`~flashinfer.api_modules.API_MODULES` is exported
-    as ``flashinfer.<name>`` (``flashinfer.gemm.mm`` -> ``flashinfer.mm``), the rule
-    ``use_backends``' names follow; any other keeps its qualified name."""
+    """The name users call: ``flashinfer.gemm.mm`` -> ``flashinfer.mm`` for an API of
+    :data:`~flashinfer.api_modules.API_MODULES`; any other keeps its qualified name."""
     from flashinfer.api_modules import API_MODULES
 
     module, _, name = api_key.rpartition(".")
     return f"flashinfer.{name}" if module in API_MODULES else api_key
 
 
-# --------------------------------------------------------------------------------------
-# Settings: one interpreter per row of the table
-# --------------------------------------------------------------------------------------
+def _switch(on: str, off: str) -> Callable[[str], Reading]:
+    """A variable that only ``'1'`` turns on; other values than '1', '0' and empty are refused."""
 
+    def read(raw: str) -> Reading:
+        if raw == "1":
+            return True, True, on
+        if raw in ("", "0"):
+            return True, False, off
+        return False, False, f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
 
-def _switch(raw: str, on: str, off: str) -> Reading:
-    """A variable that only ``'1'`` turns on: values other than '1', '0' and empty are
-    refused (the reader warns once, or raises under FLASHINFER_STRICT_SETTINGS=1)."""
-    if raw == "1":
-        return True, True, on
-    if raw in ("", "0"):
-        return True, False, off
-    return False, False, f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
-
-
-_REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
+    return read
 
 
 def _strict(raw: str) -> Reading:
@@ -181,18 +145,15 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
     "FLASHINFER_BACKENDS": _backends,
     "FLASHINFER_EXPERIMENTAL_WARNINGS": _warnings_action,
     "FLASHINFER_LOGLEVEL": _log_level,
-    "FLASHINFER_DISPATCH_LOG": lambda raw: _switch(
-        raw,
+    "FLASHINFER_DISPATCH_LOG": _switch(
         "the backend choice log is printed to stderr too",
         "the backend choice log goes to the 'flashinfer.dispatch' logger only",
     ),
-    "FLASHINFER_AUTOTUNER_LOG": lambda raw: _switch(
-        raw,
+    "FLASHINFER_AUTOTUNER_LOG": _switch(
         "the autotuner's log is printed to stderr too",
         "the autotuner's log goes to the 'flashinfer.autotuner' logger only",
     ),
-    "FLASHINFER_CLI_TRACEBACK": lambda raw: _switch(
-        raw,
+    "FLASHINFER_CLI_TRACEBACK": _switch(
         "the flashinfer command prints the traceback of a runtime failure",
         "the flashinfer command's runtime errors are one line",
     ),
@@ -203,20 +164,13 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
 holds the two to the same names)."""
 
 
-def _nearest(name: str) -> str | None:
-    """The known variable ``name`` is most likely a typo of, if any is close."""
-    close = difflib.get_close_matches(name, sorted(_KNOWN), n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
 def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> list[dict[str, Any]]:
     """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here, sorted by name, with what
-    the package makes of it; the names in ``always`` are listed even when unset (value
-    ``None``: what holds by default)."""
-    names = sorted({k for k in os.environ if k.startswith(_PREFIXES)} | set(always))
+    the package makes of it; the names in ``always`` are listed even when unset."""
+    names = sorted(set(settings.variables_set()) | {*always})
     rows = []
     for name in names:
-        raw = os.environ.get(name)
+        raw = settings.raw(name)
         row: dict[str, Any] = {
             "name": name,
             "value": raw,
@@ -226,19 +180,20 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
             "meaning": "",
             "suggestion": None,
         }
-        if name in _KNOWN:
-            if raw is None:
-                row["meaning"] = f"unset, so the default holds ({_default(name)})"
-            else:
-                row["valid"], row["parsed"], row["meaning"] = INTERPRETERS[name](raw)
+        if name in _KNOWN and raw is None:
+            default = next(row.default for row in ENVIRONMENT if row.name == name)
+            row["meaning"] = f"unset, so the default holds ({default})"
+        elif name in _KNOWN:
+            row["valid"], row["parsed"], row["meaning"] = INTERPRETERS[name](raw or "")
         elif name.startswith("TRITON_"):
             row["read_by"] = "triton"
             row["meaning"] = "Triton's own setting; flashinfer does not read it"
         else:
-            row["suggestion"] = suggestion = _nearest(name)
+            close = difflib.get_close_matches(name, sorted(_KNOWN), n=1, cutoff=0.6)
+            row["suggestion"] = close[0] if close else None
             hint = (
-                f"likely a typo of {suggestion}"
-                if suggestion
+                f"likely a typo of {close[0]}"
+                if close
                 else "no known name is close; `flashinfer backends --json` and "
                 "docs/configuration.rst list those it reads"
             )
@@ -247,18 +202,9 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
     return rows
 
 
-def _default(name: str) -> str:
-    return next(row.default for row in ENVIRONMENT if row.name == name)
-
-
-# --------------------------------------------------------------------------------------
-# System, CUDA
-# --------------------------------------------------------------------------------------
-
-
 def _cpu_model() -> str | None:
-    """The CPU's model name where it is cheap to read (Linux's ``/proc/cpuinfo``; else what
-    ``platform.processor()`` says, which is often empty on Linux)."""
+    """The CPU's model name where it is cheap to read (``/proc/cpuinfo``; else
+    ``platform.processor()``, often empty on Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -270,24 +216,21 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _distribution_name() -> str | None:
-    try:
-        return platform.freedesktop_os_release().get("PRETTY_NAME")
-    except (OSError, AttributeError):
-        return None
-
-
 def system_info() -> dict[str, Any]:
     """The operating system and CPU."""
     try:
         usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = None
+    try:
+        distribution = platform.freedesktop_os_release().get("PRETTY_NAME")
+    except (OSError, AttributeError):
+        distribution = None
     return {
         "os": platform.platform(),
         "system": platform.system(),
         "release": platform.release(),
-        "distribution": _distribution_name(),
+        "distribution": distribution,
         "machine": platform.machine(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -295,84 +238,66 @@ def system_info() -> dict[str, Any]:
     }
 
 
-def _driver_version(torch: Any) -> str | None:
-    """The CUDA driver's version (``"12.4"``) where CUDA is usable, else ``None``."""
-    if torch.version.cuda is None or not torch.cuda.is_available():
-        return None
-    try:
-        code = int(torch._C._cuda_getDriverVersion())
-    except (AttributeError, RuntimeError, TypeError, ValueError):
-        return None
-    if code <= 0:
-        return None
-    return f"{code // 1000}.{code % 1000 // 10}"
-
-
 def cuda_info() -> dict[str, str | None]:
-    """The CUDA runtime torch was built with and the driver's version; ``None`` where absent
-    (a CPU-only or HIP build, no driver, no device)."""
+    """The CUDA runtime torch was built with and the driver's version (``"12.4"``); ``None``
+    where absent (a CPU-only or HIP build, no driver, no device)."""
     import torch
 
-    return {"runtime": torch.version.cuda, "driver": _driver_version(torch)}
+    driver = None
+    if torch.version.cuda is not None and torch.cuda.is_available():
+        from flashinfer.torch_boundary import cuda_driver_version
+
+        try:
+            code = cuda_driver_version()
+        except (AttributeError, RuntimeError, TypeError, ValueError):
+            code = 0
+        driver = f"{code // 1000}.{code % 1000 // 10}" if code > 0 else None
+    return {"runtime": torch.version.cuda, "driver": driver}
 
 
-# --------------------------------------------------------------------------------------
-# Install
-# --------------------------------------------------------------------------------------
-
-
-def _read_git_file(path: Path) -> str | None:
+def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return None
 
 
-def git_commit(tree: Path) -> tuple[str | None, str | None]:
-    """``(commit, branch)`` of the checkout at ``tree``, read from its ``.git`` by hand (a
-    directory, or a worktree's ``gitdir:`` file; loose refs, then ``packed-refs``).
-    ``(None, None)`` when ``tree`` is not a repository or its files cannot be read; the
-    branch is ``None`` on a detached head."""
-    dot_git = tree / ".git"
-    git_dir: Path | None = dot_git if dot_git.is_dir() else None
-    if git_dir is None and dot_git.is_file():
-        pointer = _read_git_file(dot_git) or ""
-        if pointer.startswith("gitdir:"):
-            git_dir = (tree / pointer.removeprefix("gitdir:").strip()).resolve()
-    if git_dir is None:
-        return None, None
-    head = _read_git_file(git_dir / "HEAD")
-    if not head:
-        return None, None
-    if not head.startswith("ref:"):
-        return (head if _is_sha(head) else None), None
-    ref = head.removeprefix("ref:").strip()
-    branch = ref.removeprefix("refs/heads/")
-    common = git_dir
-    shared = _read_git_file(git_dir / "commondir")
-    if shared:
-        common = (git_dir / shared).resolve()
-    for base in dict.fromkeys((git_dir, common)):
-        sha = _read_git_file(base / ref)
-        if sha and _is_sha(sha):
-            return sha, branch
-    packed = _read_git_file(common / "packed-refs") or ""
-    for line in packed.splitlines():
-        sha, _, name = line.partition(" ")
-        if name.strip() == ref and _is_sha(sha):
-            return sha, branch
-    return None, branch  # an unborn branch: no commit yet
-
-
 def _is_sha(text: str) -> bool:
     return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
+def git_commit(tree: Path) -> tuple[str | None, str | None]:
+    """``(commit, branch)`` of the checkout at ``tree``, read from its ``.git`` (a directory,
+    or a worktree's ``gitdir:`` file; loose refs, then ``packed-refs``).  ``(None, None)``
+    when it is not a repository or cannot be read; the branch is ``None`` on a detached head."""
+    dot_git = tree / ".git"
+    git_dir: Path | None = dot_git if dot_git.is_dir() else None
+    pointer = (_read(dot_git) or "") if dot_git.is_file() else ""
+    if pointer.startswith("gitdir:"):
+        git_dir = (tree / pointer.removeprefix("gitdir:").strip()).resolve()
+    head = _read(git_dir / "HEAD") if git_dir is not None else None
+    if git_dir is None or not head:
+        return None, None
+    if not head.startswith("ref:"):
+        return (head if _is_sha(head) else None), None
+    ref = head.removeprefix("ref:").strip()
+    shared = _read(git_dir / "commondir")
+    common = (git_dir / shared).resolve() if shared else git_dir
+    for base in dict.fromkeys((git_dir, common)):
+        sha = _read(base / ref)
+        if sha and _is_sha(sha):
+            return sha, ref.removeprefix("refs/heads/")
+    for line in (_read(common / "packed-refs") or "").splitlines():
+        sha, _, name = line.partition(" ")
+        if name.strip() == ref and _is_sha(sha):
+            return sha, ref.removeprefix("refs/heads/")
+    return None, ref.removeprefix("refs/heads/")  # an unborn branch: no commit yet
+
+
 def _direct_url() -> dict[str, Any] | None:
-    """The ``direct_url.json`` (PEP 610) of the installed distribution, or ``None`` (installed
-    from an index, or not installed).  A build's ``*.egg-info`` in a checkout on ``sys.path``
-    shadows the installed metadata; a distribution that has the file is preferred."""
-    found = None
+    """The installed distribution's ``direct_url.json`` (PEP 610), or ``None`` (an index, or
+    not installed).  A checkout's ``*.egg-info`` on ``sys.path`` may shadow the installed
+    metadata: a distribution that has the file is preferred."""
     for dist in importlib.metadata.distributions(name=DISTRIBUTION):
         text = dist.read_text("direct_url.json")
         if text:
@@ -380,8 +305,8 @@ def _direct_url() -> dict[str, Any] | None:
                 found = json.loads(text)
             except ValueError:
                 continue
-            break
-    return found if isinstance(found, dict) else None
+            return found if isinstance(found, dict) else None
+    return None
 
 
 def _installed_version() -> str | None:
@@ -391,19 +316,12 @@ def _installed_version() -> str | None:
         return None
 
 
-def _file_path(url: str) -> str | None:
-    if not url.startswith("file://"):
-        return None
-    from urllib.parse import unquote, urlparse
-
-    return unquote(urlparse(url).path) or None
-
-
 def install_info() -> dict[str, Any]:
     """How flashinfer was installed: ``kind`` is ``"editable"`` (a checkout, with its path
-    and git commit), ``"local directory"`` (built from a directory, not editable),
-    ``"archive"`` or ``"vcs"`` (a URL), ``"wheel"`` (from an index), or ``"not installed"``
-    (imported from a tree on ``sys.path``)."""
+    and git commit), ``"local directory"``, ``"archive"`` or ``"vcs"`` (a URL), ``"wheel"``
+    (from an index), or ``"not installed"`` (imported from a tree on ``sys.path``)."""
+    from urllib.parse import unquote, urlparse
+
     imported_from = str(Path(__file__).resolve().parents[1])  # the flashinfer package
     version = _installed_version()
     direct = _direct_url() if version is not None else None
@@ -419,18 +337,16 @@ def install_info() -> dict[str, Any]:
         "git_branch": None,
         "note": None,
     }
+    source: str | None = None
     if version is None:
         info["kind"] = "not installed"
-        source: str | None = str(Path(imported_from).parent)
-    elif direct is None:
-        source = None
-    elif isinstance(direct.get("dir_info"), dict):
-        editable = bool(direct["dir_info"].get("editable"))
-        info["kind"] = "editable" if editable else "local directory"
-        source = _file_path(str(url or ""))
-    else:
+        source = str(Path(imported_from).parent)
+    elif direct is not None and isinstance(direct.get("dir_info"), dict):
+        info["kind"] = "editable" if direct["dir_info"].get("editable") else "local directory"
+        text = str(url or "")
+        source = (unquote(urlparse(text).path) or None) if text.startswith("file://") else None
+    elif direct is not None:
         info["kind"] = "vcs" if "vcs_info" in direct else "archive"
-        source = None
         vcs = direct.get("vcs_info")
         if isinstance(vcs, dict) and isinstance(vcs.get("commit_id"), str):
             info["git_commit"] = vcs["commit_id"]
@@ -445,29 +361,22 @@ def install_info() -> dict[str, Any]:
     return info
 
 
-# --------------------------------------------------------------------------------------
-# The text
-# --------------------------------------------------------------------------------------
+# -- the text ---------------------------------------------------------------------------------
 
 
 def _install_line(info: dict[str, Any]) -> str:
-    kind = info["kind"]
-    if kind == "not installed":
-        text = f"not installed: imported from {info['path']}"
-    elif kind == "wheel":
-        text = f"{info['distribution']} {info['version']}, a wheel from an index"
-    elif kind == "editable":
-        text = f"{info['distribution']} {info['version']}, editable checkout {info['source_path']}"
-    else:
-        text = f"{info['distribution']} {info['version']}, from {kind} {info['url']}"
+    kind, dist = info["kind"], f"{info['distribution']} {info['version']}"
+    text = {
+        "not installed": f"not installed: imported from {info['path']}",
+        "wheel": f"{dist}, a wheel from an index",
+        "editable": f"{dist}, editable checkout {info['source_path']}",
+    }.get(kind, f"{dist}, from {kind} {info['url']}")
     if info["git_commit"]:
         branch = f" on {info['git_branch']}" if info["git_branch"] else ""
         text += f" (git {info['git_commit'][:12]}{branch})"
     elif info["source_path"] and kind in ("editable", "not installed"):
         text += " (not a git checkout)"
-    if info["note"]:
-        text += f"; {info['note']}"
-    return text
+    return text + (f"; {info['note']}" if info["note"] else "")
 
 
 def detail_lines(report: dict[str, Any]) -> list[str]:
@@ -476,22 +385,21 @@ def detail_lines(report: dict[str, Any]) -> list[str]:
     for row in report["environment"]:
         shown = "" if row["value"] is None else f"={row['value']!r}"  # meaning says unset
         lines.append(f"  {row['name']}{shown}: {row['meaning']}")
-    system = report["system"]
+    system, cuda, tuned = report["system"], report["cuda"], report["autotuner_file"]
     distro = f", {system['distribution']}" if system["distribution"] else ""
-    lines.append(f"os                {system['os']}{distro}")
-    cpus = system["cpu_count"]
-    usable = system["cpus_usable"]
+    cpus, usable = system["cpu_count"], system["cpus_usable"]
     count = f"{cpus} cores" if cpus is not None else "core count unknown"
     if usable is not None and usable != cpus:
         count += f", {usable} usable here"
-    lines.append(f"cpu               {system['cpu_model'] or system['machine']} ({count})")
-    cuda = report["cuda"]
-    lines.append(f"CUDA runtime      {cuda['runtime'] or 'none (torch has no CUDA build)'}")
-    lines.append(f"CUDA driver       {cuda['driver'] or 'none found'}")
-    lines.append(f"install           {_install_line(report['install'])}")
-    tuned = report["autotuner_file"]
-    lines.append(f"tuning file       {tuned['path'] if tuned else f'none: {AUTOTUNER_FILE_NOTE}'}")
-    return lines
+    return [
+        *lines,
+        f"os                {system['os']}{distro}",
+        f"cpu               {system['cpu_model'] or system['machine']} ({count})",
+        f"CUDA runtime      {cuda['runtime'] or 'none (torch has no CUDA build)'}",
+        f"CUDA driver       {cuda['driver'] or 'none found'}",
+        f"install           {_install_line(report['install'])}",
+        f"tuning file       {tuned['path'] if tuned else f'none: {AUTOTUNER_FILE_NOTE}'}",
+    ]
 
 
 # Named first in the header: they change which backend backend='auto' picks.
@@ -500,39 +408,24 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
     """One line for the header, within ``width``: the variables whose value flashinfer
-    rejected (a rejected ``FLASHINFER_BACKENDS`` restricts nothing), then unknown
-    ``FLASHINFER_*`` names (likely typos), then the others that are set (flashinfer's,
-    those that change what ``backend='auto'`` picks first, and Triton's own), as many as
-    fit, the others counted: every variable the details list as set is named or counted
-    once.  ``None`` when none is set."""
-    groups = settings_groups(report["environment"])
-    if not any(names for names, _ in groups):
-        return None
-    total = sum(len(names) for names, _ in groups)
-    line = ""
-    for shown in range(total, -1, -1):
-        line = _summary(groups, shown)
-        if len(line) <= width:
-            break
-    return line
-
-
-def settings_groups(rows: list[dict[str, Any]]) -> list[tuple[list[str], str]]:
-    """The set variables of ``rows`` (the report's ``environment``) in the header's groups,
-    each with its label: rejected values, unknown names, the others set."""
-    present = [r for r in rows if r["value"] is not None]
+    rejected, then unknown ``FLASHINFER_*`` names (likely typos), then the others set, as
+    many as fit, the others counted: each set variable is named or counted once.  ``None``
+    when none is set."""
+    present = [r for r in report["environment"] if r["value"] is not None]
     unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
     rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
     others = [r["name"] for r in present if r["name"] not in unknown and r["name"] not in rejected]
     for names in (rejected, others):
-        names.sort(
-            key=lambda name: (name not in _DECIDE_WHAT_RUNS, name.startswith("TRITON_"), name)
-        )
-    return [  # a rejected value first: it changes what runs (FLASHINFER_BACKENDS restricts nothing)
-        (rejected, "rejected"),
-        (unknown, "unknown (a typo?)"),
-        (others, "set"),
-    ]
+        names.sort(key=lambda n: (n not in _DECIDE_WHAT_RUNS, n.startswith("TRITON_"), n))
+    groups = [(rejected, "rejected"), (unknown, "unknown (a typo?)"), (others, "set")]
+    if not present:
+        return None
+    line = ""
+    for shown in range(len(present), -1, -1):
+        line = _summary(groups, shown)
+        if len(line) <= width:
+            break
+    return line
 
 
 def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
@@ -546,9 +439,7 @@ def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
         more = len(names) - len(named)
         if named:
             listed = ", ".join(named) + (f" and {more} more" if more else "")
-        elif (
-            parts
-        ):  # short, so that the names before fit: "FLASHINFER_BACKENDS rejected; 3 more set"
+        elif parts:  # short, so that the names before fit: "... rejected; 3 more set"
             listed = f"{more} more"
         else:
             listed = f"{more} variable{'s' if more > 1 else ''}"

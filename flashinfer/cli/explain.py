@@ -1,24 +1,12 @@
 """``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and why.
 
-The op is named either way, as for ``flashinfer autotune``: ``flashinfer explain mm ...`` or
-``flashinfer explain --op mm ...``.  The help's example (:data:`EXAMPLE`) is README's Quick
-look problem, so it shows what the Quick look says: the experimental backend can run and the
-gate leaves it out (``tests/test_explain_example.py`` runs it and compares).
-
-For each shape it describes inputs the way ``flashinfer autotune`` builds them (same shape
-syntax), then prints ``op.explain(...)``: per backend whether it can run and what left it out
-(capability, support check, the experimental gate, a restriction, the heuristic), the
-candidates, the choice and where it comes from.  Nothing but the checks runs: no kernel.
-
-It reasons on metadata: the inputs are fake tensors (``FakeTensorMode``: shape, strides,
-dtype and device, no storage), so a problem of any size costs no memory.  Checks that read
-only metadata (every shipped one) decide as on real tensors; a backend whose checks read
-tensor data is reported as not decided (see :mod:`flashinfer.dispatch.explain`).  A shape no
-tensor can have (a dimension past ``2**63 - 1``, or a tensor of the problem with more bytes
-than that) is a usage error, exit 2.
-``FLASHINFER_BACKENDS`` and ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` apply as they
-would to the program; ``--tuning-file`` loads a tuning file first, to show what a process
-that loaded it runs.
+For each shape (the syntax of ``flashinfer autotune``) it builds the op's inputs as fake
+tensors (``FakeTensorMode``: metadata, no storage, so a problem of any size costs no memory)
+and prints ``op.explain(...)``: per backend whether it can run and what left it out, the
+candidates, the choice and where it comes from.  No kernel runs.  A shape no tensor can have
+is a usage error (exit 2).  ``FLASHINFER_BACKENDS`` and the gate apply as in the program;
+``--tuning-file`` loads a tuning file first.  The help's example (:data:`EXAMPLE`) is
+README's Quick look problem (``tests/test_explain_example.py`` runs it).
 """
 
 from __future__ import annotations
@@ -38,60 +26,35 @@ from flashinfer.cli.common import (
     op_from_args,
 )
 
-__all__ = [
-    "EXAMPLE",
-    "add_explain_parser",
-    "example_call_inputs",
-]
+__all__ = ["EXAMPLE", "add_explain_parser", "example_call_inputs"]
 
 EXAMPLE = f"{PROG} explain mm --shapes 16x32x2048"
-"""The example in the help: README's Quick look problem, ``mm`` of a ``16x2048`` and a
-``2048x32`` float32 tensor (``--shapes`` is ``MxNxK``), the one whose experimental backend
-the Quick look shows left out of ``"auto"`` by the gate."""
+"""README's Quick look problem: ``mm`` of a ``16x2048`` and a ``2048x32`` float32 tensor
+(``--shapes`` is ``MxNxK``), whose experimental backend the gate leaves out of ``"auto"``."""
+
+
+def _apis(name: str) -> dict[str, Any]:
+    """The ops with backends, by name, and the op ``name`` of the one list if it has none
+    but explains its calls itself (an ``explain_paths`` attribute, returning a
+    ``PathExplanation``)."""
+    import importlib
+    import types
+
+    from flashinfer.api_modules import OPS
+    from flashinfer.dispatch.backend_names import flashinfer_apis
+
+    apis: dict[str, Any] = dict(flashinfer_apis())
+    if name not in apis and name in OPS:
+        op = getattr(importlib.import_module(OPS[name]), name, None)
+        if callable(explain := getattr(op, "explain_paths", None)):
+            apis[name] = types.SimpleNamespace(explain=explain)
+    return apis
 
 
 def _known_ops() -> str:
     from flashinfer.dispatch.backend_names import flashinfer_apis
 
     return "ops with backends: " + (", ".join(sorted(flashinfer_apis())) or "none")
-
-
-def _resolve(name: str) -> tuple[Any, Any]:
-    """The op named ``name`` and how to build its inputs from a shape."""
-    from flashinfer.dispatch.backend_names import flashinfer_apis
-    from flashinfer.testing import example_inputs_for
-
-    apis = dict(flashinfer_apis())
-    op = _op_without_backends(name) if name not in apis else None
-    if op is not None:  # an op whose module explains it (no backends to choose between)
-        apis[name] = op
-    known = ", ".join(sorted(apis)) or "none"
-    if name not in apis:
-        raise UsageError(f"unknown op {name!r}; ops with backends: {known}")
-    target = example_inputs_for(name)
-    if target is None:
-        raise UsageError(
-            f"{name}: this command cannot build its inputs from a shape: the op declares no "
-            "example inputs (declare_cases(..., examples=ExampleInputs(...)))"
-        )
-    return apis[name], target
-
-
-def _op_without_backends(name: str) -> Any:
-    """The op of the one list named ``name`` that has no backends but explains its calls
-    itself (an ``explain_paths`` attribute, returning a ``PathExplanation``), as something
-    with the ``explain`` of an op with backends; or None."""
-    import importlib
-    import types
-
-    from flashinfer.api_modules import OPS
-
-    if name not in OPS:
-        return None
-    explain = getattr(
-        getattr(importlib.import_module(OPS[name]), name, None), "explain_paths", None
-    )
-    return types.SimpleNamespace(explain=explain) if callable(explain) else None
 
 
 def _load_tuning_file(path: str, err: TextIO) -> None:
@@ -111,26 +74,18 @@ def _load_tuning_file(path: str, err: TextIO) -> None:
         print(f"{PROG} explain: warning: {w.message}", file=err)
 
 
-def _as_dict(explanation: Any) -> dict[str, Any]:
-    doc = dataclasses.asdict(explanation)
-    doc["tactic"] = repr(explanation.tactic) if explanation.tactic is not None else None
-    return doc
-
-
 def example_call_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
-    """The inputs the command's call of the op takes, as fake tensors: built by the target
-    (as ``autotune`` builds them) inside ``FakeTensorMode``, so nothing of the problem's
-    size is allocated.  ``UsageError`` if torch cannot describe them."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    """The inputs the command's call of the op takes, as fake tensors built by the target
+    (as ``autotune`` builds them) inside ``FakeTensorMode``.  ``UsageError`` if torch cannot
+    describe them."""
+    from flashinfer.torch_boundary import FakeTensorMode
 
     captured: list[tuple[tuple, dict]] = []
-
-    def capture(*args: Any, **kwargs: Any) -> None:
-        captured.append((args, kwargs))
-
     try:
         with FakeTensorMode():
-            target.call(capture, dims, dtype, device)
+            target.call(
+                lambda *args, **kwargs: captured.append((args, kwargs)), dims, dtype, device
+            )
     except (RuntimeError, TypeError, OverflowError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UsageError(
@@ -143,9 +98,19 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
     from flashinfer.cli.autotune import parse_shapes
+    from flashinfer.testing import example_inputs_for
 
-    args.op = op_from_args(args, _known_ops)
-    op, target = _resolve(args.op)
+    name = args.op = op_from_args(args, _known_ops)
+    apis = _apis(name)
+    if name not in apis:
+        known = ", ".join(sorted(apis)) or "none"
+        raise UsageError(f"unknown op {name!r}; ops with backends: {known}")
+    target = example_inputs_for(name)
+    if target is None:
+        raise UsageError(
+            f"{name}: this command cannot build its inputs from a shape: the op declares no "
+            "example inputs (declare_cases(..., examples=ExampleInputs(...)))"
+        )
     shapes = parse_shapes(args.shapes, target)
     dtype = getattr(torch, args.dtype)
     for dims in shapes:
@@ -155,9 +120,13 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     inputs = [example_call_inputs(target, dims, dtype, args.device) for dims in shapes]
     if args.tuning_file is not None:
         _load_tuning_file(args.tuning_file, err)
-    found = [op.explain(*call_args, **kwargs) for call_args, kwargs in inputs]
+    found = [apis[name].explain(*call_args, **kwargs) for call_args, kwargs in inputs]
     if args.json:
-        print(json.dumps([_as_dict(e) for e in found], indent=2), file=out)
+        docs = [
+            {**dataclasses.asdict(e), "tactic": None if e.tactic is None else repr(e.tactic)}
+            for e in found
+        ]
+        print(json.dumps(docs, indent=2), file=out)
     else:
         print("\n\n".join(str(e) for e in found), file=out)
     return 0
@@ -172,20 +141,17 @@ _EXAMPLE_HELP = (
 
 
 def _epilog() -> str:
-    """Each op's ``--shapes`` format, then the example.  Computed when ``--help`` is asked
-    for, from the ops' declarations read from source (importing them would import torch)."""
+    """Each op's ``--shapes`` format, then the example (read from the ops' source when
+    ``--help`` is asked for: importing them would import torch)."""
     from flashinfer.cli.declarations import help_examples
 
     declared = help_examples(tunable_only=False)
-    if declared:
-        width = max(len(name) for name in declared)
-        shapes = "\n".join(
-            f"  {name.ljust(width)}  --shapes {shape_help}, e.g. {example}"
-            for name, (shape_help, example) in declared.items()
-        )
-    else:
-        shapes = "  none in this build"
-    return f"ops and their --shapes:\n{shapes}\n\n{_EXAMPLE_HELP}"
+    width = max(map(len, declared), default=0)
+    shapes = "\n".join(
+        f"  {name.ljust(width)}  --shapes {shape_help}, e.g. {example}"
+        for name, (shape_help, example) in declared.items()
+    )
+    return f"ops and their --shapes:\n{shapes or '  none in this build'}\n\n{_EXAMPLE_HELP}"
 
 
 class _HelpAction(argparse.Action):

@@ -1,85 +1,67 @@
-"""``flashinfer lifecycle``: take experimental work out of the experimental state.
+"""``flashinfer lifecycle graduate|rename|remove``: take experimental work out of the
+experimental state in a checkout (docs/lifecycle.rst has the decisions).
 
-::
-
-    flashinfer lifecycle graduate OP:BACKEND [--apply]      an experimental backend: stable
-    flashinfer lifecycle graduate API [--apply]             an experimental API: stable
-    flashinfer lifecycle rename OP:OLD|API --to NEW [--apply]   OLD stays an alias
-    flashinfer lifecycle remove OP:BACKEND|API [--apply]    deleted, leaving a tombstone
-
-Without ``--apply`` the command prints the plan: each file it would write, move or delete,
-the record it would add to the declared history (``flashinfer/gating/history.py``), the
-CHANGELOG entry, and the steps left to the author.  With ``--apply`` it makes those edits in
-the checkout (``--root``, by default the one this ``flashinfer`` is imported from), then
-regenerates ``docs/generated/`` and formats what it wrote (``ruff format``, when installed).
-
-A graduated feature's code moves from ``flashinfer/experimental/<feature>/`` to
-``flashinfer/features/<feature>/`` (the same layout, now stable code); a promoted API's old
-module paths stay as deprecated aliases for two minor releases.  The decisions are in
-``docs/lifecycle.rst``.
+Without ``--apply`` it prints the plan (:class:`Plan`): each file it would write, move or
+delete, the records it adds to ``flashinfer/gating/history.py``, and the steps left to the
+author.  With ``--apply`` it writes them, imports the edited checkout in a fresh interpreter
+to check the change (putting every file back if that fails), regenerates ``docs/generated/``
+and formats what it wrote.  Python source is edited on its syntax tree
+(:mod:`flashinfer.cli.lifecycle_edits`, LibCST).  Loaded when the command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import keyword
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from flashinfer.api_modules import OPS
+from flashinfer.cli import lifecycle_edits as edits
 from flashinfer.cli.common import UsageError
+from flashinfer.gating.history import (
+    Graduated,
+    LifecycleRecord,
+    Removed,
+    Renamed,
+    alias_message,
+    expiry_after,
+)
 
-if TYPE_CHECKING:
-    from flashinfer.cli.lifecycle_exits import Plan, plan_for
+__all__ = ["Plan", "api_name_problem", "cmd_lifecycle", "minor_release", "plan_for"]
 
-__all__ = ["Plan", "add_lifecycle_parser", "cmd_lifecycle", "minor_release", "plan_for"]
-
+EXPERIMENTAL, FEATURES = "flashinfer/experimental", "flashinfer/features"
+HISTORY_FILE = "flashinfer/gating/history.py"
 WRITE_DOCS = ["scripts/docs/write_dispatchers.py"]
 
 
-def __getattr__(name: str) -> Any:
-    """``Plan`` and ``plan_for``, from the module that builds plans (loaded when asked: it
-    imports LibCST, which building the command's parser does not need)."""
-    if name in ("Plan", "plan_for"):
-        from flashinfer.cli import lifecycle_exits
+@dataclass
+class Plan:
+    """What one exit changes: file texts by path (``None``: deleted), the records, and the
+    steps left to the author; ``verify`` runs in the edited checkout and must pass."""
 
-        return getattr(lifecycle_exits, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    title: str
+    record: LifecycleRecord
+    changes: dict[str, str | None] = field(default_factory=dict)
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    extra_records: list[LifecycleRecord] = field(default_factory=list)
+    left_to_author: list[str] = field(default_factory=list)
+    verify: str = ""
 
 
-def add_lifecycle_parser(sub: Any) -> None:
-    """``flashinfer lifecycle ACTION TARGET``."""
-    p = sub.add_parser(
-        "lifecycle",
-        help="graduate, rename or remove experimental work (prints the plan; --apply edits)",
-        description="Take experimental work out of the experimental state in a checkout: "
-        "`graduate` a backend (OP:BACKEND) or an API, `rename` either (--to NEW; "
-        "the old name stays an alias), or `remove` either (leaving a tombstone).  Prints "
-        "the planned change; --apply makes it.  See docs/lifecycle.rst.",
-    )
-    p.add_argument("action", choices=("graduate", "rename", "remove"), help="the exit")
-    p.add_argument(
-        "target", help="OP:BACKEND for a backend (mm:splitk), or an API's name (fused_add_rmsnorm)"
-    )
-    p.add_argument("--to", dest="new_name", metavar="NEW", help="rename: the new name")
-    p.add_argument(
-        "--instead",
-        help="remove: what to use instead (a backend, or an API's qualified name); default "
-        "for a backend: the op's first stable backend",
-    )
-    p.add_argument("--apply", action="store_true", help="make the change in the checkout")
-    p.add_argument("--root", help="the checkout to edit (default: this flashinfer's)")
-    p.add_argument("--version", help="the release it happens in (default: the checkout's)")
-    p.set_defaults(func=cmd_lifecycle)
+# -- the command -------------------------------------------------------------------------------
 
 
 def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Print the plan of ``args.action`` on ``args.target``; with ``--apply``, make it."""
     from flashinfer._version import __version__
-    from flashinfer.cli.lifecycle_exits import HISTORY_FILE, plan_for
 
     root = Path(args.root) if args.root else Path(__file__).resolve().parents[2]
     if not (root / HISTORY_FILE).is_file() or not (root / "CHANGELOG.md").is_file():
@@ -92,10 +74,16 @@ def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.apply:
         print("\n(nothing written: add --apply to make this change)", file=out)
         return 0
-    originals = _apply(root, plan)
+    originals = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in plan.changes}
+    _write(root, plan)
     problem = _verify(root, plan)
     if problem is not None:  # a wrong edit is undone, never reported as applied
-        _restore(root, originals)
+        for path, data in originals.items():
+            if data is None:
+                (root / path).unlink(missing_ok=True)
+            else:
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_bytes(data)
         print(f"\nnot applied: {problem}\nthe checkout is as it was.", file=err)
         return 1
     _regenerate(root, plan, err)
@@ -104,9 +92,8 @@ def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def minor_release(version: str, given: bool = True) -> str:
-    """``version`` as the minor release ``X.Y.0`` an exit ships in (docs/lifecycle.rst:
-    exits happen in minor releases); ``UsageError`` for anything else (``banana``, or a patch
-    release such as ``0.1.1``)."""
+    """``version`` as the minor release ``X.Y.0`` an exit ships in; ``UsageError`` for
+    anything else (``banana``, or a patch release such as ``0.1.1``)."""
     where = "--version" if given else f"the checkout's version {version!r}; pass --version"
     parts = version.split(".")
     if not (2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)):
@@ -119,38 +106,28 @@ def minor_release(version: str, given: bool = True) -> str:
     return f"{int(parts[0])}.{int(parts[1])}.0"
 
 
-# -- printing and applying -------------------------------------------------------------------------
-
-
 def _print_plan(root: Path, plan: Plan, out: TextIO) -> None:
-    from flashinfer.cli.lifecycle_edits import record_source
-    from flashinfer.cli.lifecycle_exits import HISTORY_FILE
-
     print(f"flashinfer lifecycle: {plan.title}", file=out)
     print(f"\nrecords added to {HISTORY_FILE}:", file=out)
     for record in (plan.record, *plan.extra_records):
-        print(record_source(record).rstrip(), file=out)
+        print(edits.record_source(record).rstrip(), file=out)
     moved = dict(plan.moved)
-    targets = set(moved.values())
     print("\nfiles:", file=out)
     for old, new in plan.moved:
         print(f"  move    {old} -> {new}", file=out)
     for path, text in sorted(plan.changes.items()):
-        if path in targets:
+        if path in moved.values() or (text is None and path in moved):
             continue
         if text is None:
-            if path not in moved:
-                print(f"  delete  {path}", file=out)
-            continue
-        if path in moved:
+            print(f"  delete  {path}", file=out)
+        elif path in moved:
             print(f"  alias   {path} (a deprecated alias of the moved module)", file=out)
-            continue
-        before = (root / path).read_text(encoding="utf-8") if (root / path).exists() else ""
-        if before == text:
-            continue
-        diff = difflib.unified_diff(before.splitlines(), text.splitlines(), lineterm="", n=0)
-        changed = sum(1 for d in diff if d[:1] in "+-" and d[:3] not in ("+++", "---"))
-        print(f"  {'edit   ' if before else 'create '} {path} ({changed} lines)", file=out)
+        else:
+            before = (root / path).read_text(encoding="utf-8") if (root / path).exists() else ""
+            if before != text:
+                diff = difflib.unified_diff(before.splitlines(), text.splitlines(), "", "", n=0)
+                changed = sum(1 for d in diff if d[:1] in "+-" and d[:3] not in ("+++", "---"))
+                print(f"  {'edit   ' if before else 'create '} {path} ({changed} lines)", file=out)
     print(f"  run     {' '.join(WRITE_DOCS)} (docs/generated/)", file=out)
     if plan.left_to_author:
         print("\nleft to the author (needs judgement):", file=out)
@@ -158,40 +135,24 @@ def _print_plan(root: Path, plan: Plan, out: TextIO) -> None:
             print(f"  - {step}", file=out)
 
 
-def _apply(root: Path, plan: Plan) -> dict[str, bytes | None]:
-    """Write the plan; returns what each path held before (``None``: absent)."""
-    originals = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in plan.changes}
+def _write(root: Path, plan: Plan) -> None:
     for path, text in plan.changes.items():
         target = root / path
         if text is None:
-            if target.exists():
-                target.unlink()
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    for path, text in plan.changes.items():  # an emptied folder goes (its caches with it)
-        folder = (root / path).parent
-        if text is not None or not folder.exists():
-            continue
-        left = [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-        if not left:
-            shutil.rmtree(folder)
-    return originals
-
-
-def _restore(root: Path, originals: dict[str, bytes | None]) -> None:
-    for path, data in originals.items():
-        target = root / path
-        if data is None:
             target.unlink(missing_ok=True)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            target.write_text(text, encoding="utf-8")
+    for path, text in plan.changes.items():  # an emptied folder goes (its caches with it)
+        folder = (root / path).parent
+        if text is None and folder.exists():
+            if not [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]:
+                shutil.rmtree(folder)
 
 
 def _verify(root: Path, plan: Plan) -> str | None:
-    """Whether the written checkout imports and shows the change (``plan.verify``), run in
-    a fresh interpreter; ``None`` when it does, else what went wrong."""
+    """``None`` when the written checkout imports and passes ``plan.verify`` in a fresh
+    interpreter, else what went wrong."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
     env["PYTHONPATH"] = str(root)
     script = "import warnings\nwarnings.simplefilter('ignore')\nimport flashinfer\n" + plan.verify
@@ -209,14 +170,428 @@ def _regenerate(root: Path, plan: Plan, err: TextIO) -> None:
     ]
     ruff = shutil.which("ruff")
     if ruff is not None and written:  # imports sorted, then formatted, as the checks want
-        subprocess.run(
-            [ruff, "check", "-q", "--fix", "--select", "I", *written], cwd=root, check=False
-        )
-        subprocess.run([ruff, "format", "-q", *written], cwd=root, check=False)
+        subprocess.run([ruff, "check", "-q", "--fix", "--select", "I", *written], cwd=root)
+        subprocess.run([ruff, "format", "-q", *written], cwd=root)
     env = dict(os.environ, PYTHONPATH=str(root))
-    for script in (WRITE_DOCS,):
-        done = subprocess.run(
-            [sys.executable, *script], cwd=root, env=env, capture_output=True, text=True
+    done = subprocess.run(
+        [sys.executable, *WRITE_DOCS], cwd=root, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        print(f"note: {' '.join(WRITE_DOCS)} failed:\n{done.stdout}{done.stderr}", file=err)
+
+
+# -- the plans ------------------------------------------------------------------------------------
+
+
+def plan_for(root: Path, action: str, target: str, version: str, args: Any = None) -> Plan:
+    """The plan of ``action`` (graduate, remove, rename) on ``target`` in ``root``."""
+    op_name, colon, backend = target.partition(":")
+    instead = getattr(args, "instead", None)
+    if colon:
+        op = _op(op_name)
+        if action == "graduate":
+            return _graduate_backend(root, op, backend, version)
+        if action == "remove":
+            return _remove_backend(root, op, backend, version, instead or op.stable_backends[0])
+        return _rename_backend(root, op, backend, args.new_name, version)
+    api = _experimental_api(target)
+    if action == "graduate":
+        return _graduate_api(root, api, version)
+    if action == "remove":
+        if not instead:
+            raise UsageError("removing an API needs --instead (what callers should use)")
+        return _remove_api(root, api, version, instead)
+    return _rename_api(root, api, args.new_name, version)
+
+
+def _op(name: str) -> Any:
+    from flashinfer.dispatch.backend_names import flashinfer_apis
+
+    api = flashinfer_apis().get(name)
+    if api is None:
+        raise UsageError(f"unknown op {name!r}; ops with backends: {', '.join(flashinfer_apis())}")
+    return api.dispatcher
+
+
+def _experimental_api(name: str) -> Any:
+    from flashinfer.gating.lifecycle import experimental_features
+
+    apis = {f.api.rpartition(".")[2]: f for f in experimental_features() if f.kind == "api"}
+    if name not in apis:
+        raise UsageError(
+            f"{name!r} is not an experimental API; experimental APIs: {', '.join(apis) or 'none'}"
+            " (a backend is named OP:BACKEND)"
         )
-        if done.returncode != 0:
-            print(f"note: {' '.join(script)} failed:\n{done.stdout}{done.stderr}", file=err)
+    return apis[name]
+
+
+def _experimental_backend(op: Any, backend: str) -> tuple[str, str]:
+    """``(feature, checker's module)`` of an experimental backend of ``op``."""
+    from flashinfer.gating.records import feature_of_module
+
+    if backend not in op.backend_checks:
+        raise UsageError(
+            f"{op.api_name} has no backend {backend!r}; its backends: {list(op.backend_checks)}"
+        )
+    if backend not in op.experimental_backends:
+        raise UsageError(f"backend {backend!r} of {op.api_name} is not experimental")
+    module = op.backend_checks[backend].__module__
+    feature = feature_of_module(module)
+    if feature is None:
+        raise UsageError(f"backend {backend!r} is not defined under flashinfer/experimental/")
+    return feature, module
+
+
+def _path(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def _read(root: Path, path: str, plan: Plan) -> str:
+    if path not in plan.changes:
+        return (root / path).read_text(encoding="utf-8")
+    text = plan.changes[path]
+    assert text is not None
+    return text
+
+
+def _files(root: Path, folder: str, pattern: str = "*") -> list[str]:
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in (root / folder).rglob(pattern)
+        if p.is_file() and "__pycache__" not in p.parts
+    )
+
+
+def _move_feature(root: Path, feature: str, plan: Plan) -> None:
+    """The feature's folder moves to ``flashinfer/features/``; every import of it follows."""
+    old_mod, new_mod = f"flashinfer.experimental.{feature}", f"flashinfer.features.{feature}"
+    old_dir, new_dir = f"{EXPERIMENTAL}/{feature}", f"{FEATURES}/{feature}"
+    if not (root / FEATURES / "__init__.py").exists():  # the first feature to graduate
+        plan.changes[f"{FEATURES}/__init__.py"] = (
+            '"""Graduated features\' code, stable now, laid out as it was under '
+            'flashinfer/experimental/\n(docs/lifecycle.rst).\n"""\n'
+        )
+    for path in _files(root, old_dir):
+        text = _read(root, path, plan)
+        if path.endswith(".py"):
+            text = edits.move_package(text, old_mod, new_mod, old_dir, new_dir)
+        plan.changes[path] = None
+        plan.changes[new_dir + path[len(old_dir) :]] = text
+        plan.moved.append((path, new_dir + path[len(old_dir) :]))
+    for path in _files(root, "flashinfer", "*.py"):
+        if path.startswith(old_dir + "/") or old_mod not in (text := _read(root, path, plan)):
+            continue
+        moved = edits.move_package(text, old_mod, new_mod, old_dir, new_dir)
+        if moved != text:
+            plan.changes[path] = moved.replace(
+                "The only module-level import from flashinfer.experimental",
+                "The graduated feature's module-level import",
+            )
+
+
+def _history_and_changelog(root: Path, plan: Plan, entry: str) -> None:
+    for record in (plan.record, *plan.extra_records):
+        text = _read(root, HISTORY_FILE, plan)
+        plan.changes[HISTORY_FILE] = edits.add_history_record(text, record)
+    text = _read(root, "CHANGELOG.md", plan)
+    plan.changes["CHANGELOG.md"] = edits.add_changelog_entry(text, entry)
+
+
+def _record_removal(root: Path, plan: Plan, tested: str, entry: str, step: str) -> None:
+    """What every removal does last: its test file goes, the history and CHANGELOG say so,
+    and the author is left ``step`` and closing the tracking issue."""
+    test = f"tests/experimental/test_{tested}.py"
+    if (root / test).exists():
+        plan.changes[test] = None
+    _history_and_changelog(root, plan, entry)
+    plan.left_to_author += [step, "close the tracking issue with the reason"]
+
+
+def _issue(marked: Any) -> str:
+    """The tracking issue a graduation's CHANGELOG entry names, from the marker's metadata."""
+    info = getattr(marked, "experimental_info", None) or getattr(marked, "info", None)
+    issue = getattr(info, "tracking_issue", None)
+    if not issue:
+        return "no tracking issue recorded"
+    return f"issue {issue}" if str(issue).isdigit() else str(issue)
+
+
+def _backend_check(op: Any, backend: str, condition: str) -> str:
+    """The check run after writing: ``backend`` (of ``op``) meets ``condition``."""
+    return (
+        "from flashinfer.dispatch.backend_names import flashinfer_apis\n"
+        f"op = flashinfer_apis()[{op.api_name!r}].dispatcher\n"
+        f"assert {backend!r} {condition}, "
+        f"({op.api_name + ': backend ' + repr(backend) + ' not ' + condition!r}, "
+        "list(op.backend_checks))\n"
+    )
+
+
+def _graduate_backend(root: Path, op: Any, backend: str, version: str) -> Plan:
+    feature, module = _experimental_backend(op, backend)
+    record = Graduated(op.api_key, version, backend=backend)
+    plan = Plan(f"graduate backend {backend!r} of {op.api_name} (feature {feature})", record)
+    checker = op.backend_checks[backend]
+    text = edits.drop_decorator(
+        _read(root, _path(module), plan), checker.__name__, "experimental_backend"
+    )
+    before = text
+    text = edits.drop_keyword(text, "Backend", backend, "prefer", check=checker.__name__)
+    prefer = (
+        "its prefer= was dropped: a stable backend may not declare one; " if text != before else ""
+    )
+    text = edits.drop_import_name(text, "flashinfer.backend_dispatch", "experimental_backend")
+    plan.changes[_path(module)] = text
+    plan.verify = _backend_check(op, backend, "in op.stable_backends")
+    _move_feature(root, feature, plan)
+    _history_and_changelog(
+        root,
+        plan,
+        f"Graduated ({_issue(checker)}): backend `{backend}` of `{op.api_name}` is stable since "
+        f'{version}. `backend="{backend}"` works as before without an `ExperimentalWarning`; '
+        '`"auto"` and the autotuner consider it with the gate off; tuning files that '
+        "recorded it as experimental are used as they are.",
+    )
+    plan.left_to_author += [
+        f"rank {backend!r} in {op.api_name}'s heuristic ({prefer}until then the heuristic "
+        "ranks it last)",
+        f"move its tests from tests/experimental/ into the stable suite (tests of the gate and "
+        f"the warning for {backend!r} no longer hold)",
+        f"update prose that calls it experimental ({op.api_name}'s docstring, docs/*.rst)",
+    ]
+    return plan
+
+
+def _graduate_api(root: Path, feature: Any, version: str) -> Plan:
+    from flashinfer.gating.records import feature_of_module
+
+    name = feature.api.rpartition(".")[2]
+    plan = Plan(f"promote API {name} ({feature.api})", Graduated(feature.api, version))
+    path = _path(feature.module)
+    text = edits.swap_decorator(
+        _read(root, path, plan), name, "flashinfer_experimental_api", "flashinfer_api"
+    )
+    plan.changes[path] = text.replace(
+        "from flashinfer.api_logging import flashinfer_experimental_api",
+        "from flashinfer.api_logging import flashinfer_api",
+    )
+    folder = edits.imported_feature(_read(root, _path(feature.module), plan))
+    expires = expiry_after(version)
+    if folder is not None and feature_of_module(f"flashinfer.experimental.{folder}"):
+        old_paths = [p for p in _files(root, f"{EXPERIMENTAL}/{folder}") if p.endswith(".py")]
+        _move_feature(root, folder, plan)
+        for old in old_paths:  # the experimental import paths: deprecated aliases
+            old_mod = old.removesuffix(".py").replace("/", ".")
+            new_mod = old_mod.replace("flashinfer.experimental.", "flashinfer.features.", 1)
+            if old.endswith("/__init__.py"):  # a feature's __init__ stays a docstring
+                plan.changes[old] = (
+                    f'"""Deprecated: {name} graduated in {version}; its code is in\n'
+                    f":mod:`{new_mod.removesuffix('.__init__')}`.  The modules here are aliases "
+                    f'until {expires}.\n"""\n'
+                )
+                continue
+            moved = plan.changes[_path(new_mod)]
+            assert moved is not None
+            plan.changes[old] = edits.alias_module(old_mod, new_mod, name, version, expires, moved)
+        package = f"flashinfer.experimental.{folder}"
+        new_package = package.replace("experimental", "features", 1)
+        plan.extra_records.append(
+            Renamed(new_package, package, new_package, version, expires, backend=False)
+        )
+    _history_and_changelog(
+        root,
+        plan,
+        f"Graduated ({_issue(feature)}): `{name}` is a stable API since {version}; calling it "
+        "no longer warns. Its implementation moved from `flashinfer.experimental` to "
+        f"`flashinfer.features`; the old import paths are deprecated aliases until {expires}.",
+    )
+    plan.left_to_author += [
+        f"add {name} to the stable API reference (docs/api/) and remove it from "
+        "docs/experimental.rst",
+        f"move its tests from tests/experimental/ into the stable suite (tests of the "
+        f"ExperimentalWarning of {name} no longer hold)",
+    ]
+    return plan
+
+
+def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: str) -> Plan:
+    feature, module = _experimental_backend(op, backend)
+    if instead not in op.backend_checks or instead == backend:
+        raise UsageError(
+            f"--instead must be another backend of {op.api_name}: {list(op.backend_checks)}"
+        )
+    record = Removed(op.api_key, backend, version, instead, expiry_after(version))
+    plan = Plan(f"remove backend {backend!r} of {op.api_name} (feature {feature})", record)
+    old_mod = f"flashinfer.experimental.{feature}"
+    names = edits.declared_backends(_read(root, _path(module), plan))
+    for path in _files(root, f"{EXPERIMENTAL}/{feature}"):
+        plan.changes[path] = None
+    for path in _files(root, "flashinfer", "*.py"):
+        if path.startswith(f"{EXPERIMENTAL}/{feature}/"):
+            continue
+        text = _read(root, path, plan)
+        if old_mod not in text:
+            continue
+        # The table's entry (`SPLITK,`), then the imports (the lines kept are the result's).
+        edited, kept = edits.drop_imports(edits.drop_elements(text, names), old_mod)
+        if edited != text:
+            plan.changes[path] = edited
+        plan.left_to_author += [
+            f"{path}:{line}: an import of {old_mod} inside a function or class is left in "
+            "place; remove the code that uses it"
+            for line in kept
+        ]
+    plan.verify = _backend_check(op, backend, "not in op.backend_checks")
+    _record_removal(
+        root,
+        plan,
+        feature,
+        f"Removed: experimental backend `{backend}` of `{op.api_name}` (in {version}). "
+        f'`backend="{backend}"` raises `BackendSupportedError` saying to use '
+        f'`backend="{instead}"`; tuning entries naming it are skipped.',
+        f"remove mentions of {backend!r} from {op.api_name}'s docstring and the docs",
+    )
+    return plan
+
+
+def _remove_api(root: Path, feature: Any, version: str, instead: str) -> Plan:
+    name = feature.api.rpartition(".")[2]
+    record = Removed(feature.api, name, version, instead, expiry_after(version), backend=False)
+    plan = Plan(f"remove API {name} ({feature.api})", record)
+    folder = edits.imported_feature(_read(root, _path(feature.module), plan))
+    if folder is not None:
+        for path in _files(root, f"{EXPERIMENTAL}/{folder}"):
+            plan.changes[path] = None
+    # The module keeps a tombstone in place of the API: its __getattr__ says what to use.
+    plan.changes[_path(feature.module)] = edits.tombstone_module(
+        name, version, instead, expiry_after(version)
+    )
+    init = _read(root, "flashinfer/__init__.py", plan)
+    plan.changes["flashinfer/__init__.py"] = edits.drop_import_name(init, feature.module, name)
+    _record_removal(
+        root,
+        plan,
+        name,
+        f"Removed: experimental API `{name}` (in {version}). `flashinfer.{name}` raises "
+        f"`AttributeError` saying to use `{instead}`.",
+        f"remove {name}'s other tests and its mentions in the docs",
+    )
+    return plan
+
+
+def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Plan:
+    from flashinfer.dispatch.declarations import backend_name_problem
+
+    problem = backend_name_problem(new)
+    if problem is not None:
+        raise UsageError(problem)
+    if old not in op.backend_checks:
+        raise UsageError(f"{op.api_name} has no backend {old!r}")
+    if new in op.backend_checks:
+        raise UsageError(f"{op.api_name} already has a backend {new!r}")
+    record = Renamed(op.api_key, old, new, version, expiry_after(version))
+    plan = Plan(f"rename backend {old!r} of {op.api_name} to {new!r}", record)
+    checker = op.backend_checks[old]
+    path = _path(checker.__module__)
+    try:  # the op's own declaration: the one whose check= is the op's checker
+        plan.changes[path] = edits.rename_declaration(
+            _read(root, path, plan), "Backend", old, new, checker.__name__
+        )
+    except LookupError as exc:
+        raise UsageError(
+            f"{path}: {exc}; rename it by hand and add the record "
+            f"{edits.record_source(record).strip()} to {HISTORY_FILE}"
+        ) from None
+    # A rename keeps every choice: the heuristic ranks by name, and the package's own calls
+    # that name the backend would otherwise warn users about code they never wrote.
+    if op.heuristic_func is not None:
+        where = _path(op.heuristic_func.__module__)
+        text = _read(root, where, plan)
+        ranked = edits.rename_in_function(text, op.heuristic_func.__name__, old, new)
+        if ranked != text:
+            plan.changes[where] = ranked
+    for caller in _files(root, "flashinfer", "*.py"):
+        text = _read(root, caller, plan)
+        if old in text and op.api_name in text:
+            edited = edits.rename_backend_arguments(text, op.api_name, old, new)
+            if edited != text:
+                plan.changes[caller] = edited
+    plan.verify = _backend_check(op, new, "in op.backend_checks") + (
+        f"assert {old!r} in op.backend_aliases, {'the alias ' + repr(old) + ' leads nowhere'!r}\n"
+    )
+    _history_and_changelog(
+        root,
+        plan,
+        f"Renamed: backend `{old}` of `{op.api_name}` is `{new}` (in {version}); "
+        f'`backend="{old}"` works, warning once, until {expiry_after(version)}; tuning '
+        "entries under the old name are read under the new one.",
+    )
+    plan.left_to_author.append(
+        f"update tests, docs and messages that write backend={old!r} (in prose, not code)"
+    )
+    return plan
+
+
+def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
+    """An experimental API's new name: its ``def`` and every use in its module, its line in
+    the ops' block; the old name stays in the module as a function marked ``@deprecated``
+    (type checkers flag it; a call warns once, then runs the API under its new name)."""
+    module, name = feature.module, feature.api.rpartition(".")[2]
+    path = _path(module)
+    taken = set(OPS)  # the package's names and the module's: the new name must be free
+    for source in ("flashinfer/__init__.py", path):
+        taken |= edits.top_level_names((root / source).read_text(encoding="utf-8"))
+    problem = api_name_problem(new, name, taken)
+    if problem is not None:
+        raise UsageError(f"--to {new!r}: {problem}; nothing written")
+    expires = expiry_after(version)
+    record = Renamed(
+        f"{module}.{new}", f"{module}.{name}", f"{module}.{new}", version, expires, backend=False
+    )
+    plan = Plan(f"rename API {name} ({feature.api}) to {new}", record)
+    text = edits.rename_module_name(_read(root, path, plan), name, new)
+    future = "from __future__ import annotations\n"
+    for line in ("from typing_extensions import deprecated", "from typing import Any"):
+        if line not in text:
+            text = text.replace(future, f"{future}\n{line}\n", 1)
+    if "from flashinfer.lifecycle import call_deprecated" not in text:
+        text = text.replace(
+            "\n__all__", "\nfrom flashinfer.lifecycle import call_deprecated\n\n__all__", 1
+        )
+    doc = f"Deprecated alias of :func:`{new}` (renamed in {version}, until {expires})."
+    plan.changes[path] = text + edits.deprecated_function(name, new, alias_message(record), doc)
+    init = _read(root, "flashinfer/__init__.py", plan)
+    plan.changes["flashinfer/__init__.py"] = init.replace(
+        f"    from {module} import {name} as {name}\n", f"    from {module} import {new} as {new}\n"
+    )
+    plan.verify = (
+        f"import flashinfer, {module} as m\n"
+        f"assert callable(m.{new}) and flashinfer.{new} is m.{new}\n"
+    )
+    if (root / f"docs/generated/dispatchers/{name}.py").exists():
+        plan.changes[f"docs/generated/dispatchers/{name}.py"] = None
+    _history_and_changelog(
+        root,
+        plan,
+        f"Renamed: experimental API `{name}` is `{new}` (in {version}); `flashinfer.{name}` "
+        f"works as a deprecated alias, warning once, until {expires}.",
+    )
+    plan.left_to_author.append(f"update tests and docs that call {name}")
+    return plan
+
+
+def api_name_problem(new: str, old: str, taken: Iterable[str]) -> str | None:
+    """Why ``new`` cannot be the new name of the API ``old`` (``None``: it can): a public,
+    ASCII Python name (the torch operator is named after it, and Python folds other names
+    by NFKC: ``\ufb01norm`` is ``finorm``), no keyword, not ``old``, none of ``taken``."""
+    if not (new.isascii() and new.isidentifier()):
+        return "not a Python name in ASCII letters, digits and _ (not starting with a digit)"
+    if keyword.iskeyword(new) or keyword.issoftkeyword(new):
+        return "a Python keyword"
+    if new.startswith("_"):
+        return "a private name (it starts with _); an API's name is public"
+    if new == old:
+        return f"it is {old}'s own name"
+    if new in set(taken):
+        return f"the name {new!r} is taken (flashinfer or the API's module has it)"
+    return None

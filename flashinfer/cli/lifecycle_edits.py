@@ -1,47 +1,25 @@
-"""The source edits ``flashinfer lifecycle`` makes in a checkout: each a function of file
-texts, so a plan can be printed before anything is written.  Python source is edited on its
-syntax tree (LibCST keeps the rest of the file, comments and layout, as it was): an import
-is matched by its dotted module, a declaration by its name and checker, never by text.
-
-What the codemod may edit (docs/lifecycle.rst, "What the codemod edits"): the feature's own
-folder (moved or deleted), import paths of it anywhere under ``flashinfer/``, the marker and
-``prefer=`` of the graduating declaration, the op's table entry of a removed backend, a
-renamed backend's name in its declaration, its op's heuristic and the package's calls, the
-declared history (``flashinfer/gating/history.py``, between its markers), ``CHANGELOG.md``'s
-"Unreleased" section, and the generated docs (by running their writer).  Everything that
-needs judgement (tests, prose in the docs, ranking a graduated backend in the heuristic) is
-printed as a step left to the author.
+"""The source ``flashinfer lifecycle`` writes (docs/lifecycle.rst, "What the codemod edits"):
+each edit a function of file texts, so a plan is printed before anything is written.  Python
+source is edited on its syntax tree (LibCST keeps comments and layout): an import is matched
+by its dotted module, a declaration by its name and checker, never by text.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, fields
 from typing import Any
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from flashinfer.gating.history import LifecycleRecord
-
-__all__ = [
-    "add_changelog_entry",
-    "add_history_record",
-    "drop_decorator",
-    "drop_elements",
-    "drop_import_name",
-    "drop_imports",
-    "drop_keyword",
-    "move_package",
-    "record_source",
-    "rename_backend_arguments",
-    "rename_declaration",
-    "rename_module_name",
-    "rename_in_function",
-    "swap_decorator",
-]
+from flashinfer.gating.messages import moved_module_used
 
 HISTORY_BEGIN = "# lifecycle-history: begin\n"
 HISTORY_END = "# lifecycle-history: end\n"
@@ -98,25 +76,36 @@ def add_changelog_entry(text: str, entry: str) -> str:
     return text[:at] + _bullet(entry) + text[at:]
 
 
-def _bullet(entry: str, width: int = 92) -> str:
-    words, lines, line = entry.split(), [], "-"
-    for word in words:
-        if len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = " "
-        line += " " + word
-    lines.append(line)
-    return "\n".join(lines) + "\n"
+def _bullet(entry: str) -> str:
+    wrap = textwrap.TextWrapper(
+        92, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
+    return "\n".join(wrap.wrap(f"- {entry}")) + "\n"
 
 
-# -- source edits: on the syntax tree (LibCST), so what is edited is the code meant, and
-# the rest of the file (formatting, comments) stays as it was ---------------------------------
+# -- source edits: on the syntax tree (LibCST); the rest of the file stays as it was --------------
+
+
+def _transformer(**handlers: Callable[..., Any]) -> cst.CSTTransformer:
+    """One LibCST transformer whose ``visit_*`` / ``leave_*`` methods are ``handlers`` (a
+    ``leave_X(original, updated)`` returns the new node)."""
+    methods = {name: (lambda g: lambda _, *nodes: g(*nodes))(f) for name, f in handlers.items()}
+    return type("Edit", (cst.CSTTransformer,), methods)()
+
+
+def _edit(text: str, **handlers: Callable[..., Any]) -> str:
+    """``text`` through :func:`_transformer` of ``handlers``."""
+    return cst.parse_module(text).visit(_transformer(**handlers)).code
+
+
+def _skip(node: Any) -> bool:
+    """A ``visit_*`` handler that does not enter the node (a function's or class's body)."""
+    return False
 
 
 def _last_name(node: cst.BaseExpression) -> str:
-    """``Backend`` for ``Backend`` and ``dispatch.Backend``."""
-    if isinstance(node, cst.Call):
-        node = node.func
+    """``Backend`` for ``Backend``, ``dispatch.Backend`` and a call of either."""
+    node = node.func if isinstance(node, cst.Call) else node
     if isinstance(node, cst.Attribute):
         return node.attr.value
     return node.value if isinstance(node, cst.Name) else ""
@@ -134,46 +123,55 @@ def _quoted(value: str) -> cst.SimpleString:
     return cst.SimpleString(json.dumps(value, ensure_ascii=False))
 
 
-def _is_declaration(node: cst.Call, call: str, name: str, check: str | None) -> bool:
-    """Whether ``node`` is ``call(name, check=<check>, ...)`` (``check`` positional or not;
-    ``None``: any)."""
-    if _last_name(node.func) != call or not node.args or node.args[0].keyword is not None:
-        return False
-    if _string(node.args[0].value) != name:
-        return False
-    if check is None:
-        return True
-    given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "check"]
-    if not given and len(node.args) > 1 and node.args[1].keyword is None:
-        given = [node.args[1].value]
-    return any(_last_name(v) == check for v in given)
+def _dotted(node: cst.BaseExpression | None) -> str:
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return node.value if isinstance(node, cst.Name) else ""
 
 
-def _one_declaration(tree: cst.Module, call: str, name: str, check: str | None) -> cst.Call:
-    """The one ``call(name, check=check, ...)`` in ``tree``; ``LookupError`` when there is none
-    or more than one (an edit must not guess which)."""
-    found: list[cst.Call] = []
+def _dotted_node(name: str) -> cst.Attribute | cst.Name:
+    head, _, last = name.rpartition(".")
+    return cst.Attribute(_dotted_node(head), cst.Name(last)) if head else cst.Name(last)
 
-    class Find(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if _is_declaration(node, call, name, check):
-                found.append(node)
 
-    tree.visit(Find())
-    checked = f", check={check}" if check else ""
-    if len(found) != 1:
-        how = "no" if not found else f"{len(found)} declarations"
-        raise LookupError(f"{how} {call}({name!r}{checked}, ...)")
-    return found[0]
+def _within(module: str, package: str) -> bool:
+    """Whether the dotted ``module`` is ``package`` or under it (``splitk_gemm_v2`` is not
+    under ``splitk_gemm``)."""
+    return module == package or module.startswith(package + ".")
 
 
 def _without(args: Sequence[Any], drop: Callable[[Any], bool]) -> list[Any]:
-    """``args`` (call arguments or list elements) without those ``drop`` picks; the last one
-    kept takes the last one's comma, so a trailing comma stays (or stays absent)."""
+    """``args`` (call arguments, names or elements) without those ``drop`` picks; the last
+    one kept takes the last one's comma, so a trailing comma stays (or stays absent)."""
     kept = [a for a in args if not drop(a)]
     if kept and len(kept) < len(args) and drop(args[-1]):
         kept[-1] = kept[-1].with_changes(comma=args[-1].comma)
     return kept
+
+
+def _declaration(text: str, call: str, name: str, check: str | None, change: Any) -> str:
+    """``text`` with the one ``call(name, check=<check>, ...)`` (``check`` positional or
+    not; ``None``: any) replaced by ``change(node)``; ``LookupError`` when there is none or
+    more than one (an edit must not guess which)."""
+
+    def declares(node: cst.Call) -> bool:
+        if _last_name(node.func) != call or not node.args or node.args[0].keyword is not None:
+            return False
+        if _string(node.args[0].value) != name:
+            return False
+        given = [a.value for a in node.args if a.keyword and a.keyword.value == "check"]
+        if not given and len(node.args) > 1 and node.args[1].keyword is None:
+            given = [node.args[1].value]
+        return check is None or any(_last_name(v) == check for v in given)
+
+    tree = cst.parse_module(text)
+    found = [
+        node for node in m.findall(tree, m.Call()) if declares(cst.ensure_type(node, cst.Call))
+    ]
+    if len(found) != 1:
+        how = "no" if not found else f"{len(found)} declarations"
+        raise LookupError(f"{how} {call}({name!r}{f', check={check}' if check else ''}, ...)")
+    return tree.visit(_transformer(leave_Call=lambda o, u: change(u) if o is found[0] else u)).code
 
 
 def swap_decorator(text: str, function: str, decorator: str, new: str | None) -> str:
@@ -181,21 +179,20 @@ def swap_decorator(text: str, function: str, decorator: str, new: str | None) ->
     (or dropped)."""
     done: list[bool] = []
 
-    class Swap(cst.CSTTransformer):
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
-            if updated.name.value != function or done:
-                return updated
-            decorators = []
-            for d in updated.decorators:
-                if _last_name(d.decorator) == decorator and not done:
-                    done.append(True)
-                    if new is not None:
-                        decorators.append(d.with_changes(decorator=cst.Name(new)))
-                    continue
+    def swap(original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
+        if updated.name.value != function or done:
+            return updated
+        decorators = []
+        for d in updated.decorators:
+            if _last_name(d.decorator) != decorator or done:
                 decorators.append(d)
-            return updated.with_changes(decorators=decorators)
+                continue
+            done.append(True)
+            if new is not None:
+                decorators.append(d.with_changes(decorator=cst.Name(new)))
+        return updated.with_changes(decorators=decorators)
 
-    edited = cst.parse_module(text).visit(Swap()).code
+    edited = _edit(text, leave_FunctionDef=swap)
     if not done:
         raise LookupError(f"{function} has no @{decorator}")
     return edited
@@ -210,93 +207,58 @@ def drop_keyword(
     text: str, call: str, first_arg: str, keyword: str, check: str | None = None
 ) -> str:
     """``text`` without ``keyword=...`` in the one declaration ``call(first_arg, check=check,
-    ...)`` (e.g. the ``prefer=`` of ``Backend("splitk", check=check_splitk, ...)``)."""
-    tree = cst.parse_module(text)
-    node = _one_declaration(tree, call, first_arg, check)
-    args = _without(node.args, lambda a: a.keyword is not None and a.keyword.value == keyword)
-    return tree.visit(_Replace(node, node.with_changes(args=args))).code
+    ...)`` (the ``prefer=`` of ``Backend("splitk", check=check_splitk, ...)``)."""
+
+    def drop(node: cst.Call) -> cst.Call:
+        return node.with_changes(
+            args=_without(node.args, lambda a: a.keyword is not None and a.keyword.value == keyword)
+        )
+
+    return _declaration(text, call, first_arg, check, drop)
 
 
 def rename_declaration(text: str, call: str, old: str, new: str, check: str | None = None) -> str:
     """``text`` with the one declaration ``call(old, check=check, ...)`` written
-    ``call(new, ...)``: the checker tells the op's declaration from any other of that name in
-    the module.  ``LookupError`` if there is none, or more than one."""
-    tree = cst.parse_module(text)
-    node = _one_declaration(tree, call, old, check)
-    first = node.args[0].with_changes(value=_quoted(new))
-    return tree.visit(_Replace(node, node.with_changes(args=[first, *node.args[1:]]))).code
+    ``call(new, ...)``: the checker tells the op's declaration from any other of that name.
+    ``LookupError`` if there is none, or more than one."""
 
+    def rename(node: cst.Call) -> cst.Call:
+        first = node.args[0].with_changes(value=_quoted(new))
+        return node.with_changes(args=[first, *node.args[1:]])
 
-class _Replace(cst.CSTTransformer):
-    """Replaces one node, found by identity in the tree it was read from."""
-
-    def __init__(self, old: cst.CSTNode, new: cst.CSTNode) -> None:
-        super().__init__()
-        self.old, self.new = old, new
-
-    def on_leave(self, original: Any, updated: Any) -> Any:
-        return self.new if original is self.old else updated
-
-
-def _dotted(node: cst.BaseExpression | None) -> str:
-    if node is None:
-        return ""
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return node.value if isinstance(node, cst.Name) else ""
-
-
-def _dotted_node(name: str) -> cst.Attribute | cst.Name:
-    head, _, last = name.rpartition(".")
-    return cst.Attribute(_dotted_node(head), cst.Name(last)) if head else cst.Name(last)
-
-
-def _within(module: str, package: str) -> bool:
-    """Whether the dotted ``module`` is ``package`` or under it (not a sibling whose name
-    merely starts with it: ``splitk_gemm_v2`` is not under ``splitk_gemm``)."""
-    return module == package or module.startswith(package + ".")
+    return _declaration(text, call, old, check, rename)
 
 
 def drop_import_name(text: str, module: str, name: str) -> str:
     """``text`` without ``name`` in a top-level ``from module import ...``, if nothing else
     uses it."""
-    tree = cst.parse_module(text)
     uses: list[bool] = []
-
-    class Uses(cst.CSTVisitor):
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            if node.value == name:
-                uses.append(True)
-
-    tree.visit(Uses())
+    _edit(
+        text,
+        visit_ImportFrom=_skip,
+        visit_Name=lambda node: uses.append(True) if node.value == name else None,
+    )
     if uses:
         return text
 
-    class Drop(cst.CSTTransformer):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
+    def drop(original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:
+        if _dotted(updated.module) != module or isinstance(updated.names, cst.ImportStar):
+            return updated
+        kept = _without(updated.names, lambda a: _dotted(a.name) == name)
+        if not kept:
+            return cst.RemoveFromParent()
+        if len(kept) == 1 and updated.lpar is None:
+            kept = [kept[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+        return updated.with_changes(names=kept)
 
-        def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:
-            if _dotted(updated.module) != module or isinstance(updated.names, cst.ImportStar):
-                return updated
-            kept = _without(updated.names, lambda a: _dotted(a.name) == name)
-            if not kept:
-                return cst.RemoveFromParent()
-            if len(kept) == 1 and updated.lpar is None:
-                kept = [kept[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
-            return updated.with_changes(names=kept)
-
-    return tree.visit(Drop()).code
+    return _edit(text, visit_FunctionDef=_skip, leave_ImportFrom=drop)
 
 
 def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
     """``text`` without the statements importing ``package`` or a module under it (one line
-    or parenthesised over several, at top level or in an ``if``/``try`` block), and the lines
-    (in the text returned) of those left in place: imports inside a function or class body,
-    whose code then names what no longer exists (a step for the author, not an edit)."""
+    or parenthesised, at top level or in an ``if``/``try`` block), and the lines (in the
+    text returned) of those left in place: imports inside a function or class body, whose
+    code then names what no longer exists (a step for the author, not an edit)."""
 
     def imports_it(statement: cst.BaseSmallStatement) -> bool:
         if isinstance(statement, cst.ImportFrom):
@@ -305,66 +267,41 @@ def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
             return any(_within(_dotted(a.name), package) for a in statement.names)
         return False
 
-    class Drop(cst.CSTTransformer):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
+    def drop(original: Any, updated: cst.SimpleStatementLine) -> Any:
+        body = [s for s in updated.body if not imports_it(s)]
+        if len(body) == len(updated.body):
+            return updated
+        return updated.with_changes(body=body) if body else cst.RemoveFromParent()
 
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def leave_SimpleStatementLine(
-            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-        ) -> Any:
-            body = [s for s in updated.body if not imports_it(s)]
-            if len(body) == len(updated.body):
-                return updated
-            return updated.with_changes(body=body) if body else cst.RemoveFromParent()
-
-    edited = cst.parse_module(text).visit(Drop())
-    left: list[int] = []
-
-    class Left(cst.CSTVisitor):
-        METADATA_DEPENDENCIES = (PositionProvider,)
-
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            if any(imports_it(s) for s in node.body):
-                left.append(self.get_metadata(PositionProvider, node.body[0]).start.line)
-
-    cst.MetadataWrapper(edited).visit(Left())
-    return edited.code, left
+    edited = cst.parse_module(text).visit(
+        _transformer(visit_FunctionDef=_skip, visit_ClassDef=_skip, leave_SimpleStatementLine=drop)
+    )
+    wrapper = cst.MetadataWrapper(edited)
+    positions = wrapper.resolve(PositionProvider)
+    left = [
+        positions[node.body[0]].start.line
+        for node in positions
+        if isinstance(node, cst.SimpleStatementLine) and any(imports_it(s) for s in node.body)
+    ]
+    return edited.code, sorted(left)
 
 
 def drop_elements(text: str, names: Sequence[str]) -> str:
     """``text`` without the elements of lists and tuples that are one of ``names`` (a removed
     backend's entry ``SPLITK,`` in its op's table)."""
 
-    class Drop(cst.CSTTransformer):
-        def _drop(self, updated: Any) -> Any:
-            elements = _without(
-                updated.elements, lambda e: isinstance(e.value, cst.Name) and e.value.value in names
-            )
-            return updated.with_changes(elements=elements)
+    def drop(original: Any, updated: Any) -> Any:
+        elements = _without(
+            updated.elements, lambda e: isinstance(e.value, cst.Name) and e.value.value in names
+        )
+        return updated.with_changes(elements=elements)
 
-        def leave_List(self, original: cst.List, updated: cst.List) -> Any:
-            return self._drop(updated)
-
-        def leave_Tuple(self, original: cst.Tuple, updated: cst.Tuple) -> Any:
-            return self._drop(updated)
-
-    return cst.parse_module(text).visit(Drop()).code
+    return _edit(text, leave_List=drop, leave_Tuple=drop)
 
 
 def _replace_bounded(text: str, old: str, new: str) -> str:
-    """``text`` with each ``old`` that is not the start of a longer name (the character after
-    it is not a letter, digit or ``_``) written ``new``."""
-    out, at = [], 0
-    while (found := text.find(old, at)) >= 0:
-        end = found + len(old)
-        following = text[end : end + 1]
-        bounded = not (following.isalnum() or following == "_")
-        out.append(text[at:found] + (new if bounded else old))
-        at = end
-    return "".join(out) + text[at:]
+    """``text`` with each ``old`` not followed by a letter, digit or ``_`` written ``new``."""
+    return re.sub(re.escape(old) + r"(?!\w)", lambda _: new, text)
 
 
 def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> str:
@@ -372,70 +309,48 @@ def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> s
     module under it, and its dotted name and folder (``old_dir``) where strings and comments
     name them; a sibling whose name merely starts with it (``old_v2``) is left alone."""
 
-    def moved(name: str) -> str:
-        return new + name[len(old) :] if _within(name, old) else name
+    def module(original: Any, updated: cst.ImportFrom) -> Any:
+        name = _dotted(updated.module)
+        if updated.relative or not _within(name, old):
+            return updated
+        return updated.with_changes(module=_dotted_node(new + name[len(old) :]))
 
-    def prose(value: str) -> str:
-        return _replace_bounded(_replace_bounded(value, old, new), old_dir, new_dir)
+    def alias(original: Any, updated: cst.ImportAlias) -> Any:
+        name = _dotted(updated.name)
+        if not _within(name, old):
+            return updated
+        return updated.with_changes(name=_dotted_node(new + name[len(old) :]))
 
-    class Move(cst.CSTTransformer):
-        def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:
-            name = _dotted(updated.module)
-            if updated.relative or not _within(name, old):
-                return updated
-            return updated.with_changes(module=_dotted_node(moved(name)))
+    def prose(original: Any, updated: Any) -> Any:
+        value = _replace_bounded(_replace_bounded(updated.value, old, new), old_dir, new_dir)
+        return updated.with_changes(value=value)
 
-        def leave_ImportAlias(self, original: cst.ImportAlias, updated: cst.ImportAlias) -> Any:
-            name = _dotted(updated.name)
-            if not _within(name, old):
-                return updated
-            return updated.with_changes(name=_dotted_node(moved(name)))
-
-        def leave_SimpleString(self, original: Any, updated: cst.SimpleString) -> Any:
-            return updated.with_changes(value=prose(updated.value))
-
-        def leave_FormattedStringText(self, original: Any, updated: Any) -> Any:
-            return updated.with_changes(value=prose(updated.value))
-
-        def leave_Comment(self, original: Any, updated: cst.Comment) -> Any:
-            return updated.with_changes(value=prose(updated.value))
-
-    return cst.parse_module(text).visit(Move()).code
+    return _edit(
+        text,
+        leave_ImportFrom=module,
+        leave_ImportAlias=alias,
+        leave_SimpleString=prose,
+        leave_FormattedStringText=prose,
+        leave_Comment=prose,
+    )
 
 
 def rename_backend_arguments(text: str, callee: str, old: str, new: str) -> str:
     """``text`` with every call of ``callee`` that names ``backend=old`` naming ``new`` (an
-    internal caller of a renamed backend: otherwise it warns users about code they never
-    wrote)."""
+    internal caller of a renamed backend would warn users about code they never wrote)."""
 
-    class Rename(cst.CSTTransformer):
-        def leave_Call(self, original: cst.Call, updated: cst.Call) -> Any:
-            if _last_name(updated.func) != callee:
-                return updated
-            args = [
-                a.with_changes(value=_quoted(new))
-                if a.keyword is not None
-                and a.keyword.value == "backend"
-                and _string(a.value) == old
-                else a
-                for a in updated.args
-            ]
-            return updated.with_changes(args=args)
-
-    return cst.parse_module(text).visit(Rename()).code
-
-
-class _RenameStrings(cst.CSTTransformer):
-    """Each string literal whose whole value is ``old`` written ``new``."""
-
-    def __init__(self, old: str, new: str) -> None:
-        super().__init__()
-        self.old, self.new = old, new
-
-    def leave_SimpleString(self, original: Any, updated: cst.SimpleString) -> Any:
-        if updated.evaluated_value != self.old:
+    def rename(original: Any, updated: cst.Call) -> Any:
+        if _last_name(updated.func) != callee:
             return updated
-        return _quoted(self.new).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        args = [
+            a.with_changes(value=_quoted(new))
+            if a.keyword is not None and a.keyword.value == "backend" and _string(a.value) == old
+            else a
+            for a in updated.args
+        ]
+        return updated.with_changes(args=args)
+
+    return _edit(text, leave_Call=rename)
 
 
 def rename_in_function(text: str, function: str, old: str, new: str) -> str:
@@ -444,26 +359,22 @@ def rename_in_function(text: str, function: str, old: str, new: str) -> str:
     ranks backends by name, and its table of ranks)."""
     tree = cst.parse_module(text)
     defs = [s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == function]
-    read: set[str] = set()
-
-    class Reads(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            read.add(node.value)
-
-    for d in defs:
-        d.visit(Reads())
+    read = {n.value for d in defs for n in m.findall(d, m.Name()) if isinstance(n, cst.Name)}
 
     def assigns_read(statement: cst.CSTNode) -> bool:
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
-        targets = [
-            t.target for s in statement.body if isinstance(s, cst.Assign) for t in s.targets
-        ] + [s.target for s in statement.body if isinstance(s, cst.AnnAssign)]
+        targets = [t.target for s in statement.body if isinstance(s, cst.Assign) for t in s.targets]
+        targets += [s.target for s in statement.body if isinstance(s, cst.AnnAssign)]
         return any(isinstance(t, cst.Name) and t.value in read for t in targets)
 
-    body = [
-        s.visit(_RenameStrings(old, new)) if s in defs or assigns_read(s) else s for s in tree.body
-    ]
+    def rename(original: Any, updated: cst.SimpleString) -> Any:
+        if updated.evaluated_value != old:
+            return updated
+        return _quoted(new).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+    strings = _transformer(leave_SimpleString=rename)
+    body = [s.visit(strings) if s in defs or assigns_read(s) else s for s in tree.body]
     return tree.with_changes(body=body).code
 
 
@@ -500,3 +411,107 @@ def rename_module_name(text: str, old: str, new: str) -> str:
         raw = lines[number - 1].encode()
         lines[number - 1] = (raw[:col] + replacement.encode() + raw[end:]).decode()
     return "".join(lines)
+
+
+# -- what is read from source (ast: nothing is edited) and the modules written whole -----------
+
+
+def imported_feature(source: str) -> str | None:
+    """The folder under flashinfer/experimental/ a module imports, if any."""
+    for node in ast.walk(ast.parse(source)):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for parts in (n.split(".") for n in names):
+            if parts[:2] == ["flashinfer", "experimental"] and len(parts) > 2:
+                return parts[2]
+    return None
+
+
+def declared_backends(source: str) -> list[str]:
+    """The upper-case names a support module declares as ``X = Backend(...)``."""
+    return [
+        node.targets[0].id
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id.isupper()
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "Backend"
+    ]
+
+
+def top_level_names(source: str) -> set[str]:
+    """The names a module defines, imports or uses anywhere, and the strings it holds."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    return names
+
+
+def _short_literal(text: str) -> str:
+    """``text`` as a parenthesised literal of implicitly joined pieces split between words,
+    so each line stays short."""
+    pieces = textwrap.wrap(
+        text, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
+    )
+    quoted = [json.dumps(p, ensure_ascii=False) for p in pieces]
+    return "(\n        " + "\n        ".join(quoted) + "\n    )"
+
+
+def deprecated_function(name: str, target: str, message: str, doc: str) -> str:
+    """The source of ``name``, a function marked ``@deprecated`` (type checkers flag its
+    uses) that warns once with ``message`` and calls ``target``."""
+    quoted = _short_literal(message)
+    return (
+        f"\n\n@deprecated({quoted}, category=None)\n"
+        f"def {name}(*args: Any, **kwargs: Any) -> Any:\n"
+        f'    """{doc}"""\n'
+        f"    return call_deprecated({quoted}, {target}, *args, **kwargs)\n"
+    )
+
+
+def alias_module(old: str, new: str, api: str, version: str, expires: str, source: str) -> str:
+    """An alias module left at ``old``: each public function of ``new`` (``source``; its
+    ``__all__``'s, if it has one) as a :func:`deprecated_function`; any other name through
+    ``__getattr__``, warning once too."""
+    message = moved_module_used(old, new, version, expires)
+    tree = ast.parse(source)
+    listed = [
+        ast.literal_eval(n.value)
+        for n in tree.body
+        if isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] == ["__all__"]
+    ]
+    text = (
+        f'"""Deprecated alias of\n:mod:`{new}`:\n{api} graduated in {version} and its code '
+        f"moved there.  This path works, warning\nonce, until {expires} (docs/lifecycle.rst).\n"
+        '"""\n\nfrom typing import Any\n\nfrom typing_extensions import deprecated\n\n'
+        f"import {new} as _moved\n"
+        "from flashinfer.lifecycle import call_deprecated, moved_module_getattr\n\n"
+        f'__getattr__ = moved_module_getattr("{old}", "{new}", "{version}", "{expires}")\n'
+    )
+    for n in tree.body:
+        if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"):
+            if not listed or n.name in listed[-1]:
+                doc = f"Deprecated alias of\n    :func:`{new}.{n.name}`.\n    "
+                text += deprecated_function(n.name, f"_moved.{n.name}", message, doc)
+    return text
+
+
+def tombstone_module(name: str, version: str, instead: str, expires: str) -> str:
+    """A removed API's module: its ``__getattr__`` says what to use instead."""
+    return (
+        f'"""{name} was removed in {version}; use {instead} instead (docs/lifecycle.rst).\n'
+        f'This module keeps the tombstone until {expires}.\n"""\n\n'
+        "from flashinfer.lifecycle import missing_attribute\n\n\n"
+        "def __getattr__(name: str) -> object:\n"
+        "    return missing_attribute(__name__, name)\n"
+    )

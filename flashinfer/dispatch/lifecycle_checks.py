@@ -1,21 +1,9 @@
 """The lifecycle check's rules about exits: what the declared history
-(:mod:`flashinfer.gating.history`) and the ops' declarations must agree on.
-
-``scripts/pr_checks/experimental_lifecycle.py`` runs :func:`exit_problems` beside the
-metadata rules (:func:`flashinfer.gating.lifecycle.lifecycle_problems`, which fails a passed
-``graduate_by``).  Each problem names the three exits (graduate, extend with a reason and a
-new date, remove: :data:`~flashinfer.gating.history.THREE_EXITS`) or what finishes the one
-taken.  The rules:
-
-* a graduated backend (or API) still carries an experimental marker;
-* an alias (``Renamed``) or a tombstone (``Removed``) is past its expiry: the package's
-  version has reached ``expires``;
-* a backend alias leads nowhere (the op lacks the new name, or still has the old one);
-* a stable backend still lives under ``flashinfer/experimental/`` (its checker or its
-  implementation is defined there or imports from there).  The dispatcher refuses such a
-  backend when its API is decorated; the check also catches a hand-built table.
-
-Ops and APIs are passed in (duck-typed: ``api_key``, ``backend_checks``,
+(:mod:`flashinfer.gating.history`) and the ops' declarations must agree on.  Each problem
+names the three exits or what finishes the one taken: a graduated backend (or API) still
+marked experimental; an alias or tombstone past its ``expires``; a backend alias that leads
+nowhere; a stable backend whose checker or implementation lives under
+``flashinfer/experimental/``.  Ops are duck-typed (``api_key``, ``backend_checks``,
 ``experimental_backends``, ``backends``), so tests can check a synthetic state.
 """
 
@@ -67,25 +55,22 @@ def exit_problems(
 
 
 def _still_marked(r: Graduated, ops: dict[str, Any], experimental_apis: set[str]) -> list[str]:
-    if r.backend is None:
-        if r.api in experimental_apis:
-            return [
-                f"API {r.api} graduated in {r.version} (flashinfer/gating/history.py) but is "
-                "still marked @flashinfer_experimental_api; drop the marker (flashinfer "
-                f"lifecycle graduate {r.api.rpartition('.')[2]} --apply does it), or, if it "
-                f"did not graduate, delete the record and take another exit: {THREE_EXITS}"
-            ]
-        return []
     op = ops.get(r.api)
-    if op is not None and r.backend in op.experimental_backends:
-        return [
-            f"backend {r.backend!r} of {r.api} graduated in {r.version} "
-            "(flashinfer/gating/history.py) but its checker is still marked "
-            "@experimental_backend; make its declaration stable (flashinfer lifecycle "
-            f"graduate {op.api_name}:{r.backend} --apply does it), or, if it did not "
-            f"graduate, delete the record and take another exit: {THREE_EXITS}"
-        ]
-    return []
+    if r.backend is None and r.api in experimental_apis:
+        what = f"API {r.api}"
+        marked = "is still marked @flashinfer_experimental_api; drop the marker"
+        command = r.api.rpartition(".")[2]
+    elif r.backend is not None and op is not None and r.backend in op.experimental_backends:
+        what = f"backend {r.backend!r} of {r.api}"
+        marked = "its checker is still marked @experimental_backend; make its declaration stable"
+        command = f"{op.api_name}:{r.backend}"
+    else:
+        return []
+    return [
+        f"{what} graduated in {r.version} (flashinfer/gating/history.py) but {marked} "
+        f"(flashinfer lifecycle graduate {command} --apply does it), or, if it did not "
+        f"graduate, delete the record and take another exit: {THREE_EXITS}"
+    ]
 
 
 def _dangling_alias(

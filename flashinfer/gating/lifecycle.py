@@ -1,28 +1,11 @@
-"""Lifecycle of experimental work: list every experimental API and backend with its metadata.
+"""Lifecycle of experimental work: every experimental API and backend with its metadata.
 
-After :func:`flashinfer.load_all_apis` every module that defines public APIs has been
-imported, so the API inventory (:func:`flashinfer.api_inventory`) holds every experimental API
-and the op registry (:func:`flashinfer.gating.op_registry.registered_ops`) holds every API
-with backends, experimental ones included.  :func:`experimental_features` joins the two into one
-list of :class:`ExperimentalFeature` entries, each with its
-:class:`~flashinfer.api_logging.ExperimentalInfo` (feature, owner, tracking issue,
-graduation date).
-
-``flashinfer experimental`` (and its alias ``python -m flashinfer.experimental``) prints
-:func:`format_listing` of that list, or its :meth:`ExperimentalFeature.as_dict` entries as
-JSON; ``scripts/pr_checks/experimental_lifecycle.py`` applies :func:`lifecycle_problems` to
-the same list and fails CI on a problem.
-
-The lifecycle rules are strict in CI and harmless at runtime: a marker never raises for its
-metadata, whatever the values (it records what is malformed and warns once,
-:class:`ExperimentalMetadataWarning`); the listing never fails on them
-(:func:`checked_info`), and :func:`lifecycle_problems` reports them, with what is missing,
-a date past due and a date further ahead than :data:`GRADUATION_HORIZON_MONTHS`.
-
-:func:`load_api_modules` (defined in :mod:`flashinfer.api_modules`, re-exported here) is the
-package's one way of importing its API modules.  Importing this module does not import
-``flashinfer.experimental`` (nor any operator module); :func:`load_api_modules` does the
-importing when asked.
+:func:`experimental_features` joins the API inventory and the op registry (after
+:func:`load_api_modules`) into one list of :class:`ExperimentalFeature`.  ``flashinfer
+experimental`` prints :func:`format_listing` of it (or the :meth:`ExperimentalFeature.as_dict`
+entries as JSON); the lifecycle check fails CI on :func:`lifecycle_problems`.  The rules are
+strict in CI and harmless at runtime: a marker never raises for its metadata, and the listing
+never fails on it (:func:`checked_info`).  Importing this module imports no operator module.
 """
 
 from __future__ import annotations
@@ -38,7 +21,6 @@ from flashinfer.gating.history import THREE_EXITS
 from flashinfer.gating.op_registry import registered_ops
 from flashinfer.gating.records import (
     ExperimentalInfo,
-    ExperimentalMetadataWarning,
     api_inventory,
     as_text,
     make_experimental_info,
@@ -49,23 +31,9 @@ from flashinfer.gating.records import (
     shown,
 )
 
-__all__ = [
-    "GRADUATION_HORIZON_MONTHS",
-    "ExperimentalFeature",
-    "ExperimentalMetadataWarning",
-    "checked_info",
-    "graduation_limit",
-    "experimental_features",
-    "format_listing",
-    "lifecycle_problems",
-    "load_api_modules",
-]
-
-
 GRADUATION_HORIZON_MONTHS = 6
 """How far ahead a ``graduate_by`` date may be, in calendar months from the day the check
-runs: the policy's "at most about six months away".  The one place this number is set; the
-policy and the docs cite it by name."""
+runs (the policy's "at most about six months away"; the docs cite it by name)."""
 
 
 def graduation_limit(today: _dt.date) -> _dt.date:
@@ -80,13 +48,9 @@ def graduation_limit(today: _dt.date) -> _dt.date:
 
 @dataclass(frozen=True)
 class ExperimentalFeature:
-    """One experimental API or experimental backend, as found in the loaded modules.
-
-    ``kind`` is ``"api"`` or ``"backend"``.  ``name`` is the API's qualified name, or for a
-    backend ``"<api qualified name>[backend=<name>]"``.  ``module`` is where the code lives
-    (the API's module, or the backend checker's module).  ``api`` and ``backend`` name the
-    stable API and the backend for a backend entry (``backend`` is ``None`` for an API).
-    """
+    """One experimental API (``kind="api"``, ``backend=None``) or backend (``"backend"``):
+    ``name`` is the API's qualified name, or ``"<api>[backend=<name>]"``; ``module`` where
+    its code lives (the API's module, or the backend checker's)."""
 
     kind: str
     name: str
@@ -113,9 +77,7 @@ def _json_value(value: object) -> str | None:
     """A recorded metadata value as JSON text: a date as ``YYYY-MM-DD``."""
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, _dt.date):
-        return value.isoformat()
-    return as_text(value)
+    return value.isoformat() if isinstance(value, _dt.date) else as_text(value)
 
 
 def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
@@ -135,12 +97,8 @@ def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
     )
     if well_formed:
         return info
-    if problems is None:
-        earlier: tuple[str, ...] = ()
-    elif isinstance(problems, (tuple, list)):
-        earlier = tuple(as_text(p) for p in problems)
-    else:
-        earlier = (as_text(problems),)
+    listed = () if problems is None else problems
+    earlier = tuple(map(as_text, listed if isinstance(listed, (tuple, list)) else (listed,)))
     again = make_experimental_info(**given)
     return replace(again, problems=tuple(dict.fromkeys(earlier + again.problems)))
 
@@ -175,13 +133,9 @@ def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
 def experimental_features(
     *, load: bool = True, modules: Iterable[str] | None = None
 ) -> list[ExperimentalFeature]:
-    """Every experimental API and backend of the loaded modules, sorted by kind and name.
-
-    ``load=True`` first imports the API modules (:func:`load_api_modules` with ``modules``).
-    An API counts as experimental when it, or anything it wraps, carries
-    ``is_experimental``; so ``@flashinfer_api`` stacked on ``@backend_requirement`` on an
-    ``@flashinfer_experimental_api`` function is still found.
-    """
+    """Every experimental API and backend of the loaded modules, sorted by kind and name
+    (``load=True`` first imports the API modules, :func:`load_api_modules`).  An API counts
+    as experimental when it, or anything it wraps, carries ``is_experimental``."""
     if load:
         load_api_modules(modules)
     found: dict[tuple[str, str], ExperimentalFeature] = {}
@@ -212,15 +166,10 @@ def experimental_features(
 def lifecycle_problems(
     features: Iterable[ExperimentalFeature], today: _dt.date | None = None
 ) -> list[str]:
-    """What the policy's lifecycle rules say is wrong with ``features`` (empty: all good).
-
-    Each feature needs an owner who is a person (``owner="@handle"``), a tracking issue (a
-    positive number or a URL) and a ``graduate_by`` date (``YYYY-MM-DD``) that is neither
-    before ``today`` (overdue: it names the three exits,
-    :data:`~flashinfer.gating.history.THREE_EXITS`) nor after :func:`graduation_limit` of
-    ``today``.  Malformed metadata the marker recorded (``ExperimentalInfo.problems``) is
-    reported with its reason.
-    """
+    """What the policy's lifecycle rules say is wrong with ``features`` (empty: all good):
+    malformed metadata the marker recorded, and a missing owner (a person's ``@handle``),
+    tracking issue or ``graduate_by``; a date before ``today`` (naming the three exits) or
+    after :func:`graduation_limit` of ``today``."""
     today = today or _dt.date.today()
     problems = []
     for f in features:
@@ -229,46 +178,29 @@ def lifecycle_problems(
             f"experimental {as_text(f.kind)} {as_text(f.name)} "
             f"(feature {shown(info.feature)}, module {as_text(f.module)})"
         )
-        problems += [f"{where}: {problem}" for problem in info.problems]
-        problems += [f"{where}: {problem}" for problem in _missing(info)]
-        late = _date_problem(info, today)
-        if late is not None:
-            problems.append(f"{where}: {late}")
+        found = list(info.problems)
+        for field in metadata_fields():  # missing (a malformed value is a problem already)
+            missing, value = missing_text(field), getattr(info, field.name)
+            empty = value is None or (isinstance(value, str) and not value.strip())
+            judged = any(p.startswith(f"{field.name} ") for p in info.problems)
+            if missing is not None and empty and not judged:
+                found.append(missing.format(horizon=GRADUATION_HORIZON_MONTHS))
+        date, limit = info.graduate_by, graduation_limit(today)
+        if date is not None and date < today:
+            found.append(
+                f"past its graduation date {date.isoformat()} (today {today.isoformat()}); "
+                f"{THREE_EXITS}"
+            )
+        elif date is not None and date > limit:
+            found.append(
+                f"graduate_by {date.isoformat()} is more than {GRADUATION_HORIZON_MONTHS} months "
+                f"ahead (today {today.isoformat()}, latest allowed {limit.isoformat()}, "
+                "flashinfer.gating.lifecycle.GRADUATION_HORIZON_MONTHS); set the date graduation "
+                "is planned for within that horizon, and move it later in a reviewed change if "
+                "needed"
+            )
+        problems += [f"{where}: {problem}" for problem in found]
     return problems
-
-
-def _missing(info: ExperimentalInfo) -> list[str]:
-    """What ``info`` lacks of the fields :class:`ExperimentalInfo` declares required (a
-    malformed value was recorded as a problem, not as missing)."""
-    found = []
-    for f in metadata_fields():
-        missing = missing_text(f)
-        value = getattr(info, f.name)
-        empty = value is None or (isinstance(value, str) and not value.strip())
-        judged = any(p.startswith(f"{f.name} ") for p in info.problems)
-        if missing is not None and empty and not judged:
-            found.append(missing.format(horizon=GRADUATION_HORIZON_MONTHS))
-    return found
-
-
-def _date_problem(info: ExperimentalInfo, today: _dt.date) -> str | None:
-    date = info.graduate_by
-    if date is None:
-        return None
-    if date < today:
-        return (
-            f"past its graduation date {date.isoformat()} (today {today.isoformat()}); "
-            f"{THREE_EXITS}"
-        )
-    limit = graduation_limit(today)
-    if date > limit:
-        return (
-            f"graduate_by {date.isoformat()} is more than {GRADUATION_HORIZON_MONTHS} months "
-            f"ahead (today {today.isoformat()}, latest allowed {limit.isoformat()}, "
-            "flashinfer.gating.lifecycle.GRADUATION_HORIZON_MONTHS); set the date graduation is "
-            "planned for within that horizon, and move it later in a reviewed change if needed"
-        )
-    return None
 
 
 # How much of a metadata value a line of the listing shows (the JSON view has it all).
@@ -286,10 +218,8 @@ def _cell(value: str | None, cut: bool = True) -> str:
 
 
 def format_listing(features: Sequence[ExperimentalFeature]) -> str:
-    """A plain-text table of ``features``: kind, name, feature, owner, issue, graduate by.
-
-    Never fails on metadata: each cell is one line, and a long value is cut (the JSON
-    view, :meth:`ExperimentalFeature.as_dict`, has it whole)."""
+    """A plain-text table of ``features``: kind, name, then each metadata field.  Never fails
+    on metadata: each cell is one line, a long value cut (the JSON view has it whole)."""
     if not features:
         return "No experimental APIs or backends are defined."
     names = metadata_names()
@@ -305,5 +235,4 @@ def format_listing(features: Sequence[ExperimentalFeature]) -> str:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+    return "\n".join("  ".join(map(str.ljust, r, widths)).rstrip() for r in rows)

@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 import flashinfer
 from flashinfer.cli import main
 from flashinfer.cli.common import UsageError
-from flashinfer.cli.lifecycle import minor_release
-from flashinfer.cli.lifecycle_exits import Plan, plan_for
+from flashinfer.cli.lifecycle import Plan, minor_release, plan_for
 from flashinfer.dispatch.backend_names import flashinfer_apis
 
 pytestmark = pytest.mark.experimental
@@ -211,9 +210,9 @@ def test_an_edit_whose_check_fails_is_undone_and_not_reported_applied(
 ):
     """After writing, the checkout is imported and checked in a fresh interpreter; a failure
     puts every file back (edited, created, deleted) and exits 1."""
-    from flashinfer.cli import lifecycle_exits
+    from flashinfer.cli import lifecycle
 
-    real = lifecycle_exits.plan_for
+    real = lifecycle.plan_for
 
     def broken(*args, **kwargs):
         plan = real(*args, **kwargs)
@@ -221,7 +220,7 @@ def test_an_edit_whose_check_fails_is_undone_and_not_reported_applied(
         plan.changes["flashinfer/new_module.py"] = "x = 1\n"
         return plan
 
-    monkeypatch.setattr(lifecycle_exits, "plan_for", broken)
+    monkeypatch.setattr(lifecycle, "plan_for", broken)
     before = _files(checkout)
     argv = ["lifecycle", "rename", "mm:splitk", "--to", "split_k", "--apply", "--version", "0.2"]
     assert main([*argv, "--root", str(checkout)]) == 1
