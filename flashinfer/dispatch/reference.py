@@ -16,25 +16,17 @@ from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import CUDA_STATE, capability_reason
 from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
-from flashinfer.dispatch.plan import DispatchPlan, GradRequired
+from flashinfer.dispatch.plan import DispatchPlan
 from flashinfer.dispatch.restrictions import (
-    BACKENDS_ENV,
     RESTRICTIONS,
     restriction_for,
-    restriction_source,
     warn_listed_experimental,
 )
+from flashinfer.dispatch.selection import backend_refusal, select, selection_error
 from flashinfer.dispatch.thread_state import CallState, LiveFlags
 from flashinfer.dispatch.verdicts import VerdictCache
-from flashinfer.gating.gate import experimental_auto_backends_allowed
 from flashinfer.gating.history import removed_backend_message
-from flashinfer.gating.messages import (
-    auto_refused_by_common_check,
-    every_candidate_rejected,
-    gate_exclusion_reason,
-    only_experimental_fit,
-    restriction_cannot_run,
-)
+from flashinfer.gating.messages import auto_refused_by_common_check
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 __all__ = ["ReferenceDispatcher"]
@@ -166,89 +158,28 @@ class ReferenceDispatcher(DispatchPlan):
         return restriction_for(self.api_key) if RESTRICTIONS.on else None
 
     def _select_auto(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
-        listed = self._restriction()
-        if listed is not None:
-            return self._select_restricted(cc, bound, listed)
-        api = self.api_name
-        reasons: dict[str, str] = {}
-        viable: list[str] = []
-        for name in self.backend_checks:
-            reason = self.backend_refusal(name, cc, bound)
-            if reason is None:
-                viable.append(name)
-            else:
-                reasons[name] = reason
-        dropped = [b for b in viable if b in self.experimental_backends]
-        if dropped and not experimental_auto_backends_allowed():
+        """``"auto"``'s candidates (:func:`~flashinfer.dispatch.selection.select`), recorded
+        for this thread, with the warning an experimental choice gives; or the error."""
+        sel = select(self, cc, bound, self._restriction())
+        if sel.dropped:
             self._live.dropped = True
-            self._state.r.dropped = tuple(dropped)
-            viable = [b for b in viable if b not in self.experimental_backends]
-            for b in dropped:
-                reasons[b] = gate_exclusion_reason()
-        else:
-            dropped = []
-        if viable and self.heuristic_func is not None:
-            ordered = invoke(self.heuristic_func, self._specs["__heuristic__"], bound, list(viable))
-            ordered = self.heuristic_order(ordered, viable)
-            for b in viable:
-                if b not in ordered:
-                    reasons[b] = "left out by the heuristic for these inputs"
-            viable = ordered
-        viable = self.prefer_first(viable, bound)  # declared preferences (gate on only)
-        if not viable:
-            if dropped:
-                raise BackendSupportedError(only_experimental_fit(api, dropped, reasons))
-            raise BackendSupportedError(every_candidate_rejected(api, reasons))
+            self._state.r.dropped = sel.dropped
+        if not sel.candidates:
+            raise selection_error(self, sel)
+        viable = sel.candidates
         self._state.r.suitable = viable
-        if viable[0] in self.experimental_backends:
+        if sel.listed is not None:
+            warn_listed_experimental(self.api_key, viable, self.experimental_backends)
+        elif viable[0] in self.experimental_backends:
             warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
         return viable
 
-    def _select_restricted(
-        self, cc: int | None, bound: dict[str, Any], listed: tuple[str, ...]
-    ) -> list[str]:
-        """Automatic selection under a restriction: the listed backends that can run the
-        call, in the listed order.  No gate (listing an experimental backend opts in to it,
-        and it warns once as naming it does), no heuristic (the list is the order)."""
-        reasons: dict[str, str] = {}
-        viable: list[str] = []
-        for name in listed:
-            reason = self.backend_refusal(name, cc, bound)
-            if reason is None:
-                viable.append(name)
-            else:
-                reasons[name] = reason
-        if not viable:
-            source = restriction_source(self.api_key)
-            variable = source if source == BACKENDS_ENV else None
-            raise BackendSupportedError(
-                restriction_cannot_run(self.api_name, listed, reasons, variable)
-            )
-        self._state.r.suitable = viable
-        warn_listed_experimental(self.api_key, viable, self.experimental_backends)
-        return viable
-
     def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
-        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None.
-
-        Its capability rule first, then its checker, called by its call spec as both paths
-        call it (a ``ValueError``'s message is the reason): what ``"auto"`` lists for a
-        rejected backend.  A backend that cannot differentiate is called through its grad
-        gate (see ``plan``), whose refusal when grad is required is the reason as it
-        stands.  Never warns, never runs the common check or the API.
-        """
-        reason = capability_reason(self.backend_checks[backend], cc)
-        if reason is not None:
-            return reason
-        try:
-            fits = self._check(self._checkers[backend], backend, bound)
-        except GradRequired as exc:
-            return str(exc)
-        except ValueError as exc:
-            return f"support check rejected the inputs: {exc}"
-        if not self.check_result(backend, fits):  # a TypeError for a result not a bool
-            return "support check returned False for these inputs"
-        return None
+        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None
+        (see :func:`~flashinfer.dispatch.selection.backend_refusal`).  Never warns, never
+        runs the common check or the API."""
+        refused = backend_refusal(self, backend, cc, bound)
+        return None if refused is None else refused[1]
 
     def backend_support_reason(self, backend: str, /, *args: Any, **kwargs: Any) -> str | None:
         """Why ``backend`` would refuse the call ``op(*args, **kwargs, backend=backend)``, or
