@@ -16,9 +16,8 @@ from flashinfer.dispatch.autocast import AutocastCall, AutocastRule, checked_aut
 from flashinfer.dispatch.capability import capability_reason
 from flashinfer.dispatch.choice_log import OpLog
 from flashinfer.dispatch.declarations import Backend
-from flashinfer.dispatch.emitter import emit_fast_path
+from flashinfer.dispatch.emitter import Front
 from flashinfer.dispatch.explain import Explanation, explain_call
-from flashinfer.dispatch.front import Front
 from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
 from flashinfer.dispatch.torch_op import TorchOp, schema_of
@@ -65,13 +64,9 @@ class BackendRequirementOp(ReferenceDispatcher):
         self.verdict_cache = VerdictCache()
         #: How the op's inputs are cast under torch.autocast (see ``autocast``), or None.
         self.autocast = checked_autocast_rule(self.api_key, autocast, self.torch_schema)
-        generated, self._ns = emit_fast_path(self)
-        self._front: Front | None = None
-        if self.verdicts_cacheable:  # the public function reads the signature first
-            self._ns["_checked"] = generated
-            self._front = Front(self, self._ns)
-            generated = self._front.build()
-        self.function = self._public_function(generated)
+        self._front = Front(self)
+        self._ns = self._front.ns
+        self.function = self._public_function(self._front.build())
         if self.autocast is not None:
             self._ns["_acall"] = AutocastCall(self)
         attach_torch_op(self, fake, backward, jvp)

@@ -9,7 +9,8 @@ reference the fast path is tested against; and it is the "before" row of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flashinfer.dispatch.call_specs import invoke
@@ -40,14 +41,6 @@ class ReferenceDispatcher(DispatchPlan):
     _ns: dict[str, Any]  # the generated code's namespace; its "_route" is the router
     choice_log: OpLog  # what this op's "auto" calls have logged (choice_log)
     verdict_cache: VerdictCache  # what its checks decided, per call signature (verdicts)
-
-    def _fail(self, cc: int | None, bound: dict[str, Any]) -> None:
-        """Called by the generated path when something does not fit: raise the error."""
-        self._select(cc, bound)
-        raise RuntimeError(
-            f"{self.api_name}: a support checker gave a different answer when re-run for "
-            "the error message; checkers must be deterministic functions of the inputs"
-        )
 
     def _check(self, fn: Any, spec_key: str, bound: Mapping[str, Any]) -> Any:
         return invoke(fn, self._specs[spec_key], bound)
@@ -158,21 +151,50 @@ class ReferenceDispatcher(DispatchPlan):
         return restriction_for(self.api_key) if RESTRICTIONS.on else None
 
     def _select_auto(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
-        """``"auto"``'s candidates (:func:`~flashinfer.dispatch.selection.select`), recorded
-        for this thread, with the warning an experimental choice gives; or the error."""
-        sel = select(self, cc, bound, self._restriction())
+        """``"auto"``'s candidates, recorded for this thread, with the warning an
+        experimental choice gives; or the error (see :meth:`_decide`)."""
+        candidates, _, warns, _ = self._decide(None, cc, self._restriction(), bound)
+        self._state.r.suitable = candidates
+        if warns is not None:
+            warns()
+        return candidates
+
+    def _decide(
+        self,
+        key: tuple | None,
+        cc: int | None,
+        listed: tuple[str, ...] | None,
+        bound: dict[str, Any],
+        skip_check: bool = False,
+    ) -> tuple[list[str], tuple[str, ...], Callable[[], None] | None, list[Any]]:
+        """The verdict of an ``"auto"`` call, cached under ``key`` (None: not cacheable):
+        (candidates, the experimental backends the gate dropped, what warns when it runs or
+        None, the router's slot).  The common check and the overlap rule first, then the one
+        selection (:func:`~flashinfer.dispatch.selection.select`) under the restriction
+        ``listed``; raises why no backend can run (a call's drops are recorded first).
+        ``skip_check=True`` runs all of it too (upstream runs the common check there)."""
+        self._state.clear_dropped()
+        if self.common_check is not None:
+            self._run_common_check(cc, bound, "auto")
+        self.check_overlap(bound)
+        sel = select(self, cc, bound, listed)
         if sel.dropped:
             self._live.dropped = True
             self._state.r.dropped = sel.dropped
         if not sel.candidates:
             raise selection_error(self, sel)
-        viable = sel.candidates
-        self._state.r.suitable = viable
-        if sel.listed is not None:
-            warn_listed_experimental(self.api_key, viable, self.experimental_backends)
-        elif viable[0] in self.experimental_backends:
-            warn_experimental_backend_once(self.api_key, viable[0], automatic=True)
-        return viable
+        candidates, exp = sel.candidates, self.experimental_backends
+        warns: Callable[[], None] | None = None
+        if listed is not None and not exp.isdisjoint(candidates):
+            warns = functools.partial(warn_listed_experimental, self.api_key, candidates, exp)
+        elif listed is None and candidates[0] in exp:
+            warns = functools.partial(
+                warn_experimental_backend_once, self.api_key, candidates[0], automatic=True
+            )
+        verdict = (candidates, sel.dropped, warns, [(None, None)])
+        if key is not None:
+            self.verdict_cache.put(key, verdict)
+        return verdict
 
     def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
         """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None
@@ -205,9 +227,9 @@ class ReferenceDispatcher(DispatchPlan):
         return CUDA_STATE.find(*values)  # the seam tests replace, as on the generated path
 
     def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
-        """The same call through ``inspect.Signature.bind`` and the readable selection logic.
+        """The same call through ``inspect.Signature.bind`` and the readable logic.
 
-        Slow (upstream's design); kept as the reference the generated path is tested
+        Slow (upstream's design); kept as the reference the generated function is tested
         against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
         """
         bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
@@ -215,25 +237,27 @@ class ReferenceDispatcher(DispatchPlan):
         if type(named) is str and named in self.backend_aliases:  # a renamed backend
             bound_args.arguments["backend"] = self.resolve_alias(named)
         bound = dict(bound_args.arguments)
-        # skip_check=True skips every check of an explicit backend; "auto" still has to
-        # choose, so it runs the selection (as upstream, its common check too), then
-        # calls the body.
+        # skip_check=True skips every check of a named backend; "auto" still has to
+        # choose, so it runs the selection (as upstream, its common check too).
         auto = bool(self.backend_checks) and bound["backend"] == "auto"
-        if not skip_check or auto:
-            cc = self._call_capability(bound)
-            candidates = self._select(cc, bound)
+        if auto:
+            listed = self._restriction()
+            verdict = self._decide(None, self._call_capability(bound), listed, bound)
+            candidates, dropped, warns, _ = verdict
+        elif not skip_check:
+            self._select(self._call_capability(bound), bound)
         else:  # a named backend, unchecked: only the overlap rule still applies
             self.check_overlap(bound)
         if not auto:
             return self.__wrapped__(*bound_args.args, **bound_args.kwargs)
+        record = self._state.r
+        record.suitable = candidates
+        if warns is not None:
+            warns()
         route = self._ns["_route"]
         if route is None or skip_check:
-            self._log_choice(candidates)
-        # The body (or router) reads this call's candidates, whatever nested calls of the
-        # op it makes first; leaving, a nested call gives the enclosing call its own back
-        # (see thread_state), the outermost leaves its own.
-        record = self._state.r
-        enclosing, record.open = record.open, candidates
+            self._log_choice(candidates, dropped, listed is not None)
+        enclosing, record.open = record.open, candidates  # (see emitter)
         try:
             if route is not None and not skip_check:
                 names = self.routed_inputs() or []
@@ -244,14 +268,16 @@ class ReferenceDispatcher(DispatchPlan):
             if enclosing is not None:
                 record.suitable = enclosing
 
-    def _log_choice(self, candidates: list[str]) -> None:
-        """The log line of an ``"auto"`` call that runs the body, as the generated path
-        writes it (see ``choice_log``)."""
+    def _log_choice(
+        self, candidates: list[str], dropped: tuple[str, ...], restricted: bool
+    ) -> None:
+        """The log line of an ``"auto"`` call that runs the body (see ``choice_log``):
+        asked only while logging may show it, and only once per backend and path."""
         if not LOG_SWITCH.armed:
             return
         log = self.choice_log
-        if self._restriction() is not None:
+        if restricted:
             if candidates[0] is not log.restricted:
                 note_restricted(log, candidates)
         elif candidates[0] is not log.auto:
-            note_auto(log, candidates, self._state.r.dropped)
+            note_auto(log, candidates, dropped)
