@@ -22,10 +22,11 @@ package ``flashinfer.codegen``; the op registry is ``flashinfer.gating.op_regist
 - ``declarations``: :class:`Backend` (a backend's name, checker and implementation as one
   value) and the reading of a backend table, names checked.
 - ``plan``: what is decided once, at decoration: the facts and checks of an API.
-- ``reference``: the readable selection logic, which raises every error (the texts about
-  the gate are built by ``flashinfer.gating.messages``).
-- ``emitter``: the source of the generated fast path.
+- ``selection``: the one selection: which backends may run an ``"auto"`` call, in what
+  order, and why not the others (the texts about the gate are built by
+  ``flashinfer.gating.messages``).
 - ``explain``: ``op.explain()``, what an ``"auto"`` call would do and why.
-- ``op``: :class:`BackendRequirementOp` (routing, upstream's query API), recorded in
-  ``flashinfer.gating.op_registry`` when built.
+- ``emitter``: the op's generated public function (the happy path only).
+- ``op``: :class:`BackendRequirementOp` (the Python paths of a call, routing, upstream's
+  query API), recorded in ``flashinfer.gating.op_registry`` when built.
 """

@@ -5,7 +5,7 @@ arguments in C, the way ``dataclasses`` generates ``__init__``), and does only t
 path: a named backend's checks spelled out, and for ``backend="auto"`` the call's signature
 read (``signature``: unrolled for each argument-type pattern learnt so far) and its
 verdict looked up (``verdicts``).  Everything else is a call of the op's hand-written
-Python (``reference``): ``_decide`` runs the one selection (``selection.select``) on a miss
+Python (``op``): ``_decide`` runs the one selection (``selection.select``) on a miss
 and stores the verdict; ``_named`` checks a named backend the fast checks did not pass,
 raising why it cannot run.  Then the body runs with this call's candidates recorded for
 upstream's idiom (``op.suitable_auto_backends``), or the autotuner's router gets them
@@ -109,7 +109,7 @@ class Front:
             "_self": op,
         }
         for i, (name, chk) in enumerate(op.backend_checks.items()):
-            ns[f"_chk{i}"] = op._checkers[name]  # a grad gate for one that cannot differentiate
+            ns[f"_chk{i}"] = chk
             ccs = capability_rule(chk)[1]
             if ccs is not None:
                 ns[f"_ccs{i}"] = ccs
@@ -199,11 +199,13 @@ class Front:
         """A named backend: its capability, the common check and its checker spelled out,
         then the body; any other outcome goes to ``_named``, which raises why (or runs a
         token ``"auto|a,b"`` as ``"auto"`` restricted to those backends)."""
-        op, lines = self.op, []
+        op, lines = self.op, list[str]()
         checks = [("_common", "__common__")] if op.common_check is not None else []
         for i, (name, chk) in enumerate(op.backend_checks.items()):
             if len(op.backend_checks) > MAX_BRANCHES:
                 break
+            if name in op.non_differentiable_backends:  # its grad rule: _named's
+                continue
             branch = []
             if op.experimental_backends:  # this call records no drops
                 branch += ["if _live.dropped and (_r := _state.r).dropped:", "    _r.dropped = ()"]
@@ -225,7 +227,7 @@ class Front:
             if name in op.experimental_backends:
                 branch += [f"{indent}if not _once{i}.warned:", f"{indent}    _warn(_api, {name!r})"]
             branch.append(f"{indent}return {call}")
-            lines.append(f"        {'if' if i == 0 else 'elif'} backend == {name!r}:")
+            lines.append(f"        {'elif' if lines else 'if'} backend == {name!r}:")
             lines += [f"            {c}" for c in branch]
         return [
             *lines,

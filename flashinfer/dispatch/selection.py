@@ -25,7 +25,6 @@ from typing import Any
 from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import capability_reason
 from flashinfer.dispatch.errors import BackendSupportedError
-from flashinfer.dispatch.plan import GradRequired
 from flashinfer.dispatch.restrictions import BACKENDS_ENV, restriction_source
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.gate import experimental_auto_backends_allowed
@@ -124,9 +123,7 @@ def backend_refusal(
             "reads_tensor_data); explain real tensors to decide",
         )
     try:
-        fits = op.check_result(name, invoke(op._checkers[name], op._specs[name], bound))
-    except GradRequired as exc:
-        return ("autograd", str(exc))
+        fits = op.check_result(name, invoke(checker, op._specs[name], bound))
     except ValueError as exc:
         return ("checker", f"support check rejected the inputs: {exc}")
     except Exception as exc:
