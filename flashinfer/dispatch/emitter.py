@@ -32,14 +32,14 @@ from flashinfer.dispatch.autocast import prologue_lines
 from flashinfer.dispatch.capability import CUDA_STATE, capability_rule
 from flashinfer.dispatch.choice_log import LOG_SWITCH
 from flashinfer.dispatch.restrictions import RESTRICTIONS, call_in_token_block, restriction_for
-from flashinfer.dispatch.signature import (
+from flashinfer.dispatch.torch_op import run_outside_dynamo, traced_call
+from flashinfer.dispatch.tracing import route_lines
+from flashinfer.dispatch.verdicts import (
     MAX_PATTERNS,
     TENSOR_TYPES,
     cacheable_pattern,
     pattern_source,
 )
-from flashinfer.dispatch.torch_op import run_outside_dynamo, traced_call
-from flashinfer.dispatch.tracing import route_lines
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
     GATE_OFF_VALUES,

@@ -23,10 +23,9 @@ from typing import Any
 import torch
 
 from flashinfer.codegen.compiler import CallSpec, ParameterList
-from flashinfer.dispatch.call_specs import checker_spec, filter_heuristic, invoke
+from flashinfer.dispatch.call_specs import check_verdict, checker_spec, filter_heuristic, invoke
 from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
 from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
-from flashinfer.dispatch.results import check_verdict
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from flashinfer.gating.history import (
@@ -334,7 +333,7 @@ class DispatchPlan:
     def check_result(self, backend: str | None, value: Any) -> bool:
         """``value``, what backend ``backend``'s support checker (None: the common check)
         returned, as a verdict: a bool, or the ``TypeError`` naming the checker (see
-        :func:`~flashinfer.dispatch.results.check_verdict`).  Both paths call it (the
+        :func:`~flashinfer.dispatch.call_specs.check_verdict`).  Both paths call it (the
         generated one only for a value that is neither ``True`` nor ``False``)."""
         if value is True or value is False:
             return value
