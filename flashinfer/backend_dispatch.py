@@ -230,7 +230,7 @@ def backend_requirement(
         TypeError: a table that is neither form, or mixes them; a checker whose
             parameters the API does not have; an API without a ``backend`` parameter.
 
-    Raises (on a call; the same in the generated and the reference path):
+    Raises (on a call; the same through the generated function and ``call_reference``):
         TypeError: ``backend`` is not a str (the message names the valid backends), or
             the arguments do not bind to the API's parameters; a check returned something
             other than a bool, or the heuristic something other than a list or tuple of

@@ -10,7 +10,7 @@ truthiness is never asked.
 
 Worked out once per checker at decoration (``checker_spec``): positionally when its
 parameters are the API's, else by name, with ``**kwargs`` taking the rest.  The generated
-path spells the spec out as a call (``_codegen.render_call``); the reference path replays it
+path spells the spec out as a call (``_codegen.render_call``); the Python paths replay it
 on bound arguments (``invoke``).
 """
 
@@ -112,7 +112,7 @@ def filter_heuristic(
     the gate), nor name one twice (the first mention counts).  A name that is no backend
     of the op is kept where it stands: upstream's heuristics may return the body's own
     runner names (``"cutlass_sm10x"``) for it to pick.  Its answer must be a list or tuple
-    of names (:func:`~heuristic_names`: a ``TypeError`` naming
+    of names (:func:`heuristic_names`: a ``TypeError`` naming
     ``heuristic`` and ``api`` otherwise)."""
     kept: list[str] = []
     for b in heuristic_names(ordered, heuristic, api):

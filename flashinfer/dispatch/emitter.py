@@ -328,7 +328,7 @@ class Front:
 
     def _grad_item(self, pattern: tuple[type, ...]) -> list[str]:
         """For an op with a backend that cannot differentiate: whether grad is required
-        (grad mode on and a tensor argument requiring it), as the grad gates decide."""
+        (grad mode on and a tensor argument requiring it), as ``op.grad_refusal`` decides."""
         if not self.op.non_differentiable_backends:
             return []
         tensors = [n for n, tp in zip(self.names, pattern, strict=True) if tp in TENSOR_TYPES]

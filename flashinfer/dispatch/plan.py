@@ -5,7 +5,7 @@ backends (with the declared implementations, ``implementations``), its parameter
 (without the dispatcher's ``skip_check``), the call spec of every checker, and the ordering
 of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
 backends); building it raises at decoration (import) time for a table that cannot be
-dispatched.  The reference path and the emitter read the plan; neither changes it.
+dispatched.  The op, the selection and the emitter read the plan; none changes it.
 
 It also decides which backends cannot differentiate (``Backend.differentiable``, else the
 checker's family): such a backend refuses a call that requires grad before its checker runs

@@ -2,7 +2,7 @@
 
 A checked ``backend="auto"`` call runs the common check, every support checker, the gate,
 the heuristic and the preferences.  For a call whose signature was seen before, the
-generated dispatcher (see ``front``) looks up what they decided (the *verdict*: the
+generated dispatcher (see ``emitter``) looks up what they decided (the *verdict*: the
 candidates, the experimental backends the gate dropped) instead of running them again.  A
 call that names its backend runs its two checks (common check and checker) every time:
 measured on the shipped ops, reading the signature costs as much as they do.  The cache is

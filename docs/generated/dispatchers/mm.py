@@ -53,7 +53,7 @@
 #   _str = builtins.str
 #   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
 #   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
-#   _named = flashinfer.dispatch.reference.ReferenceDispatcher._select, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
+#   _named = flashinfer.dispatch.op.BackendRequirementOp._select, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
 #   _env0 = functools.partial of builtin get
@@ -63,12 +63,12 @@
 #   _Exception = builtins.Exception
 #   _GATE_VALUES = a builtins.frozenset
 #   _memo = a builtins.dict
-#   _decide = flashinfer.dispatch.reference.ReferenceDispatcher._decide, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
+#   _decide = flashinfer.dispatch.op.BackendRequirementOp._decide, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _route = generated flashinfer.gemm.mm[autotuner router] (below)
 #   _rslot = True
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
-#   _note = flashinfer.dispatch.reference.ReferenceDispatcher._log_choice, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
+#   _note = flashinfer.dispatch.op.BackendRequirementOp._log_choice, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 
 def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backend, skip_check=False):
     if _ac() and not _acin.on:

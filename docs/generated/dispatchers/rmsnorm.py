@@ -43,7 +43,7 @@
 #   _str = builtins.str
 #   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
 #   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
-#   _named = flashinfer.dispatch.reference.ReferenceDispatcher._select, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
+#   _named = flashinfer.dispatch.op.BackendRequirementOp._select, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.norm.rmsnorm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
@@ -52,13 +52,13 @@
 #   _learn = flashinfer.dispatch.emitter.Front.learn, bound to a Front  (flashinfer/dispatch/emitter.py)
 #   _Exception = builtins.Exception
 #   _memo = a builtins.dict
-#   _decide = flashinfer.dispatch.reference.ReferenceDispatcher._decide, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
+#   _decide = flashinfer.dispatch.op.BackendRequirementOp._decide, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
 #   _route = None
 #   _rslot = False
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
-#   _note = flashinfer.dispatch.reference.ReferenceDispatcher._log_choice, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
+#   _note = flashinfer.dispatch.op.BackendRequirementOp._log_choice, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 
 def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
     if _ac() and not _acin.on:
