@@ -251,10 +251,10 @@ class Front:
             uncached = route_lines(op, "uncached")
             if uncached:
                 lines += ["        if _k is None:", *(f"        {c}" for c in uncached)]
-            lines += [f"        _verdict = _decide(_k, _cc, _rx, {bound}, skip_check)"]
+            lines += [f"        _verdict = _decide(_k, _cc, _rx, {bound})"]
         else:  # a traced call goes to the operator
             lines = [*route_lines(op, "named"), *lines]
-            lines += [f"    _verdict = _decide(None, _cc, _rx, {bound}, skip_check)"]
+            lines += [f"    _verdict = _decide(None, _cc, _rx, {bound})"]
         lines += [f"    {c}" for c in overlap_lines(op)]
         lines += [
             "    candidates, dropped, warns, slot = _verdict",

@@ -347,14 +347,14 @@ class BackendRequirementOp(DispatchPlan):
         cc: int | None,
         listed: tuple[str, ...] | None,
         bound: dict[str, Any],
-        skip_check: bool = False,
     ) -> tuple[list[str], tuple[str, ...], Callable[[], None] | None, list[Any]]:
         """The verdict of an ``"auto"`` call, cached under ``key`` (None: not cacheable):
         (candidates, the experimental backends the gate dropped, what warns when it runs or
         None, the router's slot).  The common check and the overlap rule first, then the one
         selection (:func:`~flashinfer.dispatch.selection.select`) under the restriction
         ``listed``; raises why no backend can run (a call's drops are recorded first).
-        ``skip_check=True`` runs all of it too (upstream runs the common check there)."""
+        A ``skip_check=True`` call runs all of it too (upstream runs the common check
+        there); its key says it is one."""
         self._state.clear_dropped()
         if self.common_check is not None:
             self._run_common_check(cc, bound, "auto")

@@ -158,7 +158,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
         if _k is None:
             if _traced(a, b, out):
                 return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
-        _verdict = _decide(_k, _cc, _rx, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend}, skip_check)
+        _verdict = _decide(_k, _cc, _rx, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
     if out is not None:
         _ovl(out, a, b)
     candidates, dropped, warns, slot = _verdict

@@ -122,7 +122,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
         if _k is None:
             if _traced(input, weight, out):
                 return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
-        _verdict = _decide(_k, _cc, _rx, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend}, skip_check)
+        _verdict = _decide(_k, _cc, _rx, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
     if out is not None:
         _ovl(out, input, weight)
     candidates, dropped, warns, slot = _verdict
