@@ -145,10 +145,11 @@ class BackendRequirementOp(DispatchPlan):
         per-thread lookup of the candidates on every tuned call.
 
         A router with a true ``takes_route_slot`` attribute is called as
-        ``router(candidates, inputs, slot)`` on a call whose verdict came from the cache:
-        ``slot`` is a one-item list kept with that verdict (``[(None, None)]`` at first),
-        where the router may keep what it looked up for the signature, so that the next
-        call of it need not look again; other calls pass no slot.
+        ``router(candidates, inputs, slot)`` by the generated function: ``slot`` is a
+        one-item list kept with the call's verdict (``[(None, None)]`` at first; a verdict
+        that is not cached has one of its own), where the router may keep what it looked
+        up for the signature, so that the next call of it need not look again
+        (``call_reference`` passes no slot).
         """
         if router is not None and self.routed_inputs() is None:
             raise TypeError(
