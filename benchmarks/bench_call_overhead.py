@@ -20,7 +20,7 @@ One row per op x path x shape, float32 on CPU, one thread (``torch.set_num_threa
   looking that tuple up in a dict: the least a Python dispatcher that checks its inputs, or
   caches what it found about them, adds (the bar under the explicit target);
 * ``signature floor``: the same with each tensor's strides too: what the verdict cache's key
-  reads (``flashinfer.dispatch.signature``), the least a metadata-keyed cache of ``"auto"``
+  reads (``flashinfer.dispatch.verdicts``), the least a metadata-keyed cache of ``"auto"``
   verdicts adds in Python (the bar under the auto and tuned targets);
 * ``use_backends``: ``"auto"`` inside ``flashinfer.use_backends(<op>=["torch"])``;
 * ``tuned``: the key tuned once inside ``flashinfer.autotuner.autotune()``, then plain

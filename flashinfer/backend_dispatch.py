@@ -8,10 +8,12 @@ backend), applies the experimental gate and the heuristic, and then calls the AP
 This module is the public import path: the decorator, the type a type checker sees
 (:class:`BackendOp`), and every dispatcher name users import.  The work is done in
 ``flashinfer.dispatch``, one job per module: the checker markers, compute capability, the
-decoration-time plan, the generated fast path (decided once per API, the way
-``dataclasses`` generates ``__init__``), the readable reference path that writes every error
-message (tested to agree with the fast path), per-thread call state, and the op object with
-upstream's query API and :meth:`BackendRequirementOp.route_auto` for the autotuner.
+decoration-time plan, the one selection (``selection``: which backends may run an
+``"auto"`` call, used by the call, ``explain``, the compiled route and the autotuner), the
+generated public function (the happy path, decided once per API, the way ``dataclasses``
+generates ``__init__``), per-thread call state, and the op object with its Python paths
+(every error message), upstream's query API and :meth:`BackendRequirementOp.route_auto`
+for the autotuner.
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ def backend_requirement(
         TypeError: a table that is neither form, or mixes them; a checker whose
             parameters the API does not have; an API without a ``backend`` parameter.
 
-    Raises (on a call; the same in the generated and the reference path):
+    Raises (on a call; the same through the generated function and ``call_reference``):
         TypeError: ``backend`` is not a str (the message names the valid backends), or
             the arguments do not bind to the API's parameters; a check returned something
             other than a bool, or the heuristic something other than a list or tuple of

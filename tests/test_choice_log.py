@@ -112,8 +112,8 @@ def test_with_logging_off_a_call_pays_an_attribute_test_and_level_changes_are_se
     op = make_op("level_changes")
     logger = logging.getLogger(LOGGER)
     calls = []
-    note = op.dispatcher._ns["_notea"]
-    op.dispatcher._ns["_notea"] = lambda *a: calls.append(a) or note(*a)
+    note = op.dispatcher._ns["_note"]
+    op.dispatcher._ns["_note"] = lambda *a: calls.append(a) or note(*a)
     caplog.set_level(logging.INFO, logger=LOGGER)  # caplog's handler takes INFO (restored after)
     logger.setLevel(logging.WARNING)  # ... but the logger is off for it
     op(X)

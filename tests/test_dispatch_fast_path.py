@@ -37,7 +37,7 @@ from flashinfer.backend_dispatch import (
     experimental_backend,
     supported_compute_capability,
 )
-from flashinfer.dispatch.signature import cacheable_pattern
+from flashinfer.dispatch.verdicts import cacheable_pattern
 from flashinfer.gating.messages import (
     auto_refused_by_common_check,
     automatic_selection,

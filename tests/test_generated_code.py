@@ -78,22 +78,14 @@ def through_dispatcher() -> Raised:
     return Raised(error, 0, filename, f"{op.__name__}_dispatcher", "return _func(x, backend)")
 
 
-def through_checking_dispatcher() -> Raised:
-    """The first "auto" call of a signature: the public function hands it to the checking
-    path."""
+def through_auto() -> Raised:
+    """An "auto" call (a verdict-cache miss, then a hit): the public function decides
+    and calls the body itself."""
     op = _dispatched_op()
+    _catch(lambda: op(1))
     error = _catch(lambda: op(1))
-    filename = f"{GENERATED}checking dispatcher for {op.api_key}"
-    function = f"{op.__name__}_checking_dispatcher"
-    return Raised(error, 1, filename, function, "return _func(x, backend)")
-
-
-def through_skip_check_auto() -> Raised:
-    op = _dispatched_op()
-    error = _catch(lambda: op(1, skip_check=True))
-    filename = f"{GENERATED}skip_check auto dispatcher for {op.api_key}"
-    function = f"{op.__name__}_skip_check_auto_dispatcher"
-    return Raised(error, 1, filename, function, "return _func(x, backend)")
+    filename = f"{GENERATED}dispatcher for {op.api_key}"
+    return Raised(error, 0, filename, f"{op.__name__}_dispatcher", "return _func(x, backend)")
 
 
 def through_experimental_wrapper() -> Raised:
@@ -112,8 +104,7 @@ def through_experimental_wrapper() -> Raised:
 
 KINDS = {
     "dispatcher": through_dispatcher,
-    "checking dispatcher": through_checking_dispatcher,
-    "skip_check auto dispatcher": through_skip_check_auto,
+    "auto": through_auto,
     "experimental API wrapper": through_experimental_wrapper,
 }
 

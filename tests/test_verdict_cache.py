@@ -30,8 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import flashinfer
 from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.backend_dispatch import Backend, backend_requirement
-from flashinfer.dispatch.signature import MAX_PATTERNS
-from flashinfer.dispatch.verdicts import reads_environment, reads_tensor_data
+from flashinfer.dispatch.verdicts import MAX_PATTERNS, reads_environment, reads_tensor_data
 from flashinfer.kernels import INT32_MAX, reset_probe
 from flashinfer.settings import forget_unrecognised_values
 

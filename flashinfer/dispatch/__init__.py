@@ -10,9 +10,8 @@ package ``flashinfer.codegen``; the op registry is ``flashinfer.gating.op_regist
 - ``errors``: the exceptions a call raises.
 - ``markers``: the compute capabilities a backend's support checker declares.
 - ``capability``: the compute capability of a call and what a checker's marks say about it.
-- ``results``: what a check may return (a checker: a bool; a heuristic: a list of names),
-  and the error naming a check that returns anything else.
-- ``call_specs``: how to call a checker or the heuristic with the API's arguments.
+- ``call_specs``: how to call a checker or the heuristic with the API's arguments, and
+  what a check may return (a checker: a bool; a heuristic: a list of names).
 - ``thread_state``: each thread's record of its last ``"auto"`` call (and of the call whose
   body runs, for calls nested in it).
 - ``tuner_view``: what the dispatcher may ask the autotuner, without importing it.
@@ -21,11 +20,14 @@ package ``flashinfer.codegen``; the op registry is ``flashinfer.gating.op_regist
 - ``choice_log``: one log line per automatic choice (``flashinfer.dispatch``).
 - ``declarations``: :class:`Backend` (a backend's name, checker and implementation as one
   value) and the reading of a backend table, names checked.
+- ``verdicts``: the verdict cache (what a call signature's checks decided) and how a
+  signature is read.
 - ``plan``: what is decided once, at decoration: the facts and checks of an API.
-- ``reference``: the readable selection logic, which raises every error (the texts about
-  the gate are built by ``flashinfer.gating.messages``).
-- ``emitter``: the source of the generated fast path.
+- ``selection``: the one selection: which backends may run an ``"auto"`` call, in what
+  order, and why not the others (the texts about the gate are built by
+  ``flashinfer.gating.messages``).
 - ``explain``: ``op.explain()``, what an ``"auto"`` call would do and why.
-- ``op``: :class:`BackendRequirementOp` (routing, upstream's query API), recorded in
-  ``flashinfer.gating.op_registry`` when built.
+- ``emitter``: the op's generated public function (the happy path only).
+- ``op``: :class:`BackendRequirementOp` (the Python paths of a call, routing, upstream's
+  query API), recorded in ``flashinfer.gating.op_registry`` when built.
 """

@@ -1,9 +1,16 @@
-"""How to call a checker or the heuristic with the API's arguments, and what is kept of the
-heuristic's answer (``filter_heuristic``).
+"""How to call a checker or the heuristic with the API's arguments, what a check may return,
+and what is kept of the heuristic's answer (``filter_heuristic``).
+
+A support checker or a common check returns ``True`` or ``False`` (a numpy bool is taken
+as the bool it is), or raises ``ValueError`` saying why not.  A heuristic returns a list or
+tuple of backend names (``str``), best first.  Anything else (``None`` from a path that ends
+without a ``return``, the string ``"False"``, a tensor, a set) is a ``TypeError`` naming
+the check and what it returned (:func:`check_verdict`, :func:`heuristic_names`); its
+truthiness is never asked.
 
 Worked out once per checker at decoration (``checker_spec``): positionally when its
 parameters are the API's, else by name, with ``**kwargs`` taking the rest.  The generated
-path spells the spec out as a call (``_codegen.render_call``); the reference path replays it
+path spells the spec out as a call (``_codegen.render_call``); the Python paths replay it
 on bound arguments (``invoke``).
 """
 
@@ -11,13 +18,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from flashinfer.codegen.compiler import POSITIONAL_KINDS, CallSpec, ParameterList
-from flashinfer.dispatch.results import heuristic_names
 
-__all__ = ["checker_spec", "filter_heuristic", "invoke"]
+__all__ = [
+    "check_verdict",
+    "checker_spec",
+    "filter_heuristic",
+    "heuristic_names",
+    "invoke",
+    "qualified_check_name",
+]
 
 
 def checker_spec(
@@ -98,7 +112,7 @@ def filter_heuristic(
     the gate), nor name one twice (the first mention counts).  A name that is no backend
     of the op is kept where it stands: upstream's heuristics may return the body's own
     runner names (``"cutlass_sm10x"``) for it to pick.  Its answer must be a list or tuple
-    of names (:func:`~flashinfer.dispatch.results.heuristic_names`: a ``TypeError`` naming
+    of names (:func:`heuristic_names`: a ``TypeError`` naming
     ``heuristic`` and ``api`` otherwise)."""
     kept: list[str] = []
     for b in heuristic_names(ordered, heuristic, api):
@@ -123,3 +137,90 @@ def invoke(
         else:
             kwargs.update(bound[name])
     return fn(*args, **kwargs)
+
+
+_REPR_LIMIT = 80
+
+
+def qualified_check_name(fn: Any) -> str:
+    """``module.qualname`` of a check (unwrapped; a callable object: its class)."""
+    target = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
+    if not hasattr(target, "__qualname__"):
+        target = type(target)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+
+
+def _described(value: Any) -> str:
+    """``None``, or the value's type and a repr cut to a line."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    if len(text) > _REPR_LIMIT:
+        text = text[: _REPR_LIMIT - 3] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _numpy_bool(value: Any) -> bool:
+    """Whether ``value`` is a numpy bool (numpy is never imported here: a value of its
+    types implies it is loaded)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.bool_)
+
+
+def check_verdict(value: Any, check: Any, role: str, api: str) -> bool:
+    """``value`` (what ``check`` returned) as a verdict: a bool, or a ``TypeError``.
+
+    ``role`` names the check in the op (``"the support checker of backend 'torch'"``,
+    ``"the common check"``) and ``api`` the op.
+    """
+    if value is True or value is False:
+        return value
+    if _numpy_bool(value):
+        return bool(value)
+    hint = ""
+    if value is None:
+        hint = " (None: does a path through it end without a return statement?)"
+    elif isinstance(value, str):
+        hint = " (a non-empty str would have counted as support)"
+    raise TypeError(
+        f"{api}: {role} ({qualified_check_name(check)}) returned {_described(value)}"
+        f"{hint}; a check returns True or False (a numpy bool is accepted), or raises "
+        "ValueError saying why the inputs are not supported"
+    )
+
+
+def _names_problem(answer: Any) -> str | None:
+    """What is wrong with a heuristic's answer, or None: a list or tuple of str."""
+    if not isinstance(answer, (list, tuple)):
+        if answer is None:
+            return " (None: does a path through it end without a return statement?)"
+        if isinstance(answer, (set, frozenset)):
+            return " (a set has no order)"
+        if type(answer).__module__ == "numpy":
+            return " (a numpy array: return array.tolist())"
+        return ""
+    for i, name in enumerate(answer):
+        if not isinstance(name, str):
+            return f" (item {i} is {_described(name)})"
+    return None
+
+
+def heuristic_names(
+    answer: Any, heuristic: Any = None, api: str | None = None
+) -> list[str] | tuple[str, ...]:
+    """``answer`` (what ``heuristic`` returned), checked to be a list or tuple of backend
+    names (``str``); a ``TypeError`` naming the heuristic otherwise.  Which names are kept,
+    and in what order, is :func:`~flashinfer.dispatch.call_specs.filter_heuristic`'s job."""
+    problem = _names_problem(answer)
+    if problem is None:
+        return answer  # type: ignore[no-any-return]
+    who = (
+        "the heuristic"
+        if heuristic is None
+        else f"the heuristic ({qualified_check_name(heuristic)})"
+    )
+    where = f"{api}: " if api else ""
+    raise TypeError(
+        f"{where}{who} returned {_described(answer)}{problem}; a heuristic returns a list "
+        "(or tuple) of backend names (str), best first, taken from the candidates it is given"
+    )

@@ -2,7 +2,7 @@
 
 A call's capability is that of its first CUDA tensor (``None`` without one), looked up once
 per device.  ``capability_rule`` is the one reader of the marks that
-``supported_compute_capability`` sets: the reference path explains the rule
+``supported_compute_capability`` sets: the selection explains the rule
 (``capability_reason``), the generated path tests it.
 """
 
@@ -64,7 +64,7 @@ def find_compute_capability(*values: Any) -> int | None:
 def capability_rule(checker: Any) -> tuple[bool, Any]:
     """The capability rule of a checker: (runs without CUDA tensors, the capabilities it
     declares or None).  The one place that reads the marks of supported_compute_capability:
-    the reference path explains it, the generated path tests it."""
+    the selection explains it, the generated path tests it."""
     ccs = getattr(checker, "_supported_ccs", None)
     return ccs is None or getattr(checker, "_supports_cpu", False), ccs
 

@@ -18,28 +18,36 @@ data is not taken as a refusal: that backend's verdict is *not decided* (``decid
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashinfer.dispatch.call_specs import invoke
-from flashinfer.dispatch.capability import capability_reason
-from flashinfer.dispatch.reference import ReferenceDispatcher
 from flashinfer.dispatch.restrictions import restriction_source
-from flashinfer.dispatch.tuner_view import tuner_view
-from flashinfer.dispatch.verdicts import VerdictCacheInfo, reads_tensor_data_marked
-from flashinfer.gating.gate import (
-    experimental_auto_backends_allowed,
+from flashinfer.dispatch.selection import (
+    DECLARATION_ORDER,
+    HEURISTIC,
+    RESTRICTED,
+    UNDECIDED,
+    common_refusal,
+    metadata_only,
+    select,
 )
+from flashinfer.dispatch.tuner_view import tuner_view
+from flashinfer.dispatch.verdicts import VerdictCacheInfo
+from flashinfer.gating.gate import experimental_auto_backends_allowed
 from flashinfer.gating.history import graduated_in
 from flashinfer.gating.messages import gate_verdict
 
-__all__ = ["BackendVerdict", "Explanation", "PathExplanation", "explain_call", "explain_paths"]
-
-HEURISTIC = "heuristic"
-DECLARATION_ORDER = "declaration order"
-RESTRICTED = "restricted"
+__all__ = [
+    "DECLARATION_ORDER",
+    "HEURISTIC",
+    "RESTRICTED",
+    "BackendVerdict",
+    "Explanation",
+    "PathExplanation",
+    "explain_call",
+    "explain_paths",
+]
 
 
 @dataclass(frozen=True)
@@ -246,97 +254,6 @@ def _call_text(bound: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={_summary(v)}" for k, v in bound.items() if k != "backend")
 
 
-UNDECIDED = "not decided on metadata-only inputs"
-
-
-def _no_data(value: Any) -> bool:
-    """Whether ``value`` is a tensor with metadata only: on the meta device, or a fake
-    tensor (looked up only if the program loaded fake tensors, so no import here)."""
-    if getattr(value, "is_meta", False) is True:
-        return True
-    fake = sys.modules.get("torch._subclasses.fake_tensor")
-    return fake is not None and isinstance(value, fake.FakeTensor)
-
-
-def metadata_only(bound: Mapping[str, Any]) -> bool:
-    """Whether some tensor among the call's arguments carries metadata only (see the module
-    doc): then checks that read data cannot decide."""
-    return any(_no_data(v) for v in bound.values())
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _refusals(
-    op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any], no_data: bool = False
-) -> dict[str, tuple[str, str] | None]:
-    """backend -> (stage, why) when it cannot run the call, None when it can.  A checker
-    that crashes is reported, not raised.  With ``no_data`` (metadata-only inputs), a
-    checker that reads data is not run, or failing, is not a refusal: its stage is
-    ``"undecided"``."""
-    found: dict[str, tuple[str, str] | None] = {}
-    for name, checker in op.backend_checks.items():
-        reason = capability_reason(checker, cc)
-        if reason is not None:
-            found[name] = ("capability", reason)
-            continue
-        reason = op.grad_refusal(name, bound)  # it cannot differentiate, grad is required
-        if reason is not None:
-            found[name] = ("autograd", reason)
-            continue
-        if no_data and reads_tensor_data_marked(checker):
-            found[name] = (
-                "undecided",
-                f"{UNDECIDED}: its support check reads tensor data (it is marked "
-                "reads_tensor_data); explain real tensors to decide",
-            )
-            continue
-        try:
-            reason = op.backend_refusal(name, cc, bound)
-        except Exception as exc:  # noqa: BLE001 - a call would raise it; explain reports it
-            if no_data:
-                found[name] = (
-                    "undecided",
-                    f"{UNDECIDED}: its support check needs more than shapes "
-                    f"({_first_line(exc)}); explain real tensors to decide",
-                )
-                continue
-            reason = f"support check raised {type(exc).__name__}: {exc}"
-        found[name] = None if reason is None else ("checker", reason)
-    return found
-
-
-def _common_error(
-    op: ReferenceDispatcher, cc: int | None, bound: dict[str, Any], no_data: bool = False
-) -> str | None:
-    if op.common_check is None:
-        return None
-    if not op.backend_checks:
-        reason = capability_reason(op.common_check, cc)
-        if reason is not None:
-            return f"the API does not support compute capability {cc}: {reason}"
-    if no_data and reads_tensor_data_marked(op.common_check):
-        return (
-            f"{UNDECIDED}: its common check reads tensor data (it is marked "
-            "reads_tensor_data); explain real tensors to decide"
-        )
-    try:
-        if op.check_result(None, op._check(op.common_check, "__common__", bound)):
-            return None
-        return "its common check returned False for these inputs"
-    except ValueError as exc:
-        return f"its common check rejected the inputs: {exc}"
-    except Exception as exc:
-        if not no_data:
-            raise
-        return (
-            f"{UNDECIDED}: its common check needs more than shapes ({_first_line(exc)}); "
-            "explain real tensors to decide"
-        )
-
-
 def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, Any, str] | None:
     """The autotuner's result for this call as (backend, tactic, source), if the program
     imported the autotuner and the op's ``"auto"`` calls are routed to it.  The dispatcher
@@ -379,37 +296,35 @@ def explain_call(
     listed = op._restriction() if restricted is None else restricted
     who = "use_backends" if restricted is not None else None
     no_data = metadata_only(bound)
-    error = _common_error(op, cc, bound, no_data)
+    error = common_refusal(op, cc, bound, no_data=no_data)
     if error is not None:
         not_checked = ("common check", "not checked: the common check rejects the call")
         if error.startswith(UNDECIDED):
             not_checked = ("common check", "not checked: the common check is not decided")
-        refusals: dict[str, tuple[str, str] | None] = dict.fromkeys(op.backend_checks, not_checked)
+        refusals: dict[str, tuple[str, str]] = dict.fromkeys(op.backend_checks, not_checked)
+        candidates: list[str] = []
+        left = dict(refusals)
+        source: str | None = None
+        later: list[str] = []
     else:
-        refusals = _refusals(op, cc, bound, no_data)
-    undecided = [b for b, r in refusals.items() if r is not None and r[0] == "undecided"]
+        sel = select(op, cc, bound, listed, no_data=no_data, explaining=True)
+        refusals, candidates, source = sel.refusals, sel.candidates, sel.source
+        left = dict(refusals)
+        for b, r in sel.left.items():  # explain's own words for the gate
+            left[b] = ("gate", gate_verdict()) if r[0] == "gate" else r
+        later = sel.notes
+        if listed is not None:
+            who = who or restriction_source(op.api_key) or "use_backends"
+            for b in op.backend_checks:
+                if b not in listed:
+                    left[b] = ("restriction", f"not listed by {who} ({list(listed)})")
+    undecided = [b for b, r in refusals.items() if r[0] == "undecided"]
     if undecided:
         notes.append(
             f"the inputs carry metadata only: whether {', '.join(map(repr, undecided))} can "
             "run is not decided, and the choice leaves it out"
         )
-    viable = [b for b, r in refusals.items() if r is None]
-    left: dict[str, tuple[str, str]] = {b: r for b, r in refusals.items() if r is not None}
-    source: str | None = None
-    if listed is not None:
-        who = who or restriction_source(op.api_key) or "use_backends"
-        for b in op.backend_checks:
-            if b not in listed:
-                left[b] = ("restriction", f"not listed by {who} ({list(listed)})")
-        candidates = [b for b in listed if b in viable]
-        source = RESTRICTED
-    else:
-        if not gate_on:
-            for b in viable:
-                if b in op.experimental_backends:
-                    left[b] = ("gate", gate_verdict())
-        candidates = [b for b in viable if b not in left]
-        candidates, source, _ = order_candidates(op, bound, candidates, no_data, notes, left)
+    notes += later
     chosen = candidates[0] if candidates else None
     tactic = None
     if chosen is not None:
@@ -430,8 +345,8 @@ def explain_call(
         BackendVerdict(
             backend=b,
             experimental=b in op.experimental_backends,
-            can_run=refusals[b] is None,
-            why_not=None if refusals[b] is None else refusals[b][1],  # type: ignore[index]
+            can_run=b not in refusals,
+            why_not=refusals[b][1] if b in refusals else None,
             rank=rank.get(b),
             stage=None if b in rank else left[b][0],
             reason=None if b in rank else left[b][1],
@@ -455,53 +370,3 @@ def explain_call(
         notes=tuple(notes),
         cache=op.verdict_cache.info() if op.verdicts_cacheable else None,
     )
-
-
-def order_candidates(
-    op: Any,
-    bound: Mapping[str, Any],
-    candidates: list[str],
-    no_data: bool = False,
-    notes: list[str] | None = None,
-    left: dict[str, tuple[str, str]] | None = None,
-) -> tuple[list[str], str, bool]:
-    """``"auto"``'s order of ``candidates`` (the viable, ungated backends, in declaration
-    order): the heuristic's, then the declared preferences.  Returns ``(ordered, source,
-    certain)``; with ``no_data``, a heuristic or preference that needs more than metadata is
-    not applied and ``certain`` is False.  ``notes`` and ``left`` (what the heuristic
-    left out) are filled for an explanation."""
-    notes = [] if notes is None else notes
-    source, certain = DECLARATION_ORDER, True
-    if candidates and op.heuristic_func is not None:
-        spec = op._specs["__heuristic__"]
-        try:
-            ordered = op.heuristic_order(
-                invoke(op.heuristic_func, spec, bound, list(candidates)), candidates
-            )
-        except Exception as exc:
-            if not no_data:
-                raise
-            notes.append(
-                f"the heuristic needs more than shapes ({_first_line(exc)}): not applied, "
-                "the candidates are in declaration order"
-            )
-            ordered, certain = None, False
-        if ordered is not None:
-            if left is not None:
-                for b in candidates:
-                    if b not in ordered:
-                        left[b] = ("heuristic", "left out by the heuristic for these inputs")
-            candidates, source = ordered, HEURISTIC
-    try:
-        preferred = op.prefer_first(candidates, bound)
-    except Exception as exc:
-        if not no_data:
-            raise
-        notes.append(f"a preference needs more than shapes ({_first_line(exc)}): not applied")
-        preferred, certain = candidates, False
-    if preferred is not candidates:
-        notes.append(
-            f"{preferred[0]!r} comes first: its declaration prefers these inputs (Backend.prefer)"
-        )
-        candidates = preferred
-    return list(candidates), source, certain

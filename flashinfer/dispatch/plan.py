@@ -5,12 +5,11 @@ backends (with the declared implementations, ``implementations``), its parameter
 (without the dispatcher's ``skip_check``), the call spec of every checker, and the ordering
 of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
 backends); building it raises at decoration (import) time for a table that cannot be
-dispatched.  The reference path and the emitter read the plan; neither changes it.
+dispatched.  The op, the selection and the emitter read the plan; none changes it.
 
 It also decides which backends cannot differentiate (``Backend.differentiable``, else the
-checker's family) and generates each one's *grad gate*: the checker both paths call for it,
-which refuses a call that requires grad (:class:`GradRequired`) before the author's checker
-runs, so that ``"auto"`` leaves the backend out and naming it raises.
+checker's family): such a backend refuses a call that requires grad before its checker runs
+(:meth:`DispatchPlan.grad_refusal`), so that ``"auto"`` leaves it out and naming it raises.
 """
 
 from __future__ import annotations
@@ -23,17 +22,10 @@ from typing import Any
 
 import torch
 
-from flashinfer.codegen.compiler import (
-    CallSpec,
-    ParameterList,
-    compile_function,
-    module_namespace,
-    render_call,
-)
-from flashinfer.dispatch.call_specs import checker_spec, filter_heuristic, invoke
+from flashinfer.codegen.compiler import CallSpec, ParameterList
+from flashinfer.dispatch.call_specs import check_verdict, checker_spec, filter_heuristic, invoke
 from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
 from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
-from flashinfer.dispatch.results import check_verdict
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from flashinfer.gating.history import (
@@ -47,12 +39,7 @@ from flashinfer.gating.history import (
 )
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
-__all__ = ["DispatchPlan", "GradRequired", "experimental_code", "grad_inputs"]
-
-
-class GradRequired(ValueError):
-    """What a non-differentiable backend's grad gate raises when grad is required: a
-    refusal like a checker's ``ValueError``, whose message is the whole reason."""
+__all__ = ["DispatchPlan", "experimental_code", "grad_inputs"]
 
 
 def _requires_grad(value: Any) -> bool:
@@ -183,16 +170,10 @@ class DispatchPlan:
 
     def _plan_grad_gates(self, declared: Mapping[str, Backend]) -> None:
         """Which backends cannot differentiate (``Backend.differentiable``, else the
-        checker's family: see :func:`~flashinfer.dispatch.families.differentiable_by_family`)
-        and what the dispatcher calls as each backend's support check, ``_checkers``: the
-        author's checker, or for a backend that cannot differentiate its *grad gate*, a
-        checker generated with the API's parameters that raises :class:`GradRequired` when
-        grad is required (``torch.is_grad_enabled()`` and an argument requiring grad, see
-        :func:`grad_inputs`) and otherwise calls the author's checker with its own spec.
-        Both paths call ``_checkers`` (the generated one as ``_chk<i>``), so they agree;
-        ``backend_checks`` stays the author's checkers, whose marks everything else reads.
-        An op with such a backend is *grad-gated*: its verdict cache keys on whether grad
-        is required (see ``front``); no other op pays anything."""
+        checker's family: see :func:`~flashinfer.dispatch.families.differentiable_by_family`).
+        Such a backend refuses a call that requires grad (:meth:`grad_refusal`) before its
+        checker runs, so that ``"auto"`` leaves it out and naming it raises; the verdict
+        cache of an op with one keys on whether grad is required (see ``emitter``)."""
         self.non_differentiable_backends = frozenset(
             name
             for name, chk in self.backend_checks.items()
@@ -202,47 +183,9 @@ class DispatchPlan:
                 else differentiable_by_family(chk)
             )
         )
-        self._checkers: dict[str, Callable[..., Any]] = dict(self.backend_checks)
-        if not self.non_differentiable_backends:
-            return
-        sig = self._sig
-        ns = module_namespace(self.api_key, "grad gate")
-        inputs = tuple(n for n in sig.names if n != "backend")
-        values = ", ".join(inputs) + ("," if len(inputs) == 1 else "")
-        ns |= {
-            "_grad_on": torch.is_grad_enabled,
-            "_grad_inputs": grad_inputs,
-            "_requires_grad": _requires_grad,
-            "_GradRequired": GradRequired,
-            "_INPUTS": inputs,
-            "_isinstance": isinstance,
-            "_Tensor": torch.Tensor,
-            "_HOLDERS": (list, tuple, dict),
-        }
-        # Grad mode first (off: one C call); then each argument, a tensor's flag read
-        # inline and only a list, tuple or dict looked into (as grad_inputs does).
-        needs = " or ".join(
-            f"({n}.requires_grad if _isinstance({n}, _Tensor) else "
-            f"(_isinstance({n}, _HOLDERS) and _requires_grad({n})))"
-            for n in inputs
-        )
-        params = sig.def_params(ns)
-        for i, name in enumerate(self.backend_checks):
-            if name not in self.non_differentiable_backends:
-                continue
-            ns[f"_orig{i}"], ns[f"_why{i}"] = self.backend_checks[name], self._grad_reason(name)
-            lines = [
-                f"    if _grad_on() and ({needs or 'False'}):",
-                f"        raise _GradRequired(_why{i}(_grad_inputs(_INPUTS, ({values}))))",
-                f"    return {render_call(f'_orig{i}', self._specs[name])}",
-            ]
-            self._checkers[name] = compile_function(
-                params, lines, ns, role=f"grad gate of {name}", api=self.api_key
-            )
-            self._specs[name] = sig.call_spec()  # the gate takes the API's parameters
 
     def _grad_reason(self, backend: str) -> Callable[[list[str]], str]:
-        """The reason a grad gate gives for backend ``backend``, given the arguments that
+        """The reason grad refuses backend ``backend``, given the arguments that
         require grad: what cannot be done, and the two ways out (inference under
         ``torch.no_grad()``, or a backend that can differentiate, named when one exists:
         a stable torch-family one first)."""
@@ -279,7 +222,7 @@ class DispatchPlan:
     def grad_refusal(self, backend: str, bound: Mapping[str, Any]) -> str | None:
         """Why ``backend`` refuses a call's bound arguments because grad is required (it
         cannot differentiate, grad mode is on and an argument requires grad), or None:
-        the grad gate's reason, as a call would give it."""
+        the reason a call gives."""
         if backend not in self.non_differentiable_backends or not torch.is_grad_enabled():
             return None
         inputs = tuple(n for n in self._sig.names if n != "backend")
@@ -390,7 +333,7 @@ class DispatchPlan:
     def check_result(self, backend: str | None, value: Any) -> bool:
         """``value``, what backend ``backend``'s support checker (None: the common check)
         returned, as a verdict: a bool, or the ``TypeError`` naming the checker (see
-        :func:`~flashinfer.dispatch.results.check_verdict`).  Both paths call it (the
+        :func:`~flashinfer.dispatch.call_specs.check_verdict`).  Both paths call it (the
         generated one only for a value that is neither ``True`` nor ``False``)."""
         if value is True or value is False:
             return value

@@ -72,7 +72,7 @@ def attach_torch_op(
 def _eager_only(function: Any) -> None:
     """Mark the public function of an op that compiled code calls eagerly (after a graph
     break): Dynamo traces none of its frames (see ``run_outside_dynamo``), also once its
-    code is regenerated (``front``)."""
+    code is regenerated (``emitter``)."""
     function._flashinfer_eager_only = True
     run_outside_dynamo(function.__code__)
 

@@ -242,7 +242,7 @@ class TransparentPlan:
         """Whether ``explained.chosen`` comes first whatever metadata left undecided: the
         order of the candidates and every backend whose check could not decide (gated as
         the call is) is decided, and puts it first."""
-        from flashinfer.dispatch.explain import order_candidates
+        from flashinfer.dispatch.selection import order_candidates
 
         op = self.op
         undecided = {v.backend for v in explained.verdicts if not v.decided}

@@ -2,7 +2,7 @@
 
 A checked ``backend="auto"`` call runs the common check, every support checker, the gate,
 the heuristic and the preferences.  For a call whose signature was seen before, the
-generated dispatcher (see ``front``) looks up what they decided (the *verdict*: the
+generated dispatcher (see ``emitter``) looks up what they decided (the *verdict*: the
 candidates, the experimental backends the gate dropped) instead of running them again.  A
 call that names its backend runs its two checks (common check and checker) every time:
 measured on the shipped ops, reading the signature costs as much as they do.  The cache is
@@ -35,21 +35,34 @@ memo is replaced whenever a result changes).  State the key cannot see, such as 
 availability probe, clears every cache when it changes (:func:`forget_verdicts`, called by
 ``flashinfer.kernels.reset_probe``).
 
+The signature is read by generated code (``emitter``).  Arguments are classified by their
+exact type (a *pattern*: one type per parameter), cacheable when every type is a plain tensor
+type (:data:`TENSOR_TYPES`: shape, strides, dtype and device are read) or an immutable value
+type (the value is the item); the generated function tests the call's types against each
+learnt pattern in turn and reads the pattern's items unrolled (:func:`pattern_source`).
+
 Each op's cache holds at most :data:`VERDICT_CACHE_CAP` signatures; when full, the oldest is
 forgotten (first in, first out): a forgotten signature is checked again on its next call.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
+
+import torch
 
 from flashinfer.dispatch.guarded_state import advance_epoch
 from flashinfer.kernels.availability import on_reset
 
 __all__ = [
+    "MAX_PATTERNS",
+    "TENSOR_TYPES",
+    "cacheable_pattern",
+    "pattern_source",
     "VERDICT_CACHE_CAP",
     "VerdictCache",
     "VerdictCacheInfo",
@@ -176,3 +189,63 @@ def declared_environment(checks: Iterable[Any]) -> tuple[str, ...]:
         for name in getattr(check, "_reads_environment", ()):
             names[name] = None
     return tuple(names)
+
+
+# ---- the signature: what a verdict is keyed on -----------------------------------------
+
+MAX_PATTERNS = 8
+"""Most argument-type patterns one op learns; calls of any further pattern are not cached."""
+
+TENSOR_TYPES: frozenset[type] = frozenset({torch.Tensor, torch.nn.Parameter})
+"""Types whose metadata reads are torch's own (a subclass may compute them in Python)."""
+
+_VALUE_TYPES: frozenset[type] = frozenset(
+    {
+        type(None),
+        bool,
+        int,
+        float,
+        complex,
+        str,
+        bytes,
+        torch.dtype,
+        torch.device,
+        torch.layout,
+        torch.memory_format,
+    }
+)
+
+
+def _value_type(tp: type) -> bool:
+    return tp in _VALUE_TYPES or (isinstance(tp, type) and issubclass(tp, enum.Enum))
+
+
+def cacheable_pattern(values: Sequence[Any]) -> tuple[type, ...] | None:
+    """The pattern of ``values`` (their exact types), or None when one is not cacheable."""
+    pattern = tuple(type(v) for v in values)
+    if all(tp in TENSOR_TYPES or _value_type(tp) for tp in pattern):
+        return pattern
+    return None
+
+
+def pattern_source(
+    pattern: tuple[type, ...], names: Sequence[str], ns: dict[str, Any], tag: str
+) -> tuple[str, list[str]]:
+    """The test that the arguments bound to ``names`` have exactly the types of
+    ``pattern``, and the expressions of the signature's items, for generated code.  The
+    types are stored in ``ns`` as ``_<tag><n>``; ``type`` itself as ``_type`` (a parameter
+    may be named ``type``).  ``None`` contributes no item (the pattern says it is None)."""
+    ns["_type"] = type
+    tests: list[str] = []
+    items: list[str] = []
+    for n, (name, tp) in enumerate(zip(names, pattern, strict=True)):
+        if tp is type(None):
+            tests.append(f"{name} is None")
+            continue
+        ns[f"_{tag}{n}"] = tp
+        tests.append(f"_type({name}) is _{tag}{n}")
+        if tp in TENSOR_TYPES:
+            items += [f"{name}.shape", f"{name}.stride()", f"{name}.dtype", f"{name}.device"]
+        else:
+            items.append(name)
+    return " and ".join(tests) or "True", items

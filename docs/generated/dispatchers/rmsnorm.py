@@ -35,81 +35,78 @@
 #   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
 #   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
 #   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
-#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
 #   _ValueError = builtins.ValueError
+#   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
 #   _str = builtins.str
 #   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
 #   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
+#   _named = flashinfer.dispatch.op.BackendRequirementOp._select, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
 #   _api = 'flashinfer.norm.rmsnorm'
 #   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
 #   _os = module os
 #   _environ = a os._Environ
-#   _learn = flashinfer.dispatch.front.Front.learn, bound to a Front  (flashinfer/dispatch/front.py)
+#   _learn = flashinfer.dispatch.emitter.Front.learn, bound to a Front  (flashinfer/dispatch/emitter.py)
 #   _Exception = builtins.Exception
-#   _skip_auto = generated flashinfer.norm.rmsnorm[skip_check auto dispatcher] (below)
-#   _checked = generated flashinfer.norm.rmsnorm[checking dispatcher] (below)
 #   _memo = a builtins.dict
+#   _decide = flashinfer.dispatch.op.BackendRequirementOp._decide, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
 #   _route = None
 #   _rslot = False
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
-#   _notea = flashinfer.dispatch.choice_log.note_auto  (flashinfer/dispatch/choice_log.py)
-#   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
+#   _note = flashinfer.dispatch.op.BackendRequirementOp._log_choice, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
 
 def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False):
     if _ac() and not _acin.on:
         return _acall({'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend}, skip_check)
-    if skip_check:
-        if backend != 'auto':
-            if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
-                return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
-            if out is not None:
-                _ovl(out, input, weight)
-            return _func(input, weight, eps, out=out, backend=backend)
+    if skip_check and backend != 'auto':
+        if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
+            return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
+        if out is not None:
+            _ovl(out, input, weight)
+        return _func(input, weight, eps, out=out, backend=backend)
     _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
     if backend != 'auto':
         if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
             return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         if backend == 'torch':
-            if not (_cc is None or _cc in _ccs0):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            _v = _common(input, weight, eps, out=out, backend=backend)
-            if _v is not True and (_v is False or not _verd(None, _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            if out is not None:
-                _ovl(out, input, weight)
-            try:
-                _v = _chk0(input=input)
-            except _ValueError:
-                _v = False
-            if _v is not True and (_v is False or not _verd('torch', _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            return _func(input, weight, eps, out=out, backend=backend)
+            if (_cc is None or _cc in _ccs0):
+                try:
+                    _fits = _common(input, weight, eps, out=out, backend=backend) is True
+                except _ValueError:
+                    _fits = False
+                if _fits:
+                    if out is not None:
+                        _ovl(out, input, weight)
+                    try:
+                        _fits = _chk0(input=input) is True
+                    except _ValueError:
+                        _fits = False
+                    if _fits:
+                        return _func(input, weight, eps, out=out, backend=backend)
         elif backend == 'triton':
-            if not (_cc is None or _cc in _ccs1):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            _v = _common(input, weight, eps, out=out, backend=backend)
-            if _v is not True and (_v is False or not _verd(None, _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            if out is not None:
-                _ovl(out, input, weight)
-            try:
-                _v = _chk1(input, weight, eps, out=out, backend=backend)
-            except _ValueError:
-                _v = False
-            if _v is not True and (_v is False or not _verd('triton', _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            return _func(input, weight, eps, out=out, backend=backend)
+            if (_cc is None or _cc in _ccs1):
+                try:
+                    _fits = _common(input, weight, eps, out=out, backend=backend) is True
+                except _ValueError:
+                    _fits = False
+                if _fits:
+                    if out is not None:
+                        _ovl(out, input, weight)
+                    try:
+                        _fits = _chk1(input, weight, eps, out=out, backend=backend) is True
+                    except _ValueError:
+                        _fits = False
+                    if _fits:
+                        return _func(input, weight, eps, out=out, backend=backend)
         if _type(backend) is _str and backend.startswith('auto|'):
             return _tokcall(_self, backend, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+        _named(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+        return _func(input, weight, eps, out=out, backend=backend)
     if _jit() and _traced(input, weight, out):
         return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
     _rx = _rfind(_api) if _RS.on else None
@@ -120,81 +117,31 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
             _k = _learn((input, weight, eps, out, backend,))
     except _Exception:
         _k = None
-    if _k is None:
-        if _traced(input, weight, out):
-            return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
-        if skip_check:
-            return _skip_auto(input, weight, eps, out=out, backend=backend)
-        return _checked(input, weight, eps, out=out, backend=backend)
-    _v = _memo.get(_k)
-    if _v is None:
-        if skip_check:
-            return _skip_auto(input, weight, eps, out=out, backend=backend, _key=_k)
-        return _checked(input, weight, eps, out=out, backend=backend, _key=_k)
+    _verdict = None if _k is None else _memo.get(_k)
+    if _verdict is None:
+        if _k is None:
+            if _traced(input, weight, out):
+                return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
+        _verdict = _decide(_k, _cc, _rx, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
     if out is not None:
         _ovl(out, input, weight)
-    _ok, _drop, _wx, _rs = _v
-    if _rx is None:
-        _r = _state.r
-        _r.suitable = _ok
+    candidates, dropped, warns, slot = _verdict
+    record = _state.r
+    record.suitable = candidates
+    outer = record.open
+    record.open = candidates
+    try:
         if _route is not None and not skip_check:
             if _rslot:
-                _p = _r.open
-                _r.open = _ok
-                try:
-                    return _route(_ok, (input, weight, eps, out), _rs)
-                finally:
-                    _r.open = _p
-                    if _p is not None:
-                        _r.suitable = _p
-            _p = _r.open
-            _r.open = _ok
-            try:
-                return _route(_ok, (input, weight, eps, out))
-            finally:
-                _r.open = _p
-                if _p is not None:
-                    _r.suitable = _p
-        if _clog.armed and _ok[0] is not _lg.auto:
-            _notea(_lg, _ok, _drop)
-        _p = _r.open
-        _r.open = _ok
-        try:
-            return _func(input, weight, eps, out=out, backend=backend)
-        finally:
-            _r.open = _p
-            if _p is not None:
-                _r.suitable = _p
-    _r = _state.r
-    _r.suitable = _ok
-    if _route is not None and not skip_check:
-        if _rslot:
-            _p = _r.open
-            _r.open = _ok
-            try:
-                return _route(_ok, (input, weight, eps, out), _rs)
-            finally:
-                _r.open = _p
-                if _p is not None:
-                    _r.suitable = _p
-        _p = _r.open
-        _r.open = _ok
-        try:
-            return _route(_ok, (input, weight, eps, out))
-        finally:
-            _r.open = _p
-            if _p is not None:
-                _r.suitable = _p
-    if _clog.armed and _ok[0] is not _lg.restricted:
-        _noter(_lg, _ok)
-    _p = _r.open
-    _r.open = _ok
-    try:
+                return _route(candidates, (input, weight, eps, out), slot)
+            return _route(candidates, (input, weight, eps, out))
+        if _clog.armed and candidates[0] is not (_lg.auto if _rx is None else _lg.restricted):
+            _note(candidates, dropped, _rx is not None)
         return _func(input, weight, eps, out=out, backend=backend)
     finally:
-        _r.open = _p
-        if _p is not None:
-            _r.suitable = _p
+        record.open = outer
+        if outer is not None:
+            record.suitable = outer
 
 
 # ---- rmsnorm_traceable ----------------------------------------------------------------------------
@@ -255,328 +202,3 @@ def rmsnorm_traceable(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backe
     ):
         return _no_grad(input, weight, eps, backend, skip_check)
     return _default(input, weight, eps, backend=backend, skip_check=skip_check)
-
-
-# ---- rmsnorm_skip_check_auto_dispatcher -----------------------------------------------------------
-# A traceback names it <flashinfer generated skip_check auto dispatcher for flashinfer.norm.rmsnorm>
-# Its globals: module flashinfer.codegen.generated.rmsnorm_dispatcher.  The names it uses:
-#   _d_eps = 1e-06
-#   _d_out = None
-#   _d_backend = 'auto'
-#   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
-#   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
-#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
-#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
-#   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
-#   _api = 'flashinfer.norm.rmsnorm'
-#   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
-#   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
-#   _ValueError = builtins.ValueError
-#   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
-#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _heuristic = flashinfer.norm._heuristic  (flashinfer/norm.py)
-#   _type = builtins.type
-#   _list = builtins.list
-#   _filter = flashinfer.dispatch.plan.DispatchPlan.heuristic_order, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _put = flashinfer.dispatch.verdicts.VerdictCache.put, bound to a VerdictCache  (flashinfer/dispatch/verdicts.py)
-#   _NO_ROUTE = (None, None)
-#   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
-#   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
-#   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
-#   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
-#   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
-#   _notea = flashinfer.dispatch.choice_log.note_auto  (flashinfer/dispatch/choice_log.py)
-
-def rmsnorm_skip_check_auto_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, _key=None):
-    _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
-    _v = _common(input, weight, eps, out=out, backend=backend)
-    if _v is not True and (_v is False or not _verd(None, _v)):
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-    if out is not None:
-        _ovl(out, input, weight)
-    _rx = _rfind(_api) if _RS.on else None
-    if _rx is None:
-        _ok = []
-        if _cc is None:
-            try:
-                _v = _chk0(input=input)
-            except _ValueError:
-                _v = False
-            if _v is True or (_v is not False and _verd('torch', _v)):
-                _ok.append('torch')
-            try:
-                _v = _chk1(input, weight, eps, out=out, backend=backend)
-            except _ValueError:
-                _v = False
-            if _v is True or (_v is not False and _verd('triton', _v)):
-                _ok.append('triton')
-        else:
-            if _cc in _ccs0:
-                try:
-                    _v = _chk0(input=input)
-                except _ValueError:
-                    _v = False
-                if _v is True or (_v is not False and _verd('torch', _v)):
-                    _ok.append('torch')
-            if _cc in _ccs1:
-                try:
-                    _v = _chk1(input, weight, eps, out=out, backend=backend)
-                except _ValueError:
-                    _v = False
-                if _v is True or (_v is not False and _verd('triton', _v)):
-                    _ok.append('triton')
-        if _ok:
-            _h = _heuristic(_ok.copy(), input, weight, eps, out=out, backend=backend)
-            if _type(_h) is not _list or _h != _ok:
-                _ok = _filter(_h, _ok)
-    if _rx is not None:
-        _ok = []
-        for _b in _rx:
-            if _b == 'torch':
-                if (_cc is None or _cc in _ccs0):
-                    try:
-                        _v = _chk0(input=input)
-                    except _ValueError:
-                        _v = False
-                    if _v is True or (_v is not False and _verd('torch', _v)):
-                        _ok.append(_b)
-            elif _b == 'triton':
-                if (_cc is None or _cc in _ccs1):
-                    try:
-                        _v = _chk1(input, weight, eps, out=out, backend=backend)
-                    except _ValueError:
-                        _v = False
-                    if _v is True or (_v is not False and _verd('triton', _v)):
-                        _ok.append(_b)
-        if not _ok:
-            _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-        if _key is not None:
-            _put(_key, (_ok, (), False, [_NO_ROUTE]))
-        _r = _state.r
-        _r.suitable = _ok
-        if _clog.armed and _ok[0] is not _lg.restricted:
-            _noter(_lg, _ok)
-        _p = _r.open
-        _r.open = _ok
-        try:
-            return _func(input, weight, eps, out=out, backend=backend)
-        finally:
-            _r.open = _p
-            if _p is not None:
-                _r.suitable = _p
-    if not _ok:
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-    if _key is not None:
-        _put(_key, (_ok, (), False, [_NO_ROUTE]))
-    _r = _state.r
-    _r.suitable = _ok
-    if _clog.armed and _ok[0] is not _lg.auto:
-        _notea(_lg, _ok, ())
-    _p = _r.open
-    _r.open = _ok
-    try:
-        return _func(input, weight, eps, out=out, backend=backend)
-    finally:
-        _r.open = _p
-        if _p is not None:
-            _r.suitable = _p
-
-
-# ---- rmsnorm_checking_dispatcher ------------------------------------------------------------------
-# A traceback names it <flashinfer generated checking dispatcher for flashinfer.norm.rmsnorm>
-# Its globals: module flashinfer.codegen.generated.rmsnorm_dispatcher.  The names it uses:
-#   _d_eps = 1e-06
-#   _d_out = None
-#   _d_backend = 'auto'
-#   _type = builtins.type
-#   _Tensor = torch.Tensor
-#   _jit = builtin _is_tracing
-#   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
-#   _traceable = generated flashinfer.norm.rmsnorm[traceable] (below)
-#   _ovl = flashinfer.dispatch.overlap.OverlapRule.check, bound to a OverlapRule  (flashinfer/dispatch/overlap.py)
-#   _func = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
-#   _skip_auto = generated flashinfer.norm.rmsnorm[skip_check auto dispatcher] (below)
-#   _CUDA = a flashinfer.dispatch.capability._CudaState  (flashinfer/dispatch/capability.py)
-#   _ccs0 = frozenset({60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _fail = flashinfer.dispatch.reference.ReferenceDispatcher._fail, bound to a BackendRequirementOp  (flashinfer/dispatch/reference.py)
-#   _common = flashinfer.norm._common_check  (flashinfer/norm.py)
-#   _verd = flashinfer.dispatch.plan.DispatchPlan.check_result, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
-#   _ValueError = builtins.ValueError
-#   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
-#   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
-#   _str = builtins.str
-#   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
-#   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
-#   _rfind = flashinfer.dispatch.restrictions.restriction_for  (flashinfer/dispatch/restrictions.py)
-#   _api = 'flashinfer.norm.rmsnorm'
-#   _RS = a flashinfer.dispatch.restrictions._Switch  (flashinfer/dispatch/restrictions.py)
-#   _heuristic = flashinfer.norm._heuristic  (flashinfer/norm.py)
-#   _list = builtins.list
-#   _filter = flashinfer.dispatch.plan.DispatchPlan.heuristic_order, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
-#   _put = flashinfer.dispatch.verdicts.VerdictCache.put, bound to a VerdictCache  (flashinfer/dispatch/verdicts.py)
-#   _NO_ROUTE = (None, None)
-#   _state = a flashinfer.dispatch.thread_state.CallState  (flashinfer/dispatch/thread_state.py)
-#   _route = None
-#   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
-#   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
-#   _noter = flashinfer.dispatch.choice_log.note_restricted  (flashinfer/dispatch/choice_log.py)
-#   _notea = flashinfer.dispatch.choice_log.note_auto  (flashinfer/dispatch/choice_log.py)
-
-def rmsnorm_checking_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_backend, skip_check=False, _key=None):
-    if skip_check:
-        if backend != 'auto':
-            if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
-                return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
-            if out is not None:
-                _ovl(out, input, weight)
-            return _func(input, weight, eps, out=out, backend=backend)
-        return _skip_auto(input, weight, eps, out=out, backend=backend)
-    _cc = None if _CUDA.absent else _CUDA.find(input, weight, eps, out)
-    if backend != 'auto':
-        if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
-            return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
-        if backend == 'torch':
-            if not (_cc is None or _cc in _ccs0):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            _v = _common(input, weight, eps, out=out, backend=backend)
-            if _v is not True and (_v is False or not _verd(None, _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            if out is not None:
-                _ovl(out, input, weight)
-            try:
-                _v = _chk0(input=input)
-            except _ValueError:
-                _v = False
-            if _v is not True and (_v is False or not _verd('torch', _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            return _func(input, weight, eps, out=out, backend=backend)
-        elif backend == 'triton':
-            if not (_cc is None or _cc in _ccs1):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            _v = _common(input, weight, eps, out=out, backend=backend)
-            if _v is not True and (_v is False or not _verd(None, _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            if out is not None:
-                _ovl(out, input, weight)
-            try:
-                _v = _chk1(input, weight, eps, out=out, backend=backend)
-            except _ValueError:
-                _v = False
-            if _v is not True and (_v is False or not _verd('triton', _v)):
-                _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-            return _func(input, weight, eps, out=out, backend=backend)
-        if _type(backend) is _str and backend.startswith('auto|'):
-            return _tokcall(_self, backend, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-    _v = _common(input, weight, eps, out=out, backend=backend)
-    if _v is not True and (_v is False or not _verd(None, _v)):
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-    if out is not None:
-        _ovl(out, input, weight)
-    _rx = _rfind(_api) if _RS.on else None
-    if _rx is None:
-        _ok = []
-        if _cc is None:
-            try:
-                _v = _chk0(input=input)
-            except _ValueError:
-                _v = False
-            if _v is True or (_v is not False and _verd('torch', _v)):
-                _ok.append('torch')
-            try:
-                _v = _chk1(input, weight, eps, out=out, backend=backend)
-            except _ValueError:
-                _v = False
-            if _v is True or (_v is not False and _verd('triton', _v)):
-                _ok.append('triton')
-        else:
-            if _cc in _ccs0:
-                try:
-                    _v = _chk0(input=input)
-                except _ValueError:
-                    _v = False
-                if _v is True or (_v is not False and _verd('torch', _v)):
-                    _ok.append('torch')
-            if _cc in _ccs1:
-                try:
-                    _v = _chk1(input, weight, eps, out=out, backend=backend)
-                except _ValueError:
-                    _v = False
-                if _v is True or (_v is not False and _verd('triton', _v)):
-                    _ok.append('triton')
-        if _ok:
-            _h = _heuristic(_ok.copy(), input, weight, eps, out=out, backend=backend)
-            if _type(_h) is not _list or _h != _ok:
-                _ok = _filter(_h, _ok)
-    if _rx is not None:
-        _ok = []
-        for _b in _rx:
-            if _b == 'torch':
-                if (_cc is None or _cc in _ccs0):
-                    try:
-                        _v = _chk0(input=input)
-                    except _ValueError:
-                        _v = False
-                    if _v is True or (_v is not False and _verd('torch', _v)):
-                        _ok.append(_b)
-            elif _b == 'triton':
-                if (_cc is None or _cc in _ccs1):
-                    try:
-                        _v = _chk1(input, weight, eps, out=out, backend=backend)
-                    except _ValueError:
-                        _v = False
-                    if _v is True or (_v is not False and _verd('triton', _v)):
-                        _ok.append(_b)
-        if not _ok:
-            _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-        if _key is not None:
-            _put(_key, (_ok, (), False, [_NO_ROUTE]))
-        _r = _state.r
-        _r.suitable = _ok
-        if _route is not None:
-            _p = _r.open
-            _r.open = _ok
-            try:
-                return _route(_ok, (input, weight, eps, out))
-            finally:
-                _r.open = _p
-                if _p is not None:
-                    _r.suitable = _p
-        if _clog.armed and _ok[0] is not _lg.restricted:
-            _noter(_lg, _ok)
-        _p = _r.open
-        _r.open = _ok
-        try:
-            return _func(input, weight, eps, out=out, backend=backend)
-        finally:
-            _r.open = _p
-            if _p is not None:
-                _r.suitable = _p
-    if not _ok:
-        _fail(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-    if _key is not None:
-        _put(_key, (_ok, (), False, [_NO_ROUTE]))
-    _r = _state.r
-    _r.suitable = _ok
-    if _route is not None:
-        _p = _r.open
-        _r.open = _ok
-        try:
-            return _route(_ok, (input, weight, eps, out))
-        finally:
-            _r.open = _p
-            if _p is not None:
-                _r.suitable = _p
-    if _clog.armed and _ok[0] is not _lg.auto:
-        _notea(_lg, _ok, ())
-    _p = _r.open
-    _r.open = _ok
-    try:
-        return _func(input, weight, eps, out=out, backend=backend)
-    finally:
-        _r.open = _p
-        if _p is not None:
-            _r.suitable = _p
