@@ -4,7 +4,8 @@ The rest of the package imports these from here and names nothing private of tor
 (``tests/test_torch_boundary.py`` scans the source).  A torch release that moves one of them
 breaks this module alone; the tested range is ``pyproject.toml``'s torch requirement.
 
-Names with a public spelling are not here: ``torch.jit.is_tracing``,
+Names with a public spelling are not here (``is_jit_tracing`` is ``torch.jit.is_tracing``'s C
+function, for the eager call's hot path): ``torch.jit.is_tracing``,
 ``torch.amp.is_autocast_available``, ``torch.set_grad_enabled``, ``torch.autocast``,
 ``torch.compiler.is_compiling`` / ``is_exporting``.
 """
@@ -44,6 +45,7 @@ __all__ = [
     "inline_for_dynamo",
     "is_any_autocast_enabled",
     "is_functorch_wrapped",
+    "is_jit_tracing",
     "operator_defined",
     "run_outside_dynamo",
     "tracing_context",
@@ -64,6 +66,10 @@ inside; no public guard exists for a hand-registered ``Autograd`` kernel."""
 is_any_autocast_enabled: Callable[[], bool] = torch._C._is_any_autocast_enabled
 """Whether autocast is on for any device type: the eager dispatcher's first test, on every
 call; ``torch.is_autocast_enabled(device_type)`` asks one device type per call."""
+
+is_jit_tracing: Callable[[], bool] = torch._C._is_tracing
+"""Whether ``torch.jit.trace`` is recording: the eager dispatcher asks on every call, and
+the public ``torch.jit.is_tracing`` wraps this same C function in a Python frame."""
 
 is_functorch_wrapped: Callable[[torch.Tensor], bool] = (
     torch._C._functorch.is_functorch_wrapped_tensor

@@ -88,15 +88,6 @@ def test_every_variable_the_code_names_is_in_the_table():
     assert not missing, f"add these to flashinfer/settings/environment.py: {sorted(missing)}"
 
 
-#: Modules that still read the environment themselves, each to become a call of
-#: ``flashinfer.settings.read`` / ``raw`` (issue 44): remove a line as its module is converted.
-NOT_YET_THROUGH_THE_READER = {
-    "flashinfer.dispatch.choice_log",
-    "flashinfer.dispatch.guarded_state",
-    "flashinfer.dispatch.restrictions",
-}
-
-
 def environment_reads(source: str) -> list[int]:
     """Lines where a module reads the environment itself (``os.environ[...]``, ``.get``,
     ``in``, iteration, ``os.getenv``, ``from os import environ``).  Copying the whole of it
@@ -145,8 +136,7 @@ def test_only_the_reader_reads_the_environment():
         for module, source in _modules().items()
         if module != "flashinfer.settings" and environment_reads(source)
     }
-    assert reading - NOT_YET_THROUGH_THE_READER == set(), "read through flashinfer.settings.read"
-    assert NOT_YET_THROUGH_THE_READER - reading == set(), "converted: remove from the list"
+    assert reading == set(), "read through flashinfer.settings.read"
 
 
 @pytest.mark.parametrize("row", ENVIRONMENT, ids=lambda r: r.name)
@@ -256,7 +246,7 @@ def test_every_variable_read_at_run_time_is_in_the_table():
     unlisted = {(m, k) for m, k in reads if k not in LISTED}
     assert not unlisted, f"read but not in flashinfer/settings/environment.py: {unlisted}"
     bypassing = {(m, k) for m, k in reads if m not in {"flashinfer.settings"}}
-    assert {m for m, _ in bypassing} <= NOT_YET_THROUGH_THE_READER, bypassing
+    assert not bypassing, bypassing
 
 
 # ---- the pages ------------------------------------------------------------------------

@@ -23,16 +23,6 @@ PRIVATE = re.compile(
     r"|\._FunctionBase\b|\b_functorch\.|\b_AutoDispatch\w+"
 )
 
-# Users outside the compiled route, moved to the boundary by the lead after merging (issue 44;
-# each name they need is in torch_boundary already).  Every entry must still be needed: the
-# test fails on one that no longer is, so this list only shrinks.
-PENDING = {
-    "dispatch/emitter.py": "torch.jit.is_tracing (public), is_any_autocast_enabled",
-    "dispatch/explain.py": "FakeTensor",
-    "dispatch/restrictions.py": "constant_for_dynamo",
-    "gating/exposed.py": "(a docstring naming torch._library)",
-}
-
 
 def private_uses(text: str) -> list[str]:
     """The lines of ``text`` that name a private torch or Dynamo name."""
@@ -45,12 +35,10 @@ def test_no_module_but_the_boundary_names_a_private_torch_name():
         for path in sorted(PACKAGE.rglob("*.py"))
         if path != BOUNDARY and (uses := private_uses(path.read_text()))
     }
-    unexpected = {path: uses for path, uses in found.items() if path not in PENDING}
-    assert not unexpected, (
+    assert not found, (
         "private torch names outside flashinfer/torch_boundary.py (add the name there, with "
-        f"why no public API does the job, and import it from there): {unexpected}"
+        f"why no public API does the job, and import it from there): {found}"
     )
-    assert sorted(found) == sorted(PENDING), "a PENDING entry is converted: remove it"
 
 
 @pytest.mark.parametrize(

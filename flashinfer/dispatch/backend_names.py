@@ -16,6 +16,7 @@ from typing import Any
 from flashinfer.api_modules import API_MODULES, load_api_modules
 from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.op_registry import registered_ops
+from flashinfer.settings.environment import BACKENDS_ACCEPTED
 
 __all__ = [
     "ENV_FORMAT",
@@ -29,9 +30,7 @@ __all__ = [
 Restriction = dict[str, tuple[str, ...]]
 """``api_key -> backends``, in the order automatic selection tries them."""
 
-ENV_FORMAT = (
-    "API=BACKEND[,BACKEND...] for each API, joined by ';', e.g. 'mm=triton,torch;rmsnorm=torch'"
-)
+ENV_FORMAT = BACKENDS_ACCEPTED  # the settings table's words, written once
 
 _apis: dict[str, Any] | None = None
 _apis_lock = threading.Lock()

@@ -25,15 +25,14 @@ next level change).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import weakref
 from collections.abc import Sequence
 
+from flashinfer import settings
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.tuner_view import tuner_view
-from flashinfer.gating.gate import warn_unrecognised_once
 
 __all__ = [
     "DISPATCH_LOG_ENV",
@@ -86,10 +85,7 @@ _watching = _watch_levels()
 def read_switch() -> bool:
     """``FLASHINFER_DISPATCH_LOG`` as this module reads it once, at import: whether the log
     goes to stderr too.  A bad value warns once (raises under strict settings)."""
-    raw = os.environ.get(DISPATCH_LOG_ENV, "")
-    if raw not in ("", "0", "1"):
-        warn_unrecognised_once(DISPATCH_LOG_ENV, raw, "treated as 0 (off)", "'1', '0' or unset")
-    return raw == "1"
+    return bool(settings.read(DISPATCH_LOG_ENV))
 
 
 _to_stderr = read_switch()

@@ -47,6 +47,7 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 from flashinfer.kernels.availability import TRITON_INTERPRET_ENV, TRITON_LIBRARY_MODULE
+from flashinfer.torch_boundary import is_any_autocast_enabled, is_jit_tracing
 
 __all__ = ["MAX_BRANCHES", "Front"]
 
@@ -96,11 +97,11 @@ class Front:
             "_learn": self.learn,
             # A traced call goes to the API's torch operator (see tracing).
             "_traced": traced_call,
-            "_jit": torch._C._is_tracing,
+            "_jit": is_jit_tracing,
             "_traceable": None,
             "_Tensor": torch.Tensor,
             "_ovl": op.overlap.check if op.overlap is not None else None,
-            "_ac": torch._C._is_any_autocast_enabled,
+            "_ac": is_any_autocast_enabled,
             "_acin": AUTOCAST_INSIDE,
             "_acall": None,
             "_ALIASES": op.backend_aliases,

@@ -7,7 +7,7 @@ heuristic); then the candidates, the choice and where the choice comes from.  No
 run but the checks, the heuristic and a look-up of the autotuner's results: never the API
 body, never a kernel, and no warning or per-thread record is written.
 
-Inputs may carry metadata only: fake tensors (``torch._subclasses.FakeTensorMode``, which
+Inputs may carry metadata only: fake tensors (``FakeTensorMode``, which
 ``flashinfer explain`` builds, so that a large problem costs no memory) or tensors on the
 ``meta`` device.  Checks that read only shapes, strides, dtypes and devices decide as on
 real tensors.  A check marked :func:`~flashinfer.dispatch.verdicts.reads_tensor_data` is

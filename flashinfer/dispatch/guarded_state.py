@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from flashinfer import settings
+
 __all__ = ["GUARDED", "GuardedState", "advance_epoch", "expect_environment", "watch_environment"]
 
 
@@ -65,7 +67,7 @@ def watch_environment(names: Iterable[str]) -> None:
         _expected.update(names)
         for name in _expected:
             if name not in GUARDED.environment:
-                GUARDED.environment[name] = os.environ.get(name)
+                GUARDED.environment[name] = settings.raw(name)
         if not _hooked:
             sys.addaudithook(_audit)
             _hooked = True

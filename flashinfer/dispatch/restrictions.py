@@ -24,7 +24,6 @@ reference to each context's scope, not by entering and leaving).
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import threading
@@ -36,8 +35,8 @@ from typing import Any
 
 import torch
 
+from flashinfer import settings
 from flashinfer.dispatch.backend_names import (
-    ENV_FORMAT,
     OP_KEY_PREFIX,
     parse_env_value,
     restriction_of,
@@ -45,10 +44,9 @@ from flashinfer.dispatch.backend_names import (
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.dispatch.errors import BackendSupportedError
 from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced, token_backends
-from flashinfer.gating.gate import warn_unrecognised_once
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
-from flashinfer.torch_boundary import run_outside_dynamo
+from flashinfer.torch_boundary import constant_for_dynamo, run_outside_dynamo
 
 __all__ = [
     "BACKENDS_ENV",
@@ -225,31 +223,22 @@ def _cut(text: str, limit: int = ECHO_LIMIT) -> str:
     return f"{text[:head]} ...[{len(text) - head - tail} characters cut]... {text[-tail:]}"
 
 
+def _parse_env(text: str) -> dict[str, tuple[str, ...]]:
+    """``FLASHINFER_BACKENDS``'s grammar, for the settings reader (blank: no restriction)."""
+    if not text.strip():
+        return {}
+    try:
+        return parse_env_value(text, BACKENDS_ENV)
+    except ValueError as exc:
+        raise ValueError(_cut(str(exc), 2 * ECHO_LIMIT)) from None
+
+
 def _read_env() -> None:
     """Read and check ``FLASHINFER_BACKENDS``, once per process.  A value that does not
     parse, or names an unknown API or backend, warns once and is ignored as a whole; a long
     one is echoed cut (its first :data:`ECHO_LIMIT` characters and its length)."""
     global _env_read
-    raw = os.environ.get(BACKENDS_ENV, "")
-    parsed: dict[str, tuple[str, ...]] = {}
-    if raw.strip():
-        try:
-            parsed = parse_env_value(raw, BACKENDS_ENV)
-        except ValueError as exc:
-            shown, length = raw, ""
-            if len(raw) > ECHO_LIMIT:
-                shown = raw[:ECHO_LIMIT] + "..."
-                length = f"the value is {len(raw)} characters long, shown up to its first "
-                length += f"{ECHO_LIMIT}; "
-            why = _cut(str(exc), 2 * ECHO_LIMIT)
-            warn_unrecognised_once(
-                BACKENDS_ENV,
-                shown,
-                f"{length}{why}; the whole value is ignored, so automatic selection is not "
-                "restricted",
-                ENV_FORMAT,
-                why,
-            )
+    parsed = settings.read(BACKENDS_ENV, parse=_parse_env)
     with _lock:
         if not _env_read:
             _env.update(parsed)
@@ -339,7 +328,7 @@ def checked_restriction(
 
 # Dynamo calls it as a constant while tracing a block written in a compiled function: the
 # arguments are the block's own, and an error is raised at the with line as eagerly.
-checked_restriction._dynamo_marked_constant = True  # type: ignore[attr-defined]
+constant_for_dynamo(checked_restriction)
 
 
 def _check_kinds(ops: object, apis: Mapping[str, object]) -> None:

@@ -17,7 +17,6 @@ backend's checker).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from flashinfer.gating.messages import (
     only_experimental_fit,
     restriction_cannot_run,
 )
+from flashinfer.torch_boundary import FakeTensor
 
 __all__ = [
     "DECLARATION_ORDER",
@@ -80,11 +80,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _no_data(value: Any) -> bool:
     """Whether ``value`` is a tensor with metadata only: on the meta device, or a fake
-    tensor (looked up only if the program loaded fake tensors, so no import here)."""
-    if getattr(value, "is_meta", False) is True:
-        return True
-    fake = sys.modules.get("torch._subclasses.fake_tensor")
-    return fake is not None and isinstance(value, fake.FakeTensor)
+    tensor."""
+    return getattr(value, "is_meta", False) is True or isinstance(value, FakeTensor)
 
 
 def metadata_only(bound: Mapping[str, Any]) -> bool:

@@ -5,8 +5,9 @@ Code lives in the module of its job; users import it from a public path (a facad
 tracebacks, pickles and warning filters (``-W error::flashinfer.api_logging.ExperimentalWarning``)
 read ``__module__``, so it names the public path.  :func:`exposed_in` sets it and records the
 pair, so a test can check that each public path really exports the name (a ``__module__``
-naming a module that does not hold the object breaks pickling).  As ``torch._library``'s
-``exposed_in`` does; the lowest layer of the package: it imports nothing of it.
+naming a module that does not hold the object breaks pickling).  Like torch's own
+``exposed_in`` (in its private library package); the lowest layer of the package: it
+imports nothing of it.
 """
 
 from __future__ import annotations

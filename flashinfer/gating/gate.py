@@ -16,10 +16,7 @@ from flashinfer.settings import environment_reader as environment_reader
 from flashinfer.settings import forget_unrecognised_values as forget_unrecognised_values
 from flashinfer.settings import (
     reader,
-    refuse_if_strict,
     strict_settings,
-    unrecognised_value,
-    warn_once,
 )
 
 GATE_OFF_VALUES = ("", "0")
@@ -37,16 +34,6 @@ def experimental_auto_backends_allowed() -> bool:
     value.  Read at every call, so changing the variable at run time takes effect.
     """
     return _read_gate()  # type: ignore[no-any-return]
-
-
-def warn_unrecognised_once(
-    variable: str, raw: str, effect: str, accepted: str, why: str = ""
-) -> None:
-    """The former entry point of the modules that read their own variable (the dispatch
-    log, ``FLASHINFER_BACKENDS``, the autotuner's log); they move to
-    :func:`flashinfer.settings.read`, and this goes with the last of them."""
-    refuse_if_strict(variable, raw, accepted, why)
-    warn_once(variable, raw, unrecognised_value(variable, raw, effect, accepted))
 
 
 def require_experimental_auto_backends(feature: str) -> None:
