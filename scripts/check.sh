@@ -36,17 +36,17 @@ step_types() {
   mypy flashinfer
 }
 
-# The lanes run through scripts/ci/run_lane.sh: the whole lane in one process unless CI sets
-# CI_WORKERS (xdist workers), CI_SELECTION (what a change reaches) or CI_RANDOM_ORDER_SEED
-# (docs/ci.rst); .ci/run sets none of them, so it runs everything, serially.
+# The lanes run through scripts/ci/run_lane.sh, the whole lane on one pytest-xdist worker per
+# CPU (CI_WORKERS=auto; CI_WORKERS=0 runs it in one process), unless CI sets CI_SELECTION (what
+# a change reaches) or CI_RANDOM_ORDER_SEED (docs/ci.rst).  .ci/run sets none of them.
 step_stable() {
   say "stable lane: pytest tests/ (tests/experimental/ excluded by norecursedirs)"
-  bash scripts/ci/run_lane.sh stable
+  CI_WORKERS="${CI_WORKERS:-auto}" bash scripts/ci/run_lane.sh stable
 }
 
 step_experimental() {
   say "experimental lane: pytest tests/experimental"
-  bash scripts/ci/run_lane.sh experimental
+  CI_WORKERS="${CI_WORKERS:-auto}" bash scripts/ci/run_lane.sh experimental
 }
 
 step_checks() {

@@ -172,9 +172,10 @@ def test_run_lane_is_shellcheck_clean() -> None:
 
 
 def test_check_sh_runs_the_lanes_through_run_lane() -> None:
-    """.ci/run and check.sh --all run the lanes with nothing set: the whole lane, serially."""
+    """.ci/run and check.sh --all run each whole lane, on one xdist worker per CPU unless
+    CI_WORKERS says otherwise (CI_WORKERS=0: one process)."""
     check = (SCRIPTS.parents[1] / "scripts" / "check.sh").read_text(encoding="utf-8")
-    assert "bash scripts/ci/run_lane.sh stable\n" in check
-    assert "bash scripts/ci/run_lane.sh experimental\n" in check
+    for lane in ("stable", "experimental"):
+        assert f'CI_WORKERS="${{CI_WORKERS:-auto}}" bash scripts/ci/run_lane.sh {lane}\n' in check
     ci_run = (SCRIPTS.parents[1] / ".ci" / "run").read_text(encoding="utf-8")
     assert "CI_WORKERS" not in ci_run and "CI_SELECTION" not in ci_run
