@@ -1,20 +1,13 @@
 """``flashinfer backends``: an environment report to paste into a bug report
-(docs/report_schema.rst).
-
-A header of at most three lines (versions and devices, the experimental gate, the settings in
-effect when any is set), then every API by the name users call, one row per backend: whether
-it can run here and, if not, a short reason, its advice printed once below the table; then
-the details (:mod:`flashinfer.cli.environment_report`).  ``--json`` prints the same facts
-(:mod:`flashinfer.cli.report_schema`).  Whether a backend needs Triton is what its checker
-declares (its family; none declared: reported as unknown, not guessed), and whether a Triton
-backend can run comes from the probe its checker uses on a call, so the report and the call
-agree.
+(docs/report_schema.rst): a header of at most three lines, every API with one row per backend
+(whether it runs here; if not, why, with its advice once below the table), then the details.
+Whether a Triton backend runs comes from the probe its checker uses on a call, so the report
+and the call agree; a checker that declares no family is reported as unknown, not guessed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import platform
 import sys
@@ -28,6 +21,7 @@ from flashinfer.cli.environment_report import (
     detail_lines,
     environment_settings,
     install_info,
+    installed_version,
     public_name,
     settings_summary,
     system_info,
@@ -46,19 +40,11 @@ _UNDECLARED_ADVICE = (
 )
 
 
-def _version(distribution: str) -> str | None:
-    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def backend_runnable(
     op: Any, backend: str, cc: int | None
 ) -> tuple[bool | None, str | None, str | None]:
-    """Whether ``backend`` of ``op`` can run here (``None``: unknown, its family is not
-    declared), with the short reason and the advice when it cannot (or is unknown)."""
+    """Whether ``backend`` of ``op`` can run here (``None``: unknown), with the short reason
+    and the advice when it cannot."""
     reason = op.backend_runnable_reason(backend, cc)
     if reason is not None:
         short, _, advice = reason.partition("; ")
@@ -127,8 +113,8 @@ def backends_report() -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "torch_hip": getattr(torch.version, "hip", None),
-        "triton": _version("triton"),
-        "numpy": _version("numpy"),
+        "triton": installed_version("triton"),
+        "numpy": installed_version("numpy"),
     }
     # What a reader wants first (`--json | head`): the APIs, then versions and the rest.
     return {
@@ -174,8 +160,7 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _details(report: dict[str, Any]) -> list[str]:
-    """Everything below the table: versions, settings (with the interpreter mismatch under
-    ``TRITON_INTERPRET``), system, CUDA, install, tuning file."""
+    """Everything below the table (``TRITON_INTERPRET`` with the interpreter mismatch)."""
     from flashinfer.kernels.availability import interpret_mismatch
 
     v = report["versions"]
@@ -227,8 +212,7 @@ def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
 
 
 def fit_rows(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]:
-    """Keep every line within :data:`WIDTH`: a verdict too long for its column moves to the
-    notes (its cell says where)."""
+    """Rows within :data:`WIDTH`: a verdict too long for its column moves to the notes."""
     fixed = sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1))
     room = max(_REASON_MIN, WIDTH - fixed - 2 * (len(rows[0]) - 1))
     fitted = [rows[0]]
@@ -244,7 +228,6 @@ def fit_rows(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, .
 
 
 def _wrapped(line: str) -> str:
-    """``line`` within :data:`WIDTH`, continued lines indented under its start."""
     indent = " " * (len(line) - len(line.lstrip()) + 4)
     return textwrap.fill(
         line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False

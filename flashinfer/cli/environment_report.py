@@ -1,10 +1,6 @@
-"""The facts of ``flashinfer backends``' report beyond the backend table, and their text:
-every ``FLASHINFER_*``/``TRITON_*`` variable set with what the package makes of it (one
-interpreter per row of :data:`flashinfer.settings.ENVIRONMENT`; an unknown ``FLASHINFER_*``
-name with the known name it is closest to), the OS and CPU, the CUDA runtime and driver, and
-how flashinfer was installed (PEP 610 ``direct_url.json``; an editable checkout's git commit
-read from ``.git`` by hand, with no ``git`` process).  No setting names a tuning file, so the
-report's ``autotuner_file`` is ``null`` (:data:`AUTOTUNER_FILE_NOTE`).
+"""``flashinfer backends``' report beyond the backend table (docs/report_schema.rst): the
+variables set and what the package makes of them, the OS and CPU, CUDA, and how flashinfer
+was installed (PEP 610; a checkout's commit read from ``.git``, with no ``git`` process).
 """
 
 from __future__ import annotations
@@ -21,8 +17,7 @@ from typing import Any
 from flashinfer import settings
 from flashinfer.settings.environment import ENVIRONMENT
 
-DISTRIBUTION = "flashinfer-gating"
-"""The name flashinfer is installed under (``pip install flashinfer-gating``)."""
+DISTRIBUTION = "flashinfer-gating"  # pip install flashinfer-gating
 
 AUTOTUNER_FILE_NOTE = (
     "no setting names one; a tuning file is named per call, autotune(tuning_file=...) or "
@@ -32,14 +27,11 @@ AUTOTUNER_FILE_NOTE = (
 _KNOWN = {row.name for row in ENVIRONMENT}
 _REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
 
-# What one interpreter returns: (whether the package accepts the value, the value as the
-# package reads it (JSON), what that means in words).
-Reading = tuple[bool, Any, str]
+Reading = tuple[bool, Any, str]  # (the value is accepted, its value as JSON, its meaning)
 
 
 def public_name(api_key: str) -> str:
-    """The name users call: ``flashinfer.gemm.mm`` -> ``flashinfer.mm`` for an API of
-    :data:`~flashinfer.api_modules.API_MODULES`; any other keeps its qualified name."""
+    """``flashinfer.gemm.mm`` -> ``flashinfer.mm`` (an API of ``API_MODULES``)."""
     from flashinfer.api_modules import API_MODULES
 
     module, _, name = api_key.rpartition(".")
@@ -47,7 +39,6 @@ def public_name(api_key: str) -> str:
 
 
 def _switch(on: str, off: str) -> Callable[[str], Reading]:
-    """A variable that only ``'1'`` turns on; other values than '1', '0' and empty are refused."""
 
     def read(raw: str) -> Reading:
         if raw == "1":
@@ -160,13 +151,11 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
     "FLASHINFER_STRICT_SETTINGS": _strict,
     "TRITON_INTERPRET": _triton_interpret,
 }
-"""How the report reads each variable of :data:`flashinfer.settings.ENVIRONMENT` (a test
-holds the two to the same names)."""
+"""How the report reads each variable of ``flashinfer.settings.ENVIRONMENT``."""
 
 
 def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> list[dict[str, Any]]:
-    """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here, sorted by name, with what
-    the package makes of it; the names in ``always`` are listed even when unset."""
+    """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here (and ``always``), by name."""
     names = sorted(set(settings.variables_set()) | {*always})
     rows = []
     for name in names:
@@ -203,8 +192,8 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
 
 
 def _cpu_model() -> str | None:
-    """The CPU's model name where it is cheap to read (``/proc/cpuinfo``; else
-    ``platform.processor()``, often empty on Linux)."""
+    """The CPU's model name where it is cheap to read (``platform.processor()`` is often
+    empty on Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -217,7 +206,6 @@ def _cpu_model() -> str | None:
 
 
 def system_info() -> dict[str, Any]:
-    """The operating system and CPU."""
     try:
         usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -239,8 +227,7 @@ def system_info() -> dict[str, Any]:
 
 
 def cuda_info() -> dict[str, str | None]:
-    """The CUDA runtime torch was built with and the driver's version (``"12.4"``); ``None``
-    where absent (a CPU-only or HIP build, no driver, no device)."""
+    """The CUDA runtime torch was built with and the driver's version (``"12.4"``)."""
     import torch
 
     driver = None
@@ -267,9 +254,8 @@ def _is_sha(text: str) -> bool:
 
 
 def git_commit(tree: Path) -> tuple[str | None, str | None]:
-    """``(commit, branch)`` of the checkout at ``tree``, read from its ``.git`` (a directory,
-    or a worktree's ``gitdir:`` file; loose refs, then ``packed-refs``).  ``(None, None)``
-    when it is not a repository or cannot be read; the branch is ``None`` on a detached head."""
+    """``(commit, branch)`` of the checkout at ``tree``, from its ``.git`` (a directory or a
+    worktree's ``gitdir:`` file; loose refs, then ``packed-refs``)."""
     dot_git = tree / ".git"
     git_dir: Path | None = dot_git if dot_git.is_dir() else None
     pointer = (_read(dot_git) or "") if dot_git.is_file() else ""
@@ -295,9 +281,8 @@ def git_commit(tree: Path) -> tuple[str | None, str | None]:
 
 
 def _direct_url() -> dict[str, Any] | None:
-    """The installed distribution's ``direct_url.json`` (PEP 610), or ``None`` (an index, or
-    not installed).  A checkout's ``*.egg-info`` on ``sys.path`` may shadow the installed
-    metadata: a distribution that has the file is preferred."""
+    """The installed ``direct_url.json`` (PEP 610), or ``None``; a checkout's ``*.egg-info`` on
+    ``sys.path`` may shadow the installed metadata, so one that has the file wins."""
     for dist in importlib.metadata.distributions(name=DISTRIBUTION):
         text = dist.read_text("direct_url.json")
         if text:
@@ -309,21 +294,20 @@ def _direct_url() -> dict[str, Any] | None:
     return None
 
 
-def _installed_version() -> str | None:
+def installed_version(distribution: str = DISTRIBUTION) -> str | None:
+    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
     try:
-        return importlib.metadata.version(DISTRIBUTION)
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
 def install_info() -> dict[str, Any]:
-    """How flashinfer was installed: ``kind`` is ``"editable"`` (a checkout, with its path
-    and git commit), ``"local directory"``, ``"archive"`` or ``"vcs"`` (a URL), ``"wheel"``
-    (from an index), or ``"not installed"`` (imported from a tree on ``sys.path``)."""
+    """How flashinfer was installed (``install`` in docs/report_schema.rst)."""
     from urllib.parse import unquote, urlparse
 
     imported_from = str(Path(__file__).resolve().parents[1])  # the flashinfer package
-    version = _installed_version()
+    version = installed_version()
     direct = _direct_url() if version is not None else None
     url = direct.get("url") if direct else None
     info: dict[str, Any] = {
@@ -361,9 +345,6 @@ def install_info() -> dict[str, Any]:
     return info
 
 
-# -- the text ---------------------------------------------------------------------------------
-
-
 def _install_line(info: dict[str, Any]) -> str:
     kind, dist = info["kind"], f"{info['distribution']} {info['version']}"
     text = {
@@ -380,7 +361,6 @@ def _install_line(info: dict[str, Any]) -> str:
 
 
 def detail_lines(report: dict[str, Any]) -> list[str]:
-    """The details printed below the table: settings, system, CUDA, install, tuning file."""
     lines = ["settings (FLASHINFER_* and TRITON_* variables set here):"]
     for row in report["environment"]:
         shown = "" if row["value"] is None else f"={row['value']!r}"  # meaning says unset
@@ -407,10 +387,8 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
-    """One line for the header, within ``width``: the variables whose value flashinfer
-    rejected, then unknown ``FLASHINFER_*`` names (likely typos), then the others set, as
-    many as fit, the others counted: each set variable is named or counted once.  ``None``
-    when none is set."""
+    """The header's line within ``width``: the variables rejected, unknown (typos?), then the
+    others set, named while they fit, then counted; ``None`` when none is set."""
     present = [r for r in report["environment"] if r["value"] is not None]
     unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
     rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
@@ -429,8 +407,7 @@ def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
 
 
 def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
-    """The header's settings line naming the first ``shown`` names of the groups in turn;
-    the rest of each group is counted."""
+    """The settings line naming the first ``shown`` names of the groups; the rest counted."""
     parts: list[str] = []
     for names, what in groups:
         if not names:
