@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flashinfer import settings
+from flashinfer.gating.gate import ACCEPTED_GATE_VALUES
 from flashinfer.settings.environment import ENVIRONMENT
 
 DISTRIBUTION = "flashinfer-gating"  # pip install flashinfer-gating
@@ -26,6 +27,7 @@ AUTOTUNER_FILE_NOTE = (
 
 _KNOWN = {row.name for row in ENVIRONMENT}
 _REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
+_GATE_OFF = "off: backend='auto' and the autotuner skip experimental backends"
 
 Reading = tuple[bool, Any, str]  # (the value is accepted, its value as JSON, its meaning)
 
@@ -38,42 +40,16 @@ def public_name(api_key: str) -> str:
     return f"flashinfer.{name}" if module in API_MODULES else api_key
 
 
-def _switch(on: str, off: str) -> Callable[[str], Reading]:
+def _switch(on: str, off: str, bad: str = "", bad_value: Any = False) -> Callable[[str], Reading]:
+    """A variable only ``'1'`` turns on and ``'0'`` or empty turns off (the gate's, too)."""
+    bad = bad or f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
 
     def read(raw: str) -> Reading:
-        if raw == "1":
-            return True, True, on
-        if raw in ("", "0"):
-            return True, False, off
-        return False, False, f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
+        if raw not in ("", "0", "1"):
+            return False, bad_value, bad
+        return True, raw == "1", on if raw == "1" else off
 
     return read
-
-
-def _strict(raw: str) -> Reading:
-    from flashinfer.settings import STRICT_ACCEPTED
-
-    if raw == "1":
-        return True, True, "a malformed flashinfer variable raises SettingsError at first use"
-    if raw in ("", "0"):
-        return True, False, "a malformed flashinfer variable warns once and is ignored"
-    return (
-        False,
-        None,
-        "unrecognised: raises SettingsError when a malformed variable is read "
-        f"(accepted: {STRICT_ACCEPTED})",
-    )
-
-
-def _gate(raw: str) -> Reading:
-    from flashinfer.gating.gate import ACCEPTED_GATE_VALUES, GATE_OFF_VALUES
-
-    if raw == "1":
-        return True, True, "on: backend='auto' and the autotuner may pick experimental backends"
-    off = "off: backend='auto' and the autotuner skip experimental backends"
-    if raw in GATE_OFF_VALUES:
-        return True, False, off
-    return False, False, f"{off} (unrecognised value; accepted: {ACCEPTED_GATE_VALUES})"
 
 
 def _backends(raw: str) -> Reading:
@@ -132,7 +108,11 @@ def _triton_interpret(raw: str) -> Reading:
 
 
 INTERPRETERS: dict[str, Callable[[str], Reading]] = {
-    "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS": _gate,
+    "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS": _switch(
+        "on: backend='auto' and the autotuner may pick experimental backends",
+        _GATE_OFF,
+        f"{_GATE_OFF} (unrecognised value; accepted: {ACCEPTED_GATE_VALUES})",
+    ),
     "FLASHINFER_BACKENDS": _backends,
     "FLASHINFER_EXPERIMENTAL_WARNINGS": _warnings_action,
     "FLASHINFER_LOGLEVEL": _log_level,
@@ -148,7 +128,13 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
         "the flashinfer command prints the traceback of a runtime failure",
         "the flashinfer command's runtime errors are one line",
     ),
-    "FLASHINFER_STRICT_SETTINGS": _strict,
+    "FLASHINFER_STRICT_SETTINGS": _switch(
+        "a malformed flashinfer variable raises SettingsError at first use",
+        "a malformed flashinfer variable warns once and is ignored",
+        "unrecognised: raises SettingsError when a malformed variable is read "
+        f"(accepted: {settings.STRICT_ACCEPTED})",
+        None,
+    ),
     "TRITON_INTERPRET": _triton_interpret,
 }
 """How the report reads each variable of ``flashinfer.settings.ENVIRONMENT``."""
