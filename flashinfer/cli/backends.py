@@ -25,6 +25,7 @@ from flashinfer.cli.environment_report import (
     public_name,
     settings_summary,
     system_info,
+    torch_build,
 )
 from flashinfer.cli.report_schema import SCHEMA_VERSION
 from flashinfer.dispatch.families import family_of
@@ -135,12 +136,6 @@ def backends_report() -> dict[str, Any]:
     }
 
 
-def _build(v: dict[str, Any]) -> str:
-    if v["torch_cuda"]:
-        return f"CUDA {v['torch_cuda']}"
-    return f"HIP {v['torch_hip']}" if v["torch_hip"] else "CPU-only build"
-
-
 def _header_lines(report: dict[str, Any]) -> list[str]:
     """At most three lines above the table: versions and devices, the gate, the settings."""
     v, devices, gate = report["versions"], report["devices"], report["gate"]
@@ -151,40 +146,12 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
         where += f" and {len(devices) - 1} more" if len(devices) > 1 else ""
     gate_first = gate_line(gate).partition("\n")[0]  # the meaning is below
     lines = [
-        f"flashinfer {v['flashinfer']}, torch {v['torch']} ({_build(v)}), "
+        f"flashinfer {v['flashinfer']}, torch {v['torch']} ({torch_build(v)}), "
         f"triton {v['triton'] or 'not installed'}; {where}",
         f"{gate_first} (unrecognised value)" if gate["note"] else gate_first,
     ]
     summary = settings_summary(report)
     return lines if summary is None else [*lines, summary]
-
-
-def _details(report: dict[str, Any]) -> list[str]:
-    """Everything below the table (``TRITON_INTERPRET`` with the interpreter mismatch)."""
-    from flashinfer.kernels.availability import interpret_mismatch
-
-    v = report["versions"]
-    lines = [
-        f"flashinfer        {v['flashinfer']}",
-        f"python            {v['python']}",
-        f"torch             {v['torch']} ({_build(v)})",
-        f"triton            {v['triton'] or 'not installed'}",
-        f"numpy             {v['numpy'] or 'not installed'}",
-    ]
-    for d in report["devices"]:
-        cc = d["compute_capability"]
-        lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
-    if not report["devices"]:
-        lines.append("devices           cpu only (no CUDA device)")
-    lines += gate_line(report["gate"]).splitlines()
-    for line in detail_lines(report):
-        lines.append(line)
-        if line.lstrip().startswith(("TRITON_INTERPRET=", "TRITON_INTERPRET unset")):
-            mismatch = interpret_mismatch()
-            if mismatch is not None:  # changed after `import triton`: the other mode
-                reason = mismatch.reason.removeprefix("cannot run here: ")
-                lines.append(f"    but {reason}: {mismatch.fix}")
-    return lines
 
 
 def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -247,7 +214,7 @@ def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for i, text in enumerate(notes, 1):
             print(textwrap.fill(f"[{i}] {text}", WIDTH, subsequent_indent="    "), file=out)
     print(file=out)
-    for line in _details(report):
+    for line in detail_lines(report):
         print(_wrapped(line), file=out)
     print(
         "\nreport a bug here, with this whole output pasted (the template asks for it):", file=out

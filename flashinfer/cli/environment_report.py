@@ -346,11 +346,40 @@ def _install_line(info: dict[str, Any]) -> str:
     return text + (f"; {info['note']}" if info["note"] else "")
 
 
+def torch_build(v: dict[str, Any]) -> str:
+    if v["torch_cuda"]:
+        return f"CUDA {v['torch_cuda']}"
+    return f"HIP {v['torch_hip']}" if v["torch_hip"] else "CPU-only build"
+
+
 def detail_lines(report: dict[str, Any]) -> list[str]:
-    lines = ["settings (FLASHINFER_* and TRITON_* variables set here):"]
+    """Everything below the table (``TRITON_INTERPRET`` with the interpreter mismatch)."""
+    from flashinfer.cli.common import gate_line
+    from flashinfer.kernels.availability import interpret_mismatch
+
+    v = report["versions"]
+    lines = [
+        f"flashinfer        {v['flashinfer']}",
+        f"python            {v['python']}",
+        f"torch             {v['torch']} ({torch_build(v)})",
+        f"triton            {v['triton'] or 'not installed'}",
+        f"numpy             {v['numpy'] or 'not installed'}",
+    ]
+    for d in report["devices"]:
+        cc = d["compute_capability"]
+        lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
+    if not report["devices"]:
+        lines.append("devices           cpu only (no CUDA device)")
+    lines += gate_line(report["gate"]).splitlines()
+    lines.append("settings (FLASHINFER_* and TRITON_* variables set here):")
     for row in report["environment"]:
         shown = "" if row["value"] is None else f"={row['value']!r}"  # meaning says unset
         lines.append(f"  {row['name']}{shown}: {row['meaning']}")
+        is_set = row["name"] == "TRITON_INTERPRET" and row["value"] is not None
+        mismatch = interpret_mismatch() if is_set else None
+        if mismatch is not None:  # changed after `import triton`: the other mode
+            reason = mismatch.reason.removeprefix("cannot run here: ")
+            lines.append(f"    but {reason}: {mismatch.fix}")
     system, cuda, tuned = report["system"], report["cuda"], report["autotuner_file"]
     distro = f", {system['distribution']}" if system["distribution"] else ""
     cpus, usable = system["cpu_count"], system["cpus_usable"]
