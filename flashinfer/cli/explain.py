@@ -43,12 +43,6 @@ def _apis(name: str) -> dict[str, Any]:
     return apis
 
 
-def _known_ops() -> str:
-    from flashinfer.dispatch.backend_names import flashinfer_apis
-
-    return "ops with backends: " + (", ".join(sorted(flashinfer_apis())) or "none")
-
-
 def _load_tuning_file(path: str, err: TextIO) -> None:
     import warnings
 
@@ -89,9 +83,12 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
     from flashinfer.cli.autotune import parse_shapes
+    from flashinfer.dispatch.backend_names import flashinfer_apis
     from flashinfer.testing import example_inputs_for
 
-    name = args.op = op_from_args(args, _known_ops)
+    name = args.op = op_from_args(
+        args, lambda: "ops with backends: " + (", ".join(sorted(flashinfer_apis())) or "none")
+    )
     apis = _apis(name)
     if name not in apis:
         known = ", ".join(sorted(apis)) or "none"

@@ -75,9 +75,20 @@ def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 0
     originals = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in plan.changes}
     _write(root, {p: None if t is None else t.encode() for p, t in plan.changes.items()})
-    problem = _verify(root, plan)
-    if problem is not None:  # a wrong edit is undone, never reported as applied
+    # The written checkout must import and pass plan.verify in a fresh interpreter; a wrong
+    # edit is undone, never reported as applied.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
+    script = "import warnings\nwarnings.simplefilter('ignore')\nimport flashinfer\n" + plan.verify
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        env={**env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
         _write(root, originals)
+        problem = f"the edited checkout fails its check:\n{done.stderr.strip()[-3000:]}"
         print(f"\nnot applied: {problem}\nthe checkout is as it was.", file=err)
         return 1
     written = [
@@ -151,20 +162,6 @@ def _write(root: Path, files: dict[str, bytes | None]) -> None:
         folder = (root / path).parent
         if data is None and folder.exists() and not _files(root, str(folder.relative_to(root))):
             shutil.rmtree(folder)
-
-
-def _verify(root: Path, plan: Plan) -> str | None:
-    """``None`` when the written checkout imports and passes ``plan.verify`` in a fresh
-    interpreter, else what went wrong."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
-    env["PYTHONPATH"] = str(root)
-    script = "import warnings\nwarnings.simplefilter('ignore')\nimport flashinfer\n" + plan.verify
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True
-    )
-    if done.returncode == 0:
-        return None
-    return f"the edited checkout fails its check:\n{done.stderr.strip()[-3000:]}"
 
 
 def plan_for(root: Path, action: str, target: str, version: str, args: Any = None) -> Plan:
