@@ -282,7 +282,7 @@ def test_git_commit_agrees_with_git_on_this_checkout():
 )
 def test_install_kind_from_direct_url(monkeypatch, tmp_path, direct, version, kind):
     monkeypatch.setattr(er, "_direct_url", lambda: direct)
-    monkeypatch.setattr(er, "_installed_version", lambda: version)
+    monkeypatch.setattr(er, "installed_version", lambda: version)
     monkeypatch.setattr(er, "git_commit", lambda tree: (SHA, "main"))
     info = er.install_info()
     assert info["kind"] == kind and info["version"] == version
@@ -334,7 +334,7 @@ def test_the_editable_note_holds_wherever_the_checkout_is(parent, name):
         module.touch()
         link = Path(links, "link")
         link.symlink_to(checkout, target_is_directory=True)
-        mp.setattr(er, "_installed_version", lambda: "0.1.0")
+        mp.setattr(er, "installed_version", lambda: "0.1.0")
         mp.setattr(er, "git_commit", lambda tree: (SHA, "main"))
 
         def note(source: Path, imported: Path = module) -> str | None:

@@ -1,20 +1,8 @@
-"""The ``flashinfer`` command (console script ``flashinfer``, or ``python -m flashinfer``).
-
-Sub-commands (``docs/cli.rst`` is rendered from :func:`build_parser`)::
-
-    flashinfer backends [--json]              the environment report (a versioned schema)
-    flashinfer autotune mm --shapes 64x64x64 --tuning-file tuned.json [--force]
-    flashinfer experimental [--json]          (``python -m flashinfer.experimental``)
-    flashinfer explain mm --shapes 16x32x2048 [--json]
-    flashinfer lifecycle graduate|remove OP:BACKEND|API [--apply]
-    flashinfer lifecycle rename OP:OLD|API --to NEW [--apply]
-
-A sub-command's module loads when it runs: ``--help`` and ``--version`` import no torch.
-
-Exit codes: ``0`` success, ``1`` a runtime failure, ``2`` a usage error, ``130``
-interrupted, ``141`` the output was closed early (:data:`EXIT_CLOSED_PIPE`).  Errors are one
-line on stderr, starting ``flashinfer: error:`` (or ``flashinfer <command>: error:``);
-``FLASHINFER_CLI_TRACEBACK=1`` adds the traceback of a runtime failure.
+"""The ``flashinfer`` command (``python -m flashinfer``; docs/cli.rst is rendered from
+:func:`build_parser`), e.g. ``flashinfer backends``, or
+``flashinfer explain mm --shapes 16x32x2048 [--json]``.  A sub-command's module loads when it
+runs, so ``--help`` and ``--version`` import no torch.  Errors are one line on stderr;
+``FLASHINFER_CLI_TRACEBACK=1`` adds a runtime failure's traceback.
 """
 
 from __future__ import annotations
@@ -32,9 +20,8 @@ from flashinfer.cli.common import PROG, UsageError
 __all__ = ["EXIT_CLOSED_PIPE", "UsageError", "build_parser", "main"]
 
 EXIT_CLOSED_PIPE = 128 + 13
-"""Exit status of a command that succeeded but whose reader closed its output early: 141,
-what a shell reports for a program killed by ``SIGPIPE`` (``yes | head``), so that ``set -o
-pipefail`` scripts see what they see of any Unix tool.  Nothing is written to stderr."""
+"""A success whose reader closed the output early: 141, as a shell reports ``SIGPIPE``
+(``yes | head``), so ``set -o pipefail`` scripts see what any Unix tool gives."""
 
 TRACEBACK_ENV = "FLASHINFER_CLI_TRACEBACK"
 
@@ -93,21 +80,14 @@ _COMMANDS: dict[str, tuple[str, str, tuple[Any, ...], str]] = {
 }
 
 
-def _lazy(target: str) -> Any:
-    """The command ``module:function``, imported when it runs."""
-    module, _, name = target.partition(":")
-    return lambda args, out, err: getattr(importlib.import_module(module), name)(args, out, err)
-
-
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises :class:`UsageError` instead of exiting, so ``main`` returns."""
+    """Raises :class:`UsageError` instead of exiting, so ``main`` returns."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         raise UsageError(message, self)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``flashinfer`` argument parser (building it imports no command's machinery)."""
     from flashinfer._version import __version__
     from flashinfer.cli.autotune import add_autotune_parser
     from flashinfer.cli.explain import add_explain_parser
@@ -131,13 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=help, description=description)
             for flags, options in arguments:
                 p.add_argument(*flags, **options)
-            p.set_defaults(func=_lazy(target))
+            p.set_defaults(func=target)
     return parser
 
 
 def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Under ``FLASHINFER_STRICT_SETTINGS=1`` the report does not raise for a malformed
-    variable: it is where the bad values are shown."""
+    """Never strict about a malformed variable: the report is where bad values are shown."""
     import warnings
 
     from flashinfer.settings import reporting_only
@@ -151,8 +130,7 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """The gate's state, then every experimental API and backend with its lifecycle data
-    (``--json``: ``{"gate": ..., "features": [ExperimentalFeature.as_dict(), ...]}``)."""
+    """``--json``: ``{"gate": ..., "features": [ExperimentalFeature.as_dict(), ...]}``."""
     from flashinfer.api_modules import load_api_modules
     from flashinfer.cli.common import gate_line, gate_state
     from flashinfer.gating.lifecycle import experimental_features, format_listing
@@ -171,7 +149,7 @@ def _cmd_experimental(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``flashinfer`` command with ``argv`` (default ``sys.argv[1:]``); return the
-    exit code."""
+    exit status."""
     out, err = _Output(sys.stdout), _Output(sys.stderr)
     code = _run(argv, cast(TextIO, out), cast(TextIO, err))
     # Output to a pipe is buffered: a reader that left early may show only now.
@@ -202,7 +180,11 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         parser.print_help(err)
         return 2
     try:
-        return int(args.func(args, out, err))
+        func = args.func
+        if isinstance(func, str):  # "module:function", imported when it runs
+            module, _, name = func.partition(":")
+            func = getattr(importlib.import_module(module), name)
+        return int(func(args, out, err))
     except UsageError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=err)
         return 2
@@ -219,9 +201,8 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
 
 
 def traceback_asked(err: TextIO) -> bool:
-    """``FLASHINFER_CLI_TRACEBACK=1``; another value (not '0' or empty) is said on stderr, as
-    a warning, or as an error under ``FLASHINFER_STRICT_SETTINGS=1`` (the exit status stays
-    the failure's)."""
+    """``FLASHINFER_CLI_TRACEBACK=1``; a bad value is a warning on stderr (an error under
+    ``FLASHINFER_STRICT_SETTINGS=1``; the exit status stays the failure's)."""
     from flashinfer.settings import SettingsError, read
 
     try:
@@ -232,9 +213,8 @@ def traceback_asked(err: TextIO) -> bool:
 
 
 def _closed_pipe(stream: Any, unknown: bool = True) -> bool:
-    """Whether ``stream`` writes to a pipe whose reader has gone (``poll`` reports an error
-    or a hang-up on it); ``unknown`` where that cannot be asked, ``False`` without a file
-    descriptor."""
+    """Whether ``stream``'s pipe reader has gone (``poll``: an error or a hang-up);
+    ``unknown`` where that cannot be asked, ``False`` without a file descriptor."""
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
@@ -250,9 +230,8 @@ def _closed_pipe(stream: Any, unknown: bool = True) -> bool:
 
 
 class _Output:
-    """stdout or stderr that, once the reader of the pipe behind it has gone, drops what is
-    written instead of raising ``BrokenPipeError``: the command finishes its work
-    (``autotune`` still saves) and ends quietly.  Any other pipe's error is raised."""
+    """A stream that drops what is written once its pipe's reader has gone, so the command
+    finishes its work (``autotune`` still saves) and ends quietly."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream

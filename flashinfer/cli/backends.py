@@ -1,20 +1,13 @@
 """``flashinfer backends``: an environment report to paste into a bug report
-(docs/report_schema.rst).
-
-A header of at most three lines (versions and devices, the experimental gate, the settings in
-effect when any is set), then every API by the name users call, one row per backend: whether
-it can run here and, if not, a short reason, its advice printed once below the table; then
-the details (:mod:`flashinfer.cli.environment_report`).  ``--json`` prints the same facts
-(:mod:`flashinfer.cli.report_schema`).  Whether a backend needs Triton is what its checker
-declares (its family; none declared: reported as unknown, not guessed), and whether a Triton
-backend can run comes from the probe its checker uses on a call, so the report and the call
-agree.
+(docs/report_schema.rst): a header of at most three lines, every API with one row per backend
+(whether it runs here; if not, why, with its advice once below the table), then the details.
+Whether a Triton backend runs comes from the probe its checker uses on a call, so the report
+and the call agree; a checker that declares no family is reported as unknown, not guessed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import platform
 import sys
@@ -28,9 +21,11 @@ from flashinfer.cli.environment_report import (
     detail_lines,
     environment_settings,
     install_info,
+    installed_version,
     public_name,
     settings_summary,
     system_info,
+    torch_build,
 )
 from flashinfer.cli.report_schema import SCHEMA_VERSION
 from flashinfer.dispatch.families import family_of
@@ -46,19 +41,11 @@ _UNDECLARED_ADVICE = (
 )
 
 
-def _version(distribution: str) -> str | None:
-    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def backend_runnable(
     op: Any, backend: str, cc: int | None
 ) -> tuple[bool | None, str | None, str | None]:
-    """Whether ``backend`` of ``op`` can run here (``None``: unknown, its family is not
-    declared), with the short reason and the advice when it cannot (or is unknown)."""
+    """Whether ``backend`` of ``op`` can run here (``None``: unknown), with the short reason
+    and the advice when it cannot."""
     reason = op.backend_runnable_reason(backend, cc)
     if reason is not None:
         short, _, advice = reason.partition("; ")
@@ -127,8 +114,8 @@ def backends_report() -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "torch_hip": getattr(torch.version, "hip", None),
-        "triton": _version("triton"),
-        "numpy": _version("numpy"),
+        "triton": installed_version("triton"),
+        "numpy": installed_version("numpy"),
     }
     # What a reader wants first (`--json | head`): the APIs, then versions and the rest.
     return {
@@ -149,12 +136,6 @@ def backends_report() -> dict[str, Any]:
     }
 
 
-def _build(v: dict[str, Any]) -> str:
-    if v["torch_cuda"]:
-        return f"CUDA {v['torch_cuda']}"
-    return f"HIP {v['torch_hip']}" if v["torch_hip"] else "CPU-only build"
-
-
 def _header_lines(report: dict[str, Any]) -> list[str]:
     """At most three lines above the table: versions and devices, the gate, the settings."""
     v, devices, gate = report["versions"], report["devices"], report["gate"]
@@ -165,41 +146,12 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
         where += f" and {len(devices) - 1} more" if len(devices) > 1 else ""
     gate_first = gate_line(gate).partition("\n")[0]  # the meaning is below
     lines = [
-        f"flashinfer {v['flashinfer']}, torch {v['torch']} ({_build(v)}), "
+        f"flashinfer {v['flashinfer']}, torch {v['torch']} ({torch_build(v)}), "
         f"triton {v['triton'] or 'not installed'}; {where}",
         f"{gate_first} (unrecognised value)" if gate["note"] else gate_first,
     ]
     summary = settings_summary(report)
     return lines if summary is None else [*lines, summary]
-
-
-def _details(report: dict[str, Any]) -> list[str]:
-    """Everything below the table: versions, settings (with the interpreter mismatch under
-    ``TRITON_INTERPRET``), system, CUDA, install, tuning file."""
-    from flashinfer.kernels.availability import interpret_mismatch
-
-    v = report["versions"]
-    lines = [
-        f"flashinfer        {v['flashinfer']}",
-        f"python            {v['python']}",
-        f"torch             {v['torch']} ({_build(v)})",
-        f"triton            {v['triton'] or 'not installed'}",
-        f"numpy             {v['numpy'] or 'not installed'}",
-    ]
-    for d in report["devices"]:
-        cc = d["compute_capability"]
-        lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
-    if not report["devices"]:
-        lines.append("devices           cpu only (no CUDA device)")
-    lines += gate_line(report["gate"]).splitlines()
-    for line in detail_lines(report):
-        lines.append(line)
-        if line.lstrip().startswith(("TRITON_INTERPRET=", "TRITON_INTERPRET unset")):
-            mismatch = interpret_mismatch()
-            if mismatch is not None:  # changed after `import triton`: the other mode
-                reason = mismatch.reason.removeprefix("cannot run here: ")
-                lines.append(f"    but {reason}: {mismatch.fix}")
-    return lines
 
 
 def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -227,8 +179,7 @@ def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
 
 
 def fit_rows(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, ...]]:
-    """Keep every line within :data:`WIDTH`: a verdict too long for its column moves to the
-    notes (its cell says where)."""
+    """Rows within :data:`WIDTH`: a verdict too long for its column moves to the notes."""
     fixed = sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1))
     room = max(_REASON_MIN, WIDTH - fixed - 2 * (len(rows[0]) - 1))
     fitted = [rows[0]]
@@ -244,7 +195,6 @@ def fit_rows(rows: list[tuple[str, ...]], notes: list[str]) -> list[tuple[str, .
 
 
 def _wrapped(line: str) -> str:
-    """``line`` within :data:`WIDTH`, continued lines indented under its start."""
     indent = " " * (len(line) - len(line.lstrip()) + 4)
     return textwrap.fill(
         line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
@@ -264,7 +214,7 @@ def cmd_backends(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for i, text in enumerate(notes, 1):
             print(textwrap.fill(f"[{i}] {text}", WIDTH, subsequent_indent="    "), file=out)
     print(file=out)
-    for line in _details(report):
+    for line in detail_lines(report):
         print(_wrapped(line), file=out)
     print(
         "\nreport a bug here, with this whole output pasted (the template asks for it):", file=out

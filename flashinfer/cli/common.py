@@ -1,6 +1,4 @@
-"""What the ``flashinfer`` command's sub-commands share: usage errors, the op's two spellings
-(``mm`` or ``--op mm``), the tuning file's two spellings, shapes that can exist, tables, the
-gate."""
+"""What the ``flashinfer`` command's sub-commands share."""
 
 from __future__ import annotations
 
@@ -12,11 +10,9 @@ from typing import Any
 PROG = "flashinfer"
 
 ISSUE_TEMPLATE = ".github/ISSUE_TEMPLATE/bug_report.md"
-ISSUE_TRACKER = (
+ISSUE_TRACKER = (  # its template asks for `flashinfer backends`' output, which prints this last
     "https://github.com/flashinfer-gating/flashinfer-gating/issues/new?template=bug_report.md"
 )
-"""Where a bug is reported (with :data:`ISSUE_TEMPLATE`, which asks for ``flashinfer
-backends``' output; the report prints it last)."""
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -32,9 +28,8 @@ _OP_OPTION_DEST = "op_option"
 
 
 class TuningFileAction(argparse.Action):
-    """Store ``--tuning-file`` (``autotune``, ``explain``); with ``--cache``, its old
-    spelling, also given: a usage error, as ``autotune(tuning_file=, cache=)`` is a
-    ``TypeError`` (argparse alone would keep the last one silently)."""
+    """``--tuning-file``; given with ``--cache``, its old spelling: a usage error, as
+    ``autotune(tuning_file=, cache=)`` is a ``TypeError`` (argparse would keep the last)."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         first = getattr(namespace, "tuning_file_option", None)
@@ -48,9 +43,8 @@ class TuningFileAction(argparse.Action):
 
 
 def add_op_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """Add the op as a positional argument ``op`` and as the option ``--op`` (the same
-    thing: give either; both only if they agree).  ``what`` ends the help text, e.g.
-    ``"to tune"``.  :func:`op_from_args` reads them back."""
+    """The op as a positional ``op`` and as ``--op`` (either; both only if they agree);
+    ``what`` ends the help text, e.g. ``"to tune"``."""
     parser.add_argument(
         "op",
         nargs="?",
@@ -65,10 +59,8 @@ def add_op_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def op_from_args(args: argparse.Namespace, known: Callable[[], str]) -> str:
-    """The op named on the command line, given as the positional ``op`` or as ``--op``
-    (:func:`add_op_arguments`).  ``UsageError`` (one line) when neither is given, ending with
-    ``known()``, e.g. ``"autotunable ops: mm"`` (called only then: listing the ops may import
-    them), or when both are given and differ."""
+    """The op named as ``op`` or ``--op``; ``UsageError`` when neither is given (ending with
+    ``known()``, called only then: listing the ops may import them) or both differ."""
     positional, option = args.op, getattr(args, _OP_OPTION_DEST)
     command = f"{PROG} {args.command}"
     if positional is None and option is None:
@@ -83,15 +75,12 @@ def op_from_args(args: argparse.Namespace, known: Callable[[], str]) -> str:
     return positional if positional is not None else option
 
 
-# The most a tensor's sizes and bytes can be: torch describes both with signed 64-bit ints.
-MAX_EXTENT = 2**63 - 1
+MAX_EXTENT = 2**63 - 1  # torch describes sizes and bytes with signed 64-bit ints
 
 
 def check_shape_exists(dims: tuple[int, ...], target: Any, dtype: Any) -> None:
-    """``UsageError`` (one line) unless every tensor of the problem ``dims`` (a parsed
-    ``--shapes`` item) of ``target`` (the op's ``ExampleInputs``) can exist in ``dtype``: no
-    dimension, nor (where the op declares its tensors) size in bytes, past ``2**63 - 1``.
-    Checked before anything is built, so such a shape never reaches torch."""
+    """``UsageError`` unless every tensor of the ``--shapes`` item ``dims`` of ``target`` (its
+    ``ExampleInputs``) can exist in ``dtype``; checked before torch sees it."""
     shape = "x".join(map(str, dims))
     for d in dims:
         if d > MAX_EXTENT:
@@ -121,7 +110,6 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def gate_state() -> dict[str, Any]:
-    """The experimental gate: the variable's raw value and whether it is on."""
     import warnings
 
     from flashinfer import settings

@@ -1,10 +1,6 @@
-"""What the op modules declare for the commands' help, read from their source.
-
-``flashinfer autotune --help`` and ``flashinfer explain --help`` list the ops' shape formats,
-which each op declares (``declare_cases(op, ..., examples=ExampleInputs(shape_help=...,
-example=...))``, ``AutoTuner.register(op, ...)``).  Importing an op imports torch (seconds),
-so the help reads the modules' source (the one list of ops names them) and imports nothing;
-``tests/test_cli_help_imports.py`` holds this to what the imported modules declare.
+"""The ops' ``--shapes`` formats for ``autotune --help`` and ``explain --help``, read from
+their modules' source (``declare_cases(..., examples=ExampleInputs(...))``,
+``AutoTuner.register``): importing an op would import torch.
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ __all__ = ["DeclaredExamples", "declared_examples", "help_examples"]
 
 
 class DeclaredExamples(NamedTuple):
-    """One op's declared example inputs, as its source spells them; ``tunable``: the module
-    registers the op with the autotuner."""
+    """One op's example inputs, as its source spells them; ``tunable``: autotuner-registered."""
 
     op: str
     shape_help: str
@@ -28,27 +23,15 @@ class DeclaredExamples(NamedTuple):
     tunable: bool
 
 
-def _call_name(node: ast.AST) -> str | None:
-    """``name`` for a call ``name(...)`` or ``x.name(...)``, else ``None``."""
+def _call_name(node: ast.AST) -> str | None:  # name(...) or x.name(...)
     if not isinstance(node, ast.Call):
         return None
     func = node.func
     return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
 
 
-def _strings(call: ast.Call) -> dict[str, str]:
-    """The keyword arguments of ``call`` given as string literals."""
-    found = {}
-    for kw in call.keywords:
-        if kw.arg is not None and isinstance(kw.value, ast.Constant):
-            if isinstance(kw.value.value, str):
-                found[kw.arg] = kw.value.value
-    return found
-
-
 def declared_examples() -> dict[str, DeclaredExamples]:
-    """Every op of the one list whose module declares example inputs, in the list's order
-    (read from source; a module missing from the build is skipped)."""
+    """Every op of the one list whose module declares example inputs, in its order."""
     from flashinfer.api_modules import OPS
 
     found: dict[str, DeclaredExamples] = {}
@@ -68,7 +51,11 @@ def declared_examples() -> dict[str, DeclaredExamples]:
                 for kw in node.keywords:
                     if kw.arg == "examples" and _call_name(kw.value) == "ExampleInputs":
                         assert isinstance(kw.value, ast.Call)
-                        given = _strings(kw.value)
+                        given = {
+                            k.arg: k.value.value
+                            for k in kw.value.keywords
+                            if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)
+                        }
                         if "shape_help" in given and "example" in given:
                             examples[first.id] = (given["shape_help"], given["example"])
             elif _call_name(node) == "register" and isinstance(node.func, ast.Attribute):
@@ -80,10 +67,8 @@ def declared_examples() -> dict[str, DeclaredExamples]:
 
 
 def help_examples(tunable_only: bool) -> dict[str, tuple[str, str]]:
-    """``op -> (shape_help, example)`` for a command's help: what the ops registered in this
-    process declare when torch and the autotuner are imported already (ops registered at
-    run time count too), else what :func:`declared_examples` reads from source.
-    ``tunable_only``: the ops registered with the autotuner."""
+    """``op -> (shape_help, example)``: what the ops registered in this process declare when
+    torch and the autotuner are imported already, else :func:`declared_examples`."""
     if "torch" in sys.modules and "flashinfer.autotuner" in sys.modules:
         from flashinfer.api_modules import load_api_modules
         from flashinfer.testing.examples import EXAMPLE_INPUTS

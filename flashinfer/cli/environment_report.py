@@ -1,10 +1,6 @@
-"""The facts of ``flashinfer backends``' report beyond the backend table, and their text:
-every ``FLASHINFER_*``/``TRITON_*`` variable set with what the package makes of it (one
-interpreter per row of :data:`flashinfer.settings.ENVIRONMENT`; an unknown ``FLASHINFER_*``
-name with the known name it is closest to), the OS and CPU, the CUDA runtime and driver, and
-how flashinfer was installed (PEP 610 ``direct_url.json``; an editable checkout's git commit
-read from ``.git`` by hand, with no ``git`` process).  No setting names a tuning file, so the
-report's ``autotuner_file`` is ``null`` (:data:`AUTOTUNER_FILE_NOTE`).
+"""``flashinfer backends``' report beyond the backend table (docs/report_schema.rst): the
+variables set and what the package makes of them, the OS and CPU, CUDA, and how flashinfer
+was installed (PEP 610; a checkout's commit read from ``.git``, with no ``git`` process).
 """
 
 from __future__ import annotations
@@ -19,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from flashinfer import settings
+from flashinfer.gating.gate import ACCEPTED_GATE_VALUES
 from flashinfer.settings.environment import ENVIRONMENT
 
-DISTRIBUTION = "flashinfer-gating"
-"""The name flashinfer is installed under (``pip install flashinfer-gating``)."""
+DISTRIBUTION = "flashinfer-gating"  # pip install flashinfer-gating
 
 AUTOTUNER_FILE_NOTE = (
     "no setting names one; a tuning file is named per call, autotune(tuning_file=...) or "
@@ -31,58 +27,29 @@ AUTOTUNER_FILE_NOTE = (
 
 _KNOWN = {row.name for row in ENVIRONMENT}
 _REFUSED = "warns once (raises under FLASHINFER_STRICT_SETTINGS=1)"
+_GATE_OFF = "off: backend='auto' and the autotuner skip experimental backends"
 
-# What one interpreter returns: (whether the package accepts the value, the value as the
-# package reads it (JSON), what that means in words).
-Reading = tuple[bool, Any, str]
+Reading = tuple[bool, Any, str]  # (the value is accepted, its value as JSON, its meaning)
 
 
 def public_name(api_key: str) -> str:
-    """The name users call: ``flashinfer.gemm.mm`` -> ``flashinfer.mm`` for an API of
-    :data:`~flashinfer.api_modules.API_MODULES`; any other keeps its qualified name."""
+    """``flashinfer.gemm.mm`` -> ``flashinfer.mm`` (an API of ``API_MODULES``)."""
     from flashinfer.api_modules import API_MODULES
 
     module, _, name = api_key.rpartition(".")
     return f"flashinfer.{name}" if module in API_MODULES else api_key
 
 
-def _switch(on: str, off: str) -> Callable[[str], Reading]:
-    """A variable that only ``'1'`` turns on; other values than '1', '0' and empty are refused."""
+def _switch(on: str, off: str, bad: str = "", bad_value: Any = False) -> Callable[[str], Reading]:
+    """A variable only ``'1'`` turns on and ``'0'`` or empty turns off (the gate's, too)."""
+    bad = bad or f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
 
     def read(raw: str) -> Reading:
-        if raw == "1":
-            return True, True, on
-        if raw in ("", "0"):
-            return True, False, off
-        return False, False, f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
+        if raw not in ("", "0", "1"):
+            return False, bad_value, bad
+        return True, raw == "1", on if raw == "1" else off
 
     return read
-
-
-def _strict(raw: str) -> Reading:
-    from flashinfer.settings import STRICT_ACCEPTED
-
-    if raw == "1":
-        return True, True, "a malformed flashinfer variable raises SettingsError at first use"
-    if raw in ("", "0"):
-        return True, False, "a malformed flashinfer variable warns once and is ignored"
-    return (
-        False,
-        None,
-        "unrecognised: raises SettingsError when a malformed variable is read "
-        f"(accepted: {STRICT_ACCEPTED})",
-    )
-
-
-def _gate(raw: str) -> Reading:
-    from flashinfer.gating.gate import ACCEPTED_GATE_VALUES, GATE_OFF_VALUES
-
-    if raw == "1":
-        return True, True, "on: backend='auto' and the autotuner may pick experimental backends"
-    off = "off: backend='auto' and the autotuner skip experimental backends"
-    if raw in GATE_OFF_VALUES:
-        return True, False, off
-    return False, False, f"{off} (unrecognised value; accepted: {ACCEPTED_GATE_VALUES})"
 
 
 def _backends(raw: str) -> Reading:
@@ -141,7 +108,11 @@ def _triton_interpret(raw: str) -> Reading:
 
 
 INTERPRETERS: dict[str, Callable[[str], Reading]] = {
-    "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS": _gate,
+    "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS": _switch(
+        "on: backend='auto' and the autotuner may pick experimental backends",
+        _GATE_OFF,
+        f"{_GATE_OFF} (unrecognised value; accepted: {ACCEPTED_GATE_VALUES})",
+    ),
     "FLASHINFER_BACKENDS": _backends,
     "FLASHINFER_EXPERIMENTAL_WARNINGS": _warnings_action,
     "FLASHINFER_LOGLEVEL": _log_level,
@@ -157,16 +128,20 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
         "the flashinfer command prints the traceback of a runtime failure",
         "the flashinfer command's runtime errors are one line",
     ),
-    "FLASHINFER_STRICT_SETTINGS": _strict,
+    "FLASHINFER_STRICT_SETTINGS": _switch(
+        "a malformed flashinfer variable raises SettingsError at first use",
+        "a malformed flashinfer variable warns once and is ignored",
+        "unrecognised: raises SettingsError when a malformed variable is read "
+        f"(accepted: {settings.STRICT_ACCEPTED})",
+        None,
+    ),
     "TRITON_INTERPRET": _triton_interpret,
 }
-"""How the report reads each variable of :data:`flashinfer.settings.ENVIRONMENT` (a test
-holds the two to the same names)."""
+"""How the report reads each variable of ``flashinfer.settings.ENVIRONMENT``."""
 
 
 def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> list[dict[str, Any]]:
-    """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here, sorted by name, with what
-    the package makes of it; the names in ``always`` are listed even when unset."""
+    """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here (and ``always``), by name."""
     names = sorted(set(settings.variables_set()) | {*always})
     rows = []
     for name in names:
@@ -203,8 +178,8 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
 
 
 def _cpu_model() -> str | None:
-    """The CPU's model name where it is cheap to read (``/proc/cpuinfo``; else
-    ``platform.processor()``, often empty on Linux)."""
+    """The CPU's model name where it is cheap to read (``platform.processor()`` is often
+    empty on Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -217,7 +192,6 @@ def _cpu_model() -> str | None:
 
 
 def system_info() -> dict[str, Any]:
-    """The operating system and CPU."""
     try:
         usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -239,8 +213,7 @@ def system_info() -> dict[str, Any]:
 
 
 def cuda_info() -> dict[str, str | None]:
-    """The CUDA runtime torch was built with and the driver's version (``"12.4"``); ``None``
-    where absent (a CPU-only or HIP build, no driver, no device)."""
+    """The CUDA runtime torch was built with and the driver's version (``"12.4"``)."""
     import torch
 
     driver = None
@@ -267,9 +240,8 @@ def _is_sha(text: str) -> bool:
 
 
 def git_commit(tree: Path) -> tuple[str | None, str | None]:
-    """``(commit, branch)`` of the checkout at ``tree``, read from its ``.git`` (a directory,
-    or a worktree's ``gitdir:`` file; loose refs, then ``packed-refs``).  ``(None, None)``
-    when it is not a repository or cannot be read; the branch is ``None`` on a detached head."""
+    """``(commit, branch)`` of the checkout at ``tree``, from its ``.git`` (a directory or a
+    worktree's ``gitdir:`` file; loose refs, then ``packed-refs``)."""
     dot_git = tree / ".git"
     git_dir: Path | None = dot_git if dot_git.is_dir() else None
     pointer = (_read(dot_git) or "") if dot_git.is_file() else ""
@@ -295,9 +267,8 @@ def git_commit(tree: Path) -> tuple[str | None, str | None]:
 
 
 def _direct_url() -> dict[str, Any] | None:
-    """The installed distribution's ``direct_url.json`` (PEP 610), or ``None`` (an index, or
-    not installed).  A checkout's ``*.egg-info`` on ``sys.path`` may shadow the installed
-    metadata: a distribution that has the file is preferred."""
+    """The installed ``direct_url.json`` (PEP 610), or ``None``; a checkout's ``*.egg-info`` on
+    ``sys.path`` may shadow the installed metadata, so one that has the file wins."""
     for dist in importlib.metadata.distributions(name=DISTRIBUTION):
         text = dist.read_text("direct_url.json")
         if text:
@@ -309,21 +280,20 @@ def _direct_url() -> dict[str, Any] | None:
     return None
 
 
-def _installed_version() -> str | None:
+def installed_version(distribution: str = DISTRIBUTION) -> str | None:
+    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
     try:
-        return importlib.metadata.version(DISTRIBUTION)
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
 def install_info() -> dict[str, Any]:
-    """How flashinfer was installed: ``kind`` is ``"editable"`` (a checkout, with its path
-    and git commit), ``"local directory"``, ``"archive"`` or ``"vcs"`` (a URL), ``"wheel"``
-    (from an index), or ``"not installed"`` (imported from a tree on ``sys.path``)."""
+    """How flashinfer was installed (``install`` in docs/report_schema.rst)."""
     from urllib.parse import unquote, urlparse
 
     imported_from = str(Path(__file__).resolve().parents[1])  # the flashinfer package
-    version = _installed_version()
+    version = installed_version()
     direct = _direct_url() if version is not None else None
     url = direct.get("url") if direct else None
     info: dict[str, Any] = {
@@ -361,9 +331,6 @@ def install_info() -> dict[str, Any]:
     return info
 
 
-# -- the text ---------------------------------------------------------------------------------
-
-
 def _install_line(info: dict[str, Any]) -> str:
     kind, dist = info["kind"], f"{info['distribution']} {info['version']}"
     text = {
@@ -379,12 +346,40 @@ def _install_line(info: dict[str, Any]) -> str:
     return text + (f"; {info['note']}" if info["note"] else "")
 
 
+def torch_build(v: dict[str, Any]) -> str:
+    if v["torch_cuda"]:
+        return f"CUDA {v['torch_cuda']}"
+    return f"HIP {v['torch_hip']}" if v["torch_hip"] else "CPU-only build"
+
+
 def detail_lines(report: dict[str, Any]) -> list[str]:
-    """The details printed below the table: settings, system, CUDA, install, tuning file."""
-    lines = ["settings (FLASHINFER_* and TRITON_* variables set here):"]
+    """Everything below the table (``TRITON_INTERPRET`` with the interpreter mismatch)."""
+    from flashinfer.cli.common import gate_line
+    from flashinfer.kernels.availability import interpret_mismatch
+
+    v = report["versions"]
+    lines = [
+        f"flashinfer        {v['flashinfer']}",
+        f"python            {v['python']}",
+        f"torch             {v['torch']} ({torch_build(v)})",
+        f"triton            {v['triton'] or 'not installed'}",
+        f"numpy             {v['numpy'] or 'not installed'}",
+    ]
+    for d in report["devices"]:
+        cc = d["compute_capability"]
+        lines.append(f"device cuda:{d['index']}     {d['name']} (compute capability {cc})")
+    if not report["devices"]:
+        lines.append("devices           cpu only (no CUDA device)")
+    lines += gate_line(report["gate"]).splitlines()
+    lines.append("settings (FLASHINFER_* and TRITON_* variables set here):")
     for row in report["environment"]:
         shown = "" if row["value"] is None else f"={row['value']!r}"  # meaning says unset
         lines.append(f"  {row['name']}{shown}: {row['meaning']}")
+        is_set = row["name"] == "TRITON_INTERPRET" and row["value"] is not None
+        mismatch = interpret_mismatch() if is_set else None
+        if mismatch is not None:  # changed after `import triton`: the other mode
+            reason = mismatch.reason.removeprefix("cannot run here: ")
+            lines.append(f"    but {reason}: {mismatch.fix}")
     system, cuda, tuned = report["system"], report["cuda"], report["autotuner_file"]
     distro = f", {system['distribution']}" if system["distribution"] else ""
     cpus, usable = system["cpu_count"], system["cpus_usable"]
@@ -407,10 +402,8 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
-    """One line for the header, within ``width``: the variables whose value flashinfer
-    rejected, then unknown ``FLASHINFER_*`` names (likely typos), then the others set, as
-    many as fit, the others counted: each set variable is named or counted once.  ``None``
-    when none is set."""
+    """The header's line within ``width``: the variables rejected, unknown (typos?), then the
+    others set, named while they fit, then counted; ``None`` when none is set."""
     present = [r for r in report["environment"] if r["value"] is not None]
     unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
     rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
@@ -429,8 +422,7 @@ def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
 
 
 def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
-    """The header's settings line naming the first ``shown`` names of the groups in turn;
-    the rest of each group is counted."""
+    """The settings line naming the first ``shown`` names of the groups; the rest counted."""
     parts: list[str] = []
     for names, what in groups:
         if not names:

@@ -1,12 +1,6 @@
-"""``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and why.
-
-For each shape (the syntax of ``flashinfer autotune``) it builds the op's inputs as fake
-tensors (``FakeTensorMode``: metadata, no storage, so a problem of any size costs no memory)
-and prints ``op.explain(...)``: per backend whether it can run and what left it out, the
-candidates, the choice and where it comes from.  No kernel runs.  A shape no tensor can have
-is a usage error (exit 2).  ``FLASHINFER_BACKENDS`` and the gate apply as in the program;
-``--tuning-file`` loads a tuning file first.  The help's example (:data:`EXAMPLE`) is
-README's Quick look problem (``tests/test_explain_example.py`` runs it).
+"""``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and
+why: ``op.explain(...)`` on fake tensors (``FakeTensorMode``: a problem of any size costs no
+memory, and no kernel runs).
 """
 
 from __future__ import annotations
@@ -29,14 +23,12 @@ from flashinfer.cli.common import (
 __all__ = ["EXAMPLE", "add_explain_parser", "example_call_inputs"]
 
 EXAMPLE = f"{PROG} explain mm --shapes 16x32x2048"
-"""README's Quick look problem: ``mm`` of a ``16x2048`` and a ``2048x32`` float32 tensor
-(``--shapes`` is ``MxNxK``), whose experimental backend the gate leaves out of ``"auto"``."""
+"""README's Quick look problem (``tests/test_explain_example.py`` runs it)."""
 
 
 def _apis(name: str) -> dict[str, Any]:
-    """The ops with backends, by name, and the op ``name`` of the one list if it has none
-    but explains its calls itself (an ``explain_paths`` attribute, returning a
-    ``PathExplanation``)."""
+    """The ops with backends, by name, and ``name`` if it has none but explains its calls
+    itself (``explain_paths``)."""
     import importlib
     import types
 
@@ -49,12 +41,6 @@ def _apis(name: str) -> dict[str, Any]:
         if callable(explain := getattr(op, "explain_paths", None)):
             apis[name] = types.SimpleNamespace(explain=explain)
     return apis
-
-
-def _known_ops() -> str:
-    from flashinfer.dispatch.backend_names import flashinfer_apis
-
-    return "ops with backends: " + (", ".join(sorted(flashinfer_apis())) or "none")
 
 
 def _load_tuning_file(path: str, err: TextIO) -> None:
@@ -75,9 +61,8 @@ def _load_tuning_file(path: str, err: TextIO) -> None:
 
 
 def example_call_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
-    """The inputs the command's call of the op takes, as fake tensors built by the target
-    (as ``autotune`` builds them) inside ``FakeTensorMode``.  ``UsageError`` if torch cannot
-    describe them."""
+    """The op's call inputs as ``autotune`` builds them, as fake tensors; ``UsageError`` if
+    torch cannot describe them."""
     from flashinfer.torch_boundary import FakeTensorMode
 
     captured: list[tuple[tuple, dict]] = []
@@ -98,9 +83,12 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
     from flashinfer.cli.autotune import parse_shapes
+    from flashinfer.dispatch.backend_names import flashinfer_apis
     from flashinfer.testing import example_inputs_for
 
-    name = args.op = op_from_args(args, _known_ops)
+    name = args.op = op_from_args(
+        args, lambda: "ops with backends: " + (", ".join(sorted(flashinfer_apis())) or "none")
+    )
     apis = _apis(name)
     if name not in apis:
         known = ", ".join(sorted(apis)) or "none"
@@ -141,8 +129,6 @@ _EXAMPLE_HELP = (
 
 
 def _epilog() -> str:
-    """Each op's ``--shapes`` format, then the example (read from the ops' source when
-    ``--help`` is asked for: importing them would import torch)."""
     from flashinfer.cli.declarations import help_examples
 
     declared = help_examples(tunable_only=False)
@@ -155,7 +141,7 @@ def _epilog() -> str:
 
 
 class _HelpAction(argparse.Action):
-    """``-h/--help`` that fills in the epilog first (it reads the ops' declarations)."""
+    """``-h/--help`` that fills in the epilog first (reading the ops' declarations)."""
 
     def __init__(self, option_strings: Any, dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -167,7 +153,6 @@ class _HelpAction(argparse.Action):
 
 
 def add_explain_parser(sub: Any) -> None:
-    """Add the ``explain`` sub-command to the ``flashinfer`` parser's sub-parsers."""
     p = sub.add_parser(
         "explain",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,12 +1,7 @@
 """``flashinfer lifecycle graduate|rename|remove``: take experimental work out of the
-experimental state in a checkout (docs/lifecycle.rst has the decisions).
-
-Without ``--apply`` it prints the plan (:class:`Plan`): each file it would write, move or
-delete, the records it adds to ``flashinfer/gating/history.py``, and the steps left to the
-author.  With ``--apply`` it writes them, imports the edited checkout in a fresh interpreter
-to check the change (putting every file back if that fails), regenerates ``docs/generated/``
-and formats what it wrote.  Python source is edited on its syntax tree
-(:mod:`flashinfer.cli.lifecycle_edits`, LibCST).  Loaded when the command runs.
+experimental state in a checkout (docs/lifecycle.rst): print the :class:`Plan`; ``--apply``
+writes it, checks the edited checkout in a fresh interpreter (putting every file back if that
+fails), regenerates ``docs/generated/`` and formats what it wrote.
 """
 
 from __future__ import annotations
@@ -44,9 +39,10 @@ WRITE_DOCS = ["scripts/docs/write_dispatchers.py"]
 
 @dataclass
 class Plan:
-    """What one exit changes: file texts by path (``None``: deleted), the records, and the
-    steps left to the author; ``verify`` runs in the edited checkout and must pass."""
+    """One exit: file texts by path (``None``: deleted), the records, the steps left to the
+    author; ``verify`` runs in the edited checkout and must pass."""
 
+    root: Path
     title: str
     record: LifecycleRecord
     changes: dict[str, str | None] = field(default_factory=dict)
@@ -54,13 +50,16 @@ class Plan:
     extra_records: list[LifecycleRecord] = field(default_factory=list)
     left_to_author: list[str] = field(default_factory=list)
     verify: str = ""
+    changelog: str = ""  # the CHANGELOG entry
 
-
-# -- the command -------------------------------------------------------------------------------
+    def read(self, path: str) -> str:
+        """``path``'s text as the plan leaves it so far."""
+        text = self.changes[path] if path in self.changes else (self.root / path).read_text("utf-8")
+        assert text is not None
+        return text
 
 
 def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Print the plan of ``args.action`` on ``args.target``; with ``--apply``, make it."""
     from flashinfer._version import __version__
 
     root = Path(args.root) if args.root else Path(__file__).resolve().parents[2]
@@ -75,25 +74,42 @@ def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print("\n(nothing written: add --apply to make this change)", file=out)
         return 0
     originals = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in plan.changes}
-    _write(root, plan)
-    problem = _verify(root, plan)
-    if problem is not None:  # a wrong edit is undone, never reported as applied
-        for path, data in originals.items():
-            if data is None:
-                (root / path).unlink(missing_ok=True)
-            else:
-                (root / path).parent.mkdir(parents=True, exist_ok=True)
-                (root / path).write_bytes(data)
+    _write(root, {p: None if t is None else t.encode() for p, t in plan.changes.items()})
+    # The written checkout must import and pass plan.verify in a fresh interpreter; a wrong
+    # edit is undone, never reported as applied.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
+    script = "import warnings\nwarnings.simplefilter('ignore')\nimport flashinfer\n" + plan.verify
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        env={**env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        _write(root, originals)
+        problem = f"the edited checkout fails its check:\n{done.stderr.strip()[-3000:]}"
         print(f"\nnot applied: {problem}\nthe checkout is as it was.", file=err)
         return 1
-    _regenerate(root, plan, err)
+    written = [
+        str(root / p) for p, t in plan.changes.items() if t is not None and p.endswith(".py")
+    ]
+    ruff = shutil.which("ruff")
+    if ruff is not None and written:  # imports sorted, then formatted, as the checks want
+        subprocess.run([ruff, "check", "-q", "--fix", "--select", "I", *written], cwd=root)
+        subprocess.run([ruff, "format", "-q", *written], cwd=root)
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run(
+        [sys.executable, *WRITE_DOCS], cwd=root, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        print(f"note: {' '.join(WRITE_DOCS)} failed:\n{done.stdout}{done.stderr}", file=err)
     print("\napplied.", file=out)
     return 0
 
 
 def minor_release(version: str, given: bool = True) -> str:
-    """``version`` as the minor release ``X.Y.0`` an exit ships in; ``UsageError`` for
-    anything else (``banana``, or a patch release such as ``0.1.1``)."""
+    """``version`` as the minor release ``X.Y.0`` an exit ships in, else ``UsageError``."""
     where = "--version" if given else f"the checkout's version {version!r}; pass --version"
     parts = version.split(".")
     if not (2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)):
@@ -135,73 +151,46 @@ def _print_plan(root: Path, plan: Plan, out: TextIO) -> None:
             print(f"  - {step}", file=out)
 
 
-def _write(root: Path, plan: Plan) -> None:
-    for path, text in plan.changes.items():
-        target = root / path
-        if text is None:
-            target.unlink(missing_ok=True)
+def _write(root: Path, files: dict[str, bytes | None]) -> None:
+    for path, data in files.items():
+        if data is None:
+            (root / path).unlink(missing_ok=True)
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-    for path, text in plan.changes.items():  # an emptied folder goes (its caches with it)
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_bytes(data)
+    for path, data in files.items():  # an emptied folder goes (its caches with it)
         folder = (root / path).parent
-        if text is None and folder.exists():
-            if not [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]:
-                shutil.rmtree(folder)
-
-
-def _verify(root: Path, plan: Plan) -> str | None:
-    """``None`` when the written checkout imports and passes ``plan.verify`` in a fresh
-    interpreter, else what went wrong."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
-    env["PYTHONPATH"] = str(root)
-    script = "import warnings\nwarnings.simplefilter('ignore')\nimport flashinfer\n" + plan.verify
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True
-    )
-    if done.returncode == 0:
-        return None
-    return f"the edited checkout fails its check:\n{done.stderr.strip()[-3000:]}"
-
-
-def _regenerate(root: Path, plan: Plan, err: TextIO) -> None:
-    written = [
-        str(root / p) for p, t in plan.changes.items() if t is not None and p.endswith(".py")
-    ]
-    ruff = shutil.which("ruff")
-    if ruff is not None and written:  # imports sorted, then formatted, as the checks want
-        subprocess.run([ruff, "check", "-q", "--fix", "--select", "I", *written], cwd=root)
-        subprocess.run([ruff, "format", "-q", *written], cwd=root)
-    env = dict(os.environ, PYTHONPATH=str(root))
-    done = subprocess.run(
-        [sys.executable, *WRITE_DOCS], cwd=root, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        print(f"note: {' '.join(WRITE_DOCS)} failed:\n{done.stdout}{done.stderr}", file=err)
-
-
-# -- the plans ------------------------------------------------------------------------------------
+        if data is None and folder.exists() and not _files(root, str(folder.relative_to(root))):
+            shutil.rmtree(folder)
 
 
 def plan_for(root: Path, action: str, target: str, version: str, args: Any = None) -> Plan:
-    """The plan of ``action`` (graduate, remove, rename) on ``target`` in ``root``."""
     op_name, colon, backend = target.partition(":")
     instead = getattr(args, "instead", None)
     if colon:
         op = _op(op_name)
         if action == "graduate":
-            return _graduate_backend(root, op, backend, version)
-        if action == "remove":
-            return _remove_backend(root, op, backend, version, instead or op.stable_backends[0])
-        return _rename_backend(root, op, backend, args.new_name, version)
-    api = _experimental_api(target)
-    if action == "graduate":
-        return _graduate_api(root, api, version)
-    if action == "remove":
-        if not instead:
-            raise UsageError("removing an API needs --instead (what callers should use)")
-        return _remove_api(root, api, version, instead)
-    return _rename_api(root, api, args.new_name, version)
+            plan = _graduate_backend(root, op, backend, version)
+        elif action == "remove":
+            plan = _remove_backend(root, op, backend, version, instead or op.stable_backends[0])
+        else:
+            plan = _rename_backend(root, op, backend, args.new_name, version)
+    else:
+        api = _experimental_api(target)
+        if action == "graduate":
+            plan = _graduate_api(root, api, version)
+        elif action == "remove":
+            if not instead:
+                raise UsageError("removing an API needs --instead (what callers should use)")
+            plan = _remove_api(root, api, version, instead)
+        else:
+            plan = _rename_api(root, api, args.new_name, version)
+    for record in (plan.record, *plan.extra_records):
+        plan.changes[HISTORY_FILE] = edits.add_history_record(plan.read(HISTORY_FILE), record)
+    plan.changes["CHANGELOG.md"] = edits.add_changelog_entry(
+        plan.read("CHANGELOG.md"), plan.changelog
+    )
+    return plan
 
 
 def _op(name: str) -> Any:
@@ -226,7 +215,6 @@ def _experimental_api(name: str) -> Any:
 
 
 def _experimental_backend(op: Any, backend: str) -> tuple[str, str]:
-    """``(feature, checker's module)`` of an experimental backend of ``op``."""
     from flashinfer.gating.records import feature_of_module
 
     if backend not in op.backend_checks:
@@ -246,14 +234,6 @@ def _path(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
 
-def _read(root: Path, path: str, plan: Plan) -> str:
-    if path not in plan.changes:
-        return (root / path).read_text(encoding="utf-8")
-    text = plan.changes[path]
-    assert text is not None
-    return text
-
-
 def _files(root: Path, folder: str, pattern: str = "*") -> list[str]:
     return sorted(
         p.relative_to(root).as_posix()
@@ -262,24 +242,23 @@ def _files(root: Path, folder: str, pattern: str = "*") -> list[str]:
     )
 
 
-def _move_feature(root: Path, feature: str, plan: Plan) -> None:
-    """The feature's folder moves to ``flashinfer/features/``; every import of it follows."""
+def _move_feature(feature: str, plan: Plan) -> None:
     old_mod, new_mod = f"flashinfer.experimental.{feature}", f"flashinfer.features.{feature}"
     old_dir, new_dir = f"{EXPERIMENTAL}/{feature}", f"{FEATURES}/{feature}"
-    if not (root / FEATURES / "__init__.py").exists():  # the first feature to graduate
+    if not (plan.root / FEATURES / "__init__.py").exists():  # the first feature to graduate
         plan.changes[f"{FEATURES}/__init__.py"] = (
             '"""Graduated features\' code, stable now, laid out as it was under '
             'flashinfer/experimental/\n(docs/lifecycle.rst).\n"""\n'
         )
-    for path in _files(root, old_dir):
-        text = _read(root, path, plan)
+    for path in _files(plan.root, old_dir):
+        text = plan.read(path)
         if path.endswith(".py"):
             text = edits.move_package(text, old_mod, new_mod, old_dir, new_dir)
         plan.changes[path] = None
         plan.changes[new_dir + path[len(old_dir) :]] = text
         plan.moved.append((path, new_dir + path[len(old_dir) :]))
-    for path in _files(root, "flashinfer", "*.py"):
-        if path.startswith(old_dir + "/") or old_mod not in (text := _read(root, path, plan)):
+    for path in _files(plan.root, "flashinfer", "*.py"):
+        if path.startswith(old_dir + "/") or old_mod not in (text := plan.read(path)):
             continue
         moved = edits.move_package(text, old_mod, new_mod, old_dir, new_dir)
         if moved != text:
@@ -289,26 +268,14 @@ def _move_feature(root: Path, feature: str, plan: Plan) -> None:
             )
 
 
-def _history_and_changelog(root: Path, plan: Plan, entry: str) -> None:
-    for record in (plan.record, *plan.extra_records):
-        text = _read(root, HISTORY_FILE, plan)
-        plan.changes[HISTORY_FILE] = edits.add_history_record(text, record)
-    text = _read(root, "CHANGELOG.md", plan)
-    plan.changes["CHANGELOG.md"] = edits.add_changelog_entry(text, entry)
-
-
-def _record_removal(root: Path, plan: Plan, tested: str, entry: str, step: str) -> None:
-    """What every removal does last: its test file goes, the history and CHANGELOG say so,
-    and the author is left ``step`` and closing the tracking issue."""
+def _record_removal(plan: Plan, tested: str, step: str) -> None:
     test = f"tests/experimental/test_{tested}.py"
-    if (root / test).exists():
+    if (plan.root / test).exists():
         plan.changes[test] = None
-    _history_and_changelog(root, plan, entry)
     plan.left_to_author += [step, "close the tracking issue with the reason"]
 
 
 def _issue(marked: Any) -> str:
-    """The tracking issue a graduation's CHANGELOG entry names, from the marker's metadata."""
     info = getattr(marked, "experimental_info", None) or getattr(marked, "info", None)
     issue = getattr(info, "tracking_issue", None)
     if not issue:
@@ -317,7 +284,6 @@ def _issue(marked: Any) -> str:
 
 
 def _backend_check(op: Any, backend: str, condition: str) -> str:
-    """The check run after writing: ``backend`` (of ``op``) meets ``condition``."""
     return (
         "from flashinfer.dispatch.backend_names import flashinfer_apis\n"
         f"op = flashinfer_apis()[{op.api_name!r}].dispatcher\n"
@@ -330,11 +296,9 @@ def _backend_check(op: Any, backend: str, condition: str) -> str:
 def _graduate_backend(root: Path, op: Any, backend: str, version: str) -> Plan:
     feature, module = _experimental_backend(op, backend)
     record = Graduated(op.api_key, version, backend=backend)
-    plan = Plan(f"graduate backend {backend!r} of {op.api_name} (feature {feature})", record)
+    plan = Plan(root, f"graduate backend {backend!r} of {op.api_name} (feature {feature})", record)
     checker = op.backend_checks[backend]
-    text = edits.drop_decorator(
-        _read(root, _path(module), plan), checker.__name__, "experimental_backend"
-    )
+    text = edits.drop_decorator(plan.read(_path(module)), checker.__name__, "experimental_backend")
     before = text
     text = edits.drop_keyword(text, "Backend", backend, "prefer", check=checker.__name__)
     prefer = (
@@ -343,14 +307,12 @@ def _graduate_backend(root: Path, op: Any, backend: str, version: str) -> Plan:
     text = edits.drop_import_name(text, "flashinfer.backend_dispatch", "experimental_backend")
     plan.changes[_path(module)] = text
     plan.verify = _backend_check(op, backend, "in op.stable_backends")
-    _move_feature(root, feature, plan)
-    _history_and_changelog(
-        root,
-        plan,
+    _move_feature(feature, plan)
+    plan.changelog = (
         f"Graduated ({_issue(checker)}): backend `{backend}` of `{op.api_name}` is stable since "
         f'{version}. `backend="{backend}"` works as before without an `ExperimentalWarning`; '
         '`"auto"` and the autotuner consider it with the gate off; tuning files that '
-        "recorded it as experimental are used as they are.",
+        "recorded it as experimental are used as they are."
     )
     plan.left_to_author += [
         f"rank {backend!r} in {op.api_name}'s heuristic ({prefer}until then the heuristic "
@@ -366,20 +328,20 @@ def _graduate_api(root: Path, feature: Any, version: str) -> Plan:
     from flashinfer.gating.records import feature_of_module
 
     name = feature.api.rpartition(".")[2]
-    plan = Plan(f"promote API {name} ({feature.api})", Graduated(feature.api, version))
+    plan = Plan(root, f"promote API {name} ({feature.api})", Graduated(feature.api, version))
     path = _path(feature.module)
     text = edits.swap_decorator(
-        _read(root, path, plan), name, "flashinfer_experimental_api", "flashinfer_api"
+        plan.read(path), name, "flashinfer_experimental_api", "flashinfer_api"
     )
     plan.changes[path] = text.replace(
         "from flashinfer.api_logging import flashinfer_experimental_api",
         "from flashinfer.api_logging import flashinfer_api",
     )
-    folder = edits.imported_feature(_read(root, _path(feature.module), plan))
+    folder = edits.imported_feature(plan.read(_path(feature.module)))
     expires = expiry_after(version)
     if folder is not None and feature_of_module(f"flashinfer.experimental.{folder}"):
         old_paths = [p for p in _files(root, f"{EXPERIMENTAL}/{folder}") if p.endswith(".py")]
-        _move_feature(root, folder, plan)
+        _move_feature(folder, plan)
         for old in old_paths:  # the experimental import paths: deprecated aliases
             old_mod = old.removesuffix(".py").replace("/", ".")
             new_mod = old_mod.replace("flashinfer.experimental.", "flashinfer.features.", 1)
@@ -398,12 +360,10 @@ def _graduate_api(root: Path, feature: Any, version: str) -> Plan:
         plan.extra_records.append(
             Renamed(new_package, package, new_package, version, expires, backend=False)
         )
-    _history_and_changelog(
-        root,
-        plan,
+    plan.changelog = (
         f"Graduated ({_issue(feature)}): `{name}` is a stable API since {version}; calling it "
         "no longer warns. Its implementation moved from `flashinfer.experimental` to "
-        f"`flashinfer.features`; the old import paths are deprecated aliases until {expires}.",
+        f"`flashinfer.features`; the old import paths are deprecated aliases until {expires}."
     )
     plan.left_to_author += [
         f"add {name} to the stable API reference (docs/api/) and remove it from "
@@ -421,15 +381,15 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
             f"--instead must be another backend of {op.api_name}: {list(op.backend_checks)}"
         )
     record = Removed(op.api_key, backend, version, instead, expiry_after(version))
-    plan = Plan(f"remove backend {backend!r} of {op.api_name} (feature {feature})", record)
+    plan = Plan(root, f"remove backend {backend!r} of {op.api_name} (feature {feature})", record)
     old_mod = f"flashinfer.experimental.{feature}"
-    names = edits.declared_backends(_read(root, _path(module), plan))
+    names = edits.declared_backends(plan.read(_path(module)))
     for path in _files(root, f"{EXPERIMENTAL}/{feature}"):
         plan.changes[path] = None
     for path in _files(root, "flashinfer", "*.py"):
         if path.startswith(f"{EXPERIMENTAL}/{feature}/"):
             continue
-        text = _read(root, path, plan)
+        text = plan.read(path)
         if old_mod not in text:
             continue
         # The table's entry (`SPLITK,`), then the imports (the lines kept are the result's).
@@ -442,14 +402,13 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
             for line in kept
         ]
     plan.verify = _backend_check(op, backend, "not in op.backend_checks")
-    _record_removal(
-        root,
-        plan,
-        feature,
+    plan.changelog = (
         f"Removed: experimental backend `{backend}` of `{op.api_name}` (in {version}). "
         f'`backend="{backend}"` raises `BackendSupportedError` saying to use '
-        f'`backend="{instead}"`; tuning entries naming it are skipped.',
-        f"remove mentions of {backend!r} from {op.api_name}'s docstring and the docs",
+        f'`backend="{instead}"`; tuning entries naming it are skipped.'
+    )
+    _record_removal(
+        plan, feature, f"remove mentions of {backend!r} from {op.api_name}'s docstring and the docs"
     )
     return plan
 
@@ -457,8 +416,8 @@ def _remove_backend(root: Path, op: Any, backend: str, version: str, instead: st
 def _remove_api(root: Path, feature: Any, version: str, instead: str) -> Plan:
     name = feature.api.rpartition(".")[2]
     record = Removed(feature.api, name, version, instead, expiry_after(version), backend=False)
-    plan = Plan(f"remove API {name} ({feature.api})", record)
-    folder = edits.imported_feature(_read(root, _path(feature.module), plan))
+    plan = Plan(root, f"remove API {name} ({feature.api})", record)
+    folder = edits.imported_feature(plan.read(_path(feature.module)))
     if folder is not None:
         for path in _files(root, f"{EXPERIMENTAL}/{folder}"):
             plan.changes[path] = None
@@ -466,16 +425,13 @@ def _remove_api(root: Path, feature: Any, version: str, instead: str) -> Plan:
     plan.changes[_path(feature.module)] = edits.tombstone_module(
         name, version, instead, expiry_after(version)
     )
-    init = _read(root, "flashinfer/__init__.py", plan)
+    init = plan.read("flashinfer/__init__.py")
     plan.changes["flashinfer/__init__.py"] = edits.drop_import_name(init, feature.module, name)
-    _record_removal(
-        root,
-        plan,
-        name,
+    plan.changelog = (
         f"Removed: experimental API `{name}` (in {version}). `flashinfer.{name}` raises "
-        f"`AttributeError` saying to use `{instead}`.",
-        f"remove {name}'s other tests and its mentions in the docs",
+        f"`AttributeError` saying to use `{instead}`."
     )
+    _record_removal(plan, name, f"remove {name}'s other tests and its mentions in the docs")
     return plan
 
 
@@ -490,12 +446,12 @@ def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Pl
     if new in op.backend_checks:
         raise UsageError(f"{op.api_name} already has a backend {new!r}")
     record = Renamed(op.api_key, old, new, version, expiry_after(version))
-    plan = Plan(f"rename backend {old!r} of {op.api_name} to {new!r}", record)
+    plan = Plan(root, f"rename backend {old!r} of {op.api_name} to {new!r}", record)
     checker = op.backend_checks[old]
     path = _path(checker.__module__)
     try:  # the op's own declaration: the one whose check= is the op's checker
         plan.changes[path] = edits.rename_declaration(
-            _read(root, path, plan), "Backend", old, new, checker.__name__
+            plan.read(path), "Backend", old, new, checker.__name__
         )
     except LookupError as exc:
         raise UsageError(
@@ -506,12 +462,12 @@ def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Pl
     # that name the backend would otherwise warn users about code they never wrote.
     if op.heuristic_func is not None:
         where = _path(op.heuristic_func.__module__)
-        text = _read(root, where, plan)
+        text = plan.read(where)
         ranked = edits.rename_in_function(text, op.heuristic_func.__name__, old, new)
         if ranked != text:
             plan.changes[where] = ranked
     for caller in _files(root, "flashinfer", "*.py"):
-        text = _read(root, caller, plan)
+        text = plan.read(caller)
         if old in text and op.api_name in text:
             edited = edits.rename_backend_arguments(text, op.api_name, old, new)
             if edited != text:
@@ -519,12 +475,10 @@ def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Pl
     plan.verify = _backend_check(op, new, "in op.backend_checks") + (
         f"assert {old!r} in op.backend_aliases, {'the alias ' + repr(old) + ' leads nowhere'!r}\n"
     )
-    _history_and_changelog(
-        root,
-        plan,
+    plan.changelog = (
         f"Renamed: backend `{old}` of `{op.api_name}` is `{new}` (in {version}); "
         f'`backend="{old}"` works, warning once, until {expiry_after(version)}; tuning '
-        "entries under the old name are read under the new one.",
+        "entries under the old name are read under the new one."
     )
     plan.left_to_author.append(
         f"update tests, docs and messages that write backend={old!r} (in prose, not code)"
@@ -533,9 +487,6 @@ def _rename_backend(root: Path, op: Any, old: str, new: str, version: str) -> Pl
 
 
 def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
-    """An experimental API's new name: its ``def`` and every use in its module, its line in
-    the ops' block; the old name stays in the module as a function marked ``@deprecated``
-    (type checkers flag it; a call warns once, then runs the API under its new name)."""
     module, name = feature.module, feature.api.rpartition(".")[2]
     path = _path(module)
     taken = set(OPS)  # the package's names and the module's: the new name must be free
@@ -548,8 +499,8 @@ def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
     record = Renamed(
         f"{module}.{new}", f"{module}.{name}", f"{module}.{new}", version, expires, backend=False
     )
-    plan = Plan(f"rename API {name} ({feature.api}) to {new}", record)
-    text = edits.rename_module_name(_read(root, path, plan), name, new)
+    plan = Plan(root, f"rename API {name} ({feature.api}) to {new}", record)
+    text = edits.rename_module_name(plan.read(path), name, new)
     future = "from __future__ import annotations\n"
     for line in ("from typing_extensions import deprecated", "from typing import Any"):
         if line not in text:
@@ -560,7 +511,7 @@ def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
         )
     doc = f"Deprecated alias of :func:`{new}` (renamed in {version}, until {expires})."
     plan.changes[path] = text + edits.deprecated_function(name, new, alias_message(record), doc)
-    init = _read(root, "flashinfer/__init__.py", plan)
+    init = plan.read("flashinfer/__init__.py")
     plan.changes["flashinfer/__init__.py"] = init.replace(
         f"    from {module} import {name} as {name}\n", f"    from {module} import {new} as {new}\n"
     )
@@ -570,20 +521,18 @@ def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
     )
     if (root / f"docs/generated/dispatchers/{name}.py").exists():
         plan.changes[f"docs/generated/dispatchers/{name}.py"] = None
-    _history_and_changelog(
-        root,
-        plan,
+    plan.changelog = (
         f"Renamed: experimental API `{name}` is `{new}` (in {version}); `flashinfer.{name}` "
-        f"works as a deprecated alias, warning once, until {expires}.",
+        f"works as a deprecated alias, warning once, until {expires}."
     )
     plan.left_to_author.append(f"update tests and docs that call {name}")
     return plan
 
 
 def api_name_problem(new: str, old: str, taken: Iterable[str]) -> str | None:
-    """Why ``new`` cannot be the new name of the API ``old`` (``None``: it can): a public,
-    ASCII Python name (the torch operator is named after it, and Python folds other names
-    by NFKC: ``\ufb01norm`` is ``finorm``), no keyword, not ``old``, none of ``taken``."""
+    """Why ``new`` cannot be the API ``old``'s new name, or ``None``: ASCII only, as Python
+    folds other names by NFKC (``\ufb01norm`` is ``finorm``) and the torch operator is named
+    after it."""
     if not (new.isascii() and new.isidentifier()):
         return "not a Python name in ASCII letters, digits and _ (not starting with a digit)"
     if keyword.iskeyword(new) or keyword.issoftkeyword(new):

@@ -1,7 +1,6 @@
 """The source ``flashinfer lifecycle`` writes (docs/lifecycle.rst, "What the codemod edits"):
-each edit a function of file texts, so a plan is printed before anything is written.  Python
-source is edited on its syntax tree (LibCST keeps comments and layout): an import is matched
-by its dotted module, a declaration by its name and checker, never by text.
+functions of file texts, so that a plan prints before anything is written.  Python is edited
+on its LibCST syntax tree, which keeps comments and layout.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import PositionProvider
 
 from flashinfer.gating.history import LifecycleRecord
@@ -23,92 +23,72 @@ from flashinfer.gating.messages import moved_module_used
 
 HISTORY_BEGIN = "# lifecycle-history: begin\n"
 HISTORY_END = "# lifecycle-history: end\n"
-_LINE = 100
-
-
-def _value(v: object) -> str:
-    if isinstance(v, bool) or v is None:
-        return repr(v)
-    return json.dumps(v, ensure_ascii=False)  # double quotes, as the formatter writes them
 
 
 def record_source(record: LifecycleRecord, indent: str = "    ") -> str:
-    """``record`` as a line (or lines) of Python, formatted as the formatter would, ending in
-    a comma and a newline."""
-    parts = [
-        f"{f.name}={_value(getattr(record, f.name))}"
-        for f in fields(record)
-        if f.default is MISSING or getattr(record, f.name) != f.default
-    ]
-    name = type(record).__name__
-    one = f"{indent}{name}({', '.join(parts)}),\n"
-    if len(one) <= _LINE:
+    """``record`` as Python, as the formatter writes it, ending in a comma and a newline."""
+    parts = []
+    for f in fields(record):
+        v = getattr(record, f.name)
+        text = json.dumps(v, ensure_ascii=False) if isinstance(v, str) else repr(v)
+        if f.default is MISSING or v != f.default:  # strings in double quotes, as ruff writes
+            parts.append(f"{f.name}={text}")
+    one = f"{indent}{type(record).__name__}({', '.join(parts)}),\n"
+    if len(one) <= 100:
         return one
     inner = "".join(f"{indent}    {p},\n" for p in parts)
-    return f"{indent}{name}(\n{inner}{indent}),\n"
+    return f"{indent}{type(record).__name__}(\n{inner}{indent}),\n"
 
 
 def add_history_record(text: str, record: LifecycleRecord) -> str:
     """``flashinfer/gating/history.py``'s text with ``record`` appended to ``HISTORY``."""
     start, end = text.index(HISTORY_BEGIN) + len(HISTORY_BEGIN), text.index(HISTORY_END)
-    block = text[start:end]
-    head = "HISTORY: tuple[LifecycleRecord, ...] = ("
-    if block.strip() == head + ")":
-        body = ""
-    else:
-        body = block[len(head) + 1 : block.rindex(")")]
-    new = f"{head}\n{body}{record_source(record)})\n"
-    return text[:start] + new + text[end:]
+    head, block = "HISTORY: tuple[LifecycleRecord, ...] = (", text[start:end]
+    body = "" if block.strip() == head + ")" else block[len(head) + 1 : block.rindex(")")]
+    return f"{text[:start]}{head}\n{body}{record_source(record)})\n{text[end:]}"
 
 
 def add_changelog_entry(text: str, entry: str) -> str:
-    """``CHANGELOG.md`` with ``entry`` (a bullet's text) first under "## Unreleased"."""
+    """``CHANGELOG.md`` with ``entry`` (a bullet's text) first under "## Unreleased" (a
+    section made above the first release's if there is none)."""
     marker = "## Unreleased\n"
-    at = text.find(marker)
-    if at < 0:  # no section yet: one goes above the first release's
+    if marker not in text:
         first = text.find("\n## ")
         at = len(text) if first < 0 else first + 1
         text = text[:at] + marker + "\n" + text[at:]
-        at = text.find(marker)
-    at += len(marker)
-    if text[at : at + 1] == "\n":
-        at += 1
-    return text[:at] + _bullet(entry) + text[at:]
-
-
-def _bullet(entry: str) -> str:
+    at = text.find(marker) + len(marker)
+    at += text[at : at + 1] == "\n"
     wrap = textwrap.TextWrapper(
         92, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
     )
-    return "\n".join(wrap.wrap(f"- {entry}")) + "\n"
+    return text[:at] + "\n".join(wrap.wrap(f"- {entry}")) + "\n" + text[at:]
 
 
 # -- source edits: on the syntax tree (LibCST); the rest of the file stays as it was --------------
 
 
+def _edit(text: str, **handlers: Callable[..., Any]) -> str:
+    """``text`` through a LibCST transformer whose ``visit_*``/``leave_*`` are ``handlers``
+    (``leave_X(original, updated)`` returns the new node)."""
+    return cst.parse_module(text).visit(_transformer(**handlers)).code
+
+
 def _transformer(**handlers: Callable[..., Any]) -> cst.CSTTransformer:
-    """One LibCST transformer whose ``visit_*`` / ``leave_*`` methods are ``handlers`` (a
-    ``leave_X(original, updated)`` returns the new node)."""
     methods = {name: (lambda g: lambda _, *nodes: g(*nodes))(f) for name, f in handlers.items()}
     return type("Edit", (cst.CSTTransformer,), methods)()
 
 
-def _edit(text: str, **handlers: Callable[..., Any]) -> str:
-    """``text`` through :func:`_transformer` of ``handlers``."""
-    return cst.parse_module(text).visit(_transformer(**handlers)).code
-
-
-def _skip(node: Any) -> bool:
-    """A ``visit_*`` handler that does not enter the node (a function's or class's body)."""
+def _skip(node: Any) -> bool:  # a visit_* handler that does not enter the node
     return False
 
 
+def _dotted(node: cst.CSTNode | None) -> str:
+    """``a.b.c`` for that name or attribute (or a call of it), ``""`` for anything else."""
+    return (get_full_name_for_node(node) or "") if node is not None else ""
+
+
 def _last_name(node: cst.BaseExpression) -> str:
-    """``Backend`` for ``Backend``, ``dispatch.Backend`` and a call of either."""
-    node = node.func if isinstance(node, cst.Call) else node
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return node.value if isinstance(node, cst.Name) else ""
+    return _dotted(node).rpartition(".")[2]
 
 
 def _string(node: cst.BaseExpression) -> str | None:
@@ -123,26 +103,14 @@ def _quoted(value: str) -> cst.SimpleString:
     return cst.SimpleString(json.dumps(value, ensure_ascii=False))
 
 
-def _dotted(node: cst.BaseExpression | None) -> str:
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return node.value if isinstance(node, cst.Name) else ""
-
-
-def _dotted_node(name: str) -> cst.Attribute | cst.Name:
-    head, _, last = name.rpartition(".")
-    return cst.Attribute(_dotted_node(head), cst.Name(last)) if head else cst.Name(last)
-
-
 def _within(module: str, package: str) -> bool:
-    """Whether the dotted ``module`` is ``package`` or under it (``splitk_gemm_v2`` is not
-    under ``splitk_gemm``)."""
+    """``splitk_gemm.kernel`` is within ``splitk_gemm``; ``splitk_gemm_v2`` is not."""
     return module == package or module.startswith(package + ".")
 
 
 def _without(args: Sequence[Any], drop: Callable[[Any], bool]) -> list[Any]:
-    """``args`` (call arguments, names or elements) without those ``drop`` picks; the last
-    one kept takes the last one's comma, so a trailing comma stays (or stays absent)."""
+    """``args`` (arguments, names or elements) without those ``drop`` picks; the last one
+    kept takes the last one's comma, so a trailing comma stays (or stays absent)."""
     kept = [a for a in args if not drop(a)]
     if kept and len(kept) < len(args) and drop(args[-1]):
         kept[-1] = kept[-1].with_changes(comma=args[-1].comma)
@@ -175,8 +143,7 @@ def _declaration(text: str, call: str, name: str, check: str | None, change: Any
 
 
 def swap_decorator(text: str, function: str, decorator: str, new: str | None) -> str:
-    """``text`` with ``function``'s ``@decorator(...)`` (all its lines) replaced by ``@new``
-    (or dropped)."""
+    """``text`` with ``function``'s ``@decorator(...)`` replaced by ``@new`` (or dropped)."""
     done: list[bool] = []
 
     def swap(original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
@@ -199,15 +166,13 @@ def swap_decorator(text: str, function: str, decorator: str, new: str | None) ->
 
 
 def drop_decorator(text: str, function: str, decorator: str) -> str:
-    """``text`` without the ``@decorator(...)`` of ``function``."""
     return swap_decorator(text, function, decorator, None)
 
 
 def drop_keyword(
     text: str, call: str, first_arg: str, keyword: str, check: str | None = None
 ) -> str:
-    """``text`` without ``keyword=...`` in the one declaration ``call(first_arg, check=check,
-    ...)`` (the ``prefer=`` of ``Backend("splitk", check=check_splitk, ...)``)."""
+    """``text`` without ``keyword=...`` in the one ``call(first_arg, check=check, ...)``."""
 
     def drop(node: cst.Call) -> cst.Call:
         return node.with_changes(
@@ -218,9 +183,7 @@ def drop_keyword(
 
 
 def rename_declaration(text: str, call: str, old: str, new: str, check: str | None = None) -> str:
-    """``text`` with the one declaration ``call(old, check=check, ...)`` written
-    ``call(new, ...)``: the checker tells the op's declaration from any other of that name.
-    ``LookupError`` if there is none, or more than one."""
+    """``text`` with the one ``call(old, check=check, ...)`` written ``call(new, ...)``."""
 
     def rename(node: cst.Call) -> cst.Call:
         first = node.args[0].with_changes(value=_quoted(new))
@@ -255,10 +218,9 @@ def drop_import_name(text: str, module: str, name: str) -> str:
 
 
 def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
-    """``text`` without the statements importing ``package`` or a module under it (one line
-    or parenthesised, at top level or in an ``if``/``try`` block), and the lines (in the
-    text returned) of those left in place: imports inside a function or class body, whose
-    code then names what no longer exists (a step for the author, not an edit)."""
+    """``text`` without the statements importing ``package`` or a module under it, and the
+    lines (in the text returned) of those left in a function or class body: their code names
+    what no longer exists, a step for the author."""
 
     def imports_it(statement: cst.BaseSmallStatement) -> bool:
         if isinstance(statement, cst.ImportFrom):
@@ -287,8 +249,7 @@ def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
 
 
 def drop_elements(text: str, names: Sequence[str]) -> str:
-    """``text`` without the elements of lists and tuples that are one of ``names`` (a removed
-    backend's entry ``SPLITK,`` in its op's table)."""
+    """``text`` without the list and tuple elements named one of ``names`` (``SPLITK,``)."""
 
     def drop(original: Any, updated: Any) -> Any:
         elements = _without(
@@ -299,30 +260,26 @@ def drop_elements(text: str, names: Sequence[str]) -> str:
     return _edit(text, leave_List=drop, leave_Tuple=drop)
 
 
-def _replace_bounded(text: str, old: str, new: str) -> str:
-    """``text`` with each ``old`` not followed by a letter, digit or ``_`` written ``new``."""
-    return re.sub(re.escape(old) + r"(?!\w)", lambda _: new, text)
-
-
 def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> str:
-    """``text`` with the package ``old`` (dotted) moved to ``new``: every import of it or of a
-    module under it, and its dotted name and folder (``old_dir``) where strings and comments
-    name them; a sibling whose name merely starts with it (``old_v2``) is left alone."""
+    """``text`` with the package ``old`` moved to ``new``: its imports, and its dotted name and
+    folder (``old_dir``) in strings and comments (not ``old_v2``)."""
 
     def module(original: Any, updated: cst.ImportFrom) -> Any:
         name = _dotted(updated.module)
         if updated.relative or not _within(name, old):
             return updated
-        return updated.with_changes(module=_dotted_node(new + name[len(old) :]))
+        return updated.with_changes(module=cst.parse_expression(new + name[len(old) :]))
 
     def alias(original: Any, updated: cst.ImportAlias) -> Any:
         name = _dotted(updated.name)
         if not _within(name, old):
             return updated
-        return updated.with_changes(name=_dotted_node(new + name[len(old) :]))
+        return updated.with_changes(name=cst.parse_expression(new + name[len(old) :]))
 
     def prose(original: Any, updated: Any) -> Any:
-        value = _replace_bounded(_replace_bounded(updated.value, old, new), old_dir, new_dir)
+        value = updated.value
+        for a, b in ((old, new), (old_dir, new_dir)):  # not followed by \w: not old_v2
+            value = re.sub(re.escape(a) + r"(?!\w)", b.replace("\\", "\\\\"), value)
         return updated.with_changes(value=value)
 
     return _edit(
@@ -336,8 +293,7 @@ def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> s
 
 
 def rename_backend_arguments(text: str, callee: str, old: str, new: str) -> str:
-    """``text`` with every call of ``callee`` that names ``backend=old`` naming ``new`` (an
-    internal caller of a renamed backend would warn users about code they never wrote)."""
+    """``text`` with every call of ``callee`` passing ``backend=old`` passing ``new``."""
 
     def rename(original: Any, updated: cst.Call) -> Any:
         if _last_name(updated.func) != callee:
@@ -354,9 +310,8 @@ def rename_backend_arguments(text: str, callee: str, old: str, new: str) -> str:
 
 
 def rename_in_function(text: str, function: str, old: str, new: str) -> str:
-    """``text`` with the string literals ``old`` written ``new`` in the top-level
-    ``function`` and in the top-level assignments of the names it reads (a heuristic that
-    ranks backends by name, and its table of ranks)."""
+    """``text`` with the string literals ``old`` written ``new`` in the top-level ``function``
+    and the top-level assignments of the names it reads (a heuristic and its table of ranks)."""
     tree = cst.parse_module(text)
     defs = [s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == function]
     read = {n.value for d in defs for n in m.findall(d, m.Name()) if isinstance(n, cst.Name)}
@@ -379,33 +334,22 @@ def rename_in_function(text: str, function: str, old: str, new: str) -> str:
 
 
 def rename_module_name(text: str, old: str, new: str) -> str:
-    """``text`` (a module) with the name ``old`` renamed ``new`` where it is code: its
-    ``def``, every load or store of the name, and its entry in ``__all__`` (strings,
-    comments, docstrings and import paths are left as they are)."""
-    tree = ast.parse(text)
-    spans: list[tuple[int, int, int, str]] = []  # (line, col, end col, replacement)
-    for node in ast.walk(tree):
+    """``text`` with the name ``old`` renamed ``new`` where it is code: its ``def``, loads,
+    stores and its ``__all__`` entry (not strings, comments or import paths)."""
+    spans: list[tuple[int, int, int, str]] = []  # (line, col, end col, replacement): bytes
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Name) and node.id == old:
             spans.append((node.lineno, node.col_offset, node.end_col_offset or 0, new))
         elif isinstance(node, ast.FunctionDef) and node.name == old:
-            source = text.splitlines()[node.lineno - 1].encode()
-            col = source.index(f"def {old}".encode()) + 4
+            col = text.splitlines()[node.lineno - 1].encode().index(f"def {old}".encode()) + 4
             spans.append((node.lineno, col, col + len(old.encode()), new))
-        elif (
-            isinstance(node, ast.Assign)
-            and [ast.unparse(t) for t in node.targets] == ["__all__"]
-            and isinstance(node.value, (ast.List, ast.Tuple))
-        ):
-            for element in node.value.elts:
-                if isinstance(element, ast.Constant) and element.value == old:
-                    spans.append(
-                        (
-                            element.lineno,
-                            element.col_offset,
-                            element.end_col_offset or 0,
-                            f'"{new}"',
-                        )
-                    )
+        elif isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            elements = getattr(node.value, "elts", [])
+            spans += [
+                (e.lineno, e.col_offset, e.end_col_offset or 0, f'"{new}"')
+                for e in elements
+                if isinstance(e, ast.Constant) and e.value == old
+            ]
     lines = text.splitlines(keepends=True)
     for number, col, end, replacement in sorted(spans, reverse=True):
         raw = lines[number - 1].encode()
@@ -413,7 +357,7 @@ def rename_module_name(text: str, old: str, new: str) -> str:
     return "".join(lines)
 
 
-# -- what is read from source (ast: nothing is edited) and the modules written whole -----------
+# -- read from source (ast), and the modules written whole ------------------------------------
 
 
 def imported_feature(source: str) -> str | None:
@@ -443,7 +387,7 @@ def declared_backends(source: str) -> list[str]:
 
 
 def top_level_names(source: str) -> set[str]:
-    """The names a module defines, imports or uses anywhere, and the strings it holds."""
+    """The names a module defines, imports or uses, and the strings it holds."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -457,20 +401,14 @@ def top_level_names(source: str) -> set[str]:
     return names
 
 
-def _short_literal(text: str) -> str:
-    """``text`` as a parenthesised literal of implicitly joined pieces split between words,
-    so each line stays short."""
-    pieces = textwrap.wrap(
-        text, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
-    )
-    quoted = [json.dumps(p, ensure_ascii=False) for p in pieces]
-    return "(\n        " + "\n        ".join(quoted) + "\n    )"
-
-
 def deprecated_function(name: str, target: str, message: str, doc: str) -> str:
     """The source of ``name``, a function marked ``@deprecated`` (type checkers flag its
     uses) that warns once with ``message`` and calls ``target``."""
-    quoted = _short_literal(message)
+    pieces = textwrap.wrap(  # short lines: implicitly joined pieces split between words
+        message, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
+    )
+    quoted = "(\n        " + "\n        ".join(json.dumps(p, ensure_ascii=False) for p in pieces)
+    quoted += "\n    )"
     return (
         f"\n\n@deprecated({quoted}, category=None)\n"
         f"def {name}(*args: Any, **kwargs: Any) -> Any:\n"
@@ -480,9 +418,8 @@ def deprecated_function(name: str, target: str, message: str, doc: str) -> str:
 
 
 def alias_module(old: str, new: str, api: str, version: str, expires: str, source: str) -> str:
-    """An alias module left at ``old``: each public function of ``new`` (``source``; its
-    ``__all__``'s, if it has one) as a :func:`deprecated_function`; any other name through
-    ``__getattr__``, warning once too."""
+    """An alias module left at ``old``: each public function of ``new`` (``source``) as a
+    :func:`deprecated_function`, any other name through ``__getattr__``, warning once too."""
     message = moved_module_used(old, new, version, expires)
     tree = ast.parse(source)
     listed = [

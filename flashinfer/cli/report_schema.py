@@ -1,10 +1,6 @@
-"""The schema of ``flashinfer backends --json``: every field, its JSON type and what it holds,
-as data (:data:`FIELDS`, read from :data:`_TABLE`).  ``docs/report_schema.rst`` is rendered
-from it (:func:`schema_rst`) and a test holds the printed JSON to it (:func:`schema_problems`).
-
-A field's path is dotted; ``[]`` stands for every item of an array (``apis[].backends[].name``).
-:data:`SCHEMA_VERSION` is the document's top-level ``schema_version``: it grows when a field
-is removed or changes meaning, not when one is added.
+"""The schema of ``flashinfer backends --json`` as data (:data:`FIELDS`), which renders
+``docs/report_schema.rst`` and checks the printed JSON.  A path is dotted, ``[]`` for every item
+of an array; :data:`SCHEMA_VERSION` grows when a field is removed or changes meaning.
 """
 
 from __future__ import annotations
@@ -13,23 +9,18 @@ from typing import Any, NamedTuple
 
 __all__ = ["FIELDS", "SCHEMA_VERSION", "Field", "schema_problems", "schema_rst"]
 
-SCHEMA_VERSION = 2
-"""Version 1 (no ``schema_version`` key) had the versions, devices, gate and APIs only;
-version 2 adds the settings, the system, CUDA, the install and the tuning file."""
+SCHEMA_VERSION = 2  # 1 (no key) had the versions, devices, gate and APIs only
 
 
 class Field(NamedTuple):
-    """One field of the report: its path, its JSON types (``|``-joined; ``any`` for any JSON
-    value) and what it holds."""
+    """A field: its path, its JSON types (``|``-joined; ``any``) and what it holds."""
 
     path: str
     types: str
     text: str
 
 
-# One field a line, ``PATH TYPES TEXT``; an indented line continues the text.  Parents come
-# before their fields, in the order the report prints them: what a reader of ``flashinfer
-# backends --json | head`` wants first (every API and whether its backends run here).
+# ``PATH TYPES TEXT``, an indented line continuing the text; parents first, in printed order.
 _TABLE = """\
 schema_version integer the version of this schema ({version})
 apis array every API, sorted by the name users call
@@ -124,7 +115,6 @@ def _fields() -> tuple[Field, ...]:
 
 
 FIELDS = _fields()
-"""Every field of the report (:data:`_TABLE`)."""
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -155,9 +145,8 @@ def _walk(value: Any, path: str, found: dict[str, list[Any]]) -> None:
 
 
 def schema_problems(doc: Any) -> list[str]:
-    """What in ``doc`` (a parsed report) the schema does not document, documented fields an
-    object of it lacks (each array item is checked), and values of the wrong JSON type.  Empty:
-    the document follows :data:`FIELDS`.  A field of ``any`` type is not walked into."""
+    """What in ``doc`` (a parsed report) the schema lacks, fields an object lacks, and values
+    of the wrong type; empty: it follows :data:`FIELDS` (``any`` is not walked into)."""
     documented = {f.path: f for f in FIELDS}
     opaque = [f.path for f in FIELDS if f.types == "any"]
     found: dict[str, list[Any]] = {}
@@ -185,8 +174,7 @@ def schema_problems(doc: Any) -> list[str]:
 
 
 def _escaped(text: str) -> str:
-    """Plain text as reST: ``*`` (as in ``FLASHINFER_*``) would start emphasis, and a name
-    ending in ``_`` before it would be read as a link."""
+    """Plain text as reST (``*`` starts emphasis, a name ending in ``_`` is a link)."""
     out = []
     for char, after in zip(text, text[1:] + " ", strict=False):
         if char in "\\*`" or char == "_" and not (after.isalnum() or after == "_"):
@@ -196,7 +184,6 @@ def _escaped(text: str) -> str:
 
 
 def schema_rst() -> list[str]:
-    """The schema as reST: a table of every field (``docs/report_schema.rst``)."""
     lines = [f"``schema_version``: {SCHEMA_VERSION}.", "", ".. list-table::", "   :header-rows: 1"]
     lines += ["   :widths: 30 15 55", "", "   * - Field", "     - Type", "     - What it holds"]
     for f in FIELDS:
