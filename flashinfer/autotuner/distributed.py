@@ -1,15 +1,8 @@
-"""Tuning across the ranks of a ``torch.distributed`` process group: one choice everywhere.
+"""Tuning across the ranks of a ``torch.distributed`` process group: one choice on every rank.
 
-``set_autotune_process_group(group)`` (every block) or ``autotune(process_group=group)`` (one
-block) makes tuning a collective step: the ranks compare their settings (:data:`SETTINGS`) and
-what each is about to time (a :class:`Manifest`), time the plan (all of it, or with
-``shard=True`` pair ``i`` on rank ``i % world_size``), gather the timings and combine them
-the same way (a pair's time is the slowest rank's median; a pair that failed on any rank
-failed on all), so every rank records the same choice.  A difference, or a group that failed,
-raises :class:`AutotuneConsistencyError` on every rank; every rank makes the same collective
-calls on every path, so nothing hangs.  With a group, rank 0 alone reads (and broadcasts) and
-writes the block's tuning file.  The user's guide is ``docs/api/autotuner.rst``
-("Tuning across ranks").
+The ranks compare settings and plans, time (optionally sharded), gather and combine the
+timings alike; any difference raises on every rank, and every rank makes the same collective
+calls on every path so nothing hangs.  Guide: docs/api/autotuner.rst ("Tuning across ranks").
 """
 
 from __future__ import annotations
@@ -98,10 +91,9 @@ def _check_group(group: Any, who: str) -> None:
 
 
 def set_autotune_process_group(group: Any, *, shard: bool = False) -> None:
-    """Tune across the ranks of ``group`` in every ``autotune()`` block of this process
-    (``None`` turns it off); ``shard=True`` splits each key's (backend, tactic) plan across
-    the ranks (for ranks on identical hardware).  See :mod:`flashinfer.autotuner.distributed`.
-    ``autotune(process_group=...)`` overrides it for one block.  Upstream's name."""
+    """Tune across the ranks of ``group`` in every ``autotune()`` block (``None``: off);
+    ``shard=True`` splits each key's (backend, tactic) plan across the ranks (identical
+    hardware).  ``autotune(process_group=...)`` overrides it for one block.  Upstream's name."""
     global _global
     if group is not None:
         _check_group(group, "set_autotune_process_group")

@@ -1,10 +1,8 @@
 """``flashinfer autotune``: tune an op for some shapes and write the results to a file.
 
-This module is the command's front: which ops it can tune and how it builds their inputs,
-its arguments (parsed and checked before anything is timed: a bad ``--tuning-file`` is a
-usage error, exit 2, worded as the API words it; a lock that can never be taken, exit 1) and
-its help text.  The run is in ``autotune_run.py``; what it prints, in
-``autotune_report.py``.  What the command promises is in docs/cli.rst and its ``--help``.
+Every argument is checked before anything is timed (a bad ``--tuning-file`` is a usage error,
+exit 2, worded as the API words it; a lock that can never be taken, exit 1).  What the
+command promises is in docs/cli.rst and its ``--help``; what it prints, in autotune_report.
 """
 
 from __future__ import annotations
@@ -12,12 +10,19 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
-from flashinfer.cli.autotune_run import run_tuning, tunable_ops
+from flashinfer.cli.autotune_report import (
+    ShapeResult,
+    TuningProgress,
+    print_block_report,
+    print_stats,
+    print_summary,
+)
 from flashinfer.cli.common import (
     DTYPES,
     PROG,
@@ -30,6 +35,8 @@ from flashinfer.cli.common import (
 
 if TYPE_CHECKING:
     from flashinfer.testing.examples import ExampleInputs
+
+_T = TypeVar("_T")
 
 _ENVIRONMENT_HELP = """\
 environment:
@@ -46,11 +53,6 @@ exit status:
   1    nothing could be timed for some shape (the others are saved), or a runtime error
   2    usage error (bad op, shape, dtype or --tuning-file), nothing timed
   130  interrupted (Ctrl-C): the shapes tuned so far are saved"""
-
-
-# --------------------------------------------------------------------------------------
-# The arguments: checked before anything is timed
-# --------------------------------------------------------------------------------------
 
 
 def _resolve_op(name: str) -> tuple[Any, ExampleInputs]:
@@ -81,11 +83,8 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
-    """Read ``--shapes``: comma-separated shapes, each of positive integers in ASCII digits
-    joined by ``x`` or ``X`` (``128x4096x4096``, ``128X4096X4096``), with as many dimensions
-    as ``target`` takes.  Whitespace around a shape is ignored; anything else (signs, ``_``,
-    inner spaces, non-ASCII digits) is a :class:`UsageError`.  ``X`` has always been read as
-    ``x`` (the text is lowercased first); it stays, so no script that spells it so breaks."""
+    """Read ``--shapes`` (docs/cli.rst): positive ASCII integers joined by ``x`` or ``X``
+    (kept: scripts spell it so), as many as ``target`` takes; else a :class:`UsageError`."""
     shapes = []
     for item in text.split(","):
         item = item.strip()
@@ -110,10 +109,8 @@ def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
 
 
 def _check_tuning_file(path: str) -> str:
-    """``--tuning-file`` must name a file the command can write, and whose results it can merge:
-    found out before anything is timed, not after.  A path the API refuses (it names a
-    directory, a FIFO, a socket or a device, or lies in a missing directory) is refused
-    with the API's own message."""
+    """``--tuning-file`` names a file the command can write and merge into: found out before
+    anything is timed, with the API's own message for a path it refuses."""
     from flashinfer.autotuner import TuningFileError, check_mergeable
     from flashinfer.autotuner.disk import checked_path, lock_path, lock_problem, resolved
 
@@ -151,6 +148,156 @@ def _check_tuning_file(path: str) -> str:
     return path
 
 
+def tunable_ops() -> dict[str, tuple[Any, ExampleInputs]]:
+    """``api_name -> (op, target)`` of the ops registered with the autotuner that declare
+    example inputs, in the order of ``flashinfer.api_modules.OPS`` (others after)."""
+    from flashinfer.api_modules import OPS, load_api_modules
+    from flashinfer.autotuner import AutoTuner
+    from flashinfer.testing import example_inputs_for
+
+    load_api_modules()
+    found: dict[str, tuple[Any, ExampleInputs]] = {}
+    for op, _ in AutoTuner.get().registered().values():
+        name = getattr(op, "api_name", None)
+        target = example_inputs_for(name) if isinstance(name, str) else None
+        if isinstance(name, str) and target is not None:
+            found[name] = (op, target)
+    order = {name: i for i, name in enumerate(OPS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+def _tune_shape(
+    target: ExampleInputs, op: Any, dims: tuple[int, ...], args: argparse.Namespace, progress: Any
+) -> ShapeResult:
+    import torch
+
+    from flashinfer.autotuner import AutoTuner, autotune
+    from flashinfer.autotuner.candidate_timing import one_line_reason
+
+    tuner = AutoTuner.get()
+    before = tuner.last_tuning()
+    error = None
+    with autotune(progress=progress):
+        try:
+            target.call(op, dims, getattr(torch, args.dtype), args.device)
+        except Exception as exc:  # all pairs failed and so did the default, say
+            error = one_line_reason(exc)
+    record = tuner.last_tuning()
+    return ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
+
+
+def _reporting_tuning_file_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
+    """``call()``, its tuning file warnings printed to ``err`` as the command's own."""
+    from flashinfer.autotuner import TuningFileWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    for w in caught:
+        if issubclass(w.category, TuningFileWarning):
+            print(f"{PROG} autotune: warning: {w.message}", file=err)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result
+
+
+def _save(tuning_file: str, results: Sequence[ShapeResult], err: TextIO) -> int | None:
+    """Save (the entry count) only when a shape was tuned now: else never write nor lock."""
+    from flashinfer.autotuner import AutoTuner
+
+    if not any(r.tuned_now for r in results):
+        return None
+    return _reporting_tuning_file_warnings(
+        err, lambda: AutoTuner.get().save_tuning_file(tuning_file)
+    )
+
+
+def run_tuning(
+    op: Any,
+    target: ExampleInputs,
+    shapes: list[tuple[int, ...]],
+    tuning_file: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status."""
+    import torch
+
+    from flashinfer.autotuner import AutoTuner, AutotuneReportWarning, autotune
+
+    if not args.force and os.path.exists(tuning_file):
+        _reporting_tuning_file_warnings(err, lambda: AutoTuner.get().load_tuning_file(tuning_file))
+    progress = TuningProgress(err, len(shapes))
+    results: list[ShapeResult] = []
+    # One block around every shape: its summary (what was timed, left out and why, noisy
+    # picks) is printed below the table, not issued as a warning (the command saves itself).
+    block = autotune(progress=progress)
+    try:
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=AutotuneReportWarning)
+            with block:
+                for i, dims in enumerate(shapes):
+                    progress.start_shape(i, f"{target.op_name} {'x'.join(map(str, dims))}")
+                    results.append(_tune_shape(target, op, dims, args, progress))
+    except KeyboardInterrupt:
+        progress.end_line()
+        return _interrupted(tuning_file, results, len(shapes), out, err, block.report)
+
+    _mark_retimed(results, block.report)
+    print_summary(results, out)
+    print_block_report(block.report, out)
+    print_stats(AutoTuner.get().stats(), out)
+    written = _save(tuning_file, results, err)
+    if written is None:
+        print(f"nothing new was tuned: {tuning_file} left unchanged", file=out)
+    else:
+        print(f"wrote {written} entries to {tuning_file}", file=out)
+    empty = [r.shape for r in results if r.choice is None]
+    if empty:
+        print(
+            f"{PROG} autotune: error: nothing could be timed for {len(empty)} of "
+            f"{len(results)} shapes ({', '.join(empty)}); see the failures listed above",
+            file=err,
+        )
+        return 1
+    return 0
+
+
+def _mark_retimed(results: Sequence[ShapeResult], report: Any) -> None:
+    """Mark the shapes whose key the block timed again because its saved timing was noisy."""
+    for result in results:
+        if result.record is not None and report is not None:
+            seen = report.keys.get(result.record.key)
+            result.retimed = seen is not None and seen.outcome == "re-timed"
+
+
+def _interrupted(
+    tuning_file: str,
+    results: Sequence[ShapeResult],
+    total: int,
+    out: TextIO,
+    err: TextIO,
+    report: Any = None,
+) -> int:
+    """Ctrl-C: keep what was tuned, say so, exit 130."""
+    if results:
+        _mark_retimed(results, report)
+        print_summary(results, out)
+        print_block_report(report, out)
+    written = _save(tuning_file, results, err)
+    kept = sum(r.tuned_now for r in results)
+    if written is None:
+        saved = f"nothing new was tuned; {tuning_file} left unchanged"
+    else:
+        saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {tuning_file}"
+    print(
+        f"{PROG} autotune: interrupted after {len(results)} of {total} shapes; {saved}",
+        file=err,
+    )
+    return 130
+
+
 def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
@@ -165,15 +312,9 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return run_tuning(op, target, shapes, tuning_file, args, out, err)
 
 
-# --------------------------------------------------------------------------------------
-# The parser
-# --------------------------------------------------------------------------------------
-
-
 def _epilog() -> str:
-    """The tunable ops of this build, an example, the exit codes and the environment.
-    Computed when ``--help`` is asked for, from the ops' declarations (read from source in a
-    process that has not imported torch: :mod:`flashinfer.cli.declarations`)."""
+    """The tunable ops of this build, an example, the exit codes and the environment, from
+    the ops' declarations (read from source when torch is not imported)."""
     from flashinfer.cli.declarations import help_examples
 
     tunable = help_examples(tunable_only=True)
