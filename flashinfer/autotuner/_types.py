@@ -16,20 +16,6 @@ from flashinfer.autotuner.keys import Key
 from flashinfer.dispatch.thread_state import PerThreadList
 from flashinfer.gating.exposed import exposed_in
 
-__all__ = [
-    "Choice",
-    "ProgressCallback",
-    "TacticFailure",
-    "TunableOp",
-    "TunableRunner",
-    "TunedResults",
-    "TuningRecord",
-    "CallCounter",
-    "OpStats",
-    "StatsBook",
-    "describe_tactic",
-]
-
 ProgressCallback = Callable[[int, int, str], None]
 """``progress(done, total, label)``: called before each (backend, tactic) is timed and once
 with ``done == total`` at the end of a tuning."""

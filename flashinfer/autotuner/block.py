@@ -24,8 +24,6 @@ from flashinfer.autotuner.tuner import AutoTuner
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.torch_boundary import block_boundary
 
-__all__ = ["autotune", "resolve_skip_ops"]
-
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).

@@ -20,17 +20,6 @@ from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.messages import tuning_left_out_by_gate
 from flashinfer.settings.stacklevel import user_stacklevel
 
-__all__ = [
-    "NOISY_SPREAD",
-    "AutotuneReport",
-    "AutotuneReportWarning",
-    "FileReport",
-    "KeyReport",
-    "current_report",
-    "is_noisy",
-    "left_out_reasons",
-]
-
 #: The default ``AutoTuner.noisy_spread``.  ``benchmarks/bench_measure_spread.py`` on a
 #: shared 2-core CPU: a small matmul's spread is 5 % at the 90th percentile unloaded, 10-19 %
 #: loaded; 10 % flags the loaded outliers (a wrong flag costs one more timing later).

@@ -27,21 +27,6 @@ from flashinfer.autotuner._types import (
 from flashinfer.autotuner.keys import Key
 from flashinfer.autotuner.timing import TuningDuringCaptureError, check_switch_margin, measure
 
-__all__ = [
-    "AUTOTUNER_LOG_ENV",
-    "DEFAULT_SWITCH_MARGIN",
-    "Outcome",
-    "Pair",
-    "TimingSettings",
-    "build_plan",
-    "decide",
-    "log",
-    "one_line_reason",
-    "pick",
-    "time_candidates",
-    "time_pairs",
-]
-
 AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
 
 #: Relative margin a pair must beat the earliest near-fastest pair by.  Identical work timed

@@ -24,24 +24,6 @@ from flashinfer.dispatch.families import dtype_name
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.kernels import next_positive_power_of_2
 
-__all__ = [
-    "EnumValue",
-    "Key",
-    "declare_key_inputs",
-    "exact_signature",
-    "bucket_dim",
-    "bucket_shape",
-    "dtype_from_name",
-    "dtype_name",
-    "key_from_json",
-    "key_to_json",
-    "make_key",
-    "Declared",
-    "declarations",
-    "in_key",
-    "key_value",
-]
-
 Key = tuple  # (api_key, inputs, device_type, compute_capability)
 
 _Tensor = torch.Tensor

@@ -21,17 +21,6 @@ from flashinfer.dispatch.choice_log import LOG_SWITCH as LOG_SWITCH
 from flashinfer.dispatch.choice_log import note_tuner_choice
 from flashinfer.dispatch.restrictions import restriction_for
 
-__all__ = [
-    "RoutedTuner",
-    "Router",
-    "RouteEntry",
-    "LOG_SWITCH",
-    "ChoiceView",
-    "note_run",
-    "tuned_choice",
-    "tuning_now",
-]
-
 RouteEntry = tuple[Any, Any, Any, Any]
 """The memo's entry per exact signature, ``(tuned backend, bound call, tactic, default
 backend)``: a tuned stable choice (served when a candidate), an untuned key's stable default

@@ -15,31 +15,6 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "FLUSH_BYTES",
-    "REPEAT_S",
-    "ROUND_S",
-    "SETTLE_TOLERANCE",
-    "WARMUP_MAX_S",
-    "WARMUP_S",
-    "CpuClock",
-    "CudaClock",
-    "Median",
-    "TuningDuringCaptureError",
-    "interquartile_range",
-    "measure",
-    "refuse_during_capture",
-    "stream_capturing",
-    "DEFAULT_BUDGET_S",
-    "DEFAULT_REPEAT",
-    "DEFAULT_WARMUP",
-    "check_budget_s",
-    "check_noisy_spread",
-    "check_repeat",
-    "check_switch_margin",
-    "check_warmup",
-]
-
 #: Warm-up lasts at least this many seconds (Triton's ``do_bench`` default warm-up).
 WARMUP_S = 0.025
 #: Timed calls are taken for at least this many seconds (``do_bench``'s default ``rep``).

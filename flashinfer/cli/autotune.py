@@ -22,6 +22,7 @@ from flashinfer.cli.autotune_report import (
     print_block_report,
     print_stats,
     print_summary,
+    tunable_ops,
 )
 from flashinfer.cli.common import (
     DTYPES,
@@ -146,24 +147,6 @@ def _check_tuning_file(path: str) -> str:
             f"--tuning-file {path}: {exc.reason}; use another file, or move this one away"
         ) from None
     return path
-
-
-def tunable_ops() -> dict[str, tuple[Any, ExampleInputs]]:
-    """``api_name -> (op, target)`` of the ops registered with the autotuner that declare
-    example inputs, in the order of ``flashinfer.api_modules.OPS`` (others after)."""
-    from flashinfer.api_modules import OPS, load_api_modules
-    from flashinfer.autotuner import AutoTuner
-    from flashinfer.testing import example_inputs_for
-
-    load_api_modules()
-    found: dict[str, tuple[Any, ExampleInputs]] = {}
-    for op, _ in AutoTuner.get().registered().values():
-        name = getattr(op, "api_name", None)
-        target = example_inputs_for(name) if isinstance(name, str) else None
-        if isinstance(name, str) and target is not None:
-            found[name] = (op, target)
-    order = {name: i for i, name in enumerate(OPS)}
-    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
 
 
 def _tune_shape(
