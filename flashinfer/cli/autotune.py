@@ -119,8 +119,6 @@ def _check_tuning_file(path: str) -> str:
         raise UsageError(
             "--tuning-file: the path is empty; name a file, e.g. --tuning-file tuned.json"
         )
-    if "\0" in path:
-        raise UsageError("--tuning-file: the path contains a NUL character")
     try:
         checked_path(path)
     except TuningFileError as exc:
@@ -169,32 +167,6 @@ def _tune_shape(
     return ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
 
 
-def _reporting_tuning_file_warnings(err: TextIO, call: Callable[[], _T]) -> _T:
-    """``call()``, its tuning file warnings printed to ``err`` as the command's own."""
-    from flashinfer.autotuner import TuningFileWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = call()
-    for w in caught:
-        if issubclass(w.category, TuningFileWarning):
-            print(f"{PROG} autotune: warning: {w.message}", file=err)
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return result
-
-
-def _save(tuning_file: str, results: Sequence[ShapeResult], err: TextIO) -> int | None:
-    """Save (the entry count) only when a shape was tuned now: else never write nor lock."""
-    from flashinfer.autotuner import AutoTuner
-
-    if not any(r.tuned_now for r in results):
-        return None
-    return _reporting_tuning_file_warnings(
-        err, lambda: AutoTuner.get().save_tuning_file(tuning_file)
-    )
-
-
 def run_tuning(
     op: Any,
     target: ExampleInputs,
@@ -204,18 +176,33 @@ def run_tuning(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status."""
+    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status (130
+    on Ctrl-C, having saved the shapes tuned so far)."""
     import torch
 
-    from flashinfer.autotuner import AutoTuner, AutotuneReportWarning, autotune
+    from flashinfer.autotuner import AutoTuner, AutotuneReportWarning, TuningFileWarning, autotune
+
+    tuner = AutoTuner.get()
+
+    def reporting(call: Callable[[], _T]) -> _T:  # the file's warnings as the command's own
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = call()
+        for w in caught:
+            if issubclass(w.category, TuningFileWarning):
+                print(f"{PROG} autotune: warning: {w.message}", file=err)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return result
 
     if not args.force and os.path.exists(tuning_file):
-        _reporting_tuning_file_warnings(err, lambda: AutoTuner.get().load_tuning_file(tuning_file))
+        reporting(lambda: tuner.load_tuning_file(tuning_file))
     progress = TuningProgress(err, len(shapes))
     results: list[ShapeResult] = []
     # One block around every shape: its summary (what was timed, left out and why, noisy
     # picks) is printed below the table, not issued as a warning (the command saves itself).
     block = autotune(progress=progress)
+    interrupted = False
     try:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=AutotuneReportWarning)
@@ -225,13 +212,32 @@ def run_tuning(
                     results.append(_tune_shape(target, op, dims, args, progress))
     except KeyboardInterrupt:
         progress.end_line()
-        return _interrupted(tuning_file, results, len(shapes), out, err, block.report)
-
-    _mark_retimed(results, block.report)
-    print_summary(results, out)
-    print_block_report(block.report, out)
-    print_stats(AutoTuner.get().stats(), out)
-    written = _save(tuning_file, results, err)
+        interrupted = True
+    report = block.report
+    for result in results:  # a key timed again because its saved timing was noisy
+        seen = (
+            None if result.record is None or report is None else report.keys.get(result.record.key)
+        )
+        result.retimed = seen is not None and seen.outcome == "re-timed"
+    if results or not interrupted:
+        print_summary(results, out)
+        print_block_report(report, out)
+    if not interrupted:
+        print_stats(tuner.stats(), out)
+    written = None  # a run that only reused keys never writes nor locks the file
+    if any(r.tuned_now for r in results):
+        written = reporting(lambda: tuner.save_tuning_file(tuning_file))
+    if interrupted:
+        kept = sum(r.tuned_now for r in results)
+        if written is None:
+            saved = f"nothing new was tuned; {tuning_file} left unchanged"
+        else:
+            saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {tuning_file}"
+        print(
+            f"{PROG} autotune: interrupted after {len(results)} of {len(shapes)} shapes; {saved}",
+            file=err,
+        )
+        return 130
     if written is None:
         print(f"nothing new was tuned: {tuning_file} left unchanged", file=out)
     else:
@@ -245,40 +251,6 @@ def run_tuning(
         )
         return 1
     return 0
-
-
-def _mark_retimed(results: Sequence[ShapeResult], report: Any) -> None:
-    """Mark the shapes whose key the block timed again because its saved timing was noisy."""
-    for result in results:
-        if result.record is not None and report is not None:
-            seen = report.keys.get(result.record.key)
-            result.retimed = seen is not None and seen.outcome == "re-timed"
-
-
-def _interrupted(
-    tuning_file: str,
-    results: Sequence[ShapeResult],
-    total: int,
-    out: TextIO,
-    err: TextIO,
-    report: Any = None,
-) -> int:
-    """Ctrl-C: keep what was tuned, say so, exit 130."""
-    if results:
-        _mark_retimed(results, report)
-        print_summary(results, out)
-        print_block_report(report, out)
-    written = _save(tuning_file, results, err)
-    kept = sum(r.tuned_now for r in results)
-    if written is None:
-        saved = f"nothing new was tuned; {tuning_file} left unchanged"
-    else:
-        saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {tuning_file}"
-    print(
-        f"{PROG} autotune: interrupted after {len(results)} of {total} shapes; {saved}",
-        file=err,
-    )
-    return 130
 
 
 def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
