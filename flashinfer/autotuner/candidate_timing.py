@@ -25,7 +25,7 @@ from flashinfer.autotuner._types import (
     is_real_time,
 )
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.timing import TuningDuringCaptureError, check_switch_margin, measure
+from flashinfer.autotuner.timing import TuningDuringCaptureError, check_setting, measure
 
 AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
 
@@ -157,7 +157,7 @@ def pick(
     """``(picked, fastest)``: the earliest pair tied with the fastest, and the fastest.
     Tied: within ``margin`` of it, or (``spreads``: index -> IQR, unknown as 0) a gap of at
     most half the sum of their spreads.  ``medians``: ``(index, median)`` in plan order."""
-    margin = check_switch_margin(margin)
+    margin = check_setting("switch_margin", margin)
     fastest, fastest_s = min(medians, key=lambda item: item[1])
     bound = fastest_s * (1.0 + margin)
     spread = spreads or {}

@@ -250,14 +250,6 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {text}"
 
 
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _as_float(value: Any) -> float:
     """``float(value)``; an int too large for a float counts as infinite."""
     try:
@@ -266,79 +258,55 @@ def _as_float(value: Any) -> float:
         return math.inf
 
 
-def check_switch_margin(value: Any) -> float:
-    """``value`` as a float if it is a finite number >= 0 (a bool is no number)."""
-    if not _is_real(value):
-        raise TypeError(
-            "AutoTuner.switch_margin must be a number: the fraction another (backend, tactic) "
-            f"must be faster by to be picked, e.g. 0.03 for 3 %; got {_shown(value)}"
-        )
-    margin = _as_float(value)
-    if not (math.isfinite(margin) and margin >= 0.0):
-        raise ValueError(
-            "AutoTuner.switch_margin must be a finite number >= 0 (0.0 always takes the "
-            f"fastest median; 0.03, the default, is 3 %); got {_shown(value)}"
-        )
-    return margin
+#: The timing settings of ``AutoTuner``: name -> (an int, not a float?; the values taken;
+#: what the ``TypeError`` and the ``ValueError`` say before "got <value>").
+SETTINGS: dict[str, tuple[bool, Callable[[float], bool], str, str]] = {
+    "switch_margin": (
+        False,
+        lambda v: math.isfinite(v) and v >= 0.0,
+        "a number: the fraction another (backend, tactic) must be faster by to be picked, "
+        "e.g. 0.03 for 3 %; ",
+        "a finite number >= 0 (0.0 always takes the fastest median; 0.03, the default, is 3 %); ",
+    ),
+    "repeat": (
+        True,
+        lambda v: v >= 1,
+        "an int (the least number of timed calls per (backend, tactic)), ",
+        "at least 1: the median of the timed calls is what is compared, and it takes at least "
+        "one call; ",
+    ),
+    "warmup": (
+        True,
+        lambda v: v >= 0,
+        "an int (the least number of warm-up calls of a (backend, tactic) after its first call), ",
+        "0 or more warm-up calls, ",
+    ),
+    "budget_s": (
+        False,
+        lambda v: math.isfinite(v) and v > 0.0,
+        "a number of seconds (spent timing one (backend, tactic) at most), or None for no budget; ",
+        "a finite number of seconds > 0, or None for no budget; ",
+    ),
+    "noisy_spread": (
+        False,
+        lambda v: v >= 0.0,  # NaN fails; math.inf: nothing is ever noisy
+        "a number: the interquartile range of a measurement's timed calls, as a fraction of "
+        "their median, above which it is noisy, e.g. 0.1 for 10 %; ",
+        "a number >= 0 (0.1, the default, is 10 %; math.inf never calls a measurement noisy); ",
+    ),
+}
 
 
-def check_repeat(value: Any) -> int:
-    """``value`` as an int if it is an int >= 1."""
-    if not _is_int(value):
-        raise TypeError(
-            "AutoTuner.repeat must be an int (the least number of timed calls per (backend, "
-            f"tactic)), got {_shown(value)}"
-        )
-    if value < 1:
-        raise ValueError(
-            "AutoTuner.repeat must be at least 1: the median of the timed calls is what is "
-            f"compared, and it takes at least one call; got {_shown(value)}"
-        )
-    return int(value)
-
-
-def check_warmup(value: Any) -> int:
-    """``value`` as an int if it is an int >= 0."""
-    if not _is_int(value):
-        raise TypeError(
-            f"AutoTuner.warmup must be an int (the least number of warm-up calls of a (backend, "
-            f"tactic) after its first call), got {_shown(value)}"
-        )
-    if value < 0:
-        raise ValueError(f"AutoTuner.warmup must be 0 or more warm-up calls, got {_shown(value)}")
-    return int(value)
-
-
-def check_budget_s(value: Any) -> float | None:
-    """``value`` as a float if it is a finite number of seconds > 0, or None (no budget)."""
-    if value is None:
+def check_setting(name: str, value: Any) -> Any:
+    """``value`` as ``AutoTuner.<name>`` holds it, or ``TypeError``/``ValueError`` naming the
+    setting (a bool is no number; ``budget_s`` may be None)."""
+    integer, valid, a_type, a_value = SETTINGS[name]
+    if value is None and name == "budget_s":
         return None
-    if not _is_real(value):
-        raise TypeError(
-            "AutoTuner.budget_s must be a number of seconds (spent timing one (backend, "
-            f"tactic) at most), or None for no budget; got {_shown(value)}"
-        )
-    budget = _as_float(value)
-    if not (math.isfinite(budget) and budget > 0.0):
-        raise ValueError(
-            "AutoTuner.budget_s must be a finite number of seconds > 0, or None for no "
-            f"budget; got {_shown(value)}"
-        )
-    return budget
-
-
-def check_noisy_spread(value: Any) -> float:
-    """``value`` as a float if it is a number >= 0 (``math.inf``: never noisy)."""
-    if not _is_real(value):
-        raise TypeError(
-            "AutoTuner.noisy_spread must be a number: the interquartile range of a "
-            "measurement's timed calls, as a fraction of their median, above which it is "
-            f"noisy, e.g. 0.1 for 10 %; got {_shown(value)}"
-        )
-    spread = _as_float(value)
-    if not spread >= 0.0:  # NaN too
-        raise ValueError(
-            "AutoTuner.noisy_spread must be a number >= 0 (0.1, the default, is 10 %; "
-            f"math.inf never calls a measurement noisy); got {_shown(value)}"
-        )
-    return spread
+    kind: Any = numbers.Integral if integer else numbers.Real
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"AutoTuner.{name} must be {a_type}got {_shown(value)}")
+    number = int(value) if integer else _as_float(value)
+    if not valid(number):
+        raise ValueError(f"AutoTuner.{name} must be {a_value}got {_shown(value)}")
+    return number

@@ -50,11 +50,7 @@ from flashinfer.autotuner.timing import (
     DEFAULT_BUDGET_S,
     DEFAULT_REPEAT,
     DEFAULT_WARMUP,
-    check_budget_s,
-    check_noisy_spread,
-    check_repeat,
-    check_switch_margin,
-    check_warmup,
+    check_setting,
     refuse_during_capture,
 )
 from flashinfer.gating.warn_once import warn_experimental_backend_once
@@ -74,6 +70,17 @@ __all__ = [
 
 
 _UNSEEN: Any = object()
+
+
+def _setting(name: str, doc: str) -> Any:
+    """A timing setting of :class:`AutoTuner`: a property that checks the value it is set to
+    (a bad one fails on the user's line, naming the setting, and the value in effect stays)."""
+    attr = f"_{name}"
+
+    def setter(self: Any, value: Any) -> None:
+        setattr(self, attr, check_setting(name, value))
+
+    return property(lambda self: getattr(self, attr), setter, doc=doc)
 
 
 class AutoTuner:
@@ -96,7 +103,7 @@ class AutoTuner:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tune_lock = threading.RLock()
-        # The timing settings: properties that check each value (see timing.check_*).
+        # The timing settings (the properties below check each value).
         self._warmup = DEFAULT_WARMUP
         self._repeat = DEFAULT_REPEAT
         self._budget_s: float | None = DEFAULT_BUDGET_S
@@ -107,57 +114,33 @@ class AutoTuner:
         self._spread: dict[Key, float] = {}
         self._retime: set[Key] = set()
 
-    # ---- the timing settings (each checked at the assignment) -------------------------
+    # ---- the timing settings: each checked where it is set (timing.SETTINGS) ----------
 
-    @property
-    def warmup(self) -> int:
-        """The least number of warm-up calls after each pair's untimed first call (default 1; an int
-        >= 0, checked at the assignment).  See docs/api/autotuner.rst ("How a pair is timed")."""
-        return self._warmup
-
-    @warmup.setter
-    def warmup(self, value: int) -> None:
-        self._warmup = check_warmup(value)
-
-    @property
-    def repeat(self) -> int:
-        """The least number of timed calls of each pair (default 5; an int >= 1, checked at the
-        assignment); their median is compared."""
-        return self._repeat
-
-    @repeat.setter
-    def repeat(self, value: int) -> None:
-        self._repeat = check_repeat(value)
-
-    @property
-    def budget_s(self) -> float | None:
-        """The most seconds spent on one pair after its first call (default 1.0; None: no budget; a
-        finite number > 0, checked at the assignment)."""
-        return self._budget_s
-
-    @budget_s.setter
-    def budget_s(self, value: float | None) -> None:
-        self._budget_s = check_budget_s(value)
-
-    @property
-    def switch_margin(self) -> float:
+    warmup = _setting(
+        "warmup",
+        """The least number of warm-up calls after each pair's untimed first call (default 1;
+        an int >= 0).  See docs/api/autotuner.rst ("How a pair is timed").""",
+    )
+    repeat = _setting(
+        "repeat",
+        """The least number of timed calls of each pair (default 5; an int >= 1); their
+        median is compared.""",
+    )
+    budget_s = _setting(
+        "budget_s",
+        """The most seconds spent on one pair after its first call (default 1.0; None: no
+        budget; else a finite number > 0).""",
+    )
+    switch_margin = _setting(
+        "switch_margin",
         """The default pair is kept unless another is faster by more than this fraction
-        (default 0.03; 0.0 takes the fastest; a finite number >= 0, checked when set)."""
-        return self._switch_margin
-
-    @switch_margin.setter
-    def switch_margin(self, value: float) -> None:
-        self._switch_margin = check_switch_margin(value)
-
-    @property
-    def noisy_spread(self) -> float:
+        (default 0.03; 0.0 takes the fastest; a finite number >= 0).""",
+    )
+    noisy_spread = _setting(
+        "noisy_spread",
         """A measurement whose interquartile range exceeds this fraction of its median is
-        noisy: flagged, and timed again when loaded (default 0.1; ``math.inf``: never)."""
-        return self._noisy_spread
-
-    @noisy_spread.setter
-    def noisy_spread(self, value: float) -> None:
-        self._noisy_spread = check_noisy_spread(value)
+        noisy: flagged, and timed again when loaded (default 0.1; ``math.inf``: never).""",
+    )
 
     # ---- the singleton and registration -----------------------------------------------
 
