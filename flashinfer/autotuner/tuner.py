@@ -321,32 +321,26 @@ class AutoTuner:
         of the dispatcher only when a key is timed)."""
         if not record.timed and report.count_call(record.key):
             return  # a key this block already reported: only counted
+        timing: dict[str, Any] = {}
         if record.timed:
-            entry = KeyReport(
-                op.api_key,
-                op.api_name,
-                record.key,
-                "timed" if was_noisy is None else "re-timed",
-                timed=tuple(b for b in candidates if b in runners),
-                pairs=record.tried,
-                failures=record.failures,
-                left_out=left_out_reasons(op, candidates, runners, inputs),
-                choice=record.choice,
-                iqr_s=record.iqr_s,
-                was_noisy=was_noisy,
-                limit=self._noisy_spread,
-            )
-        else:
-            spread = self._spread.get(record.key)
-            entry = KeyReport(
-                op.api_key,
-                op.api_name,
-                record.key,
-                "reused",
-                choice=record.choice,
-                iqr_s=spread,
-                limit=self._noisy_spread,
-            )
+            timing = {
+                "timed": tuple(b for b in candidates if b in runners),
+                "pairs": record.tried,
+                "failures": record.failures,
+                "left_out": left_out_reasons(op, candidates, runners, inputs),
+            }
+        outcome = "reused" if not record.timed else "timed" if was_noisy is None else "re-timed"
+        entry = KeyReport(
+            op.api_key,
+            op.api_name,
+            record.key,
+            outcome,
+            choice=record.choice,
+            iqr_s=record.iqr_s if record.timed else self._spread.get(record.key),
+            was_noisy=was_noisy,
+            limit=self._noisy_spread,
+            **timing,
+        )
         report.note_key(entry)
 
     def _forget_memos(self) -> None:
