@@ -163,7 +163,14 @@ def _unwind_left(tuner: AutoTuner) -> None:
             tuned = bool(leave_block(entry.tokens))
         finally:
             saved = distributed.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
-        _note_save(entry, tuned, saved)
+        if entry.file is not None:  # what became of the block's tuning file
+            entry.file.saved = saved
+            if saved is None:
+                entry.file.why_not_saved = (
+                    "rank 0 of the autotune process group saves it"
+                    if tuned
+                    else "nothing new was tuned in the block; the file is left unchanged"
+                )
         saved_ok = True
     finally:
         if entry.report_token is not None:  # the outermost block: say what it did, once
@@ -174,18 +181,6 @@ def _unwind_left(tuner: AutoTuner) -> None:
                 warn=saved_ok and not entry.raised,
             )
         _unwind_left(tuner)
-
-
-def _note_save(entry: _TuneEntry, tuned: bool, saved: int | None) -> None:
-    if entry.file is None:
-        return
-    entry.file.saved = saved
-    if saved is None:
-        entry.file.why_not_saved = (
-            "rank 0 of the autotune process group saves it"
-            if tuned
-            else "nothing new was tuned in the block; the file is left unchanged"
-        )
 
 
 def _tunable_names(tuner: AutoTuner) -> list[str]:

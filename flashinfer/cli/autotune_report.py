@@ -172,12 +172,6 @@ class TuningProgress:
         print(f"{desc} {done + (done < total)}/{total} {label}", file=self.stream, flush=True)
 
 
-def _median_cell(median_s: float, iqr_s: float | None) -> str:
-    """``median+-IQR`` in ms, one word (the spread is known only for a key timed now)."""
-    spread = "" if iqr_s is None else f"+-{iqr_s * 1e3:.4f}"
-    return f"{median_s * 1e3:.4f}{spread}"
-
-
 @dataclass
 class ShapeResult:
     """What tuning one shape did: the tuner's record, and the call's error if it raised."""
@@ -207,11 +201,13 @@ class ShapeResult:
             # a faster-looking pair was within the spread of the timed calls: not a win
             source = "tuned; too noisy to choose (kept the earlier pair)"
         tactic = json.dumps(self.choice.tactic, sort_keys=True)
+        spread = rec.iqr_s if rec.timed else None  # known only for a key timed now
         return (
             self.shape,
             self.choice.backend,
             tactic,
-            _median_cell(self.choice.median_s, rec.iqr_s if rec.timed else None),
+            f"{self.choice.median_s * 1e3:.4f}"
+            + ("" if spread is None else f"+-{spread * 1e3:.4f}"),
             failed,
             source,
         )
