@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from repo_copy import copy_repository
 
-from flashinfer.cli.autotune_run import tunable_ops
+from flashinfer.cli.autotune_report import tunable_ops
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")

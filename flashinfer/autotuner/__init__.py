@@ -1,20 +1,8 @@
 """The autotuner: times every (backend, tactic) the dispatcher offers and keeps the best.
 
-Public surface::
-
-    from flashinfer.autotuner import AutoTuner, autotune, TunableRunner
-    from flashinfer.autotuner import save_tuning_file, load_tuning_file
-
-``AutoTuner.get().save_tuning_file(path)`` / ``.load_tuning_file(path)`` are the same.
-Upstream FlashInfer's names ``save_configs`` / ``load_configs`` (functions and methods) are
-the very same objects as ``save_tuning_file`` / ``load_tuning_file``, as every old spelling
-of the tuning file is its new name's (:data:`~flashinfer.autotuner.tuning_file.OLD_SPELLINGS`).
-
-See :mod:`flashinfer.autotuner.tuner` (behaviour, threads, logging),
-:mod:`flashinfer.autotuner.keys` (what a tuning key is, shape buckets),
-:mod:`flashinfer.autotuner.tuning_file` (the tuning file, persisted JSON),
-:mod:`flashinfer.autotuner.block_report` (what a block says when it ends) and
-:mod:`flashinfer.autotuner.distributed` (one choice on every rank of a process group).
+``from flashinfer.autotuner import AutoTuner, autotune, save_tuning_file, load_tuning_file``;
+the old spellings (upstream's ``save_configs``/``load_configs``, ...) are the same objects
+(:data:`~flashinfer.autotuner.tuning_file.OLD_SPELLINGS`).  The guide: docs/api/autotuner.rst.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Per-thread tuning state: whether this thread (or asyncio task) tunes, its progress
-callback, and the keys its innermost ``autotune()`` block tuned.
+callback, its skipped ops and the keys its innermost ``autotune()`` block tuned.
 
-Each is a :class:`contextvars.ContextVar`, so ``with autotune():`` turns tuning on for the
-code it wraps in the current thread only, and restores exactly the previous state on exit,
-also when nested or left by an exception.  A process-wide flag could not do that when
-threads enter and leave overlapping blocks (the last one out would restore someone else's
-state), and a thread serving requests should not start timing kernels because another
-thread is tuning.  Threads started inside the block do not tune unless they enter
-``autotune()`` themselves.
+ContextVars, not process-wide flags: threads entering and leaving overlapping blocks each
+restore their own state, and a thread serving requests never times kernels because another
+thread tunes.
 """
 
 from __future__ import annotations
@@ -17,23 +13,11 @@ from contextvars import ContextVar, Token
 from flashinfer.autotuner._types import ProgressCallback
 from flashinfer.autotuner.keys import Key
 
-__all__ = [
-    "BlockTokens",
-    "enter_block",
-    "is_tuning",
-    "leave_block",
-    "note_tuned",
-    "progress_callback",
-    "skipped_ops",
-    "tuning_now",
-]
-
 _tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
 _progress: ContextVar[ProgressCallback | None] = ContextVar(
     "flashinfer_autotune_progress", default=None
 )
-#: Keys tuned in the innermost ``autotune()`` block (None outside any): a block that tuned
-#: nothing new has nothing to save, and must not touch a tuning file it only read.
+#: Keys tuned in the innermost block (None outside any): with none, the file is not touched.
 _new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
 
 #: api_keys of the ops the enclosing ``autotune(skip_ops=...)`` blocks leave untuned.
@@ -45,8 +29,7 @@ BlockTokens = tuple[
     Token[bool], Token[ProgressCallback | None], Token[list[Key] | None], Token[frozenset[str]]
 ]
 
-#: :func:`is_tuning` for the call paths and generated code: the ContextVar's own ``get``
-#: (a C method, no Python frame).
+#: :func:`is_tuning` for the call paths: the ContextVar's own ``get`` (no Python frame).
 tuning_now = _tuning.get
 
 #: This thread's progress callback (None: none), for the timing of candidates.
@@ -64,15 +47,13 @@ def is_tuning() -> bool:
 def enter_block(
     enabled: bool, progress: ProgressCallback | None, skip: frozenset[str] = frozenset()
 ) -> BlockTokens:
-    """Set this thread's state for an ``autotune()`` block; :func:`leave_block` takes the
-    tokens back.  ``skip`` adds to the ops the enclosing blocks skip."""
+    """Set this thread's state for a block (``skip`` adds to the enclosing blocks')."""
     skipped = _skipped.set(_skipped.get() | skip)
     return _tuning.set(enabled), _progress.set(progress), _new_keys.set([]), skipped
 
 
 def leave_block(tokens: BlockTokens) -> list[Key]:
-    """Restore exactly the state before the block; returns the keys it tuned (blocks nested
-    in it included), which count as new for the enclosing block too."""
+    """Restore the state before the block; the keys it tuned count for the enclosing one too."""
     tuning, progress, new_keys, skipped = tokens
     tuned_here = _new_keys.get() or []
     _skipped.reset(skipped)

@@ -1,10 +1,6 @@
-"""The autotuner's vocabulary: what a tunable op and its runners look like, the records the
-tuner keeps (a choice, a failure, a tuning), what counts as a measured time, and the
-per-op counts (:class:`OpStats`).
-
-Every other module of the package imports these; this one imports none of them but
-:mod:`.keys`.  The public names are documented, and pickled, under
-:mod:`flashinfer.autotuner.tuner`, which re-exports them.
+"""The autotuner's vocabulary: a tunable op and its runners, the records the tuner keeps,
+what counts as a measured time, and the per-op counts.  Public names are documented (and
+pickled) under :mod:`flashinfer.autotuner.tuner`, which re-exports them.
 """
 
 from __future__ import annotations
@@ -20,27 +16,12 @@ from flashinfer.autotuner.keys import Key
 from flashinfer.dispatch.thread_state import PerThreadList
 from flashinfer.gating.exposed import exposed_in
 
-__all__ = [
-    "Choice",
-    "ProgressCallback",
-    "TacticFailure",
-    "TunableOp",
-    "TunableRunner",
-    "TunedResults",
-    "TuningRecord",
-    "CallCounter",
-    "OpStats",
-    "StatsBook",
-    "describe_tactic",
-]
-
 ProgressCallback = Callable[[int, int, str], None]
 """``progress(done, total, label)``: called before each (backend, tactic) is timed and once
 with ``done == total`` at the end of a tuning."""
 
 
-# Pickles and reprs name the public home of these classes, which re-exports them, so that
-# moving them between private modules never breaks a pickle.
+# Pickles name the public home: moving a class between private modules breaks none.
 _TUNER = exposed_in("flashinfer.autotuner.tuner")
 
 
@@ -138,9 +119,7 @@ def is_number(value: Any) -> bool:
 
 
 def is_real_time(seconds: float) -> bool:
-    """Whether a measured time is a result: finite and >= 0.  A time that is not finite is
-    a broken measurement (and JSON cannot hold it).  An int too large for a float is not
-    finite either."""
+    """Whether a measured time is a result: finite (JSON holds it) and >= 0."""
     try:
         return math.isfinite(seconds) and seconds >= 0
     except OverflowError:
@@ -226,8 +205,7 @@ class StatsBook:
     def __init__(self) -> None:
         self._ops: dict[str, _OpBook] = {}
         self._lock = threading.Lock()
-        #: api_key -> the ``hit`` of its (tuned, default) call counters: what the call path
-        #: reads (``hits.get(api_key)``, one C call; :meth:`call_hits` on a miss).
+        #: api_key -> its (tuned, default) counters' ``hit``: one C call on the call path.
         self.hits: dict[str, tuple[Callable[[], int], Callable[[], int]]] = {}
 
     def op(self, api_key: str) -> _OpBook:
@@ -249,8 +227,7 @@ class StatsBook:
         return book.calls_tuned, book.calls_default
 
     def tuned(self, api_key: str, failures: Iterable[tuple[str, Any, str]], chosen: bool) -> None:
-        """A tuning of one key of ``api_key`` ended: ``chosen`` if it got a choice;
-        ``failures``: its failed pairs (:class:`TacticFailure`: backend, tactic, reason)."""
+        """A tuning of one key ended: ``chosen`` if it got a choice, and its failed pairs."""
         book = self.op(api_key)
         with self._lock:
             book.tuned += chosen
@@ -274,8 +251,7 @@ class StatsBook:
 
 def describe_tactic(tactic: Any) -> str:
     """A tactic as the log, the stats and the command show it: JSON (sorted keys), or its
-    ``repr`` when it is not JSON.  Here, at the bottom of the package's imports, so that
-    every module describing tactics can use it."""
+    ``repr`` when it is not JSON."""
     try:
         return json.dumps(tactic, sort_keys=True)
     except (TypeError, ValueError):

@@ -1,11 +1,5 @@
-"""The ``autotune()`` block: tuning turned on for the code it wraps (this thread only), its
-tuning file loaded on entry and saved on exit, its ``skip_ops`` and its summary.
-
-``autotune(skip_ops=[...])`` names the ops a block leaves untuned: by the op itself
-(``flashinfer.mm``), its ``api_name`` (``"mm"``) or its ``api_key``
-(``"flashinfer.gemm.mm"``); their ``backend="auto"`` calls run the first candidate with its
-default tactic, untimed, and record nothing.
-"""
+"""The ``autotune()`` block: tuning on for the code it wraps (this thread only), its tuning
+file loaded on entry and saved on exit, its ``skip_ops`` and its summary."""
 
 from __future__ import annotations
 
@@ -30,50 +24,29 @@ from flashinfer.autotuner.tuner import AutoTuner
 from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.torch_boundary import block_boundary
 
-__all__ = ["autotune", "resolve_skip_ops"]
-
 
 class autotune:  # noqa: N801 - used like a function: ``with autotune():``
     """Tune ``backend="auto"`` calls of tunable ops made inside the block (this thread only).
 
-    ``enabled=False`` turns tuning off inside the block (tuned results are still used).
-    ``tuning_file=path`` loads the results saved there on entry, if the file exists, and, if the
-    block tuned a key (blocks nested in it included), saves every result to it on exit
-    (also when the block raises), see :func:`flashinfer.autotuner.save_tuning_file`.  A block
-    that tuned nothing new, e.g. ``autotune(False, tuning_file=path)`` serving from a tuned file,
-    never writes, locks nor creates a file (read-only deployments and mounts work).
-    ``cache=path`` is the old spelling of ``tuning_file=path``, still accepted (upstream
-    FlashInfer's keyword; ``TypeError`` when both are given).
-    ``ValueError`` at once for an empty ``tuning_file`` path, and
-    :class:`~flashinfer.autotuner.tuning_file.TuningFileError` for a path that exists and is
-    not a regular file or lies in a missing directory (with a process group: on entry, as
-    rank 0 sees it, on every rank).  ``progress`` is called before each timing (see
-    :data:`ProgressCallback`).  ``skip_ops`` lists ops (the ops themselves, e.g.
-    ``flashinfer.mm``, their API names, e.g. ``"mm"``, or qualified names) that the block
-    leaves untuned: their calls run the first candidate's default tactic, untimed (nested
-    blocks add to the enclosing blocks' list); ``ValueError`` at once, naming the valid
-    names, for an op or name that is not autotunable, ``TypeError`` naming any other item.
-    ``process_group``: tune across the ranks of this ``torch.distributed`` group, one
-    choice on every rank (None: the one set by ``set_autotune_process_group``, if any), and
-    ``shard=True`` splits the timing across them; with a group only rank 0 reads (for
-    every rank) and writes ``tuning_file``: see :mod:`flashinfer.autotuner.distributed`.
-    The previous state is restored on exit,
-    also when blocks are nested or left by an exception; ``with`` yields the
-    :class:`AutoTuner`.
+    ``enabled=False``: no tuning inside (tuned results are still used).  ``tuning_file=path``
+    (old spelling ``cache=``; ``TypeError`` for both) is loaded on entry if it exists and, if the
+    block (or one nested in it) tuned a key, saved on exit, also when the block raises; a block
+    that tuned nothing never writes, locks nor creates it.  ``ValueError`` at once for an empty
+    path, :class:`~flashinfer.autotuner.tuning_file.TuningFileError` for one that is not a
+    regular file or lies in a missing directory.  ``progress`` is called before each timing
+    (:data:`ProgressCallback`).  ``skip_ops``: ops (``flashinfer.mm``, ``"mm"`` or
+    ``"flashinfer.gemm.mm"``) left untuned, running their first candidate's default tactic
+    (nested blocks add to it); ``ValueError`` naming the valid names for one that is not
+    autotunable, ``TypeError`` for any other item.  ``process_group`` (None: the one set by
+    ``set_autotune_process_group``) tunes across its ranks, one choice on every rank; ``shard=True``
+    splits the timing across them; with a group only rank 0 reads and writes ``tuning_file``.
+    ``with`` yields the :class:`AutoTuner`; the previous state is restored on exit.
 
-    A class rather than a ``contextlib`` generator so that the warnings of loading the tuning
-    file point at the user's ``with`` line (no ``contextlib`` frame in between).
-
-    The same object may be entered again, also while already entered, and from several
-    threads or asyncio tasks at once: each entry is kept in the context that entered it and
-    restores its own state there, so no thread stays in tuning mode once its entries are
-    left.  Blocks of one thread left out of order (generators suspended inside them, closed
-    in any order) are restored, and their ``tuning_file`` saved, once the blocks entered after
-    them are left too.  A block must be left in the thread (or task) that entered it: a
-    generator suspended inside one and closed from another thread raises ``RuntimeError``
-    there, and its own thread is restored when it next enters or leaves an ``autotune()``
-    block.
-    """
+    A class, not a ``contextlib`` generator: the load's warnings point at the user's ``with``.
+    One object may be entered again, nested, and from several threads or tasks at once: each
+    entry restores its own state in the context that entered it; blocks left out of order are
+    restored (and saved) once the blocks entered after them are left.  A block left in another
+    thread than the one that entered it raises ``RuntimeError`` there."""
 
     def __init__(
         self,
@@ -87,8 +60,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         shard: bool | None = None,
     ) -> None:
         self.enabled = bool(enabled)
-        # With a process group only its rank 0 reads and writes the file, and checks the path
-        # on entry for every rank (another host may lack the directory): here, only its form.
+        # With a group, rank 0 checks the path on entry for all (hosts differ): here, its form.
         grouped = process_group is not None or distributed.group_in_effect() is not None
         if cache is not None:
             if tuning_file is not None:
@@ -104,8 +76,7 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
         self.skip_ops = resolve_skip_ops(skip_ops, AutoTuner.get().registered)
         self.process_group, self.shard = process_group, shard
         self._open: list[_TuneEntry] = []  # this block's entries not left yet, any context
-        #: What the block did (:class:`~flashinfer.autotuner.block_report.AutotuneReport`),
-        #: from its entry on (a nested block's is its outermost block's); None before.
+        #: What the block did, from its entry on (a nested block's: its outermost's).
         self.report: AutotuneReport | None = None
 
     def __enter__(self) -> AutoTuner:
@@ -157,9 +128,8 @@ class autotune:  # noqa: N801 - used like a function: ``with autotune():``
 
 
 class _TuneEntry:
-    """One entry into an ``autotune()`` block: the block, the tokens that restore the state
-    before it, the frame that entered it (while open), and whether it has been left (it is
-    restored once it is this context's newest entry)."""
+    """One entry into a block: its tokens, group handle, entering frame (while open), whether it
+    was left (restored once it is this context's newest entry) and its report."""
 
     __slots__ = (
         "block", "tokens", "group", "frame", "left", "raised", "report", "report_token", "file",
@@ -168,23 +138,19 @@ class _TuneEntry:
     def __init__(self, block: autotune, tokens: BlockTokens, group: Any, frame: Any) -> None:
         self.block, self.tokens, self.group, self.frame = block, tokens, group, frame
         self.left = self.raised = False
-        #: the report this entry writes to, the token that ends it (outermost entry only),
-        #: and its tuning file's part of it
         self.report: AutotuneReport = AutotuneReport()
         self.report_token: Any = None
         self.file: FileReport | None = None
 
 
-#: This context's ``autotune()`` entries, oldest first: each block leaves its own entry in
-#: its own context, whatever other threads and tasks do with the same block object.
+#: This context's ``autotune()`` entries, oldest first.
 _entries: ContextVar[tuple[_TuneEntry, ...]] = ContextVar("flashinfer_autotune_entries", default=())
 _entries_lock = threading.Lock()
 
 
 def _unwind_left(tuner: AutoTuner) -> None:
-    """Restore the state before each left entry at the top of this context's entries,
-    newest first, saving each one's tuning file: a ContextVar token is only exact when reset in
-    the reverse order of setting."""
+    """Restore each left entry at the top of this context's entries, newest first, saving its
+    tuning file (a ContextVar token is exact only when reset in reverse order)."""
     entries = _entries.get()
     if not entries or not entries[-1].left:
         return
@@ -197,7 +163,14 @@ def _unwind_left(tuner: AutoTuner) -> None:
             tuned = bool(leave_block(entry.tokens))
         finally:
             saved = distributed.close_block(entry.group, tuner, entry.block.tuning_file, tuned)
-        _note_save(entry, tuned, saved)
+        if entry.file is not None:  # what became of the block's tuning file
+            entry.file.saved = saved
+            if saved is None:
+                entry.file.why_not_saved = (
+                    "rank 0 of the autotune process group saves it"
+                    if tuned
+                    else "nothing new was tuned in the block; the file is left unchanged"
+                )
         saved_ok = True
     finally:
         if entry.report_token is not None:  # the outermost block: say what it did, once
@@ -210,22 +183,8 @@ def _unwind_left(tuner: AutoTuner) -> None:
         _unwind_left(tuner)
 
 
-def _note_save(entry: _TuneEntry, tuned: bool, saved: int | None) -> None:
-    """Record in the block's report what became of its tuning file."""
-    if entry.file is None:
-        return
-    entry.file.saved = saved
-    if saved is None:
-        entry.file.why_not_saved = (
-            "rank 0 of the autotune process group saves it"
-            if tuned
-            else "nothing new was tuned in the block; the file is left unchanged"
-        )
-
-
 def _tunable_names(tuner: AutoTuner) -> list[str]:
-    """The autotunable ops, as users call them (every op module loaded first): flashinfer's
-    own first, then those a program registered."""
+    """The autotunable ops as users call them: flashinfer's own first, then a program's."""
     from flashinfer.api_modules import load_api_modules
 
     load_api_modules()
@@ -253,12 +212,9 @@ def _shown(item: Any) -> str:
 def resolve_skip_ops(
     names: Iterable[Any] | None, registered: Callable[[], Mapping[str, tuple[Any, Any]]]
 ) -> frozenset[str]:
-    """The api_keys of the ops ``names`` names among ``registered()`` (``api_key -> (op,
-    runners)``, read once every op module is imported).  Each item is an op (anything with
-    a string ``api_key``, e.g. ``flashinfer.mm``) or a string (its API or qualified name);
-    ``None`` names none.  ``ValueError`` naming the valid names for an op or name that is no
-    autotunable op; ``TypeError`` naming the item for anything else, and for a single
-    string or op given instead of a list."""
+    """The api_keys of the ops ``names`` names among ``registered()`` (read once every op module
+    is imported): ops or API/qualified names; ``None``: none.  ``ValueError`` naming the valid
+    names; ``TypeError`` for any other item, or a single string or op instead of a list."""
     if names is None:
         return frozenset()
     if isinstance(names, (str, bytes)):
@@ -313,8 +269,7 @@ def resolve_skip_ops(
 
 
 def _api_key_of(item: Any) -> str | None:
-    """An op's ``api_key`` (what ``backend_requirement`` gives the public function), or None
-    for anything that is not an op."""
+    """An op's ``api_key``, or None for anything that is not an op."""
     try:
         api_key = getattr(item, "api_key", None)
     except Exception:  # an object whose attribute access itself fails is not an op

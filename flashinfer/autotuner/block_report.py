@@ -1,14 +1,7 @@
-"""What one ``autotune()`` block did, said once when it ends: the block summary.
-
-Every block collects what happened in it (an :class:`AutotuneReport`): per op and key the
-backends timed (failed pairs and why), those left out and why (the dispatcher's reason, or
-"no autotuner runner"), the pick and whether it was noisy; what the tuning file gave and
-took; or that nothing tunable ran.  One :class:`AutotuneReportWarning` per outermost block
-that tuned, at the user's ``with`` line, and the same text at INFO on the
-``flashinfer.autotuner`` logger for every outermost block (a block left by an exception only
-logs).  A pick whose interquartile range is more than :data:`NOISY_SPREAD` of its median is
-saved with it (``iqr_ms``) and timed again by the next block that loads it.  The user's guide
-is docs/api/autotuner.rst ("What a block says when it ends").
+"""What one ``autotune()`` block did, said once when it ends: the block summary (an
+:class:`AutotuneReport`; an :class:`AutotuneReportWarning` at the user's ``with`` line for an
+outermost block that tuned, INFO on the ``flashinfer.autotuner`` logger for every outermost
+block).  The guide: docs/api/autotuner.rst ("What a block says when it ends").
 """
 
 from __future__ import annotations
@@ -27,27 +20,9 @@ from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.messages import tuning_left_out_by_gate
 from flashinfer.settings.stacklevel import user_stacklevel
 
-__all__ = [
-    "NOISY_SPREAD",
-    "AutotuneReport",
-    "AutotuneReportWarning",
-    "FileReport",
-    "KeyReport",
-    "current_report",
-    "is_noisy",
-    "left_out_reasons",
-]
-
-#: A measurement is *noisy* when the interquartile range of its timed calls is more than
-#: this fraction of their median (the default of ``AutoTuner.noisy_spread``).  Measured with
-#: ``python benchmarks/bench_measure_spread.py`` on the shared 2-core CPU machine (other jobs
-#: running), 25 measurements per load: a 128x256x128 CPU matmul had a relative spread of 2 %
-#: at the median and 5 % at the 90th percentile with no added load; with two or four
-#: processes spinning beside it, 4-5 % at the median, 10-19 % at the 90th percentile, and
-#: outliers of 124 % up to 370 times the median.  (A short busy loop, which waits for a
-#: deadline, stays at 0.1-0.4 % under any load.)  10 % sits above the 90th percentile of the
-#: unloaded runs and at that of the loaded ones: a pick flagged wrongly costs one more timing
-#: in a later block, one missed keeps a pick a loaded machine may have got wrong.
+#: The default ``AutoTuner.noisy_spread``.  ``benchmarks/bench_measure_spread.py`` on a
+#: shared 2-core CPU: a small matmul's spread is 5 % at the 90th percentile unloaded, 10-19 %
+#: loaded; 10 % flags the loaded outliers (a wrong flag costs one more timing later).
 NOISY_SPREAD = 0.10
 
 _logger = logging.getLogger("flashinfer.autotuner")
@@ -58,10 +33,9 @@ _NAMES_SHOWN = 8
 
 @exposed_in("flashinfer.autotuner")
 class AutotuneReportWarning(UserWarning):
-    """The summary of an ``autotune()`` block, issued once when it ends (see
-    :mod:`flashinfer.autotuner.block_report`): what was timed, what was left out and why,
-    what was saved.  Filter it by category to silence it; the same text goes to the
-    ``flashinfer.autotuner`` logger at INFO."""
+    """The summary of an ``autotune()`` block, issued once when it ends: what was timed,
+    left out and why, and saved.  Filter it by category to silence it; the same text goes
+    to the ``flashinfer.autotuner`` logger at INFO."""
 
 
 def is_noisy(median_s: float, iqr_s: float | None, limit: float = NOISY_SPREAD) -> bool:
@@ -128,8 +102,7 @@ class KeyReport:
         return f"{', '.join(parts)} on {where}"
 
     def lines(self, *, failures: bool = True) -> list[str]:
-        """This key's part of the summary; ``failures=False`` leaves out the line of each
-        failed pair (for a caller that lists them itself)."""
+        """This key's part of the summary (``failures=False``: without the failed pairs)."""
         head = f"{self.name}({self.shape()})"
         calls = f"{self.calls} call{'s' * (self.calls != 1)}"
         if self.outcome == "reused":
@@ -205,7 +178,7 @@ class FileReport:
 @dataclass
 class AutotuneReport:
     """What an ``autotune()`` block (with the blocks nested in it) did: ``str()`` is the
-    summary the block says when it ends (see :mod:`flashinfer.autotuner.block_report`)."""
+    summary the block says when it ends."""
 
     #: whether some block of it tuned (``enabled=True``); else only the logger is told
     enabled: bool = False
@@ -251,9 +224,8 @@ class AutotuneReport:
         )
 
     def lines(self, *, files: bool = True, failures: bool = True) -> list[str]:
-        """The summary, one line each; ``files=False`` leaves out the tuning files' lines
-        and ``failures=False`` each failed pair's (for a caller that loads, saves and lists
-        failures itself, as ``flashinfer autotune`` does)."""
+        """The summary, one line each; ``files=False``/``failures=False`` leave out the tuning
+        files' and failed pairs' lines (``flashinfer autotune`` prints its own)."""
         lines = [self.headline()]
         for report in self.keys.values():
             lines += report.lines(failures=failures)
@@ -275,8 +247,7 @@ class AutotuneReport:
     # ---- what the tuner records (only on the tuning path) --------------------------------
 
     def count_call(self, key: Key) -> bool:
-        """Count a tuning-mode call of a key this block already reported (True), or say
-        that it has not (False: :meth:`note_key` it)."""
+        """Count a call of a key already reported (True), else False: :meth:`note_key` it."""
         held = self.keys.get(key)
         if held is None:
             return False
@@ -285,8 +256,7 @@ class AutotuneReport:
         return True
 
     def note_key(self, report: KeyReport) -> None:
-        """A tuning-mode call of ``report.key``: the first one's report is kept (later calls
-        of a key timed here reuse it and are only counted)."""
+        """A tuning-mode call of ``report.key``: the first report is kept, later calls counted."""
         with _lock:
             held = self.keys.get(report.key)
             if held is None or (held.outcome == "reused" and report.outcome != "reused"):
@@ -299,8 +269,7 @@ class AutotuneReport:
             self.skipped_ops[api_key] = self.skipped_ops.get(api_key, 0) + 1
 
 
-#: Guards the reports' counts: threads (or tasks) that share a block's context write to its
-#: report; held for a dict update only.
+#: Guards the reports' counts (threads sharing a block's context write to its report).
 _lock = threading.Lock()
 
 #: The report of this context's outermost ``autotune()`` block (None outside any).
@@ -311,8 +280,7 @@ current_report = _current.get
 
 
 def open_report(enabled: bool) -> tuple[AutotuneReport, Token[AutotuneReport | None] | None]:
-    """The report an entering block writes to: the enclosing block's, or (outermost) a new
-    one with the token that ends it (:func:`close_report`)."""
+    """The enclosing block's report, or (outermost) a new one with its token."""
     report = _current.get()
     if report is not None:
         report.enabled |= enabled
@@ -328,9 +296,8 @@ def close_report(
     *,
     warn: bool,
 ) -> None:
-    """The outermost block ended: log the summary, and (``warn``: it tuned and was not left
-    by an exception) issue it as an :class:`AutotuneReportWarning` at the user's line.
-    ``tunable()`` names the autotunable ops (asked only when nothing was tuned)."""
+    """The outermost block ended: log the summary and, with ``warn`` (not left by an
+    exception), warn it at the user's line.  ``tunable()`` is asked only if nothing tuned."""
     _current.reset(token)
     if not report.keys:
         report.tunable = tuple(tunable())
@@ -343,9 +310,8 @@ def close_report(
 def left_out_reasons(
     op: Any, candidates: Sequence[str], runners: Any, inputs: tuple
 ) -> tuple[tuple[str, str], ...]:
-    """(backend, why) for every backend of ``op`` this call's tuning does not time: a
-    candidate without a runner, and the backends the dispatcher left out, with the reason
-    ``op.explain()`` gives (asked only when a key is timed, never on a served call)."""
+    """(backend, why) for every backend of ``op`` this tuning does not time, with the
+    reason ``op.explain()`` gives (asked only when a key is timed)."""
     found = [
         (b, "no autotuner runner (the op registers none for it)")
         for b in candidates

@@ -1,15 +1,9 @@
 """Timing every candidate (backend, tactic) of one tuning key, and choosing among them.
 
-The plan of a key is every (backend, tactic) pair of its candidates that have a runner, in
-the dispatcher's order: its first pair is the default.  The pick is the earliest pair whose
-median is within ``switch_margin`` of the fastest (:data:`DEFAULT_SWITCH_MARGIN`), or within
-the spread of their calls: when the spread, not the margin, keeps an earlier pair the tuning
-is *too noisy to choose* (``TuningRecord.too_noisy``).  A pair that raises, or whose time is
-not finite, is left out and listed with a one-line reason.  Every timing, failure and pick is
-logged to the ``flashinfer.autotuner`` logger, and to stderr with
-``FLASHINFER_AUTOTUNER_LOG=1`` (read at each line).  :func:`time_candidates` does it in one
-process; its pieces (:func:`build_plan`, :func:`time_pairs`, :func:`decide`) are what
-:mod:`.distributed` runs across a process group.
+The plan is every pair of the candidates that have a runner, in the dispatcher's order (the
+first is the default); the pick rules: docs/api/autotuner.rst ("Choosing under
+noise").  :func:`time_candidates` runs in one process; its pieces (:func:`time_pairs`,
+:func:`decide`) are what :mod:`.distributed` runs across a process group.
 """
 
 from __future__ import annotations
@@ -31,40 +25,20 @@ from flashinfer.autotuner._types import (
     is_real_time,
 )
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.timing import TuningDuringCaptureError, check_switch_margin, measure
-
-__all__ = [
-    "AUTOTUNER_LOG_ENV",
-    "DEFAULT_SWITCH_MARGIN",
-    "Outcome",
-    "Pair",
-    "TimingSettings",
-    "build_plan",
-    "decide",
-    "log",
-    "one_line_reason",
-    "pick",
-    "time_candidates",
-    "time_pairs",
-]
+from flashinfer.autotuner.timing import TuningDuringCaptureError, check_setting, measure
 
 AUTOTUNER_LOG_ENV = "FLASHINFER_AUTOTUNER_LOG"
 
-#: Relative margin a pair must beat the earliest near-fastest pair by to be picked instead.
-#: Measured with ``python benchmarks/bench_autotune.py`` (its "noise" section): medians of 5
-#: timed calls of *identical* work on a shared 2-core CPU machine differed by 0.3-0.8 % at
-#: the median, 1.4-1.7 % at the 90th percentile and 2.3-2.4 % at the 95th (CUDA events are
-#: steadier than that; timing by time, see ``timing``, takes many more calls, which only
-#: narrows it).  3 % keeps 95 % of such coin flips on the earlier pair while giving up at
-#: most 3 % to a pair that really is faster.  Noise beyond that is the spread rule's (see
-#: "Too noisy to choose" above).
+#: Relative margin a pair must beat the earliest near-fastest pair by.  Identical work timed
+#: on a shared 2-core CPU (``benchmarks/bench_autotune.py``, "noise") differs by 2.3-2.4 % at
+#: the 95th percentile: 3 % keeps such coin flips on the earlier pair.
 DEFAULT_SWITCH_MARGIN = 0.03
 
 _logger = logging.getLogger("flashinfer.autotuner")
 
 
 def log(message: str) -> None:
-    """One line to the ``flashinfer.autotuner`` logger (and stderr, see the module doc)."""
+    """One line to the ``flashinfer.autotuner`` logger (and stderr with the variable set)."""
     _logger.debug(message)
     if settings.read(AUTOTUNER_LOG_ENV):
         print(f"[flashinfer.autotuner] {message}", file=sys.stderr, flush=True)
@@ -102,8 +76,7 @@ class Pair(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """What timing one pair gave: its median and interquartile range in seconds, or
-    (``median_s`` None) the one-line reason it failed.  Plain data: it crosses processes."""
+    """One pair's median and IQR in seconds, or (``median_s`` None) why it failed."""
 
     median_s: float | None
     iqr_s: float | None = None
@@ -117,8 +90,7 @@ class Outcome(NamedTuple):
 def build_plan(
     runners: Mapping[str, TunableRunner], inputs: tuple, candidates: Sequence[str]
 ) -> list[Pair]:
-    """Every (backend, tactic) of ``candidates`` that has a runner, the default first.
-    Exceptions from a runner's ``tactics()`` propagate."""
+    """Every (backend, tactic) of ``candidates`` that has a runner, the default first."""
     plan = []
     for backend in candidates:
         runner = runners.get(backend)
@@ -152,10 +124,8 @@ def time_pairs(
     inputs: tuple,
     settings: TimingSettings,
 ) -> dict[int, Outcome]:
-    """Time the pairs ``plan[i]`` for ``i`` in ``indices`` (with ``settings``' warm-up,
-    repetitions and budget); never raises for a pair that fails.  Reports progress over
-    these pairs to this thread's callback (see
-    :data:`~flashinfer.autotuner.ProgressCallback`) and logs each outcome."""
+    """Time ``plan[i]`` for ``i`` in ``indices`` (never raising for a pair that fails),
+    reporting progress to this thread's callback and logging each outcome."""
     progress = progress_callback()
     outcomes: dict[int, Outcome] = {}
     for done, i in enumerate(indices):
@@ -184,15 +154,10 @@ def pick(
     margin: float,
     spreads: Mapping[int, float | None] | None = None,
 ) -> tuple[int, int]:
-    """``(picked, fastest)``: indices of the earliest pair tied with the fastest, and of
-    the fastest (earliest of equals).  A pair is tied with the fastest when its median is
-    within ``margin`` of it, or, given ``spreads`` (index -> interquartile range in
-    seconds, None or missing: unknown, taken as 0), when the gap between the two medians is
-    no more than half the sum of their spreads (too noisy to tell them apart).
-    ``medians`` is ``(index, median)`` in plan order, not empty.  ``margin`` is a finite
-    number >= 0 (else ``ValueError``/``TypeError`` naming ``AutoTuner.switch_margin``): with
-    a negative or NaN one no pair would qualify."""
-    margin = check_switch_margin(margin)
+    """``(picked, fastest)``: the earliest pair tied with the fastest, and the fastest.
+    Tied: within ``margin`` of it, or (``spreads``: index -> IQR, unknown as 0) a gap of at
+    most half the sum of their spreads.  ``medians``: ``(index, median)`` in plan order."""
+    margin = check_setting("switch_margin", margin)
     fastest, fastest_s = min(medians, key=lambda item: item[1])
     bound = fastest_s * (1.0 + margin)
     spread = spreads or {}
@@ -214,8 +179,7 @@ def decide(
     outcomes: Mapping[int, Outcome],
     margin: float,
 ) -> TuningRecord:
-    """The record of a tuning: every failed pair, and the pick among the others (see
-    :func:`pick`); no choice when none could be timed."""
+    """The record of a tuning: every failed pair, and the pick among the others."""
     failures = tuple(
         TacticFailure(plan[i].backend, plan[i].tactic, outcomes[i].reason or "failed")
         for i in sorted(outcomes)
@@ -260,9 +224,7 @@ def time_candidates(
     candidates: Sequence[str],
     settings: TimingSettings,
 ) -> TuningRecord:
-    """Time every (backend, tactic) of ``candidates`` that has a runner on ``inputs``, in
-    this process, with ``settings``; the record's choice is the pick among them (None when
-    none could be timed)."""
+    """Time and pick among ``candidates``' pairs in this process (None: none timed)."""
     plan = build_plan(runners, inputs, candidates)
     log(f"tuning {api_key} for key {key}: {len(plan)} (backend, tactic) pairs")
     outcomes = time_pairs(plan, range(len(plan)), inputs, settings)

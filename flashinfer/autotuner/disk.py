@@ -1,7 +1,5 @@
-"""The tuning file on disk: which paths are refused before any work, the inter-process
-lock (``filelock`` on ``<file>.lock``) and the atomic write (a temporary beside the file,
-``os.replace``-d over it).  The messages are built here once, for the API and the CLI.
-"""
+"""The tuning file on disk: paths refused before any work, the ``filelock`` on
+``<file>.lock`` and the atomic write (``os.replace``); its messages serve the API and CLI."""
 
 from __future__ import annotations
 
@@ -29,11 +27,9 @@ class TuningFileWarning(UserWarning):
 @exposed_in("flashinfer.autotuner.tuning_file")
 class TuningFileError(ValueError):
     """A tuning file cannot be used as asked, found before any work: saving would lose
-    results another flashinfer can use (a file of another schema version), or the path
-    cannot be a tuning file (it names a directory, a FIFO, a socket or a device, or lies in
-    a directory that does not exist).  Nothing was read or written.  ``path`` and
-    ``reason`` (what the file holds, or what the path names) are attributes, for callers
-    that word their own message."""
+    results of another schema version, or the path cannot be a tuning file (not a regular
+    file, or in a missing directory).  Nothing was read or written.  ``path`` and ``reason``
+    are attributes, for callers that word their own message."""
 
     def __init__(self, message: str, *, path: str = "", reason: str = "") -> None:
         super().__init__(message)
@@ -73,8 +69,7 @@ def _not_regular(path: str, mode: int) -> TuningFileError:
 
 
 def path_problem(path: str, *, writing: bool) -> TuningFileError | None:
-    """Why ``path`` cannot be a tuning file (None when it can), found without opening it;
-    ``writing``: it will be saved to, so its directory must exist."""
+    """Why ``path`` cannot be a tuning file (None: it can), without opening it."""
     if "\0" in path:
         return _refused(path, "it contains a NUL character", "name a file")
     if path.endswith(("/", os.sep)) or (os.altsep is not None and path.endswith(os.altsep)):
@@ -105,9 +100,7 @@ def path_problem(path: str, *, writing: bool) -> TuningFileError | None:
 
 
 def checked_path(path: str | os.PathLike[str], *, writing: bool = True, local: bool = True) -> str:
-    """``path`` as a string, checked before any work: ``ValueError`` for an empty one,
-    :class:`TuningFileError` for one that cannot be a tuning file.  ``local=False``: rank 0
-    of a process group uses the file, so only the path's form is checked here."""
+    """``path`` as a string, checked (``local=False``: its form only; rank 0 checks the rest)."""
     text = os.fspath(path)
     if not isinstance(text, str):
         raise TypeError(f"tuning file path must be a str or os.PathLike[str], not {path!r}")
@@ -120,8 +113,7 @@ def checked_path(path: str | os.PathLike[str], *, writing: bool = True, local: b
 
 
 def read_bytes(path: str) -> bytes:
-    """The file's bytes, opened without blocking and checked once open: a path that became a
-    FIFO or a device after :func:`checked_path` looked is refused, never read."""
+    """The file's bytes, opened without blocking: one that became a FIFO meanwhile is refused."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     with open(fd, "rb", closefd=True) as f:
         mode = os.fstat(f.fileno()).st_mode
@@ -151,12 +143,8 @@ def _os_refusal(words: str, exc: OSError) -> LockProblem:
 
 
 def lock_problem(lock: str) -> LockProblem | None:
-    """Why the lock file ``lock`` can never be taken (None: it can, or is only held now).
-
-    ``filelock`` retries some impossible locks forever (a create refused with ``ENOENT`` in
-    ``/proc`` reads to it as a lock removed meanwhile), so a save asks this first when the lock
-    is not free.  Leaves nothing behind: a missing lock is probed with a uniquely named file.
-    """
+    """Why ``lock`` can never be taken (None: it can, or is only held now), leaving nothing
+    behind.  ``filelock`` retries some impossible locks forever (``ENOENT`` in ``/proc``)."""
     directory, name = os.path.split(lock)
     limit = 255
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -209,9 +197,8 @@ def lock_error(target: str, problem: LockProblem) -> OSError:
 
 @contextlib.contextmanager
 def held(target: str) -> Iterator[None]:
-    """Hold the exclusive lock of ``target``: wait while another process (or thread: a new
-    lock object per call) holds it; raise at once when it can never be taken.  The lock file
-    stays afterwards: removing it would let a waiter and a newcomer lock two files."""
+    """Hold ``target``'s lock: wait while held, raise at once when it can never be taken.
+    The lock file stays: removing it would let a waiter and a newcomer lock two files."""
     lock = FileLock(lock_path(target), mode=0o666)
     for timeout in (0, None):
         try:
@@ -235,8 +222,7 @@ def held(target: str) -> Iterator[None]:
 
 
 def _umask() -> int:
-    """The process's umask, read from ``/proc`` where it can be: setting it to read it back
-    would give a file another thread creates meanwhile the wrong mode."""
+    """The umask, from ``/proc`` where it can be (setting it races with other threads)."""
     with contextlib.suppress(OSError, ValueError):
         with open("/proc/self/status", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -248,8 +234,7 @@ def _umask() -> int:
 
 
 def write_file(path: str, text: str) -> None:
-    """Write ``text`` over ``path`` atomically: a temporary beside it, given the file's mode
-    (a new file: ``0666`` less the umask), flushed, then ``os.replace``-d over it."""
+    """Write ``text`` over ``path`` atomically, keeping its mode (new: ``0666`` & ~umask)."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:

@@ -1,15 +1,8 @@
-"""Tuning across the ranks of a ``torch.distributed`` process group: one choice everywhere.
+"""Tuning across the ranks of a ``torch.distributed`` process group: one choice on every rank.
 
-``set_autotune_process_group(group)`` (every block) or ``autotune(process_group=group)`` (one
-block) makes tuning a collective step: the ranks compare their settings (:data:`SETTINGS`) and
-what each is about to time (a :class:`Manifest`), time the plan (all of it, or with
-``shard=True`` pair ``i`` on rank ``i % world_size``), gather the timings and combine them
-the same way (a pair's time is the slowest rank's median; a pair that failed on any rank
-failed on all), so every rank records the same choice.  A difference, or a group that failed,
-raises :class:`AutotuneConsistencyError` on every rank; every rank makes the same collective
-calls on every path, so nothing hangs.  With a group, rank 0 alone reads (and broadcasts) and
-writes the block's tuning file.  The user's guide is ``docs/api/autotuner.rst``
-("Tuning across ranks").
+The ranks compare settings and plans, time (optionally sharded), gather and combine the
+timings alike; any difference raises on every rank, and every rank makes the same collective
+calls on every path so nothing hangs.  Guide: docs/api/autotuner.rst ("Tuning across ranks").
 """
 
 from __future__ import annotations
@@ -48,13 +41,6 @@ from flashinfer.gating.gate import (
 from flashinfer.gating.messages import gate_differs_between_ranks
 from flashinfer.settings import raw as environment_value
 
-__all__ = [
-    "SETTINGS",
-    "AutotuneConsistencyError",
-    "get_autotune_process_group",
-    "set_autotune_process_group",
-]
-
 
 class GroupSetting(NamedTuple):
     """The process group tuning runs across, and whether it shards the plan."""
@@ -65,8 +51,7 @@ class GroupSetting(NamedTuple):
 
 _global: GroupSetting | None = None
 _block: ContextVar[GroupSetting | None] = ContextVar("flashinfer_autotune_group", default=None)
-#: Per group: key -> the (backend, tactic) its ranks agreed on.  A key is served without a
-#: collective only while this rank's choice is still the agreed one.
+#: Per group: key -> the agreed (backend, tactic); served without a collective while current.
 _agreed: weakref.WeakKeyDictionary[Any, dict[Key, tuple[str, str]]] = weakref.WeakKeyDictionary()
 
 
@@ -98,10 +83,9 @@ def _check_group(group: Any, who: str) -> None:
 
 
 def set_autotune_process_group(group: Any, *, shard: bool = False) -> None:
-    """Tune across the ranks of ``group`` in every ``autotune()`` block of this process
-    (``None`` turns it off); ``shard=True`` splits each key's (backend, tactic) plan across
-    the ranks (for ranks on identical hardware).  See :mod:`flashinfer.autotuner.distributed`.
-    ``autotune(process_group=...)`` overrides it for one block.  Upstream's name."""
+    """Tune across the ranks of ``group`` in every ``autotune()`` block (``None``: off);
+    ``shard=True`` splits each key's (backend, tactic) plan across the ranks (identical
+    hardware).  ``autotune(process_group=...)`` overrides it for one block.  Upstream's name."""
     global _global
     if group is not None:
         _check_group(group, "set_autotune_process_group")
@@ -114,14 +98,12 @@ def get_autotune_process_group() -> Any:
 
 
 def group_in_effect() -> GroupSetting | None:
-    """The group this thread's tuning runs across: its innermost ``autotune()`` block's,
-    else the one set for the process, else None."""
+    """This thread's group: its innermost block's, else the process's, else None."""
     return _block.get() or _global
 
 
 def enter_group(process_group: Any, shard: bool | None) -> Token[GroupSetting | None]:
-    """Set the group of an ``autotune()`` block: ``process_group`` (None: keep the enclosing
-    block's or the process's), and ``shard`` (None: keep that group's setting)."""
+    """Set a block's group (None: the enclosing one's) and ``shard`` (None: its setting)."""
     if process_group is not None:
         _check_group(process_group, "autotune(process_group=...)")
         setting: GroupSetting | None = GroupSetting(process_group, bool(shard))
@@ -156,8 +138,7 @@ def _gone(group: Any, exc: BaseException | None) -> ValueError:
 
 
 def _rank_and_size(group: Any) -> tuple[int, int]:
-    """This process's rank in ``group`` and the group's size; ``ValueError`` saying which
-    setting holds the group when the group is gone (every use of a group comes here)."""
+    """This rank and the group's size; ``ValueError`` naming the setting of a gone group."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
@@ -178,8 +159,7 @@ def _failed(step: str, rank: int, world: int, exc: Exception, what: str) -> Exce
 
 
 def _collective(group: Any, obj: Any, step: str, what: str, *, broadcast: bool = False) -> Any:
-    """Every rank's ``obj`` in rank order (``broadcast``: rank 0's); a failure of the group
-    raises :class:`AutotuneConsistencyError`."""
+    """Every rank's ``obj`` in rank order (``broadcast``: rank 0's)."""
     import torch.distributed as dist
 
     rank, world = _rank_and_size(group)
@@ -200,8 +180,7 @@ def _collective(group: Any, obj: Any, step: str, what: str, *, broadcast: bool =
 
 
 def combine_outcomes(gathered: Sequence[Mapping[int, tuple]], size: int) -> dict[int, Outcome]:
-    """One outcome per pair from every rank's: failed if it failed on any rank, else the
-    slowest rank's median (and spread).  The same pure function on every rank."""
+    """Per pair: failed if it failed on any rank, else the slowest rank's outcome."""
     combined: dict[int, Outcome] = {}
     for i in range(size):
         reports = [(rank, Outcome(*got[i])) for rank, got in enumerate(gathered) if i in got]
@@ -227,8 +206,7 @@ def tune_in_group(
     local: Choice | None,
     settings: TimingSettings,
 ) -> TuningRecord:
-    """Tune ``key`` with every rank of ``setting.group``; every rank returns a record with
-    the same choice.  ``local``: this rank's choice for the key; ``settings``: the tuner."""
+    """Tune ``key`` with every rank of the group: each returns the same choice."""
     group, shard = setting
     agreed = _agreed.setdefault(group, {})
     if local is not None and local.backend in candidates and agreed.get(key) == choice_id(local):
@@ -283,9 +261,8 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
 
 
 def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
-    """Load ``path`` into ``tuner`` if it exists (None if not).  With a group, rank 0 checks
-    the path, reads the file and broadcasts the bytes (every rank loads the same version);
-    its refusal of the path or ``OSError`` is raised on every rank, before any tuning."""
+    """Load ``path`` if it exists (None if not).  With a group rank 0 checks and reads it and
+    broadcasts the bytes (or its refusal, raised on every rank before any tuning)."""
     setting = group_in_effect()
     if setting is None:
         return load_into(tuner, path) if os.path.exists(path) else None
@@ -310,8 +287,7 @@ def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
 
 
 class _BlockFacts:
-    """Of one ``autotune()`` entry: whether it has a ``tuning_file``, and whether its first
-    tuning-mode call compared the settings yet."""
+    """Of one block entry: whether it has a ``tuning_file``, and whether it compared yet."""
 
     __slots__ = ("file_given", "checked")
 
@@ -323,8 +299,7 @@ _facts: ContextVar[_BlockFacts | None] = ContextVar("flashinfer_autotune_block",
 
 
 class BlockHandle(NamedTuple):
-    """What :func:`open_block` gives the block to hand back to :func:`close_block`, and
-    what it loaded from its tuning file (None: no file, or none there yet)."""
+    """:func:`open_block`'s tokens for :func:`close_block`, and what it loaded."""
 
     group: Token[GroupSetting | None]
     facts: Token[_BlockFacts | None]
@@ -337,8 +312,7 @@ def _settings_here(tuner: Any) -> tuple[tuple[str, Any], ...]:
 
 
 def _compare_settings(setting: GroupSetting, tuner: Any, step: str, where: str) -> None:
-    """Gather every rank's settings (one collective call) and raise
-    :class:`AutotuneConsistencyError` on every rank if they differ."""
+    """Gather every rank's settings; raise on every rank if they differ."""
     rank, _ = _rank_and_size(setting.group)
     mine = Manifest(
         op="", key="", shard=setting.shard, candidates=(), tactics=(), tactics_error=None,
@@ -351,8 +325,7 @@ def _compare_settings(setting: GroupSetting, tuner: Any, step: str, where: str) 
 
 
 def check_block(tuner: Any, api_key: str) -> None:
-    """At a block's first tuning-mode call with a group in effect, compare every rank's
-    settings once more: the block's own ``skip_ops`` are only in effect from here."""
+    """At a block's first tuning-mode call, compare again: its ``skip_ops`` now apply."""
     facts = _facts.get()
     setting = group_in_effect()
     if facts is None or facts.checked or setting is None:
@@ -365,9 +338,8 @@ def check_block(tuner: Any, api_key: str) -> None:
 def open_block(
     tuner: TunedResults, tuning_file: str | None, process_group: Any, shard: bool | None
 ) -> BlockHandle:
-    """On a block's entry: set its group; with one, compare every rank's settings (before
-    the file is read: a rank without a ``tuning_file`` would not join rank 0's read); load
-    its tuning file.  The handle goes back to :func:`close_block`."""
+    """On a block's entry: set its group, compare the settings (before the read, which a
+    rank without a ``tuning_file`` would not join) and load its tuning file."""
     token = enter_group(process_group, shard)
     facts = _facts.set(_BlockFacts(tuning_file is not None))
     try:
@@ -385,8 +357,7 @@ def open_block(
 def close_block(
     handle: BlockHandle, tuner: TunedResults, tuning_file: str | None, tuned: bool
 ) -> int | None:
-    """On a block's exit: save its tuning file if it ``tuned`` a key (the entry count; None
-    when nothing was written), and restore the enclosing block's group and settings."""
+    """On a block's exit: save if it ``tuned`` (the entry count, or None); restore."""
     try:
         if tuning_file is None or not tuned:
             return None
@@ -434,17 +405,14 @@ class Manifest(NamedTuple):
 
 
 class Setting(NamedTuple):
-    """A setting that changes the choice: how a message names it, and how a rank reads it
-    from its tuner (:class:`~flashinfer.autotuner.AutoTuner`) and whether its innermost
-    ``autotune()`` block was given a ``tuning_file``."""
+    """A setting that changes the choice: its label, and its read (tuner, file given)."""
 
     label: str
     read: Callable[[TimingSettings, bool], Any]
 
 
-#: Every setting that changes what a tuning picks (read from the tuner and whether the block
-#: has a tuning file), compared across the ranks before any timing; one added here is compared
-#: with no other change (``tests/test_autotune_settings_agree.py`` runs one case per entry).
+#: Every setting that changes what a tuning picks, compared across the ranks before any
+#: timing; one added here needs no other change (a test runs one case per entry).
 SETTINGS: dict[str, Setting] = {
     "switch_margin": Setting("AutoTuner.switch_margin", lambda t, f: t.switch_margin),
     "repeat": Setting("AutoTuner.repeat", lambda t, f: t.repeat),
@@ -458,7 +426,7 @@ SETTINGS: dict[str, Setting] = {
 
 
 def local_settings(tuner: TimingSettings, file_given: bool) -> tuple[tuple[str, Any], ...]:
-    """This rank's value of every setting in :data:`SETTINGS` (plain data: it is pickled)."""
+    """This rank's value of every setting in :data:`SETTINGS` (pickled)."""
     return tuple((name, setting.read(tuner, file_given)) for name, setting in SETTINGS.items())
 
 
@@ -472,13 +440,12 @@ COMPARED = {
     "tactics": "the candidates' tactics differ",
     "tactics_error": "a runner's tactics() raised on some ranks",
 }
-#: Differences that another one explains (field -> its causes): left out of the message,
-#: kept in ``AutotuneConsistencyError.differences``.
+#: Differences another explains (field -> causes): kept in ``.differences``, not the message.
 _EXPLAINED_BY = {"tactics": ("candidates", "tactics_error", "skip_ops"), "key": ("op",)}
 
 
 def choice_id(choice: Choice | None) -> tuple[str, str] | None:
-    """What identifies a choice across ranks: its backend and tactic (times differ)."""
+    """A choice across ranks: its backend and tactic (times differ)."""
     return None if choice is None else (choice.backend, describe_tactic(choice.tactic))
 
 
@@ -492,8 +459,8 @@ def local_manifest(
     choice: Choice | None,
     settings: tuple[tuple[str, Any], ...] = (),
 ) -> tuple[Manifest, list[Pair], Exception | None]:
-    """This rank's manifest, its plan, and the exception a runner's ``tactics()`` raised
-    (caught: the other ranks must learn of it rather than wait)."""
+    """This rank's manifest, plan and the exception a ``tactics()`` raised (the other ranks
+    must learn of it rather than wait)."""
     plan: list[Pair] = []
     tactics: list[tuple[str, tuple[str, ...]]] = []
     error: Exception | None = None
@@ -518,8 +485,8 @@ def local_manifest(
 
 
 def differences(manifests: Sequence[Manifest]) -> dict[str, dict[int, Any]]:
-    """``field -> {rank: value}`` of every setting (first: a cause of the rest) and compared
-    field not the same on all ranks; with the gate's raw values (``"gate"``) if those differ."""
+    """``field -> {rank: value}`` of every setting and field not equal on all ranks (and the
+    gate's raw values under ``"gate"`` if those differ)."""
     found: dict[str, dict[int, Any]] = {}
     per_rank = [dict(m.settings) for m in manifests]
     for name in SETTINGS:
@@ -541,7 +508,7 @@ def _ranks(ranks: list[int]) -> str:
 
 
 def _by_value(per_rank: Mapping[int, Any]) -> list[tuple[Any, list[int]]]:
-    """The distinct values, in order of first rank, each with the ranks that hold it."""
+    """The distinct values, in order of first rank, each with its ranks."""
     groups: list[tuple[Any, list[int]]] = []
     for rank, value in sorted(per_rank.items()):
         for held, ranks in groups:
@@ -578,8 +545,7 @@ def consistency_error(
     rank: int,
     where: str | None = None,
 ) -> AutotuneConsistencyError:
-    """The error every rank raises for ``found`` (see :func:`differences`); ``where`` says
-    when the ranks compared (default: the op and key of this rank's manifest)."""
+    """The error every rank raises for ``found``; ``where``: when they compared."""
     mine = manifests[rank]
     where = f"op {mine.op}, key {mine.key}" if where is None else where
     lines = [

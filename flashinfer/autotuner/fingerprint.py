@@ -1,11 +1,7 @@
-"""The environment a tuned result was measured in, and whether it is this process's.
-
-Each tuning-file entry carries a *fingerprint*: ``flashinfer``, ``torch`` and ``triton``
-versions (from the installed distributions' metadata: Triton is never imported), ``device``
-(the GPU's name for a CUDA key, since an H100 and an H200 share capability 90; else the
-device type), ``compute_capability`` and ``triton_interpret``.  An entry is used only where
-every field equals this process's value (a field ``"*"`` or left out matches anything); of
-several matching entries of one key the most specific wins, then the later.
+"""The environment a tuned result was measured in, and whether it is this process's (the
+rules: docs/api/autotuner.rst, "One file, many machines").  Triton's version is read from
+its distribution's metadata (never imported); ``device`` is the GPU's name for a CUDA key,
+since an H100 and an H200 share capability 90.
 """
 
 from __future__ import annotations
@@ -21,21 +17,6 @@ from flashinfer._version import __version__
 from flashinfer.autotuner._types import Choice
 from flashinfer.autotuner.keys import Key
 from flashinfer.kernels.availability import interpreter_enabled
-
-__all__ = [
-    "FIELDS",
-    "WILDCARD",
-    "Fingerprint",
-    "check_fingerprint",
-    "differences",
-    "flashinfer_version",
-    "loaded_fingerprint",
-    "matches",
-    "process_fingerprint",
-    "remember_loaded",
-    "schema1_fingerprint",
-    "specificity",
-]
 
 Fingerprint = dict[str, Any]
 
@@ -79,14 +60,12 @@ def _gpu_name(capability: int | None) -> str | None:
 
 
 def flashinfer_version() -> str:
-    """``flashinfer.__version__`` (from :mod:`flashinfer._version`, which the package root
-    re-exports: importing the root here would close a cycle, since it imports the tuner)."""
+    """``flashinfer.__version__`` (from ``_version``: the root would be an import cycle)."""
     return __version__
 
 
 def process_fingerprint(key: Key) -> Fingerprint:
-    """This process's fingerprint for results of ``key``: what it would stamp on a result it
-    measured, and what an entry's fingerprint must match to be used here."""
+    """This process's fingerprint for results of ``key`` (stamped, and matched against)."""
     device_type, capability = key[2], key[3]
     device = _gpu_name(capability) if device_type == "cuda" else device_type
     return {
@@ -100,8 +79,7 @@ def process_fingerprint(key: Key) -> Fingerprint:
 
 
 def schema1_fingerprint(header: dict[str, Any]) -> Fingerprint:
-    """The fingerprint of the entries of a schema-1 file: the versions its header records;
-    the fields it lacks are left out, so they match anything."""
+    """A schema-1 file's entries' fingerprint: its header's versions (the rest match all)."""
     recorded = {
         "flashinfer": header.get("flashinfer_version"),
         "torch": header.get("torch_version"),
@@ -110,8 +88,7 @@ def schema1_fingerprint(header: dict[str, Any]) -> Fingerprint:
 
 
 def check_fingerprint(value: Any) -> Fingerprint:
-    """An entry's ``fingerprint`` (absent: ``{}``, which matches anything); ``ValueError``
-    naming the field for one that is not an object, or whose field holds the wrong type."""
+    """An entry's ``fingerprint`` (absent: ``{}``); ``ValueError`` naming a bad field."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -125,8 +102,7 @@ def check_fingerprint(value: Any) -> Fingerprint:
 
 
 def differences(fingerprint: Fingerprint, here: Fingerprint) -> list[str]:
-    """How ``fingerprint`` differs from ``here`` (``[]``: it matches), one phrase per field,
-    e.g. ``torch '2.12.0' vs '2.13.0' here``."""
+    """How ``fingerprint`` differs from ``here``: ``["torch '2.12.0' vs '2.13.0' here"]``."""
     return [
         f"{name} {_shown(fingerprint[name])} vs {_shown(here[name])} here"
         for name in FIELDS
@@ -139,10 +115,8 @@ def specificity(fingerprint: Fingerprint) -> int:
     return sum(fingerprint.get(name, WILDCARD) != WILDCARD for name in FIELDS)
 
 
-# Per tuner, the fingerprint each loaded result came with, and the Choice object it was
-# loaded as.  A result saved again keeps the environment that measured it (a hand-written
-# "*" stays "*"); once the key is tuned anew, the tuner holds another Choice object and the
-# result is this process's.  Weak: a tuner's table goes with the tuner.
+# Per tuner (weakly), each loaded result's Choice object and fingerprint: saved again, it
+# keeps the environment that measured it, until the key is tuned anew (another Choice).
 _LOADED: weakref.WeakKeyDictionary[Any, dict[Key, tuple[Choice, Fingerprint]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -154,15 +128,13 @@ def remember_loaded(tuner: Any, key: Key, choice: Choice, fingerprint: Fingerpri
 
 
 def loaded_fingerprint(tuner: Any, key: Key, choice: Choice) -> Fingerprint | None:
-    """The fingerprint ``tuner``'s ``choice`` for ``key`` was loaded with; None when it was
-    not loaded (tuned here, or set by the program: this process's result)."""
+    """The fingerprint ``choice`` was loaded with; None when it is this process's result."""
     loaded = _LOADED.get(tuner, {}).get(key)
     return loaded[1] if loaded is not None and loaded[0] is choice else None
 
 
 def matches(value: Any, here: Fingerprint) -> bool:
-    """Whether a file entry's ``fingerprint`` (as the file holds it) matches ``here``; a
-    malformed one matches nothing."""
+    """Whether a file entry's ``fingerprint`` matches ``here`` (a malformed one: never)."""
     try:
         return not differences(check_fingerprint(value), here)
     except ValueError:

@@ -1,45 +1,13 @@
 """Tuning keys: what two calls must share to share a tuned choice.
 
-A key is a plain tuple, cheap to build and to hash (it is computed on every ``"auto"`` call
-of a tunable op, tuned or not)::
+A key is a plain tuple, cheap to build and hash (every ``"auto"`` call computes one)::
 
     (api_key, inputs, device_type, compute_capability)
 
-* ``api_key``: the op's qualified name (``BackendRequirementOp.api_key``), e.g.
-  ``"flashinfer.gemm.mm"``.
-* ``inputs``: one item per element of the ``inputs`` tuple handed to the tuner, in order:
-
-  - a tensor contributes ``(bucketed_shape, dtype)``.  Each dimension ``d`` is rounded
-    **up to the next power of two** (``0 -> 0``, ``1 -> 1``, ``3 -> 4``, ``4096 -> 4096``,
-    ``4097 -> 8192``), so shapes that differ a little share one tuned result, and the number
-    of keys stays logarithmic in the sizes seen;
-  - ``None`` contributes ``None`` (e.g. an absent ``out=``), and a ``torch.dtype`` itself
-    (e.g. ``out_dtype=``);
-  - a ``bool``, ``int``, ``str`` or enum member contributes its value (an enum member as
-    :class:`EnumValue`): calls that differ in a flag are different keys;
-  - a ``float`` (``eps``) or anything else contributes ``...``: left out.
-
-  Values compare as Python compares them (``True == 1``).  A runner may declare which
-  scalar inputs matter and how to bucket them with a ``key_inputs`` attribute, position ->
-  bucket function (``None``: the value itself)::
-
-      class MyRunner:
-          key_inputs = {2: None, 3: lambda alpha: round(alpha, 1)}  # flag; alpha to 0.1
-
-  When any runner of an op declares, exactly the declared positions holding a ``bool``,
-  ``int``, ``str``, ``float`` or enum member are in the key, through their bucket function
-  (the op's runners' declarations are merged; ``ValueError`` at registration when two
-  declare one position with different functions).  A bucket function must be pure and
-  return a ``bool``, ``int``, ``str``, ``float``, enum member or ``None``.
-
-* ``device_type``: ``"cpu"`` or ``"cuda"`` (of the first tensor; ``None`` without tensors).
-  The device *index* is left out: the capability below identifies the hardware.
-* ``compute_capability``: ``major * 10 + minor`` of the first CUDA tensor, ``None`` on CPU.
-
-Runners must keep every tactic they return from ``tactics(inputs)`` valid for all inputs
-of the same key (Triton kernels mask their edges, so block sizes are), because a tuned
-tactic is reused across the shapes of its bucket.
-"""
+``inputs`` holds per input a tensor's ``(shape rounded up to powers of two, dtype)``,
+``None``, a dtype, a scalar's (bucketed) value, or ``...`` for a value left out; the rules
+and ``key_inputs``: docs/api/autotuner.rst ("What a tuning key holds").  A runner must keep
+every tactic it returns valid for all inputs of one key: a tactic is reused across a bucket."""
 
 from __future__ import annotations
 
@@ -56,38 +24,15 @@ from flashinfer.dispatch.families import dtype_name
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.kernels import next_positive_power_of_2
 
-__all__ = [
-    "EnumValue",
-    "Key",
-    "declare_key_inputs",
-    "exact_signature",
-    "bucket_dim",
-    "bucket_shape",
-    "dtype_from_name",
-    "dtype_name",
-    "key_from_json",
-    "key_to_json",
-    "make_key",
-    "Declared",
-    "declarations",
-    "declare",
-    "declared_of",
-    "in_key",
-    "key_value",
-]
-
 Key = tuple  # (api_key, inputs, device_type, compute_capability)
 
 _Tensor = torch.Tensor
 _dtype = torch.dtype
 
-# Bucketed shape per exact shape (``torch.Size`` hashes like a tuple), filled on first
-# sight: one dict lookup instead of a Python loop over the dimensions on every call.  Real
-# programs see few distinct shapes; past the cap new shapes are computed, not remembered.
+# Bucketed shape per exact shape: one dict lookup instead of a loop on every call.
 _SHAPE_BUCKETS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
-# Most entries any of the autotuner's memos holds: bounds memory when a program streams
-# ever new shapes, far above the few a real program sees.
+# Most entries any of the autotuner's memos holds (past it: computed, not remembered).
 MEMO_CAP = 1 << 14
 
 
@@ -106,27 +51,17 @@ def bucket_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return bucket
 
 
-# Types that are certainly not tensors: ``isinstance(x, torch.Tensor)`` goes through
-# torch's metaclass, slower than a set lookup when the answer is no, so these are sorted out
-# first (benchmarks/bench_costs.py prints both).
+# Certainly not tensors: a set lookup beats isinstance through torch's metaclass.
 _NOT_TENSOR = frozenset({type(None), bool, int, float, str, torch.dtype, torch.device})
 
 
-# Tuning key per exact call signature: (api_key, then per input its shape and dtype, None,
-# a dtype or ..., then the first tensor's device).  Hashing that flat tuple is cheaper than
-# bucketing each shape and nesting tuples on every call; the memo is a pure function of
-# shapes, dtypes and device (never of tensor values), so it can never go stale.
+# Tuning key per exact call signature (see make_key).
 _KEY_MEMO: dict[tuple, Key] = {}
 
 
 def exact_signature(api_key: str, inputs: tuple) -> tuple:
-    """A flat tuple of what the key depends on, unbucketed: cheap to build and to hash.
-
-    ``api_key``, then per input its shape and dtype (tensors), itself (``None``, a dtype,
-    or a scalar that enters the key, unbucketed) or ``...`` (any other value), then the
-    first tensor's device.  A routed call whose verdict the dispatcher cached does not read
-    it at all (:mod:`.router`).
-    """
+    """A flat tuple of what the key depends on, unbucketed (shapes, dtypes, scalar values or
+    ``...``, the first tensor's device): cheap to build and to hash."""
     signature: list[Any] = [api_key]
     first = None
     declared = declarations(api_key)
@@ -146,11 +81,8 @@ def exact_signature(api_key: str, inputs: tuple) -> tuple:
 
 
 def make_key(api_key: str, inputs: tuple) -> Key:
-    """The tuning key of one call (see the module docstring).
-
-    Memoised from :func:`exact_signature`, a pure function of shapes, dtypes and device
-    (never of tensor values), so a memo entry can never go stale.
-    """
+    """The tuning key of one call, memoised on :func:`exact_signature` (a pure function of
+    shapes, dtypes and device, never of tensor values: an entry can never go stale)."""
     exact = exact_signature(api_key, inputs)
     key = _KEY_MEMO.get(exact)
     if key is None:
@@ -161,11 +93,9 @@ def make_key(api_key: str, inputs: tuple) -> Key:
 
 
 def _key_from_signature(signature: tuple) -> Key:
-    """The tuning key of an exact signature (see :func:`exact_signature`), which holds all
-    it needs: a ``torch.Size`` starts a tensor's (shape, dtype) pair, since no other input
-    contributes one, and a trailing ``torch.device`` is the first tensor's.  Deriving the
-    key from the signature, rather than reading the inputs again, keeps one classification
-    of inputs for both."""
+    """The key of an exact signature, which holds all it needs (a ``torch.Size`` starts a
+    tensor's pair; a trailing ``torch.device`` is the first tensor's): one classification of
+    inputs for both."""
     api_key, items = signature[0], signature[1:]
     device = None
     if items and type(items[-1]) is torch.device:
@@ -191,17 +121,41 @@ def _key_from_signature(signature: tuple) -> Key:
 
 
 def declare_key_inputs(api_key: str, runners: Mapping[str, Any]) -> None:
-    """Record which scalar inputs of ``api_key`` its ``runners`` declare part of its key
-    (their ``key_inputs``; none: the default rule), and forget the signatures and keys read
-    under the previous rule.  ``TypeError``/``ValueError`` for a bad declaration."""
-    declare(api_key, declared_of(api_key, runners))
+    """Record the ``key_inputs`` the ``runners`` of ``api_key`` declare (none: the default rule)
+    and forget the keys read under the previous rule.  ``TypeError``/``ValueError`` naming the
+    runner for a declaration that is not one, or two that disagree."""
+    merged: Declared = {}
+    owner: dict[int, str] = {}
+    found = False
+    for backend, runner in runners.items():
+        declared = getattr(runner, "key_inputs", None)
+        if declared is None:
+            continue
+        found = True
+        where = f"AutoTuner.register({api_key}): runner {backend!r} key_inputs"
+        if not isinstance(declared, Mapping):
+            raise TypeError(f"{where} must map input positions to bucket functions or None")
+        for position, bucket in declared.items():
+            if type(position) is not int or position < 0:
+                raise TypeError(f"{where}: {position!r} is not an input position (an int >= 0)")
+            if bucket is not None and not callable(bucket):
+                raise TypeError(f"{where}[{position}] must be a function or None")
+            if position in merged and merged[position] is not bucket:
+                raise ValueError(
+                    f"{where}[{position}] differs from runner {owner[position]!r}'s: the "
+                    "runners of one op share its key, so they must bucket an input alike"
+                )
+            merged[position], owner[position] = bucket, backend
+    with _LOCK:
+        if found:
+            _DECLARED[api_key] = merged
+        else:
+            _DECLARED.pop(api_key, None)
     for exact in [e for e in list(_KEY_MEMO) if e[0] == api_key]:
         _KEY_MEMO.pop(exact, None)
 
 
-# --------------------------------------------------------------------------------------
-# JSON form of a key (the tuning file)
-# --------------------------------------------------------------------------------------
+# ---- JSON form of a key (the tuning file) ----
 
 
 def dtype_from_name(name: str) -> torch.dtype:
@@ -215,10 +169,7 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 
 def _input_to_json(p: Any) -> Any:
-    """One input of a key as the tuning file writes it: ``null``; ``"scalar"`` (a value left
-    out of the key); ``{"dtype": ...}``; ``{"shape": [...], "dtype": ...}`` (a tensor);
-    ``{"value": ...}`` (a bool, int, str or finite float; ``{"float": "nan"}`` for one
-    that is not finite); ``{"enum": "pkg.Mode", "name": "FAST"}``."""
+    """One input of a key as the tuning file writes it (docs/api/autotuner.rst)."""
     if p is None:
         return None
     if p is ...:
@@ -308,8 +259,7 @@ _LOCK = threading.Lock()
 
 
 def in_key(position: int, tp: type, declared: Declared | None) -> bool:
-    """Whether an input of type ``tp`` (not a tensor, ``None`` or dtype) at ``position``
-    enters the key as its value (else it is left out, ``...``)."""
+    """Whether a scalar of type ``tp`` at ``position`` enters the key as its value."""
     if declared is None:
         return tp in _DEFAULT_TYPES or issubclass(tp, enum.Enum)
     return position in declared and (tp in _DECLARABLE_TYPES or issubclass(tp, enum.Enum))
@@ -333,43 +283,3 @@ def key_value(value: Any, bucket: Bucket) -> Any:
 def declarations(api_key: str) -> Declared | None:
     """The declared key inputs of the op ``api_key`` (None: the default rule)."""
     return _DECLARED.get(api_key)
-
-
-def declared_of(api_key: str, runners: Mapping[str, Any]) -> Declared | None:
-    """The merged ``key_inputs`` of ``runners`` (None when none declares); ``TypeError`` or
-    ``ValueError`` naming the runner for a declaration that is not one, or two that
-    disagree."""
-    merged: Declared = {}
-    owner: dict[int, str] = {}
-    found = False
-    for backend, runner in runners.items():
-        declared = getattr(runner, "key_inputs", None)
-        if declared is None:
-            continue
-        found = True
-        where = f"AutoTuner.register({api_key}): runner {backend!r} key_inputs"
-        if not isinstance(declared, Mapping):
-            raise TypeError(f"{where} must map input positions to bucket functions or None")
-        for position, bucket in declared.items():
-            if type(position) is not int or position < 0:
-                raise TypeError(f"{where}: {position!r} is not an input position (an int >= 0)")
-            if bucket is not None and not callable(bucket):
-                raise TypeError(f"{where}[{position}] must be a function or None")
-            if position in merged and merged[position] is not bucket:
-                raise ValueError(
-                    f"{where}[{position}] differs from runner {owner[position]!r}'s: the "
-                    "runners of one op share its key, so they must bucket an input alike"
-                )
-            merged[position], owner[position] = bucket, backend
-    return merged if found else None
-
-
-def declare(api_key: str, declared: Declared | None) -> None:
-    """Record the key inputs of ``api_key`` (None: the default rule).  Call through
-    :func:`flashinfer.autotuner.keys.declare_key_inputs`, which also forgets the keys
-    read under the previous rule."""
-    with _LOCK:
-        if declared is None:
-            _DECLARED.pop(api_key, None)
-        else:
-            _DECLARED[api_key] = dict(declared)

@@ -1,7 +1,5 @@
-"""Reading and writing the tuning file's JSON: its types, parsing, merging on save and
-validating on load.  The rules are described in :mod:`flashinfer.autotuner.tuning_file`, the
-public home of the names defined here; the disk (paths, lock, atomic write) is :mod:`.disk`.
-"""
+"""The tuning file's JSON: its types, parsing, merging on save and validating on load
+(public home: :mod:`flashinfer.autotuner.tuning_file`; the disk is :mod:`.disk`)."""
 
 from __future__ import annotations
 
@@ -47,26 +45,10 @@ from flashinfer.gating.history import renamed_api, tuning_name
 from flashinfer.gating.messages import cached_experimental_skipped
 from flashinfer.settings.stacklevel import user_stacklevel
 
-__all__ = [
-    "MAX_DEPTH",
-    "READABLE_SCHEMAS",
-    "SCHEMA_VERSION",
-    "TuningFileError",
-    "TuningFileWarning",
-    "TuningFileDocument",
-    "TuningFileEntry",
-    "LoadReport",
-    "check_mergeable",
-    "load_data",
-    "load_into",
-    "save_into",
-]
-
 SCHEMA_VERSION = 2
 #: The versions this flashinfer reads: its own, and schema 1 (entries without a fingerprint).
 READABLE_SCHEMAS = (1, SCHEMA_VERSION)
-#: Deepest nesting of JSON arrays/objects a tuning file may have (a real one has 6 or 7
-#: levels): deeper files are unreadable, never a ``RecursionError``.
+#: Deepest JSON nesting a tuning file may have (a real one: 6 or 7): deeper is unreadable.
 MAX_DEPTH = 64
 
 
@@ -181,8 +163,7 @@ def _too_deep(doc: Any) -> bool:
 
 
 def parse_document(data: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
-    """The tuning file's document in ``data``, or ``(None, why it is not one)``.  A document
-    of another schema version is returned whatever else it holds."""
+    """The document in ``data`` (of any schema version), or ``(None, why it is not one)``."""
     deep = f"nested deeper than {MAX_DEPTH} levels: not a tuning file"
     try:
         doc = json.loads(data.decode("utf-8"))
@@ -236,8 +217,7 @@ def key_identity(obj: Mapping[str, Any]) -> str:
 
 
 def canonical_json(obj: Mapping[str, Any]) -> str:
-    """Identity of an entry: its key and its fingerprint (a field left out is ``"*"``), so
-    a shared file keeps one key's entries of different environments apart."""
+    """An entry's identity: its key and fingerprint (a field left out is ``"*"``)."""
     identity = {k: obj.get(k) for k in _KEY_FIELDS}
     fingerprint = obj.get("fingerprint")
     if fingerprint is None or isinstance(fingerprint, dict):
@@ -257,7 +237,7 @@ def file_entries(doc: dict[str, Any]) -> list[Any]:
 def entry_record(
     key: Key, choice: Choice, tuner: TunedResults, fingerprint: Fingerprint
 ) -> TuningFileEntry:
-    """The file entry of one result: one line per field of :class:`TuningFileEntry`."""
+    """The file entry of one result."""
     iqr_s = tuner.spread(key)
     registered = tuner.registered().get(key[0])
     tuning_key = key_to_json(key)
@@ -292,8 +272,7 @@ def median_seconds(value: Any, name: str = "median_ms") -> float:
 
 
 def read_entry(raw: Any) -> Key:
-    """The tuning key of one item of a file's ``entries``, checked; ``ValueError``,
-    ``KeyError`` (a missing field) or ``TypeError`` saying what is wrong."""
+    """The checked key of one item of ``entries``; ``ValueError``/``KeyError``/``TypeError``."""
     key = key_from_json(raw)
     backend, _tactic = raw["backend"], raw["tactic"]
     median_seconds(raw["median_ms"])
@@ -321,9 +300,8 @@ class _Existing:
 
 
 def _read_existing(path: str, shown: str) -> _Existing:
-    """The entries of the file at ``path`` a merge keeps; :class:`TuningFileError` for a file
-    of another schema version (naming ``shown``, the caller's path); ``OSError`` for one that
-    cannot be read (never overwritten blind)."""
+    """The entries a merge keeps; :class:`TuningFileError` for another schema version,
+    ``OSError`` for a file that cannot be read (never overwritten blind)."""
     try:
         data = read_bytes(path)
     except FileNotFoundError:
@@ -363,9 +341,8 @@ def _read_existing(path: str, shown: str) -> _Existing:
 
 def check_mergeable(path: str | os.PathLike[str]) -> None:
     """Raise :class:`TuningFileError` if saving to ``path`` with ``merge=True`` would be
-    refused, so a caller can learn it before tuning: a file of another schema version, or
-    a path that cannot be a tuning file (it exists and is not a regular file, or its
-    directory does not exist).  Reads only."""
+    refused (a file of another schema version, or a path that cannot be a tuning file), so a
+    caller learns it before tuning.  Reads only."""
     path = checked_path(path)
     _read_existing(resolved(path), path)
 
@@ -373,9 +350,8 @@ def check_mergeable(path: str | os.PathLike[str]) -> None:
 def _merge(
     entries: list[TuningFileEntry], ours: list[tuple[TuningFileEntry, bool]]
 ) -> dict[str, TuningFileEntry]:
-    """The file's entries merged with ``ours`` (entry, measured here) by identity; a result
-    measured here replaces every entry of its key this process matches, a loaded one only
-    its own entry; other environments' entries are written back untouched."""
+    """Merge by identity: a result measured here replaces every entry of its key this
+    process matches, a loaded one only its own; other environments' stay untouched."""
     merged = {canonical_json(raw): raw for raw in entries}
     by_key: dict[str, list[str]] = {}
     for identity, raw in merged.items():
@@ -460,8 +436,7 @@ class LoadReport:
 
     @property
     def other_environment(self) -> int:
-        """Entries skipped because another environment measured them (their fingerprint
-        does not match this process): kept in the file for the processes they match."""
+        """Entries measured in another environment (kept in the file for it)."""
         return self.skipped.get(REASON_OTHER_ENVIRONMENT, 0)
 
 
@@ -561,7 +536,7 @@ def _accepted_entries(
 
 def _why_skipped(raw: Any, key: Key, ops: Any, gate_on: bool, spaces: dict) -> tuple[Any, Any]:
     """``(reason, detail)`` for an entry this process cannot use, else ``(None, (backend,
-    tactic, key))`` as this process names them (renamed ops and backends followed)."""
+    tactic, key))`` with renamed ops and backends followed."""
     differ = differences(raw.get("fingerprint") or {}, process_fingerprint(key))
     if differ:
         return REASON_OTHER_ENVIRONMENT, " and ".join(differ)

@@ -1,20 +1,11 @@
 """The router of a directly registered op (``AutoTuner.register(op, runners, direct=True)``).
 
-The dispatcher hands each checked ``backend="auto"`` call of such an op to the router, with
-the call's candidates, its arguments (every parameter but ``backend``, in order) and, when
-the call's verdict came from the dispatcher's cache, that verdict's slot.  Outside
-``autotune()`` the router's work is the whole cost the autotuner adds to a call, so it reads
-the call's signature at most once: a slot whose entry was looked up under the tuner's
-current epoch serves the call without reading it at all; otherwise one read of the exact
-signature (:func:`~flashinfer.autotuner.keys.exact_signature`) and one dict lookup in the
-memo (exact signature -> :data:`RouteEntry`), kept in the slot for the next call.
-
-The memo serves a tuned key (its stable choice runs whenever its backend is one of this
-call's candidates) and an untuned key (the entry names the stable default the signature last
-ran, and serves a call only when that backend is the call's first candidate).
-:meth:`Router.memo_miss` fills the memo and serves the rest; anything else (tuning, a tuned
-choice that is not a candidate, an experimental backend, which must warn) goes to
-:meth:`AutoTuner.run_candidates`, the readable path.
+The dispatcher hands it each checked ``backend="auto"`` call with its candidates, arguments
+and (for a cached verdict) the verdict's slot.  Outside ``autotune()`` this is the whole cost
+the tuner adds to a call, so the signature is read at most once: a slot entry of the current
+epoch serves without reading it, else one :func:`~flashinfer.autotuner.keys.exact_signature`
+and one memo lookup.  Anything else (tuning, a choice that is not a candidate, an
+experimental backend, which must warn) goes to :meth:`AutoTuner.run_candidates`.
 """
 
 from __future__ import annotations
@@ -30,29 +21,13 @@ from flashinfer.dispatch.choice_log import LOG_SWITCH as LOG_SWITCH
 from flashinfer.dispatch.choice_log import note_tuner_choice
 from flashinfer.dispatch.restrictions import restriction_for
 
-__all__ = [
-    "RoutedTuner",
-    "Router",
-    "RouteEntry",
-    "LOG_SWITCH",
-    "ChoiceView",
-    "note_run",
-    "tuned_choice",
-    "tuning_now",
-]
-
 RouteEntry = tuple[Any, Any, Any, Any]
-"""What the router's memo holds per exact signature, ``(tuned backend, bound runner call,
-tactic, default backend)``: ``(backend, call, tactic, None)`` for a tuned, stable choice;
-``(None, call, None, backend)`` for an untuned key whose default (the first candidate with
-a runner, with its default tactic) was last the stable ``backend``; :data:`_UNTUNED` for an
-untuned key that has had only experimental defaults; :data:`_SLOW` for an experimental choice,
-left to the readable path, which warns.  The generated code serves the first kind when
-the backend is a candidate, the second when it is the first candidate."""
+"""The memo's entry per exact signature, ``(tuned backend, bound call, tactic, default
+backend)``: a tuned stable choice (served when a candidate), an untuned key's stable default
+(served when the first candidate), :data:`_UNTUNED` (only experimental defaults) or
+:data:`_SLOW` (an experimental choice: the readable path warns)."""
 
-# Neither is ever served by the generated code (None is never a candidate): memo_miss tells
-# them apart by identity (hence the distinct contents: equal tuple constants may be one
-# object).
+# Never served (None is no candidate); told apart by identity, so their contents differ.
 _SLOW: RouteEntry = (None, "readable path", None, None)
 _UNTUNED: RouteEntry = (None, "first candidate", None, None)
 
@@ -60,12 +35,11 @@ _UNTUNED: RouteEntry = (None, "first candidate", None, None)
 class RoutedTuner(Protocol):
     """What a router uses of the tuner (the :class:`~flashinfer.autotuner.AutoTuner`)."""
 
-    #: exact signature -> :data:`RouteEntry`; a new dict replaces it whenever a result
-    #: changes, so it is read anew on every call, and filled by the router up to
-    #: ``memo_cap`` entries.
+    #: exact signature -> :data:`RouteEntry`, replaced when a result changes (read anew
+    #: on every call), filled up to ``memo_cap``; an entry kept in a slot stands while
+    #: ``route_epoch`` (replaced right after it) is the one it was read in.
     route_memo: dict[tuple, RouteEntry]
-    #: replaced right after ``route_memo``: an entry kept with a dispatcher's verdict (the
-    #: router's slot) stands while the epoch it was read in is current.
+
     route_epoch: object
     memo_cap: int
 
@@ -95,8 +69,7 @@ class Router:
         counters: tuple[CallCounter, CallCounter] | None = None,
     ) -> None:
         self.tuner, self.op, self.runners = tuner, op, runners
-        # The calls served from a tuned key and from the default (AutoTuner.stats()); those
-        # handed to the readable path are counted there.
+        # Calls served from a tuned key / the default (the readable path counts its own).
         self.tuned_calls, self.default_calls = counters or (CallCounter(), CallCounter())
 
     def install(self) -> None:
@@ -104,9 +77,7 @@ class Router:
         self.op.dispatcher.route_auto(self._route())
 
     def _route(self) -> Callable[..., Any]:
-        """The function that serves each routed call (see the module docstring): one frame
-        besides the runner's when the verdict's ``slot`` holds a current entry that fits the
-        call.  A closure over what it reads, as it runs on every call."""
+        """The function serving each routed call: a closure over what it reads (every call)."""
         tuner, api_key, readable, memo_miss = (
             self.tuner,
             self.op.api_key,
@@ -156,9 +127,8 @@ class Router:
         return self.tuner.run_candidates(self.op, self.runners, candidates, inputs)
 
     def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
-        """Not served by the generated lookup: a signature not in the memo yet (filled
-        here), an untuned key whose entry is not this call's default (updated here), or
-        anything for the readable path."""
+        """A signature not in the memo yet (filled here), an untuned key whose entry is not
+        this call's default (updated here), or anything for the readable path."""
         memo = self.tuner.route_memo  # read before the choice: see entry()
         entry = memo.get(exact)
         new = entry is None
@@ -177,9 +147,7 @@ class Router:
             backend = self.tuner.default_backend(self.op, self.runners, candidates)
             stable = backend not in self.op.experimental_backends
             if stable and entry[3] != backend:
-                # The entry follows this call's stable default.  Written into the dict read
-                # above, which a new result discards (see entry()) with the verdict
-                # "untuned" the entry stands on.
+                # Follows this call's stable default, in the dict read above (see entry()).
                 if room:
                     memo[exact] = (None, self.runners[backend].__call__, None, backend)
             elif new and room:
@@ -194,18 +162,17 @@ class Router:
         return self.readable(candidates, inputs)
 
     def note_tuned(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
-        """The log line of a tuned choice this router runs (see :func:`note_run`)."""
+
         note_run(self.tuner, self.op, backend, True, candidates, inputs)
 
     def note_default(self, backend: str, candidates: Sequence[str], inputs: tuple) -> None:
-        """The log line of a default (first candidate, default tactic) this router runs."""
+
         note_run(self.tuner, self.op, backend, False, candidates, inputs)
 
     def entry(self, inputs: tuple) -> RouteEntry:
-        """The memo entry of a signature's tuned choice (:data:`_UNTUNED` if none; memo_miss
-        makes it this call's default).  Computed from the tuned choice after the memo dict
-        was read: an entry computed before a new result is then written into the dict that
-        the new result discards, never into its replacement."""
+        """The memo entry of a signature's tuned choice (:data:`_UNTUNED`: none), computed
+        after the memo dict was read: an entry older than a new result lands in the dict
+        that result discards."""
         choice = self.tuner.choice(make_key(self.op.api_key, inputs))
         if choice is None or choice.backend not in self.runners:
             return _UNTUNED
@@ -230,9 +197,8 @@ def _source(tuner: Any, api_key: str, inputs: tuple) -> tuple[Any, str] | None:
 def note_run(
     tuner: Any, op: TunableOp, backend: str, tuned: Any, candidates: Sequence[str], inputs: tuple
 ) -> None:
-    """Log that the tuner runs ``backend`` for this call: its tuned choice, or the first
-    candidate with its default tactic.  ``tuned``: whether it is the tuned choice, or the
-    choice the tuner looked up (None: untuned), which ran if ``backend`` is its backend."""
+    """Log that the tuner runs ``backend`` for this call.  ``tuned``: whether it is the tuned
+    choice, or the choice looked up (None: untuned; it ran if ``backend`` is its backend)."""
     log = op.dispatcher.choice_log
     restricted = restriction_for(op.api_key) is not None
     if tuned is True or (tuned not in (None, False) and tuned[0] == backend):

@@ -1,20 +1,8 @@
-"""Timing one (backend, tactic) of a tunable op, the way Triton's ``do_bench`` does, and the
-checks of the tuner's timing settings.
+"""Timing one (backend, tactic) the way Triton's ``do_bench`` does, and the checks of the
+tuner's timing settings (run at the assignment: a bad value fails on the user's line).
 
-:func:`measure`: the first call made and never timed (imports, JIT, lazy initialisation);
-warm-up in rounds of about :data:`ROUND_S` until a round's median is within
-:data:`SETTLE_TOLERANCE` of the last (at least ``warmup`` calls and :data:`WARMUP_S`, at most
-:data:`WARMUP_MAX_S` or half of ``budget_s``); timed calls for :data:`REPEAT_S` and at least
-``repeat`` of them, cut by ``budget_s`` (never below one); the median with its interquartile
-range (:class:`Median`).  On CUDA: CUDA events on the current stream, and a 256 MiB buffer
-zeroed before each call so no call finds its inputs in L2; on CPU: ``time.perf_counter``.
-Timing synchronises, so it refuses to start while the stream captures a CUDA graph
-(:func:`refuse_during_capture`).  The user's guide: docs/api/autotuner.rst, "How a pair is
-timed".
-
-The ``check_*`` functions are what the ``AutoTuner`` properties run at the assignment, so a
-bad value fails on the user's line, naming the setting, and the value in effect stays.
-"""
+The steps and their constants: docs/api/autotuner.rst, "How a pair is timed".  Timing
+synchronises, so it refuses to start while the stream captures a CUDA graph."""
 
 from __future__ import annotations
 
@@ -27,61 +15,28 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "FLUSH_BYTES",
-    "REPEAT_S",
-    "ROUND_S",
-    "SETTLE_TOLERANCE",
-    "WARMUP_MAX_S",
-    "WARMUP_S",
-    "CpuClock",
-    "CudaClock",
-    "Median",
-    "TuningDuringCaptureError",
-    "interquartile_range",
-    "measure",
-    "refuse_during_capture",
-    "stream_capturing",
-    "DEFAULT_BUDGET_S",
-    "DEFAULT_REPEAT",
-    "DEFAULT_WARMUP",
-    "check_budget_s",
-    "check_noisy_spread",
-    "check_repeat",
-    "check_switch_margin",
-    "check_warmup",
-]
-
 #: Warm-up lasts at least this many seconds (Triton's ``do_bench`` default warm-up).
 WARMUP_S = 0.025
 #: Timed calls are taken for at least this many seconds (``do_bench``'s default ``rep``).
 REPEAT_S = 0.1
-#: A warm-up round lasts about this long; its median call time is compared with the round
-#: before it.
+#: A warm-up round lasts about this long (its median is compared with the round before).
 ROUND_S = 0.005
 #: Warm-up has settled when a round's median is within this fraction of the round before.
 SETTLE_TOLERANCE = 0.05
-#: Warm-up that has not settled stops after this many seconds (or half of ``budget_s``,
-#: whichever is less): a machine too busy to settle is timed anyway, and says so in the
-#: spread of the result.
+#: Warm-up stops unsettled after this (or half of ``budget_s``): a busy machine is timed
+#: anyway, and its spread says so.
 WARMUP_MAX_S = 0.5
-#: Bytes of the buffer zeroed before each timed call on CUDA (as ``do_bench``): more than
-#: any GPU's L2 cache, so no call finds the previous call's data there.
+#: Bytes zeroed before each timed CUDA call (as ``do_bench``): more than any GPU's L2 cache.
 FLUSH_BYTES = 256 * 1024 * 1024
-#: A call is never estimated faster than this (a clock's resolution), so that the number
-#: of calls a time allows stays finite.
+#: A call is never estimated faster than this (a clock's resolution): call counts stay finite.
 _FLOOR_S = 1e-7
 #: The most calls one batch makes (a bound on the events and times a batch holds).
 _MAX_CALLS = 1_000_000
 
 
 class Median(float):
-    """A median time in seconds (a ``float``) that carries the spread of the timed calls it
-    is the median of: ``iqr_s``, their interquartile range (0.0 for a single call), and
-    ``calls``, how many timed calls it is the median of (0: not known).
-
-    A float, so that code (and tests) that treat a measurement as a number of seconds keep
-    working; the tuner reads the spread with ``getattr(t, "iqr_s", None)``."""
+    """A median time in seconds (a ``float``, so code treating it as seconds works) carrying the
+    ``iqr_s`` of its timed calls (0.0 for one call) and their count ``calls`` (0: unknown)."""
 
     iqr_s: float
     calls: int
@@ -103,9 +58,7 @@ class TuningDuringCaptureError(RuntimeError):
 
 
 def interquartile_range(times: Sequence[float]) -> float:
-    """Third quartile minus first (inclusive method: stays within the data); 0.0 for fewer
-    than two times.  Robust to the one slow outlier a busy machine adds, unlike a standard
-    deviation."""
+    """Q3 - Q1 (inclusive: stays within the data; robust to one slow outlier); 0.0 under 2 times."""
     if len(times) < 2:
         return 0.0
     q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
@@ -113,17 +66,14 @@ def interquartile_range(times: Sequence[float]) -> float:
 
 
 def stream_capturing() -> bool:
-    """Whether the current CUDA stream is capturing a CUDA graph.  False without CUDA, and
-    while CUDA is not initialised (nothing can capture then): the probe never initialises
-    CUDA nor fails on a CPU-only build of torch."""
+    """Whether the current CUDA stream captures a graph (never initialises CUDA)."""
     if not torch.cuda.is_initialized():
         return False
     return bool(torch.cuda.is_current_stream_capturing())
 
 
 def refuse_during_capture(what: str = "tune") -> None:
-    """:class:`TuningDuringCaptureError` if the current CUDA stream is capturing a graph
-    (:func:`stream_capturing`), naming ``what`` was asked and what to do instead."""
+    """:class:`TuningDuringCaptureError` while the current CUDA stream captures a graph."""
     if stream_capturing():
         raise TuningDuringCaptureError(
             f"flashinfer autotuner: cannot {what} while the current CUDA stream is capturing a "
@@ -143,18 +93,16 @@ def _uses_cuda(inputs: tuple) -> torch.device | None:
 
 
 class CpuClock:
-    """Times calls with :func:`time.perf_counter`, one reading on each side of a call."""
+    """Times calls with :func:`time.perf_counter`."""
 
     def now(self) -> float:
         """Wall-clock seconds (what the time targets and the budget count)."""
         return time.perf_counter()
 
     def first(self, fn: Callable[[], Any]) -> None:
-        """The first call: made, never timed."""
         fn()
 
     def run(self, fn: Callable[[], Any], n: int) -> list[float]:
-        """``n`` calls of ``fn``; the seconds each took."""
         times = []
         clock = time.perf_counter
         for _ in range(n):
@@ -165,10 +113,8 @@ class CpuClock:
 
 
 class CudaClock(CpuClock):
-    """Times calls with CUDA events on the current stream, zeroing a :data:`FLUSH_BYTES`
-    buffer before each call, outside the events (the L2 cache flush of ``do_bench``).  On a
-    device without room for the buffer the calls are timed without the flush rather than
-    every pair failing with an out-of-memory error."""
+    """CUDA events on the current stream, zeroing a :data:`FLUSH_BYTES` buffer before each call
+    (``do_bench``'s L2 flush); without room for it, timed without the flush rather than failing."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -199,8 +145,7 @@ class CudaClock(CpuClock):
 
 
 def _calls_in(seconds: float, per_call_s: float) -> int:
-    """How many calls of ``per_call_s`` fit in ``seconds``: at least one, at most
-    :data:`_MAX_CALLS` (also for an infinite time)."""
+    """How many calls of ``per_call_s`` fit in ``seconds``: 1 to :data:`_MAX_CALLS`."""
     if seconds == math.inf:
         return _MAX_CALLS
     if not seconds > 0:  # none left (or NaN)
@@ -217,21 +162,13 @@ def measure(
     budget_s: float | None = 1.0,
     clock: CpuClock | None = None,
 ) -> Median:
-    """Median time of ``fn()`` in seconds, with the interquartile range of the timed calls
-    as ``.iqr_s`` (see :class:`Median` and the module docstring for the steps).
+    """Median time of ``fn()`` in seconds, with the IQR of the timed calls (:class:`Median`).
 
-    ``warmup``: the least number of warm-up calls after the first call (which is always
-    made and never timed); ``repeat``: the least number of timed calls; ``budget_s``: the
-    most seconds spent after the first call (``None`` or infinite: no limit), which wins
-    over ``repeat`` (at least one timed call).  ``clock``: how calls are timed (default:
-    CUDA events when the first tensor of ``inputs`` is on a CUDA device, else
-    :func:`time.perf_counter`).
-
-    Exceptions from ``fn`` propagate.  ``ValueError`` before any call for ``repeat < 1``
-    (no timed call has no median) or ``warmup < 0``;
-    :class:`TuningDuringCaptureError` before any call while the current CUDA stream
-    captures a graph.
-    """
+    ``warmup``/``repeat``: the least warm-up/timed calls after the untimed first call;
+    ``budget_s``: the most seconds after it (None: no limit; wins over ``repeat``, never below
+    one call); ``clock``: default CUDA events for a CUDA first tensor, else ``perf_counter``.
+    ``ValueError`` for ``repeat < 1`` or ``warmup < 0``, :class:`TuningDuringCaptureError`
+    while capturing, both before any call; ``fn``'s exceptions propagate."""
     if repeat < 1 or warmup < 0:
         raise ValueError(
             f"measure(): repeat must be at least 1 and warmup at least 0, got repeat={repeat!r}, "
@@ -253,8 +190,7 @@ def measure(
 def _warm_up(
     fn: Callable[[], Any], clock: CpuClock, warmup: int, start: float, budget: float
 ) -> float:
-    """Warm-up rounds until settled (see the module docstring); returns the wall-clock
-    seconds per call of the last round (what the repeats are sized by)."""
+    """Warm-up rounds until settled; returns the seconds per call of the last round."""
     least_until = start + min(WARMUP_S, budget / 2)
     give_up_at = start + min(budget / 2, WARMUP_MAX_S)
     calls, previous, n = 0, None, 1
@@ -278,9 +214,8 @@ def _warm_up(
 def _repeats(
     fn: Callable[[], Any], clock: CpuClock, repeat: int, deadline: float, per_call: float
 ) -> list[float]:
-    """Timed calls for :data:`REPEAT_S` and at least ``repeat`` of them, until ``deadline``
-    (at least one); each batch is half of what the time left allows, so the estimate of a
-    call's cost is refined as the calls are made."""
+    """Timed calls for :data:`REPEAT_S`, at least ``repeat``, until ``deadline`` (at least one),
+    each batch half of what the time left allows."""
     times: list[float] = []
     began = clock.now()
     target = began + REPEAT_S
@@ -299,15 +234,9 @@ def _repeats(
         per_call = max((clock.now() - t0) / n, _FLOOR_S)
 
 
-#: The least number of warm-up calls of a (backend, tactic) after its first call; warm-up
-#: goes on until the timings settle (for at least ``timing.WARMUP_S``).
+# The defaults of AutoTuner.warmup, .repeat and .budget_s (see their docstrings).
 DEFAULT_WARMUP = 1
-#: The least number of timed calls per (backend, tactic); they are taken for
-#: ``timing.REPEAT_S`` seconds, and their median is kept.
 DEFAULT_REPEAT = 5
-#: Seconds spent on a (backend, tactic) after its first call at most (warm-up and timed
-#: calls): a cheap call takes about ``timing.WARMUP_S + timing.REPEAT_S``, a slow one is
-#: cut to fit (``repeat`` shrinks, never below one timed call).
 DEFAULT_BUDGET_S = 1.0
 
 
@@ -321,14 +250,6 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {text}"
 
 
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _as_float(value: Any) -> float:
     """``float(value)``; an int too large for a float counts as infinite."""
     try:
@@ -337,85 +258,55 @@ def _as_float(value: Any) -> float:
         return math.inf
 
 
-def check_switch_margin(value: Any) -> float:
-    """``value`` as a float if it is a finite number >= 0; ``TypeError`` for anything that
-    is not a number (``bool`` included), ``ValueError`` for a negative, NaN or infinite one."""
-    if not _is_real(value):
-        raise TypeError(
-            "AutoTuner.switch_margin must be a number: the fraction another (backend, tactic) "
-            f"must be faster by to be picked, e.g. 0.03 for 3 %; got {_shown(value)}"
-        )
-    margin = _as_float(value)
-    if not (math.isfinite(margin) and margin >= 0.0):
-        raise ValueError(
-            "AutoTuner.switch_margin must be a finite number >= 0 (0.0 always takes the "
-            f"fastest median; 0.03, the default, is 3 %); got {_shown(value)}"
-        )
-    return margin
+#: The timing settings of ``AutoTuner``: name -> (an int, not a float?; the values taken;
+#: what the ``TypeError`` and the ``ValueError`` say before "got <value>").
+SETTINGS: dict[str, tuple[bool, Callable[[float], bool], str, str]] = {
+    "switch_margin": (
+        False,
+        lambda v: math.isfinite(v) and v >= 0.0,
+        "a number: the fraction another (backend, tactic) must be faster by to be picked, "
+        "e.g. 0.03 for 3 %; ",
+        "a finite number >= 0 (0.0 always takes the fastest median; 0.03, the default, is 3 %); ",
+    ),
+    "repeat": (
+        True,
+        lambda v: v >= 1,
+        "an int (the least number of timed calls per (backend, tactic)), ",
+        "at least 1: the median of the timed calls is what is compared, and it takes at least "
+        "one call; ",
+    ),
+    "warmup": (
+        True,
+        lambda v: v >= 0,
+        "an int (the least number of warm-up calls of a (backend, tactic) after its first call), ",
+        "0 or more warm-up calls, ",
+    ),
+    "budget_s": (
+        False,
+        lambda v: math.isfinite(v) and v > 0.0,
+        "a number of seconds (spent timing one (backend, tactic) at most), or None for no budget; ",
+        "a finite number of seconds > 0, or None for no budget; ",
+    ),
+    "noisy_spread": (
+        False,
+        lambda v: v >= 0.0,  # NaN fails; math.inf: nothing is ever noisy
+        "a number: the interquartile range of a measurement's timed calls, as a fraction of "
+        "their median, above which it is noisy, e.g. 0.1 for 10 %; ",
+        "a number >= 0 (0.1, the default, is 10 %; math.inf never calls a measurement noisy); ",
+    ),
+}
 
 
-def check_repeat(value: Any) -> int:
-    """``value`` as an int if it is an int >= 1 (at least one timed call gives a median)."""
-    if not _is_int(value):
-        raise TypeError(
-            f"AutoTuner.repeat must be an int (the least number of timed calls per (backend, "
-            f"tactic)), got "
-            f"{_shown(value)}"
-        )
-    if value < 1:
-        raise ValueError(
-            "AutoTuner.repeat must be at least 1: the median of the timed calls is what is "
-            f"compared, and it takes at least one call; got {_shown(value)}"
-        )
-    return int(value)
-
-
-def check_warmup(value: Any) -> int:
-    """``value`` as an int if it is an int >= 0 (0: no warm-up call is required beyond the
-    first call, which is always made and never timed; warm-up still runs until settled)."""
-    if not _is_int(value):
-        raise TypeError(
-            f"AutoTuner.warmup must be an int (the least number of warm-up calls of a (backend, "
-            f"tactic) after its first call), got {_shown(value)}"
-        )
-    if value < 0:
-        raise ValueError(f"AutoTuner.warmup must be 0 or more warm-up calls, got {_shown(value)}")
-    return int(value)
-
-
-def check_budget_s(value: Any) -> float | None:
-    """``value`` as a float if it is a finite number of seconds > 0, or None (no budget:
-    the time targets alone end the timing, and every ``repeat`` call is made)."""
-    if value is None:
+def check_setting(name: str, value: Any) -> Any:
+    """``value`` as ``AutoTuner.<name>`` holds it, or ``TypeError``/``ValueError`` naming the
+    setting (a bool is no number; ``budget_s`` may be None)."""
+    integer, valid, a_type, a_value = SETTINGS[name]
+    if value is None and name == "budget_s":
         return None
-    if not _is_real(value):
-        raise TypeError(
-            "AutoTuner.budget_s must be a number of seconds (spent timing one (backend, "
-            f"tactic) at most), or None for no budget; got {_shown(value)}"
-        )
-    budget = _as_float(value)
-    if not (math.isfinite(budget) and budget > 0.0):
-        raise ValueError(
-            "AutoTuner.budget_s must be a finite number of seconds > 0, or None for no "
-            f"budget; got {_shown(value)}"
-        )
-    return budget
-
-
-def check_noisy_spread(value: Any) -> float:
-    """``value`` as a float if it is a number >= 0 (``math.inf``: no measurement is ever
-    noisy); ``TypeError`` for anything that is not a number (``bool`` included),
-    ``ValueError`` for a negative or NaN one."""
-    if not _is_real(value):
-        raise TypeError(
-            "AutoTuner.noisy_spread must be a number: the interquartile range of a "
-            "measurement's timed calls, as a fraction of their median, above which it is "
-            f"noisy, e.g. 0.1 for 10 %; got {_shown(value)}"
-        )
-    spread = _as_float(value)
-    if not spread >= 0.0:  # NaN too
-        raise ValueError(
-            "AutoTuner.noisy_spread must be a number >= 0 (0.1, the default, is 10 %; "
-            f"math.inf never calls a measurement noisy); got {_shown(value)}"
-        )
-    return spread
+    kind: Any = numbers.Integral if integer else numbers.Real
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"AutoTuner.{name} must be {a_type}got {_shown(value)}")
+    number = int(value) if integer else _as_float(value)
+    if not valid(number):
+        raise ValueError(f"AutoTuner.{name} must be {a_value}got {_shown(value)}")
+    return number

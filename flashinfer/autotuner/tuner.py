@@ -1,27 +1,9 @@
 """The autotuner: picks a (backend, tactic) per tuning key among the dispatcher's candidates.
 
-How an op uses it (``flashinfer/gemm.py`` is the worked example)::
-
-    @backend_requirement({...}, heuristic_func=...)
-    def mm(a, b, *, out=None, backend="auto"):
-        if backend == "auto":
-            return AutoTuner.get().run(mm, MM_RUNNERS, (a, b, out))
-        return MM_RUNNERS[backend]((a, b, out))
-
-    AutoTuner.register(mm, MM_RUNNERS)   # at import: lets persisted results be validated
-
-or ``AutoTuner.register(mm, MM_RUNNERS, direct=True)``: the dispatcher then hands
-``backend="auto"`` calls straight to the op's router (:mod:`.router`), and the body only runs
-for explicit backends.
-
-The tuner only ever considers the candidates the dispatcher computed for the call (support
-checks, capability, the experimental gate, the heuristic's order): with the gate off an
-experimental backend is never timed nor picked.  Tuning state is per thread (``with
-autotune():``, :mod:`.block`); the tuned results are process-wide (one :class:`AutoTuner`,
-:meth:`AutoTuner.get`), read without a lock and written under one, and tuning is serialised
-so that two threads do not time kernels against each other.  The user's guide is
-docs/api/autotuner.rst.
-"""
+Only the dispatcher's candidates for the call are timed (with the gate off no experimental
+backend), tuning state is per thread, results are process-wide (read lock-free, written under
+a lock) and tuning is serialised.  An op's use of it: ``flashinfer/gemm.py``; the guide:
+docs/api/autotuner.rst."""
 
 from __future__ import annotations
 
@@ -68,11 +50,7 @@ from flashinfer.autotuner.timing import (
     DEFAULT_BUDGET_S,
     DEFAULT_REPEAT,
     DEFAULT_WARMUP,
-    check_budget_s,
-    check_noisy_spread,
-    check_repeat,
-    check_switch_margin,
-    check_warmup,
+    check_setting,
     refuse_during_capture,
 )
 from flashinfer.gating.warn_once import warn_experimental_backend_once
@@ -94,117 +72,75 @@ __all__ = [
 _UNSEEN: Any = object()
 
 
+def _setting(name: str, doc: str) -> Any:
+    """A timing setting of :class:`AutoTuner`: a property that checks the value it is set to
+    (a bad one fails on the user's line, naming the setting, and the value in effect stays)."""
+    attr = f"_{name}"
+
+    def setter(self: Any, value: Any) -> None:
+        setattr(self, attr, check_setting(name, value))
+
+    return property(lambda self: getattr(self, attr), setter, doc=doc)
+
+
 class AutoTuner:
     """The process-wide autotuner (:meth:`get`).  See the module docstring."""
 
     _instance: AutoTuner | None = None
     _instance_lock = threading.Lock()
-    #: Most entries each call-path memo (exact signature -> choice) holds; past it new
-    #: signatures are looked up, not remembered.
+    #: Most entries each call-path memo holds (past it, looked up, not remembered).
     memo_cap = MEMO_CAP
 
     def __init__(self) -> None:
-        #: key -> best choice; read lock-free on the hot path, replaced under ``_lock``.
         self._best: dict[Key, Choice] = {}
-        #: exact call signature -> choice (None: untuned), for calls outside tuning.  A new
-        #: dict replaces it whenever ``_best`` changes, so an entry is never stale; a reader
-        #: that raced with the change writes into the discarded dict.
+        # Call-path memos (exact signature -> choice / route entry), replaced, never cleared,
+        # when ``_best`` changes: a racing reader writes into the discarded dict.
         self._fast: dict[tuple, Choice | None] = {}
-        #: The same for routed ops (``register(direct=True)``): exact signature ->
-        #: ready-to-call entry, read and filled by the op's router (:mod:`.router`), which
-        #: reads this attribute anew on each call.  Replaced together with ``_fast``.
         self.route_memo: dict[tuple, RouteEntry] = {}
-        #: Replaced right after ``route_memo``: what a dispatcher's verdict keeps with the
-        #: entry its router looked up (an entry stands while the epoch is current), so that
-        #: no verdict holds a discarded memo alive.
+        # A verdict keeps the epoch with its route entry (valid while current), not the memo.
         self.route_epoch = object()
-        #: op.api_key -> (op, runners), filled by :meth:`register` at import of the op.
         self._ops: dict[str, tuple[TunableOp, Mapping[str, TunableRunner]]] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tune_lock = threading.RLock()
-        # The timing settings: properties that check each value (see timing.check_*).
+        # The timing settings (the properties below check each value).
         self._warmup = DEFAULT_WARMUP
         self._repeat = DEFAULT_REPEAT
         self._budget_s: float | None = DEFAULT_BUDGET_S
         self._switch_margin = DEFAULT_SWITCH_MARGIN
         self._noisy_spread = NOISY_SPREAD
-        #: What was tuned, loaded and served, per op (:meth:`stats`).
         self.stats_book = StatsBook()
-        #: key -> the interquartile range (seconds) of the timed calls behind its choice,
-        #: where known: saved with it (``iqr_ms``) so that a noisy one is timed again.
+        # key -> IQR (s) of its choice, saved as iqr_ms; keys loaded noisy, to time again.
         self._spread: dict[Key, float] = {}
-        #: Keys whose choice was set (loaded from a file) with a noisy measurement: the
-        #: next tuning-mode call of each times it again (see :mod:`.block_report`).
         self._retime: set[Key] = set()
 
-    # ---- the timing settings (each checked at the assignment) -------------------------
+    # ---- the timing settings: each checked where it is set (timing.SETTINGS) ----------
 
-    @property
-    def warmup(self) -> int:
-        """The least number of warm-up calls of each (backend, tactic) after its first call
-        (default 1).  The first call is always made and never timed (it pays imports, JIT
-        and lazy initialisation), and warm-up goes on until the timings settle, for at
-        least ``timing.WARMUP_S`` (see :mod:`flashinfer.autotuner.timing`).  An int >= 0:
-        anything else raises ``TypeError``/``ValueError`` at the assignment."""
-        return self._warmup
-
-    @warmup.setter
-    def warmup(self, value: int) -> None:
-        self._warmup = check_warmup(value)
-
-    @property
-    def repeat(self) -> int:
-        """The least number of timed calls of each (backend, tactic) (default 5): timed
-        calls are taken by time, for ``timing.REPEAT_S`` seconds, and at least this many;
-        fewer when ``budget_s`` runs out, never fewer than one.  Their median is compared.
-        An int >= 1: anything else raises ``TypeError``/``ValueError`` at the assignment."""
-        return self._repeat
-
-    @repeat.setter
-    def repeat(self, value: int) -> None:
-        self._repeat = check_repeat(value)
-
-    @property
-    def budget_s(self) -> float | None:
-        """Seconds spent on each (backend, tactic) after its first call at most: warm-up
-        (half of it at most) and timed calls; ``repeat`` shrinks to fit, never below one
-        timed call (default 1.0; a cheap call takes about ``timing.WARMUP_S +
-        timing.REPEAT_S``; None: no budget, the time targets alone end the timing).  A
-        finite number > 0 or None: anything else raises ``TypeError``/``ValueError`` at the
-        assignment."""
-        return self._budget_s
-
-    @budget_s.setter
-    def budget_s(self, value: float | None) -> None:
-        self._budget_s = check_budget_s(value)
-
-    @property
-    def switch_margin(self) -> float:
-        """The default (first candidate, default tactic) is kept unless another (backend,
-        tactic) is faster by more than this fraction; a near-tie goes to the earlier pair
-        (default 0.03, i.e. 3 %; 0.0 always takes the fastest median).  A finite number
-        >= 0: anything else (negative, NaN, infinite, a string, None, a bool) raises
-        ``ValueError``/``TypeError`` at the assignment, naming the setting."""
-        return self._switch_margin
-
-    @switch_margin.setter
-    def switch_margin(self, value: float) -> None:
-        self._switch_margin = check_switch_margin(value)
-
-    @property
-    def noisy_spread(self) -> float:
-        """A measurement is *noisy* when the interquartile range of its timed calls is more
-        than this fraction of their median (default
-        :data:`~flashinfer.autotuner.block_report.NOISY_SPREAD`, 0.1: 10 %): the block
-        summary flags it, and a noisy saved pick is timed again by the next ``autotune()``
-        block that loads it.  ``math.inf``: nothing is noisy, nothing is re-timed.  A number
-        >= 0: anything else raises ``TypeError``/``ValueError`` at the assignment."""
-        return self._noisy_spread
-
-    @noisy_spread.setter
-    def noisy_spread(self, value: float) -> None:
-        self._noisy_spread = check_noisy_spread(value)
+    warmup = _setting(
+        "warmup",
+        """The least number of warm-up calls after each pair's untimed first call (default 1;
+        an int >= 0).  See docs/api/autotuner.rst ("How a pair is timed").""",
+    )
+    repeat = _setting(
+        "repeat",
+        """The least number of timed calls of each pair (default 5; an int >= 1); their
+        median is compared.""",
+    )
+    budget_s = _setting(
+        "budget_s",
+        """The most seconds spent on one pair after its first call (default 1.0; None: no
+        budget; else a finite number > 0).""",
+    )
+    switch_margin = _setting(
+        "switch_margin",
+        """The default pair is kept unless another is faster by more than this fraction
+        (default 0.03; 0.0 takes the fastest; a finite number >= 0).""",
+    )
+    noisy_spread = _setting(
+        "noisy_spread",
+        """A measurement whose interquartile range exceeds this fraction of its median is
+        noisy: flagged, and timed again when loaded (default 0.1; ``math.inf``: never).""",
+    )
 
     # ---- the singleton and registration -----------------------------------------------
 
@@ -223,22 +159,13 @@ class AutoTuner:
     def register(
         cls, op: TunableOp, runners: Mapping[str, TunableRunner], *, direct: bool = False
     ) -> None:
-        """Declare ``op`` tunable with one runner per backend (call at import of the op).
+        """Declare ``op`` tunable with one runner per backend (at import of the op).
 
-        Persisted results are validated against the registered runners' tactic spaces.
-        ``ValueError`` if a runner is named after a backend ``op`` does not have.  Runners
-        may declare which scalar inputs belong in the tuning key (``key_inputs``, see
-        :mod:`flashinfer.autotuner.keys`); a bad declaration is a ``TypeError`` or
-        ``ValueError`` here.
-
-        ``direct=True`` routes the op's checked ``backend="auto"`` calls from the dispatcher
-        straight to the tuner (:meth:`BackendRequirementOp.route_auto`), with the call's
-        candidates and ``inputs`` = the API's arguments for every parameter but ``backend``,
-        in declaration order: the body's ``AutoTuner.get().run(...)`` branch is then
-        skipped, which saves its call and the per-thread lookup of the candidates.  Use it
-        only when the body would build exactly that ``inputs`` tuple (``TypeError`` for an
-        API with ``*args``/``**kwargs``, which cannot be routed).
-        """
+        ``ValueError`` for a runner named after no backend of ``op``; a bad ``key_inputs``
+        declaration is a ``TypeError``/``ValueError``.  ``direct=True`` routes checked
+        ``backend="auto"`` calls straight to the tuner with ``inputs`` = the API's arguments but
+        ``backend`` in declaration order (``TypeError`` for ``*args``/``**kwargs``): use it only
+        when the body would build exactly that tuple."""
         unknown = [b for b in runners if b not in op.backend_checks]
         if unknown:
             raise ValueError(
@@ -264,12 +191,9 @@ class AutoTuner:
     def run(self, op: TunableOp, runners: Mapping[str, TunableRunner], inputs: tuple) -> Any:
         """Run the current ``backend="auto"`` call of ``op`` with the best known choice.
 
-        Candidates are ``op.suitable_auto_backends`` (this call's list from the dispatcher)
-        that have a runner.  Tuning (inside ``autotune()``): an untuned key, or one whose
-        best backend is not among this call's candidates, times every (backend, tactic)
-        and keeps the fastest.  Otherwise a tuned key runs its choice when its backend is a
-        candidate, and anything else the first candidate with its default tactic.
-        """
+        Inside ``autotune()`` a key untuned (or whose choice is not a candidate now) is timed
+        first; otherwise a tuned choice runs when its backend is a candidate, else the first
+        candidate with its default tactic."""
         return self.run_candidates(op, runners, op.suitable_auto_backends.current(), inputs)
 
     def run_candidates(
@@ -393,36 +317,30 @@ class AutoTuner:
         record: TuningRecord,
         was_noisy: tuple[float, float] | None,
     ) -> None:
-        """Tell this block's report (:mod:`.block_report`) what this tuning-mode call did;
-        the backends left out are asked of the dispatcher only when a key is timed."""
+        """Tell this block's report what this tuning-mode call did (the left out backends are asked
+        of the dispatcher only when a key is timed)."""
         if not record.timed and report.count_call(record.key):
             return  # a key this block already reported: only counted
+        timing: dict[str, Any] = {}
         if record.timed:
-            entry = KeyReport(
-                op.api_key,
-                op.api_name,
-                record.key,
-                "timed" if was_noisy is None else "re-timed",
-                timed=tuple(b for b in candidates if b in runners),
-                pairs=record.tried,
-                failures=record.failures,
-                left_out=left_out_reasons(op, candidates, runners, inputs),
-                choice=record.choice,
-                iqr_s=record.iqr_s,
-                was_noisy=was_noisy,
-                limit=self._noisy_spread,
-            )
-        else:
-            spread = self._spread.get(record.key)
-            entry = KeyReport(
-                op.api_key,
-                op.api_name,
-                record.key,
-                "reused",
-                choice=record.choice,
-                iqr_s=spread,
-                limit=self._noisy_spread,
-            )
+            timing = {
+                "timed": tuple(b for b in candidates if b in runners),
+                "pairs": record.tried,
+                "failures": record.failures,
+                "left_out": left_out_reasons(op, candidates, runners, inputs),
+            }
+        outcome = "reused" if not record.timed else "timed" if was_noisy is None else "re-timed"
+        entry = KeyReport(
+            op.api_key,
+            op.api_name,
+            record.key,
+            outcome,
+            choice=record.choice,
+            iqr_s=record.iqr_s if record.timed else self._spread.get(record.key),
+            was_noisy=was_noisy,
+            limit=self._noisy_spread,
+            **timing,
+        )
         report.note_key(entry)
 
     def _forget_memos(self) -> None:
@@ -447,16 +365,11 @@ class AutoTuner:
         return dict(self._best)
 
     def set_choice(self, key: Key, choice: Choice, *, iqr_s: float | None = None) -> None:
-        """Record ``choice`` for ``key`` (used by the tuning file's loader).
+        """Record ``choice`` for ``key`` (the tuning file's loader uses it).
 
-        ``iqr_s``: the interquartile range of the timed calls ``choice.median_s`` is the
-        median of (None: unknown).  A *noisy* one (more than
-        :data:`~flashinfer.autotuner.block_report.NOISY_SPREAD` of the median) makes the
-        next tuning-mode call of ``key``, inside ``autotune()``, time it again.
-        ``ValueError`` for a ``median_s`` (or an ``iqr_s``) that is not a finite number >= 0
-        (``TypeError`` for one that is not a number): see
-        :mod:`flashinfer.autotuner.tuning_file`.
-        """
+        ``iqr_s`` (None: unknown) over ``noisy_spread`` of the median makes the next tuning-mode
+        call of ``key`` time it again.  ``ValueError``/``TypeError`` for a time that is not a finite
+        number >= 0."""
         check_median(choice.median_s)
         if iqr_s is not None:
             check_median(iqr_s)
@@ -475,10 +388,8 @@ class AutoTuner:
         return self._spread.get(key)
 
     def stats(self) -> dict[str, OpStats]:
-        """Per op (``api_key``), since the process started: keys tuned, results loaded from
-        files, ``backend="auto"`` calls served from a tuned key and from the default, and
-        the (backend, tactic) pairs that failed while tuning, with the last reason (see
-        :class:`OpStats`).  Ops nothing happened to are left out."""
+        """Per op (``api_key``), since the process started: see :class:`OpStats` (ops nothing
+        happened to are left out)."""
         return self.stats_book.snapshot()
 
     def clear(self) -> None:
@@ -491,14 +402,13 @@ class AutoTuner:
     # ---- the tuning file ----------------------------------------------------------------
 
     def save_tuning_file(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
-        """Save every result of this tuner to ``path``; returns the entry count.  The same
-        as :func:`flashinfer.autotuner.save_tuning_file`, which calls this on :meth:`get`."""
+        """Save every result of this tuner to ``path``; the same as
+        :func:`flashinfer.autotuner.save_tuning_file`."""
         return save_into(self, path, merge=merge)
 
     def load_tuning_file(self, path: str | os.PathLike[str]) -> LoadReport:
-        """Load the results saved in ``path`` into this tuner; returns a
-        :class:`~flashinfer.autotuner.LoadReport`.  The same as
-        :func:`flashinfer.autotuner.load_tuning_file`, which calls this on :meth:`get`."""
+        """Load ``path`` into this tuner; the same as
+        :func:`flashinfer.autotuner.load_tuning_file`."""
         return load_into(self, path)
 
     # Upstream FlashInfer's names, which its users type: the very same methods, silently

@@ -1,10 +1,8 @@
 """``flashinfer autotune``: tune an op for some shapes and write the results to a file.
 
-This module is the command's front: which ops it can tune and how it builds their inputs,
-its arguments (parsed and checked before anything is timed: a bad ``--tuning-file`` is a
-usage error, exit 2, worded as the API words it; a lock that can never be taken, exit 1) and
-its help text.  The run is in ``autotune_run.py``; what it prints, in
-``autotune_report.py``.  What the command promises is in docs/cli.rst and its ``--help``.
+Every argument is checked before anything is timed (a bad ``--tuning-file`` is a usage error,
+exit 2, worded as the API words it; a lock that can never be taken, exit 1).  What the
+command promises is in docs/cli.rst and its ``--help``; what it prints, in autotune_report.
 """
 
 from __future__ import annotations
@@ -12,12 +10,20 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from flashinfer.cli.autotune_report import PROGRESS_WIDTH as PROGRESS_WIDTH
 from flashinfer.cli.autotune_report import REASON_WIDTH as REASON_WIDTH
-from flashinfer.cli.autotune_run import run_tuning, tunable_ops
+from flashinfer.cli.autotune_report import (
+    ShapeResult,
+    TuningProgress,
+    print_block_report,
+    print_stats,
+    print_summary,
+    tunable_ops,
+)
 from flashinfer.cli.common import (
     DTYPES,
     PROG,
@@ -30,6 +36,8 @@ from flashinfer.cli.common import (
 
 if TYPE_CHECKING:
     from flashinfer.testing.examples import ExampleInputs
+
+_T = TypeVar("_T")
 
 _ENVIRONMENT_HELP = """\
 environment:
@@ -46,11 +54,6 @@ exit status:
   1    nothing could be timed for some shape (the others are saved), or a runtime error
   2    usage error (bad op, shape, dtype or --tuning-file), nothing timed
   130  interrupted (Ctrl-C): the shapes tuned so far are saved"""
-
-
-# --------------------------------------------------------------------------------------
-# The arguments: checked before anything is timed
-# --------------------------------------------------------------------------------------
 
 
 def _resolve_op(name: str) -> tuple[Any, ExampleInputs]:
@@ -81,11 +84,8 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
-    """Read ``--shapes``: comma-separated shapes, each of positive integers in ASCII digits
-    joined by ``x`` or ``X`` (``128x4096x4096``, ``128X4096X4096``), with as many dimensions
-    as ``target`` takes.  Whitespace around a shape is ignored; anything else (signs, ``_``,
-    inner spaces, non-ASCII digits) is a :class:`UsageError`.  ``X`` has always been read as
-    ``x`` (the text is lowercased first); it stays, so no script that spells it so breaks."""
+    """Read ``--shapes`` (docs/cli.rst): positive ASCII integers joined by ``x`` or ``X``
+    (kept: scripts spell it so), as many as ``target`` takes; else a :class:`UsageError`."""
     shapes = []
     for item in text.split(","):
         item = item.strip()
@@ -110,10 +110,8 @@ def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
 
 
 def _check_tuning_file(path: str) -> str:
-    """``--tuning-file`` must name a file the command can write, and whose results it can merge:
-    found out before anything is timed, not after.  A path the API refuses (it names a
-    directory, a FIFO, a socket or a device, or lies in a missing directory) is refused
-    with the API's own message."""
+    """``--tuning-file`` names a file the command can write and merge into: found out before
+    anything is timed, with the API's own message for a path it refuses."""
     from flashinfer.autotuner import TuningFileError, check_mergeable
     from flashinfer.autotuner.disk import checked_path, lock_path, lock_problem, resolved
 
@@ -121,8 +119,6 @@ def _check_tuning_file(path: str) -> str:
         raise UsageError(
             "--tuning-file: the path is empty; name a file, e.g. --tuning-file tuned.json"
         )
-    if "\0" in path:
-        raise UsageError("--tuning-file: the path contains a NUL character")
     try:
         checked_path(path)
     except TuningFileError as exc:
@@ -151,6 +147,112 @@ def _check_tuning_file(path: str) -> str:
     return path
 
 
+def _tune_shape(
+    target: ExampleInputs, op: Any, dims: tuple[int, ...], args: argparse.Namespace, progress: Any
+) -> ShapeResult:
+    import torch
+
+    from flashinfer.autotuner import AutoTuner, autotune
+    from flashinfer.autotuner.candidate_timing import one_line_reason
+
+    tuner = AutoTuner.get()
+    before = tuner.last_tuning()
+    error = None
+    with autotune(progress=progress):
+        try:
+            target.call(op, dims, getattr(torch, args.dtype), args.device)
+        except Exception as exc:  # all pairs failed and so did the default, say
+            error = one_line_reason(exc)
+    record = tuner.last_tuning()
+    return ShapeResult("x".join(map(str, dims)), None if record is before else record, error)
+
+
+def run_tuning(
+    op: Any,
+    target: ExampleInputs,
+    shapes: list[tuple[int, ...]],
+    tuning_file: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status (130
+    on Ctrl-C, having saved the shapes tuned so far)."""
+    import torch
+
+    from flashinfer.autotuner import AutoTuner, AutotuneReportWarning, TuningFileWarning, autotune
+
+    tuner = AutoTuner.get()
+
+    def reporting(call: Callable[[], _T]) -> _T:  # the file's warnings as the command's own
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = call()
+        for w in caught:
+            if issubclass(w.category, TuningFileWarning):
+                print(f"{PROG} autotune: warning: {w.message}", file=err)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return result
+
+    if not args.force and os.path.exists(tuning_file):
+        reporting(lambda: tuner.load_tuning_file(tuning_file))
+    progress = TuningProgress(err, len(shapes))
+    results: list[ShapeResult] = []
+    # One block around every shape: its summary (what was timed, left out and why, noisy
+    # picks) is printed below the table, not issued as a warning (the command saves itself).
+    block = autotune(progress=progress)
+    interrupted = False
+    try:
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=AutotuneReportWarning)
+            with block:
+                for i, dims in enumerate(shapes):
+                    progress.start_shape(i, f"{target.op_name} {'x'.join(map(str, dims))}")
+                    results.append(_tune_shape(target, op, dims, args, progress))
+    except KeyboardInterrupt:
+        progress.end_line()
+        interrupted = True
+    report = block.report
+    for result in results:  # a key timed again because its saved timing was noisy
+        seen = (
+            None if result.record is None or report is None else report.keys.get(result.record.key)
+        )
+        result.retimed = seen is not None and seen.outcome == "re-timed"
+    if results or not interrupted:
+        print_summary(results, out)
+        print_block_report(report, out)
+    if not interrupted:
+        print_stats(tuner.stats(), out)
+    written = None  # a run that only reused keys never writes nor locks the file
+    if any(r.tuned_now for r in results):
+        written = reporting(lambda: tuner.save_tuning_file(tuning_file))
+    if interrupted:
+        kept = sum(r.tuned_now for r in results)
+        if written is None:
+            saved = f"nothing new was tuned; {tuning_file} left unchanged"
+        else:
+            saved = f"saved the {kept} shape(s) tuned so far ({written} entries) to {tuning_file}"
+        print(
+            f"{PROG} autotune: interrupted after {len(results)} of {len(shapes)} shapes; {saved}",
+            file=err,
+        )
+        return 130
+    if written is None:
+        print(f"nothing new was tuned: {tuning_file} left unchanged", file=out)
+    else:
+        print(f"wrote {written} entries to {tuning_file}", file=out)
+    empty = [r.shape for r in results if r.choice is None]
+    if empty:
+        print(
+            f"{PROG} autotune: error: nothing could be timed for {len(empty)} of "
+            f"{len(results)} shapes ({', '.join(empty)}); see the failures listed above",
+            file=err,
+        )
+        return 1
+    return 0
+
+
 def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import torch
 
@@ -165,15 +267,9 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return run_tuning(op, target, shapes, tuning_file, args, out, err)
 
 
-# --------------------------------------------------------------------------------------
-# The parser
-# --------------------------------------------------------------------------------------
-
-
 def _epilog() -> str:
-    """The tunable ops of this build, an example, the exit codes and the environment.
-    Computed when ``--help`` is asked for, from the ops' declarations (read from source in a
-    process that has not imported torch: :mod:`flashinfer.cli.declarations`)."""
+    """The tunable ops of this build, an example, the exit codes and the environment, from
+    the ops' declarations (read from source when torch is not imported)."""
     from flashinfer.cli.declarations import help_examples
 
     tunable = help_examples(tunable_only=True)

@@ -1,33 +1,48 @@
-"""What ``flashinfer autotune`` shows: the progress on stderr, and the summary table with
-every failed (backend, tactic) pair listed under it on stdout.
-
-Progress on a terminal is a ``tqdm`` bar per shape, redrawn in place in at most
-:data:`PROGRESS_WIDTH` columns, its tactic written short (:func:`short_label`: dict keys by
-their initials) so that tactics sharing a long prefix stay apart.  Written to a file or a
-pipe it is plain lines instead: one per (backend, tactic) as its timing starts, with the
-whole tactic, and one when the shape is done; no ``\r``, no line written twice."""
+"""The ops ``flashinfer autotune`` tunes (:func:`tunable_ops`, also for ``--help``) and what
+it shows: the progress on stderr (a ``tqdm`` bar per shape on a terminal, at most
+:data:`PROGRESS_WIDTH` columns; plain lines to a file or a pipe, no ``\r``) and the summary
+table, with every failed (backend, tactic) pair under it, on stdout."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tqdm import tqdm
 
 from flashinfer.cli.common import format_table
 
-#: Progress lines are at most this long: they fit an 80-column terminal, and a line of
-#: exactly 80 characters makes some terminals wrap the cursor when redrawn in place.
+if TYPE_CHECKING:
+    from flashinfer.testing.examples import ExampleInputs
+
+#: Progress lines fit 80 columns (exactly 80 makes some terminals wrap when redrawn).
 PROGRESS_WIDTH = 79
 #: The reason of a failed pair is cut to this many characters (Triton's can be long).
 REASON_WIDTH = 100
 
 
+def tunable_ops() -> dict[str, tuple[Any, ExampleInputs]]:
+    """``api_name -> (op, target)`` of the ops registered with the autotuner that declare
+    example inputs, in the order of ``flashinfer.api_modules.OPS`` (others after)."""
+    from flashinfer.api_modules import OPS, load_api_modules
+    from flashinfer.autotuner import AutoTuner
+    from flashinfer.testing import example_inputs_for
+
+    load_api_modules()
+    found: dict[str, tuple[Any, ExampleInputs]] = {}
+    for op, _ in AutoTuner.get().registered().values():
+        name = getattr(op, "api_name", None)
+        target = example_inputs_for(name) if isinstance(name, str) else None
+        if isinstance(name, str) and target is not None:
+            found[name] = (op, target)
+    order = {name: i for i, name in enumerate(OPS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
 def _fit(text: str, width: int) -> str:
-    """``text`` on one line (control characters become spaces), cut to ``width`` (>= 3)
-    characters; ``...`` marks a cut."""
+    """``text`` on one line (control characters as spaces), cut to ``width`` with ``...``."""
     if not text.isprintable():
         text = "".join(c if c.isprintable() else " " for c in text)
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -48,8 +63,7 @@ class _Bar(tqdm):
 
 
 def _fit_middle(text: str, width: int) -> str:
-    """:func:`_fit`, but a cut is made in the middle (``...``): labels of one backend share
-    their start, and their ends tell them apart."""
+    """:func:`_fit`, cut in the middle: labels of one backend differ at their ends."""
     text = _fit(text, len(text))
     if len(text) <= width:
         return text
@@ -66,10 +80,8 @@ def _initials(key: str) -> str:
 
 
 def short_label(label: str) -> str:
-    """A pair's label (``backend tactic-as-JSON``, see ``Pair.label``) written short for the
-    progress bar: a dict tactic as ``key=value`` pairs with each key by its initials (the
-    whole key where two initials clash), other JSON without spaces; any other text as is.
-    ``triton {"BLOCK_K": 64, "num_warps": 8}`` -> ``triton BK=64,nw=8``."""
+    """A pair's label written short for the bar: ``triton {"BLOCK_K": 64, "num_warps": 8}``
+    -> ``triton BK=64,nw=8`` (a key's initials, the whole key where two clash)."""
     backend, _, tactic = label.partition(" ")
     try:
         value = json.loads(tactic)
@@ -95,10 +107,8 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 class TuningProgress:
-    """The progress on stderr (see the module docstring): on a terminal a ``tqdm`` bar per
-    shape counting the (backend, tactic) pairs of its key, redrawn in place (one line per
-    shape remains), every line at most :data:`PROGRESS_WIDTH` characters; to a file or a
-    pipe, one plain line per pair and one per shape done."""
+    """The progress on stderr: a bar per shape redrawn in place on a terminal, else one
+    plain line per pair and one per shape done."""
 
     def __init__(
         self, stream: TextIO, total_shapes: int, width: int = 12, *, tty: bool | None = None
@@ -157,16 +167,9 @@ class TuningProgress:
             self.end_line()
 
     def _line(self, done: int, total: int, label: str) -> None:
-        """One plain line (a file or a pipe): the shape, which pair of how many is being
-        timed and its label, or that the shape is done; cut as the bar's line is."""
+        """One plain line: the shape, which pair of how many, its label (or done)."""
         desc, label = self._fields(done, total, label)
         print(f"{desc} {done + (done < total)}/{total} {label}", file=self.stream, flush=True)
-
-
-def _median_cell(median_s: float, iqr_s: float | None) -> str:
-    """``median+-IQR`` in ms, one word (the spread is known only for a key timed now)."""
-    spread = "" if iqr_s is None else f"+-{iqr_s * 1e3:.4f}"
-    return f"{median_s * 1e3:.4f}{spread}"
 
 
 @dataclass
@@ -198,18 +201,19 @@ class ShapeResult:
             # a faster-looking pair was within the spread of the timed calls: not a win
             source = "tuned; too noisy to choose (kept the earlier pair)"
         tactic = json.dumps(self.choice.tactic, sort_keys=True)
+        spread = rec.iqr_s if rec.timed else None  # known only for a key timed now
         return (
             self.shape,
             self.choice.backend,
             tactic,
-            _median_cell(self.choice.median_s, rec.iqr_s if rec.timed else None),
+            f"{self.choice.median_s * 1e3:.4f}"
+            + ("" if spread is None else f"+-{spread * 1e3:.4f}"),
             failed,
             source,
         )
 
     def failure_lines(self) -> list[str]:
-        """One line per failed pair: the whole tactic (it tells the pairs apart) and the
-        reason, cut to :data:`REASON_WIDTH`."""
+        """One line per failed pair: the whole tactic and the reason (cut)."""
         lines = []
         for failure in () if self.record is None else self.record.failures:
             tactic = json.dumps(failure.tactic, sort_keys=True, separators=(",", ":"))
@@ -234,9 +238,7 @@ def print_summary(results: Sequence[ShapeResult], out: TextIO) -> None:
 
 
 def print_block_report(report: Any, out: TextIO) -> None:
-    """The tuning block's summary (an ``AutotuneReport``, None: none): per key, the
-    backends timed, those left out and why, and noisy picks; the command says itself what
-    it loaded and saved, and which pairs failed."""
+    """The block's summary, without what the command prints itself (files, failures)."""
     if report is None:
         return
     print(file=out)
@@ -248,27 +250,15 @@ def print_stats(stats: Mapping[str, Any], out: TextIO) -> None:
     """The tuner's per-op counts (``AutoTuner.get().stats()``: ``api_key -> OpStats``)."""
     if not stats:
         return
-    header = (
-        "OP",
-        "KEYS TUNED",
-        "LOADED",
-        "CALLS TUNED",
-        "CALLS DEFAULT",
-        "FAILED",
-        "LAST FAILURE",
-    )
+    header = ("OP", "KEYS TUNED", "LOADED", "CALLS TUNED", "CALLS DEFAULT", "FAILED")
     rows = [
         (
             api_key,
-            str(s.keys_tuned),
-            str(s.results_loaded),
-            str(s.calls_tuned),
-            str(s.calls_default),
-            str(s.tactics_failed),
+            *map(str, s[:5]),
             "-" if s.last_failure is None else _fit(s.last_failure, REASON_WIDTH),
         )
         for api_key, s in stats.items()
     ]
     print(file=out)
     print("autotuner stats (AutoTuner.get().stats()):", file=out)
-    print(format_table([header, *rows]), file=out)
+    print(format_table([(*header, "LAST FAILURE"), *rows]), file=out)

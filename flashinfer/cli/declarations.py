@@ -75,7 +75,7 @@ def help_examples(tunable_only: bool) -> dict[str, tuple[str, str]]:
 
         load_api_modules()
         if tunable_only:
-            from flashinfer.cli.autotune_run import tunable_ops
+            from flashinfer.cli.autotune_report import tunable_ops
 
             targets = [target for _, target in tunable_ops().values()]
         else:
