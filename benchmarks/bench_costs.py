@@ -67,7 +67,7 @@ def _environment() -> tuple[str, Row, Row] | None:
     key = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
     key_bytes = os.fsencode(key)
     return (
-        "gate variable read (_experimental_gate.py)",
+        "gate variable read (settings/__init__.py)",
         ("os.environ.get(key)", lambda: os.environ.get(key)),
         ("bytes dict .get(key)", lambda: data.get(key_bytes)),
     )

@@ -59,8 +59,9 @@ def read_public(init_source: str) -> dict[str, str]:
     package's public names, written once, where static tools read them as imports."""
     public: dict[str, str] = {}
     for block in init_source.split("\nif TYPE_CHECKING:\n")[1:]:
-        body = re.match(r"(?:(?:    .*)?\n)*", block + "\n")
-        for module, names in _IMPORT.findall(body.group(0) if body else ""):
+        lines = (block + "\n").split("\n")
+        n = next((i for i, line in enumerate(lines) if line and line[:4] != "    "), len(lines))
+        for module, names in _IMPORT.findall("\n".join(lines[:n]) + "\n"):
             for name, alias in _SELF_ALIAS.findall(names):
                 if name == alias:
                     public[name] = module

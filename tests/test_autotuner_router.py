@@ -716,7 +716,7 @@ def test_the_untuned_default_follows_each_calls_candidates(memo_misses):
         assert [op(x) for _ in range(3)] == [("c", None)] * 3
     assert len(memo_misses) == served + 1  # the entry now names 'c', and serves it
     assert [op(x) for _ in range(3)] == [("a", None)] * 3
-    assert len(memo_misses) == served + 2
+    assert len(memo_misses) <= served + 2  # a re-decision at most, not one per call
     with use_backends({op: ["b"]}):
         assert op(x) == ("b", None)
     assert runners["a"].calls == [None] * 5

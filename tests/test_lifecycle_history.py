@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import warnings
 
 import pytest
 import torch
 from autotuner_fakes import FakeRunner, clean_tuner
+from hypothesis import given
+from hypothesis import strategies as st
 
 import flashinfer
 from flashinfer.autotuner import AutoTuner, TuningFileWarning, load_tuning_file, save_tuning_file
@@ -398,3 +401,15 @@ def test_a_program_exported_before_an_api_rename_loads_and_runs_after_it(factor,
     result, deprecations, _ = caught_deprecations(lambda: program(x))
     assert torch.equal(result, x * factor)
     assert [str(w.message) for w in deprecations] == [alias_message(rename)]
+
+
+@given(st.text(alphabet="0123456789.abrc- \n", max_size=12))
+def test_parse_version_reads_major_minor_and_an_optional_patch(text):
+    """MAJOR.MINOR[.PATCH] then anything not a digit (a suffix such as ``rc1``); the same
+    answer as the regular expression it replaced, without its quadratic worst case."""
+    found = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+)(?:\D.*)?|[^\d.].*)?", text.strip(), re.S)
+    if found is None:
+        with pytest.raises(ValueError, match="is not a version written MAJOR.MINOR"):
+            parse_version(text)
+    else:
+        assert parse_version(text) == (int(found[1]), int(found[2]), int(found[3] or 0))

@@ -108,7 +108,7 @@ FRESH = [
     "# :meth:`flashinfer.gating.lifecycle.ExperimentalFeature.as_dict` (gating/lifecycle.py)",
     "# flashinfer/experimental/<feature>/support.py, scripts/check.sh",
     "# the ``flashinfer.api`` logger",
-    "# the module ``tiled_mm.py`` and the helper ``_as_text`` of records",
+    "# the module ``tiled_mm.py`` and the helper ``_blank`` of records",
     "# torch/_library is not ours",
     "# flashinfer.lifecycle.GRADUATION_HORIZON_MONTHS; ``..._rmsnorm_dispatcher``",
 ]

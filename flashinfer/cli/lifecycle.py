@@ -32,7 +32,8 @@ from flashinfer.gating.history import (
 
 __all__ = ["Plan", "api_name_problem", "cmd_lifecycle", "minor_release", "plan_for"]
 
-EXPERIMENTAL, FEATURES = "flashinfer/experimental", "flashinfer/features"
+EXPERIMENTAL = "flashinfer/experimental"
+FEATURES = "flashinfer/features"
 HISTORY_FILE = "flashinfer/gating/history.py"
 WRITE_DOCS = ["scripts/docs/write_dispatchers.py"]
 

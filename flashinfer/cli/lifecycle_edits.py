@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, fields
@@ -260,6 +259,17 @@ def drop_elements(text: str, names: Sequence[str]) -> str:
     return _edit(text, leave_List=drop, leave_Tuple=drop)
 
 
+def _replace_name(text: str, a: str, b: str) -> str:
+    """``text`` with each ``a`` not followed by a word character (so not ``a_v2``) made ``b``."""
+    out, i = [], 0
+    while (j := text.find(a, i)) >= 0:
+        end = j + len(a)
+        whole = end == len(text) or not (text[end].isalnum() or text[end] == "_")
+        out.append(text[i:j] + (b if whole else a))
+        i = end
+    return "".join(out) + text[i:]
+
+
 def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> str:
     """``text`` with the package ``old`` moved to ``new``: its imports, and its dotted name and
     folder (``old_dir``) in strings and comments (not ``old_v2``)."""
@@ -278,8 +288,8 @@ def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> s
 
     def prose(original: Any, updated: Any) -> Any:
         value = updated.value
-        for a, b in ((old, new), (old_dir, new_dir)):  # not followed by \w: not old_v2
-            value = re.sub(re.escape(a) + r"(?!\w)", b.replace("\\", "\\\\"), value)
+        for a, b in ((old, new), (old_dir, new_dir)):
+            value = _replace_name(value, a, b)
         return updated.with_changes(value=value)
 
     return _edit(

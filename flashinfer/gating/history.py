@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -32,10 +31,20 @@ ALIAS_MINOR_RELEASES = 2
 def parse_version(text: str) -> tuple[int, int, int]:
     """``"1.2.3"`` as ``(1, 2, 3)`` (a missing patch is 0; a suffix such as ``.dev1`` or
     ``rc1`` is ignored: a pre-release counts as its release).  ``ValueError`` otherwise."""
-    found = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+)(?:\D.*)?|[^\d.].*)?", text.strip(), re.S)
-    if found is None:
+
+    def digits(rest: str) -> tuple[int | None, str]:
+        n = len(rest) - len(rest.lstrip("0123456789"))
+        return (int(rest[:n]) if n and rest[:n].isascii() else None), rest[n:]
+
+    major, rest = digits(text.strip())
+    minor, rest = digits(rest[1:]) if rest.startswith(".") else (None, rest)
+    patch = 0
+    if rest.startswith("."):  # a third part must be digits, and what follows not a digit
+        found, rest = digits(rest[1:])
+        patch = -1 if found is None else found
+    if major is None or minor is None or patch < 0:
         raise ValueError(f"{text!r} is not a version written MAJOR.MINOR[.PATCH]")
-    return int(found[1]), int(found[2]), int(found[3] or 0)
+    return major, minor, patch
 
 
 def expiry_after(version: str, minor_releases: int = ALIAS_MINOR_RELEASES) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 TEAM_HANDLE_PREFIX = "flashinfer-"
 """This project's team and bot accounts are named ``flashinfer-...``: not a person."""
 EXPERIMENTAL_PACKAGE = "flashinfer.experimental"
-_LOGIN = re.compile(r"(?!-)(?!.*--)[A-Za-z0-9-]{1,39}(?<!-)")  # GitHub's rule for a login
+_LOGIN_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _ISSUE_DIGITS_MAX = 10  # GitHub numbers issues with 32-bit integers
 _SHOWN_MAX = 60  # how much of a value a message about it quotes
 
@@ -88,12 +88,23 @@ def owner_problem(owner: object) -> str | None:
             f"owner {shown(owner)} is a team or bot account, not a person; the policy asks for the "
             "person who answers for the feature, owner='@alice'"
         )
-    if not _LOGIN.fullmatch(login):
+    if not _github_login(login):
         return (
             f"owner {shown(owner)} is not a GitHub handle (letters, digits and single hyphens, "
             "at most 39 characters after '@')"
         )
     return None
+
+
+def _github_login(login: str) -> bool:
+    """GitHub's rule: 1 to 39 letters, digits and single hyphens, no hyphen at either end."""
+    return (
+        0 < len(login) <= 39
+        and set(login) <= _LOGIN_CHARACTERS
+        and not login.startswith("-")
+        and not login.endswith("-")
+        and "--" not in login
+    )
 
 
 def _is_issue_url(text: str) -> bool:
