@@ -88,7 +88,10 @@ def _defining_module(facade: str, name: str) -> tuple[str, str] | None:
     import ast
     import importlib.util
 
-    spec = importlib.util.find_spec(facade)
+    try:
+        spec = importlib.util.find_spec(facade)
+    except ImportError:  # a class's attribute: its parent is a class, not a module
+        return None
     if spec is None or spec.origin is None:
         return None
     with open(spec.origin, encoding="utf-8") as f:
