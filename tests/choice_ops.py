@@ -5,6 +5,8 @@ different multiple of its input, so a result says which backend ran."""
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 import torch
 
@@ -133,3 +135,21 @@ def sized(x: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
     if backend == "auto":
         backend = sized.suitable_auto_backends[0]
     return sized.implementations[backend](x)
+
+
+def fresh_state(monkeypatch: Any) -> None:
+    """Each test starts with no compiled graphs, the gate off, ``fast`` allowed and
+    preferred, and no warning given yet."""
+    import flashinfer
+
+    torch._dynamo.reset()
+    monkeypatch.delenv("FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS", raising=False)
+    monkeypatch.delenv(FAST_ENV, raising=False)
+    monkeypatch.setattr(sys.modules[__name__], "PREFERRED", ["fast", "ref"])
+    flashinfer.reset_experimental_warnings()
+
+
+def ran(result: torch.Tensor) -> str:
+    """Which backend computed ``result`` from ones."""
+    (value,) = set(result.flatten().tolist())
+    return {v: k for k, v in FACTORS.items()}[value]

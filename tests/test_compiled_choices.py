@@ -27,19 +27,9 @@ from flashinfer.backend_dispatch import forget_verdicts
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    torch._dynamo.reset()
-    monkeypatch.delenv(GATE, raising=False)
-    monkeypatch.delenv(choice_ops.FAST_ENV, raising=False)
-    monkeypatch.setattr(choice_ops, "PREFERRED", ["fast", "ref"])
-    flashinfer.reset_experimental_warnings()
+    choice_ops.fresh_state(monkeypatch)
     yield
     torch._dynamo.reset()
-
-
-def _ran(result: torch.Tensor) -> str:
-    """Which backend computed ``result`` from ones."""
-    (value,) = set(result.flatten().tolist())
-    return {v: k for k, v in choice_ops.FACTORS.items()}[value]
 
 
 def _graph_targets(fn: Callable[..., Any], *args: Any) -> list[str]:
@@ -119,16 +109,16 @@ def test_the_backend_that_runs_compiled_is_the_one_eager_runs_now(
     op = getattr(choice_ops, name)
     x = torch.ones(4, 8)
     call = _route(route, op)
-    before = _ran(op(x))
-    assert _ran(call(x)) == before
+    before = choice_ops.ran(op(x))
+    assert choice_ops.ran(call(x)) == before
     flip(monkeypatch)
-    now = _ran(op(x))
+    now = choice_ops.ran(op(x))
     if change != "forget_verdicts":
         assert now != before, "the change must change the eager choice"
-    assert _ran(call(x)) == now
+    assert choice_ops.ran(call(x)) == now
     monkeypatch.undo()  # and back
     monkeypatch.setattr(choice_ops, "PREFERRED", ["fast", "ref"])
-    assert _ran(call(x)) == _ran(op(x)) == before
+    assert choice_ops.ran(call(x)) == choice_ops.ran(op(x)) == before
 
 
 def test_a_guarded_change_recompiles_once_and_reuses_the_graphs_after() -> None:
@@ -138,12 +128,12 @@ def test_a_guarded_change_recompiles_once_and_reuses_the_graphs_after() -> None:
     mp = pytest.MonkeyPatch()
     try:
         for _ in range(3):
-            assert _ran(fn(x)) == "ref"
+            assert choice_ops.ran(fn(x)) == "ref"
             mp.setenv(choice_ops.FAST_ENV, "1")
-            assert _ran(fn(x)) == "fast"
+            assert choice_ops.ran(fn(x)) == "fast"
             mp.delenv(choice_ops.FAST_ENV)
         mp.setenv("FLASHINFER_TEST_UNRELATED", "1")  # a variable no choice reads
-        assert _ran(fn(x)) == "ref"
+        assert choice_ops.ran(fn(x)) == "ref"
     finally:
         mp.undo()
     assert counter.frame_count == 2  # one graph per value, each reused
@@ -160,7 +150,7 @@ def test_upstreams_body_idiom_compiles_fullgraph_and_runs_the_chosen_backend(thr
 
     def call() -> None:
         try:
-            results.append(_ran(fn(torch.ones(4, 8))))
+            results.append(choice_ops.ran(fn(torch.ones(4, 8))))
         except BaseException as exc:  # reported below, in the test's thread
             errors.append(exc)
 
@@ -170,7 +160,7 @@ def test_upstreams_body_idiom_compiles_fullgraph_and_runs_the_chosen_backend(thr
     for w in workers:
         w.join(timeout=120)
     assert not errors, errors
-    assert results == [_ran(op(torch.ones(4, 8)))] * threads == ["fast"] * threads
+    assert results == [choice_ops.ran(op(torch.ones(4, 8)))] * threads == ["fast"] * threads
 
 
 def _targets_of_each_graph(
@@ -208,4 +198,4 @@ def test_a_size_that_decides_the_choice_is_decided_at_run_time_under_dynamic_siz
     fn = torch.compile(lambda t: op(t) + 0, backend="aot_eager", fullgraph=True, dynamic=True)
     for rows in (64, 8, 40, 2):
         x = torch.ones(rows, 4)
-        assert _ran(fn(x)) == _ran(op(x)) == ("fast" if rows >= 32 else "ref")
+        assert choice_ops.ran(fn(x)) == choice_ops.ran(op(x)) == ("fast" if rows >= 32 else "ref")

@@ -23,18 +23,9 @@ from flashinfer.api_logging import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV as GATE
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    torch._dynamo.reset()
-    monkeypatch.delenv(GATE, raising=False)
-    monkeypatch.delenv(choice_ops.FAST_ENV, raising=False)
-    monkeypatch.setattr(choice_ops, "PREFERRED", ["fast", "ref"])
-    flashinfer.reset_experimental_warnings()
+    choice_ops.fresh_state(monkeypatch)
     yield
     torch._dynamo.reset()
-
-
-def _ran(result: torch.Tensor) -> str:
-    (value,) = set(result.flatten().tolist())
-    return {v: k for k, v in choice_ops.FACTORS.items()}[value]
 
 
 def _three_ways(
@@ -44,7 +35,7 @@ def _three_ways(
 ) -> tuple[str, str | None, str]:
     """(eager, explain, compiled): the backend each way chooses for ``op(x)`` in ``block``."""
     with block():
-        eager = _ran(op(x))
+        eager = choice_ops.ran(op(x))
         explained = op.explain(x).chosen  # type: ignore[attr-defined]
 
     def caller(t: torch.Tensor) -> torch.Tensor:
@@ -53,7 +44,7 @@ def _three_ways(
 
     compiled = torch.compile(caller, backend="eager", fullgraph=False)
     with block():
-        ran = _ran(compiled(x))
+        ran = choice_ops.ran(compiled(x))
     return eager, explained, ran
 
 
@@ -94,5 +85,5 @@ def test_eager_explain_and_compiled_choose_the_same_backend(
 
 def test_the_states_choose_differently() -> None:
     """The states above are not all one answer: the test could tell them apart."""
-    assert _ran(choice_ops.sized(torch.ones(4, 8))) == "ref"
-    assert _ran(choice_ops.sized(torch.ones(64, 8))) == "fast"
+    assert choice_ops.ran(choice_ops.sized(torch.ones(4, 8))) == "ref"
+    assert choice_ops.ran(choice_ops.sized(torch.ones(64, 8))) == "fast"
