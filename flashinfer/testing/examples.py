@@ -1,8 +1,5 @@
-"""An op's example inputs from a shape: what ``flashinfer autotune`` and ``flashinfer explain``
-build from ``--shapes AxBxC``.  An op declares them with ``declare_cases(op, cases,
-examples=...)``; the commands find them by the op's name (:func:`example_inputs_for`), so no
-table in ``flashinfer.cli`` names an op.  Re-exported by :mod:`flashinfer.testing`.
-"""
+"""An op's example inputs from a shape (``flashinfer autotune`` / ``explain --shapes``),
+declared with ``declare_cases(..., examples=...)``: no table in ``flashinfer.cli`` names an op."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ class ExampleInputs:
         return op(**self.make(dims, dtype, device))
 
 
-EXAMPLE_INPUTS: dict[str, ExampleInputs] = {}
-"""Declared example inputs, by the op's public name (filled as ops declare their cases)."""
+EXAMPLE_INPUTS: dict[str, ExampleInputs] = {}  # by the op's public name
 
 
 def declare_example_inputs(op: Any, examples: ExampleInputs) -> None:
@@ -67,8 +63,7 @@ def declare_example_inputs(op: Any, examples: ExampleInputs) -> None:
 
 
 def example_inputs_for(name: str) -> ExampleInputs | None:
-    """The example inputs declared for the op named ``name``, or None (after importing the
-    API modules of the one list, which declare them)."""
+    """The example inputs declared for the op named ``name`` (API modules loaded), or None."""
     if name not in EXAMPLE_INPUTS:
         load_api_modules()
     return EXAMPLE_INPUTS.get(name)
