@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,11 +40,8 @@ from flashinfer.testing.overlap import (
     UnbuiltAttack,
     attack_tensors,
     build_attack,
-    declare_overlap_rule,
     overlap_attacks,
-    overlap_rule_for,
     run_overlap_items_on,
-    unbuilt_summary,
 )
 
 __all__ = [
@@ -77,7 +75,7 @@ __all__ = [
     "unbuilt_overlap_summary",
 ]
 
-_declared: dict[str, tuple[Any, list[Case]]] = {}
+_declared: dict[str, tuple[Any, list[Case], OverlapRule | None]] = {}
 # Attacks overlap_items() could not build, by (op key, case, attack): reported, not lost.
 _unbuilt: dict[tuple[str, str, str], UnbuiltAttack] = {}
 
@@ -105,15 +103,19 @@ def declare_cases(
             f"dispatcher applies ({dispatcher.overlap!r}); pass it to "
             "backend_requirement(..., overlap=...) instead, which declares it for the cases too"
         )
-    _declared[op_key(op)] = (op, cases)
-    declare_overlap_rule(op, dispatcher.overlap if dispatcher is not None else overlap)
+    _declared[op_key(op)] = (op, cases, dispatcher.overlap if dispatcher is not None else overlap)
     if examples is not None:
         declare_example_inputs(op, examples)
 
 
 def cases_for(op: Any) -> list[Case]:
     """The cases declared for ``op`` (empty if none)."""
-    return list(_declared.get(op_key(op), (None, []))[1])
+    return list(_declared.get(op_key(op), (None, [], None))[1])
+
+
+def overlap_rule_for(op: Any) -> OverlapRule | None:
+    """The overlap rule declared with ``op``'s cases, or ``None``."""
+    return _declared.get(op_key(op), (None, [], None))[2]
 
 
 def declared_ops() -> list[Any]:
@@ -159,7 +161,7 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
                     _unbuilt[key] = UnbuiltAttack(api_name_of(op), case.name, str(attack), built)
             for backend, attack in itertools.product(backends, attacks):
                 for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
-                    items.append(OverlapItem(op, backend, case, attack, skip))
+                    items.append(OverlapItem(op, backend, case, attack, skip, rule))
     return [item for item in items if _kept(item, experimental)]
 
 
@@ -170,7 +172,17 @@ def unbuilt_overlap_attacks() -> list[UnbuiltAttack]:
 
 def unbuilt_overlap_summary() -> str:
     """:func:`unbuilt_overlap_attacks` counted per op and reason (``""``: none)."""
-    return unbuilt_summary(unbuilt_overlap_attacks())
+    unbuilt = unbuilt_overlap_attacks()
+    if not unbuilt:
+        return ""
+    counts = Counter((u.op, u.reason) for u in unbuilt)
+    return "\n".join(
+        [
+            f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be "
+            "built (left out at collection, run for no backend):",
+            *(f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())),
+        ]
+    )
 
 
 def assert_runs_in_fresh_interpreter(code: str) -> None:

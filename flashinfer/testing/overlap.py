@@ -5,7 +5,6 @@ the aliasing, match the reference.  Import these from :mod:`flashinfer.testing`.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,24 +18,9 @@ from flashinfer.testing.conformance import (
     Inputs,
     call_quietly,
     expected_output,
-    op_key,
     run_and_compare,
     support_reason,
 )
-
-_overlap_rules: dict[str, OverlapRule] = {}
-
-
-def declare_overlap_rule(op: Any, rule: OverlapRule | None) -> None:
-    if rule is None:
-        _overlap_rules.pop(op_key(op), None)
-    else:
-        _overlap_rules[op_key(op)] = rule
-
-
-def overlap_rule_for(op: Any) -> OverlapRule | None:
-    """The overlap rule declared with ``op``'s cases, or ``None``."""
-    return _overlap_rules.get(op_key(op))
 
 
 @dataclass(frozen=True)
@@ -92,19 +76,6 @@ class UnbuiltAttack:
     case: str
     attack: str
     reason: str
-
-
-def unbuilt_summary(unbuilt: list[UnbuiltAttack]) -> str:
-    if not unbuilt:
-        return ""
-    counts = Counter((u.op, u.reason) for u in unbuilt)
-    return "\n".join(
-        [
-            f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be "
-            "built (left out at collection, run for no backend):",
-            *(f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())),
-        ]
-    )
 
 
 Built = tuple[dict[str, torch.Tensor], list[torch.Tensor]]
@@ -171,6 +142,7 @@ class OverlapItem(ConformanceItem):
 
     attack: Attack
     skip_check: bool = False
+    rule: OverlapRule | None = None  # the op's, set by overlap_items()
 
     def __str__(self) -> str:
         skip = "-skip_check" if self.skip_check else ""
@@ -179,7 +151,7 @@ class OverlapItem(ConformanceItem):
     def run(self, device: torch.device | str = "cpu") -> str | None:
         """``None`` if the op behaved, the reason if the attack does not apply;
         ``AssertionError`` if it misbehaved."""
-        rule = overlap_rule_for(self.op)
+        rule = self.rule
         assert rule is not None, f"{self}: no overlap rule declared"
         inputs = self.case.make_inputs(device)
         if self.backend != "auto":
