@@ -16,19 +16,11 @@ Dims = tuple[int, ...]
 
 @dataclasses.dataclass(frozen=True)
 class ExampleInputs:
-    """How the ``flashinfer`` command builds one op's inputs from a shape ``AxBxC``.
-
-    Attributes:
-        shape_help: what the dimensions mean, e.g. ``"MxNxK (a is MxK, b is KxN)"``.
-        ndims: the accepted numbers of dimensions.
-        make: ``make(dims, dtype, device)`` -> the call's arguments by parameter name
-            (random tensors; called inside ``FakeTensorMode`` by ``explain``).
-        example: shapes that tune in seconds on a CPU, e.g. ``"64x64x64,128x64x32"``.
-        tensors: ``tensors(dims)`` -> each tensor of the problem by role (the result too)
-            -> its shape, so that a shape no tensor can have is refused before anything is
-            built; ``None``: only each dimension is checked.
-        op_name: the op's public name (set by :func:`declare_example_inputs`).
-    """
+    """How the ``flashinfer`` command builds one op's inputs from a shape ``AxBxC``:
+    ``shape_help`` (``"MxNxK (a is MxK, b is KxN)"``), the accepted ``ndims``, ``make(dims,
+    dtype, device)`` -> the arguments by name (also run under ``FakeTensorMode``), an
+    ``example`` that tunes in seconds on a CPU, and ``tensors(dims)`` -> each tensor's shape
+    by role (a shape no tensor can have is refused first; ``None``: dimensions only)."""
 
     shape_help: str
     ndims: tuple[int, ...]
@@ -38,7 +30,6 @@ class ExampleInputs:
     op_name: str = ""
 
     def call(self, op: Callable[..., Any], dims: Dims, dtype: Any, device: Any) -> Any:
-        """Call ``op`` on inputs built for ``dims`` (what the commands run)."""
         return op(**self.make(dims, dtype, device))
 
 
