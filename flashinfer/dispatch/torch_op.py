@@ -1,23 +1,12 @@
 """One torch operator per API (``torch.ops.flashinfer.<name>``): what compilers, export, fake
-tensors and ``torch.library.opcheck`` see instead of the generated dispatcher
-(``docs/compile.rst``).
+tensors and ``torch.library.opcheck`` see instead of the dispatcher (``docs/compile.rst``).
 
-Registered with ``torch.library.Library``'s ``define``/``impl``, not ``custom_op``: the
-operator is never on the eager path, so ``custom_op``'s wrapper would only cost, and
-``define`` takes the schema read from the signature (:mod:`.op_schema`) as text.
-
-- **Real implementation**: the API's public function (the dispatcher), so every choice is
-  made at run time in the caller's context, as in eager; the result is made contiguous and
-  never an input (it must match the fake).
-- **Fake implementation**: metadata only (the common check, a named backend's checks, the
-  ``fake=`` function or the torch-family backend run on fake tensors); nothing ambient.
-- **Autograd**: ``backward=``/``jvp=`` registered through a single-level autograd Function;
-  any other use with a tensor that requires grad is refused with an error naming the fix.
-
-``traceable`` (:mod:`.traceable`) calls the operator with the API's own parameters; Dynamo
-inlines it in the public function's place (:func:`~flashinfer.torch_boundary.inline_for_dynamo`),
-and the dispatcher routes calls on fake or meta tensors, or while exporting, to it
-(:func:`traced_call`).
+Registered with ``torch.library.Library`` (``define``/``impl`` take the schema read from the
+signature as text; ``custom_op``'s wrapper would only cost, as the operator is never on the
+eager path).  Its real implementation is the API's public function (every choice made at run
+time, as in eager); its fake one metadata only; ``backward=``/``jvp=`` go through a
+single-level autograd Function.  :mod:`.traceable` is what Dynamo inlines for the public
+function; the dispatcher hands calls on fake or meta tensors to it (:func:`traced_call`).
 """
 
 from __future__ import annotations
@@ -32,7 +21,6 @@ import torch
 
 from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.dispatch.autocast import AutocastRule, register_autocast_kernels
-from flashinfer.dispatch.former_ops import register_former_names
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 from flashinfer.dispatch.restrictions import token_block
 from flashinfer.dispatch.traceable import build_traceable
@@ -61,23 +49,17 @@ __all__ = [
 ]
 
 NAMESPACE = "flashinfer"
-"""The namespace of every API's operator: ``torch.ops.flashinfer.rmsnorm``."""
-
 NO_GRAD_SUFFIX = "no_grad"
-"""The operator a compiled call runs when no input requires grad (or grad mode is off):
-``torch.ops.flashinfer.rmsnorm_no_grad``: the default overload's arguments, all positional
-and none defaulted (``OpSchema.flat``: a compiled program passes them fastest), its real
-kernel, no ``Autograd`` kernel.  Export keeps the API's own operator."""
+"""``torch.ops.flashinfer.rmsnorm_no_grad``: what a compiled call runs when nothing requires
+grad: the flat schema (``OpSchema.flat``), the real kernel, no ``Autograd`` kernel."""
 
 _names_lock = threading.Lock()
 _names_taken: set[str] = set()
 
 
 def operator_name(api_key: str) -> str:
-    """The operator's name for the API of qualified name ``api_key``: the API's own name for
-    the package's APIs (``flashinfer.norm.rmsnorm`` -> ``rmsnorm``), the qualified name
-    spelled as an identifier for any other (``app.ops.scale`` -> ``app_ops_scale``); a name
-    given before (a module reloaded, a test's op) is numbered (``rmsnorm_2``)."""
+    """The operator's name: ``rmsnorm`` for ``flashinfer.norm.rmsnorm``, ``app_ops_scale``
+    for ``app.ops.scale``; a name taken before (a module reloaded) is numbered."""
     name = spelled_operator_name(api_key)
     with _names_lock:
         candidate = name
@@ -93,7 +75,7 @@ def operator_name(api_key: str) -> str:
 
 
 def spelled_operator_name(api_key: str) -> str:
-    """:func:`operator_name` before numbering: the name an API's operator is given when free."""
+    """:func:`operator_name` before numbering."""
     module, _, name = api_key.rpartition(".")
     if not (module == "flashinfer" or module.startswith("flashinfer.")) or "<" in api_key:
         spelled = "".join(
@@ -111,16 +93,10 @@ def _defined(name: str) -> bool:
 
 
 class TorchOp:
-    """The torch operator of one API, registered when built (see the module docstring).
-
-    ``public`` is what the real implementation calls (the API as users call it);
-    ``validate(values)`` runs the fake-time checks on the arguments by name;
-    ``fake(values)`` returns the default overload's result on fake tensors, or is ``None``
-    when the operator has no fake implementation (a compiled call then graph-breaks: it
-    runs eagerly, correct but not in the graph); ``backward(grad, values)`` returns the
-    gradients by argument name; ``argument_names`` lists the default overload's arguments
-    in schema order (``backend`` and ``skip_check`` last for a dispatcher op).
-    """
+    """The torch operator of one API, registered when built.  ``public``: what the real
+    kernel calls; ``validate(values)``/``fake(values)``: the fake-time checks and result by
+    argument name (``fake`` None: a compiled call graph-breaks and runs eagerly);
+    ``backward(grad, values)``: the gradients by argument name."""
 
     def __init__(
         self,
@@ -138,8 +114,8 @@ class TorchOp:
         autocast: AutocastRule | None = None,
     ) -> None:
         self.api_key = api_key
-        self.autocast = autocast  # how the inputs are cast under torch.autocast, or None
-        self.transparent = transparent  # a dispatcher op's TransparentPlan, or None
+        self.autocast = autocast
+        self.transparent = transparent  # a dispatcher op's tracing.TransparentPlan, or None
         self.schema = schema
         self.public = public
         self.name = operator_name(api_key)
@@ -148,13 +124,11 @@ class TorchOp:
         self._validate = validate
         self.func = func
         self.has_dispatcher = dispatcher
-        self.fake = fake  # the fake implementation, or None (see the class docstring)
+        self.fake = fake
         self._backward = backward
         self._jvp = jvp
-        # Every argument of the default overload, in schema order (autograd's inputs, and
-        # the no-grad operator's positional arguments).
-        self.argument_names = [*schema.positional, *schema.keyword]
-        self.argument_names += schema.dispatcher  # backend (where declared), skip_check
+        # The default overload's arguments in schema order (backend, skip_check last).
+        self.argument_names = [*schema.positional, *schema.keyword, *schema.dispatcher]
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")  # lives with the op
         self._register()
         packet = getattr(torch.ops, NAMESPACE)
@@ -168,13 +142,31 @@ class TorchOp:
             ).default
         self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
         self.traceable = build_traceable(self)
-        # What traced code reads of the op through the stand-in Dynamo inlines for it (a
-        # use_backends block keyed by the op object: see restrictions.use_backends).
+        # A use_backends block keyed by the op object reads it through Dynamo's stand-in.
         self.traceable.api_key = api_key  # type: ignore[attr-defined]
-        # A renamed API's former operator names, for programs exported before the rename.
-        self.former_names = register_former_names(self, spelled_operator_name)
+        self.former_names = self._register_former_names()
 
-    # ---- registration --------------------------------------------------------------------
+    def _register_former_names(self) -> list[str]:
+        """The operator under each former name of a renamed API (its ``Renamed`` record),
+        for programs exported before the rename: an alias that warns once, then calls it."""
+        from flashinfer.gating.history import Renamed, alias_message, history, warn_alias_once
+
+        names = []
+        for record in history():
+            if not isinstance(record, Renamed) or record.backend or record.new != self.api_key:
+                continue
+            name = spelled_operator_name(record.old)
+            if _defined(name):  # a name another operator holds is left to it
+                continue
+
+            def former(*args: Any, _message: str = alias_message(record), **kwargs: Any) -> Any:
+                warn_alias_once(_message)
+                return self.default(*args, **kwargs)
+
+            self.library.define(f"{name}{self.schema.default}")
+            self.library.impl(name, former, "CompositeImplicitAutograd")
+            names.append(name)
+        return names
 
     def _register(self) -> None:
         lib, schema, name = self.library, self.schema, self.name
@@ -184,14 +176,9 @@ class TorchOp:
         lib.impl(name, kernels["autograd"], "Autograd")
         if self.fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
-            # The overload a traced call uses when nothing requires grad: no Python
-            # Autograd kernel (torch's own fallback passes the call through in C), so a
-            # compiled inference call pays the real kernel only (see ``_traceable``).
-            # A separate operator, not an overload: two overloads with one argument list
-            # confuse torch's registry of schemas when the library is torn down.
-            # Its schema is the flat one (every argument positional, none defaulted):
-            # the traceable passes them all, and a compiled program then passes them
-            # positionally, which torch's argument parser reads fastest.
+            # What a traced call uses when nothing requires grad: no Python Autograd
+            # kernel.  A separate operator: two overloads with one argument list confuse
+            # torch's schema registry when the library is torn down.
             no_grad = f"{name}_{NO_GRAD_SUFFIX}"
             lib.define(f"{no_grad}{schema.flat}")
             lib.impl(no_grad, kernels["real_flat"], "CompositeExplicitAutograd")
@@ -215,21 +202,11 @@ class TorchOp:
             else:
                 lib.impl(f"{name}.out", _no_metadata(f"{self.qualname}.out"), "Meta")
 
-    # ---- the kernels run on every compiled call: generated with the op's own parameters ---
-
     def _kernels(self) -> dict[str, Callable[..., Any]]:
-        """The real and ``Autograd`` kernels of each overload.
-
-        Generated, like the dispatcher, with the op's own parameter list: a compiled
-        program calls them on every call, so they bind the arguments in C and test
-        ``requires_grad`` of each tensor by name.  The real kernel calls the public
-        function with grad mode off (below autograd nothing may record a graph: a backend
-        would wrap its kernel for a gradient no one takes) and returns a contiguous result
-        that is no input (a backend may hand back a view or an input); the ``Autograd``
-        kernel runs the op's :class:`torch.autograd.Function` when a tensor requires grad
-        and a backward formula exists, refuses the call when none does, and otherwise goes
-        below autograd.
-        """
+        """The real and ``Autograd`` kernels of each overload, generated with the op's own
+        parameters (a compiled program calls them on every call).  The real kernel calls
+        the public function with grad mode off and returns a contiguous result that is no
+        input; the ``Autograd`` kernel runs the op's Function, refuses, or goes below."""
         schema = self.schema
         ns = module_namespace(self.api_key, "torch operator")
         ns |= {
@@ -279,8 +256,7 @@ class TorchOp:
         )
 
         def restricted(with_out: bool) -> list[str]:
-            """A call traced inside a ``use_backends`` block (:mod:`.traced_blocks`): the
-            dispatcher runs inside the same restriction, entered here at run time."""
+            """A call traced inside a ``use_backends`` block runs in the same restriction."""
             if "backend" not in extra:
                 return []
             again = call("_again_out" if with_out else "_again", with_out)
@@ -386,7 +362,6 @@ class TorchOp:
         return built
 
     def _restricted_block(self, token: str) -> Any:
-        """The block a call traced inside ``use_backends`` runs its dispatcher in."""
         dispatcher: Any = self.public.dispatcher  # type: ignore[attr-defined]
         return token_block(dispatcher, token)
 
@@ -420,9 +395,7 @@ class TorchOp:
         )
 
     def _function(self) -> type:
-        """The op's autograd Function (a single-level one: see ``apply_at_this_level``):
-        forward is the operator (grad mode is off inside, so it goes below autograd),
-        backward the API's ``backward`` formula, jvp its ``jvp``."""
+        """The op's single-level autograd Function: the operator, ``backward=``, ``jvp=``."""
         names, tensors, op = self.argument_names, set(self.schema.tensors), self
         positional = self.schema.positional
 
@@ -490,8 +463,6 @@ class TorchOp:
         return None
 
     def _fake_flat(self, *args: Any) -> Any:
-        """The no-grad operator's fake: its arguments are the default overload's, all
-        positional (``OpSchema.flat``)."""
         return self._fake_impl(**dict(zip(self.argument_names, args, strict=True)))
 
     def _fake_out(self, *args: Any, **kwargs: Any) -> None:
@@ -499,10 +470,8 @@ class TorchOp:
 
 
 def _no_metadata(overload: str) -> Callable[..., Any]:
-    """The ``Meta`` kernel of an operator without a fake implementation (else the real one
-    would run on meta tensors): ``NotImplementedError``, which fake tensors turn into the
-    exception they raise for an operator they cannot run, and on which Dynamo breaks the
-    graph (the call then runs eagerly) rather than failing."""
+    """The ``Meta`` kernel of an operator without a fake: ``NotImplementedError``, on which
+    Dynamo breaks the graph (the call runs eagerly) rather than failing."""
     message = (
         f"{overload} has no fake implementation: its API declares no fake= and has no "
         "torch-family backend to derive one from"
@@ -515,8 +484,7 @@ def _no_metadata(overload: str) -> Callable[..., Any]:
 
 
 def _fresh(result: Any, inputs: Iterable[torch.Tensor]) -> Any:
-    """``result`` as the operator must return it: contiguous, sharing no storage with an
-    input (a backend may hand back a view, or an input itself)."""
+    """``result`` contiguous and sharing no storage with an input."""
     if not isinstance(result, torch.Tensor):
         return result
     if not result.is_contiguous():
@@ -534,13 +502,9 @@ def _contiguous_like(result: Any) -> Any:
 
 
 def traced_call(*values: Any) -> bool:
-    """Whether a call with these arguments is being traced rather than run: a fake, meta or
-    functional tensor among them, export (or Dynamo) in progress, or ``torch.jit.trace``
-    recording (a trace records the operator as one node, decided when the trace runs).
-    The dispatcher then calls the operator (see ``traceable``), whose fake implementation
-    answers.  Only asked on paths that already cost more than this: a call whose argument
-    types the dispatcher has not learnt, a named backend's call on a tensor that is not a
-    plain one, or any call while ``torch.jit.trace`` records."""
+    """Whether a call with these arguments is traced rather than run (a fake, meta or
+    functional tensor, Dynamo or export, ``torch.jit.trace``): the dispatcher then calls
+    the operator.  Asked only on paths that already cost more than this."""
     for v in values:
         if isinstance(v, torch.Tensor):
             if v.is_meta:
@@ -562,10 +526,8 @@ def register_api_op(
     fake: Callable[[dict[str, Any]], Any] | None,
     backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> TorchOp:
-    """The operator of an API that is not a ``backend_requirement`` op (an experimental
-    API's marked function): its schema from ``public``'s signature, ``overlap``'s written
-    arguments mutated; Dynamo inlines the operator's call in its place.  ``TypeError`` when
-    the signature has no schema (say why in the API, or do not register one)."""
+    """The operator of an API that is no ``backend_requirement`` op, which Dynamo inlines in
+    its place; ``TypeError`` when its signature has no schema."""
     func = getattr(public, "__wrapped__", public)
     key = f"{func.__module__}.{func.__qualname__}"
     schema, reason = schema_of(key, func, overlap, dispatcher=False)
@@ -581,9 +543,8 @@ def register_api_op(
 def schema_of(
     api_key: str, func: Callable[..., Any], overlap: Any, *, dispatcher: bool
 ) -> tuple[OpSchema | None, str | None]:
-    """The schema of an API's operator (``func``: the API's own function, its annotations;
-    ``overlap``: its overlap rule or None, whose written arguments are mutated), or ``None``
-    and why it has none, as a sentence."""
+    """The schema of ``func``'s operator (``overlap``'s written arguments mutated), or None
+    and why not, as a sentence."""
     written = frozenset(overlap.written) if overlap is not None else frozenset()
     try:
         return op_schema(func, written, dispatcher=dispatcher), None
