@@ -131,15 +131,6 @@ class TorchOp:
         self.argument_names = [*schema.positional, *schema.keyword, *schema.dispatcher]
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")  # lives with the op
         self._register()
-        packet = getattr(torch.ops, NAMESPACE)
-        packet = getattr(packet, self.name)
-        self.default = packet.default
-        self.out = packet.out if schema.out is not None else None
-        self.no_grad = None
-        if self.fake is not None:
-            self.no_grad = getattr(
-                getattr(torch.ops, NAMESPACE), f"{self.name}_{NO_GRAD_SUFFIX}"
-            ).default
         self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
         self.traceable = build_traceable(self)
         # A use_backends block keyed by the op object reads it through Dynamo's stand-in.
@@ -174,6 +165,9 @@ class TorchOp:
         lib.define(f"{name}{schema.default}")
         lib.impl(name, kernels["real"], "CompositeExplicitAutograd")
         lib.impl(name, kernels["autograd"], "Autograd")
+        packet = getattr(torch.ops, NAMESPACE)
+        self.default, self.no_grad, self.out = getattr(packet, name).default, None, None
+        functional = [(name, self.default)]  # autocast casts these (out= is never cast)
         if self.fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
             # What a traced call uses when nothing requires grad: no Python Autograd
@@ -183,16 +177,13 @@ class TorchOp:
             lib.define(f"{no_grad}{schema.flat}")
             lib.impl(no_grad, kernels["real_flat"], "CompositeExplicitAutograd")
             torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_flat, lib=lib)
+            self.no_grad = getattr(packet, no_grad).default
+            functional.append((no_grad, self.no_grad))
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
-        if self.autocast is not None:  # the functional overloads only: out= is not cast
-            packet = getattr(torch.ops, NAMESPACE)
-            register_autocast_kernels(lib, name, getattr(packet, name).default, self.autocast)
-            if self.fake is not None:
-                no_grad_op = getattr(packet, f"{name}_{NO_GRAD_SUFFIX}").default
-                register_autocast_kernels(
-                    lib, f"{name}_{NO_GRAD_SUFFIX}", no_grad_op, self.autocast
-                )
+        if self.autocast is not None:
+            for n, overload in functional:
+                register_autocast_kernels(lib, n, overload, self.autocast)
         if schema.out is not None:
             lib.define(f"{name}.out{schema.out}")
             lib.impl(f"{name}.out", kernels["real_out"], "CompositeExplicitAutograd")
@@ -201,6 +192,7 @@ class TorchOp:
                 torch.library.register_fake(f"{self.qualname}.out", self._fake_out, lib=lib)
             else:
                 lib.impl(f"{name}.out", _no_metadata(f"{self.qualname}.out"), "Meta")
+            self.out = getattr(packet, name).out
 
     def _kernels(self) -> dict[str, Callable[..., Any]]:
         """The real and ``Autograd`` kernels of each overload, generated with the op's own

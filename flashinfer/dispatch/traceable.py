@@ -251,9 +251,9 @@ def _tensor_facts(*tensors: Any) -> tuple[Any, ...]:
         if t is None:
             facts.append(None)
             continue
+        sizes = tuple(dim(s) for s in t.shape)
         strides = tuple(t.stride())
         static = all(has_static_value(s) for s in strides)
-        strides = tuple(int(s) for s in strides) if static else None
-        sizes = tuple(dim(s) for s in t.shape)
-        facts.append((sizes, strides, t.is_contiguous(), t.dtype, t.device, t.requires_grad))
+        exact = tuple(int(s) for s in strides) if static else None
+        facts.append((sizes, exact, t.is_contiguous(), t.dtype, t.device, t.requires_grad))
     return tuple(facts)
