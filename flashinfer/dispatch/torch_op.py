@@ -15,7 +15,7 @@ import inspect
 import itertools
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -36,17 +36,6 @@ from flashinfer.torch_boundary import (
     operator_defined,
     run_outside_dynamo,
 )
-
-__all__ = [
-    "NAMESPACE",
-    "NO_GRAD_SUFFIX",
-    "TorchOp",
-    "register_api_op",
-    "run_outside_dynamo",
-    "schema_of",
-    "spelled_operator_name",
-    "traced_call",
-]
 
 NAMESPACE = "flashinfer"
 NO_GRAD_SUFFIX = "no_grad"
@@ -199,7 +188,7 @@ class TorchOp:
         parameters (a compiled program calls them on every call).  The real kernel calls
         the public function with grad mode off and returns a contiguous result that is no
         input; the ``Autograd`` kernel runs the op's Function, refuses, or goes below."""
-        schema = self.schema
+        schema, public = self.schema, cast(Any, self.public)
         ns = module_namespace(self.api_key, "torch operator")
         ns |= {
             "_public": self.public,
@@ -215,7 +204,7 @@ class TorchOp:
             "_dual": forward_ad_open,
             "_unpack": torch.autograd.forward_ad.unpack_dual,
             "_RESTRICTED": RESTRICTED_PREFIX,
-            "_block": self._restricted_block,
+            "_block": lambda token: token_block(public.dispatcher, token),
         }
         signature = inspect.signature(self.func)
         for n, p in signature.parameters.items():
@@ -264,17 +253,17 @@ class TorchOp:
             ]
 
         def real(with_out: bool) -> list[str]:
-            public = call("_public", with_out)
+            run = call("_public", with_out)
             lines = [
                 *restricted(with_out),
                 "    if _grad_on():",
                 "        _set_grad(False)",
                 "        try:",
-                f"            _r = {public}",
+                f"            _r = {run}",
                 "        finally:",
                 "            _set_grad(True)",
                 "    else:",
-                f"        _r = {public}",
+                f"        _r = {run}",
             ]
             if with_out or schema.returns == "none":
                 return [*lines, "    return None"]
@@ -352,10 +341,6 @@ class TorchOp:
             for kernel in built.values():
                 run_outside_dynamo(kernel.__code__)
         return built
-
-    def _restricted_block(self, token: str) -> Any:
-        dispatcher: Any = self.public.dispatcher  # type: ignore[attr-defined]
-        return token_block(dispatcher, token)
 
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]
@@ -501,13 +486,12 @@ def traced_call(*values: Any) -> bool:
         if isinstance(v, torch.Tensor):
             if v.is_meta:
                 return True
-            if type(v) is not torch.Tensor and type(v) is not torch.nn.Parameter and _is_fake(v):
+            if type(v) not in (torch.Tensor, torch.nn.Parameter) and isinstance(v, _FAKE):
                 return True
     return bool(torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
-def _is_fake(t: torch.Tensor) -> bool:
-    return isinstance(t, (FakeTensor, FunctionalTensor))
+_FAKE = (FakeTensor, FunctionalTensor)
 
 
 def register_api_op(

@@ -28,7 +28,7 @@ from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.families import TORCH, family_of
 from flashinfer.dispatch.guarded_state import expect_environment, watch_environment
 from flashinfer.dispatch.restrictions import block_flag
-from flashinfer.dispatch.selection import common_refusal, order_candidates, select
+from flashinfer.dispatch.selection import common_refusal, metadata_only, order_candidates, select
 from flashinfer.dispatch.torch_op import TorchOp
 from flashinfer.dispatch.traced_blocks import token_backends
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
@@ -297,14 +297,14 @@ class TransparentPlan:
         op = self.op
         values.pop("skip_check")
         bound = dict(op._sig.bind(**{**values, "backend": "auto"}).arguments)
-        cc = op._call_capability(bound)
-        if common_refusal(op, cc, bound, no_data=True) is not None:
+        cc, no_data = op._call_capability(bound), metadata_only(bound)
+        if common_refusal(op, cc, bound, no_data=no_data) is not None:
             return None
         # Unless a block is written in the traced code, as if no use_backends block were
         # open (the traced code takes this choice only while none naming the API is open
         # anywhere): a fresh context.
         now = listed if listed is not None else contextvars.Context().run(op._restriction)
-        sel = select(op, cc, bound, now, no_data=True, explaining=True)
+        sel = select(op, cc, bound, now, no_data=no_data, explaining=True)
         if not sel.candidates or sel.candidates[0] not in self.backends:
             return None
         chosen = sel.candidates[0]
