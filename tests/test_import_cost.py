@@ -125,8 +125,6 @@ FORBIDDEN = (
 KNOWN_CHAINS = {
     "flashinfer.gating.history": "flashinfer.dispatch.backend_names (and plan, reference, "
     "explain, former_ops) import flashinfer.gating.history at module level",
-    "flashinfer.autotuner.tuning_file": "flashinfer.gemm -> flashinfer.autotuner (package) -> "
-    "autotuner.tuner / autotuner.distributed -> autotuner.tuning_file",
 }
 """Forbidden imports still made by the machinery being rewritten (issue 44): the chain that
 makes each.  ``test_touching_an_op_no_longer_imports_via_the_machinery`` fails (XPASS) once

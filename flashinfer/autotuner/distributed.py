@@ -11,7 +11,7 @@ import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flashinfer.autotuner._state import skipped_ops
 from flashinfer.autotuner._types import (
@@ -32,7 +32,6 @@ from flashinfer.autotuner.candidate_timing import (
 )
 from flashinfer.autotuner.disk import TuningFileError, path_problem
 from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.persist import LoadReport, load_data, load_into, save_into
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -40,6 +39,9 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.messages import gate_differs_between_ranks
 from flashinfer.settings import raw as environment_value
+
+if TYPE_CHECKING:
+    from flashinfer.autotuner.persist import LoadReport
 
 
 class GroupSetting(NamedTuple):
@@ -263,6 +265,8 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
 def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     """Load ``path`` if it exists (None if not).  With a group rank 0 checks and reads it and
     broadcasts the bytes (or its refusal, raised on every rank before any tuning)."""
+    from flashinfer.autotuner.persist import load_data, load_into  # only a block with a file
+
     setting = group_in_effect()
     if setting is None:
         return load_into(tuner, path) if os.path.exists(path) else None
@@ -364,6 +368,8 @@ def close_block(
         setting = group_in_effect()  # with a group only rank 0 writes: every rank agrees
         if setting is not None and _rank_and_size(setting.group)[0] != 0:
             return None
+        from flashinfer.autotuner.persist import save_into
+
         return save_into(tuner, tuning_file)
     finally:
         _facts.reset(handle.facts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashinfer.autotuner import distributed
 from flashinfer.autotuner._state import (
@@ -44,8 +44,7 @@ from flashinfer.autotuner.candidate_timing import (
     time_candidates,
 )
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
-from flashinfer.autotuner.persist import LoadReport, load_into, save_into
-from flashinfer.autotuner.router import LOG_SWITCH, RouteEntry, Router, note_run
+from flashinfer.autotuner.router import LOG_SWITCH, ChoiceView, RouteEntry, Router, note_run
 from flashinfer.autotuner.timing import (
     DEFAULT_BUDGET_S,
     DEFAULT_REPEAT,
@@ -53,7 +52,11 @@ from flashinfer.autotuner.timing import (
     check_setting,
     refuse_during_capture,
 )
+from flashinfer.dispatch.tuner_view import install_tuner_view
 from flashinfer.gating.warn_once import warn_experimental_backend_once
+
+if TYPE_CHECKING:
+    from flashinfer.autotuner.persist import LoadReport
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
@@ -404,14 +407,23 @@ class AutoTuner:
     def save_tuning_file(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
         """Save every result of this tuner to ``path``; the same as
         :func:`flashinfer.autotuner.save_tuning_file`."""
+        from flashinfer.autotuner.persist import save_into  # the file's code: when used
+
         return save_into(self, path, merge=merge)
 
     def load_tuning_file(self, path: str | os.PathLike[str]) -> LoadReport:
         """Load ``path`` into this tuner; the same as
         :func:`flashinfer.autotuner.load_tuning_file`."""
+        from flashinfer.autotuner.persist import load_into
+
         return load_into(self, path)
 
     # Upstream FlashInfer's names, which its users type: the very same methods, silently
     # (flashinfer.autotuner.tuning_file.OLD_SPELLINGS lists every old spelling).
     save_configs = save_tuning_file
     load_configs = load_tuning_file
+
+
+# The dispatcher asks the tuner about its choices (op.explain, the choice log) through this
+# view; it never imports the autotuner.
+install_tuner_view(ChoiceView(AutoTuner.get))
