@@ -11,8 +11,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from flashinfer.autotuner import distributed
-from flashinfer.autotuner._state import BlockTokens, enter_block, leave_block
-from flashinfer.autotuner._types import ProgressCallback
+from flashinfer.autotuner._types import BlockTokens, ProgressCallback, enter_block, leave_block
 from flashinfer.autotuner.block_report import (
     AutotuneReport,
     FileReport,
@@ -212,9 +211,8 @@ def _shown(item: Any) -> str:
 def resolve_skip_ops(
     names: Iterable[Any] | None, registered: Callable[[], Mapping[str, tuple[Any, Any]]]
 ) -> frozenset[str]:
-    """The api_keys of the ops ``names`` names among ``registered()`` (read once every op module
-    is imported): ops or API/qualified names; ``None``: none.  ``ValueError`` naming the valid
-    names; ``TypeError`` for any other item, or a single string or op instead of a list."""
+    """The api_keys of the ops ``names`` names among ``registered()`` (read once every op module is
+    imported): ops or API/qualified names; ``None``: none."""
     if names is None:
         return frozenset()
     if isinstance(names, (str, bytes)):

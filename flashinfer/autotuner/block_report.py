@@ -246,6 +246,45 @@ class AutotuneReport:
 
     # ---- what the tuner records (only on the tuning path) --------------------------------
 
+    def note_call(
+        self,
+        op: Any,
+        runners: Any,
+        candidates: Sequence[str],
+        inputs: tuple,
+        record: Any,
+        was_noisy: tuple[float, float] | None,
+        spread: float | None,
+        limit: float,
+    ) -> None:
+        """What a tuning-mode call did (``record``, a ``TuningRecord``); the left out backends
+        are asked of the dispatcher only when a key is timed."""
+        if not record.timed and self.count_call(record.key):
+            return  # a key this block already reported: only counted
+        timing: dict[str, Any] = {}
+        if record.timed:
+            timing = {
+                "timed": tuple(b for b in candidates if b in runners),
+                "pairs": record.tried,
+                "failures": record.failures,
+                "left_out": left_out_reasons(op, candidates, runners, inputs),
+            }
+        outcome = "reused" if not record.timed else "timed" if was_noisy is None else "re-timed"
+        iqr_s = record.iqr_s if record.timed else spread
+        self.note_key(
+            KeyReport(
+                op.api_key,
+                op.api_name,
+                record.key,
+                outcome,
+                choice=record.choice,
+                iqr_s=iqr_s,
+                was_noisy=was_noisy,
+                limit=limit,
+                **timing,
+            )
+        )
+
     def count_call(self, key: Key) -> bool:
         """Count a call of a key already reported (True), else False: :meth:`note_key` it."""
         held = self.keys.get(key)
@@ -296,8 +335,8 @@ def close_report(
     *,
     warn: bool,
 ) -> None:
-    """The outermost block ended: log the summary and, with ``warn`` (not left by an
-    exception), warn it at the user's line.  ``tunable()`` is asked only if nothing tuned."""
+    """The outermost block ended: log the summary and, with ``warn`` (not left by an exception),
+    warn it at the user's line."""
     _current.reset(token)
     if not report.keys:
         report.tunable = tuple(tunable())
@@ -310,8 +349,8 @@ def close_report(
 def left_out_reasons(
     op: Any, candidates: Sequence[str], runners: Any, inputs: tuple
 ) -> tuple[tuple[str, str], ...]:
-    """(backend, why) for every backend of ``op`` this tuning does not time, with the
-    reason ``op.explain()`` gives (asked only when a key is timed)."""
+    """(backend, why) for every backend of ``op`` this tuning does not time, with the reason
+    ``op.explain()`` gives (asked only when a key is timed)."""
     found = [
         (b, "no autotuner runner (the op registers none for it)")
         for b in candidates

@@ -143,8 +143,7 @@ def _os_refusal(words: str, exc: OSError) -> LockProblem:
 
 
 def lock_problem(lock: str) -> LockProblem | None:
-    """Why ``lock`` can never be taken (None: it can, or is only held now), leaving nothing
-    behind.  ``filelock`` retries some impossible locks forever (``ENOENT`` in ``/proc``)."""
+    """Why ``lock`` can never be taken (None: it can, or is only held now)."""
     directory, name = os.path.split(lock)
     limit = 255
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -197,8 +196,7 @@ def lock_error(target: str, problem: LockProblem) -> OSError:
 
 @contextlib.contextmanager
 def held(target: str) -> Iterator[None]:
-    """Hold ``target``'s lock: wait while held, raise at once when it can never be taken.
-    The lock file stays: removing it would let a waiter and a newcomer lock two files."""
+    """Hold ``target``'s lock: wait while held, raise at once when it can never be taken."""
     lock = FileLock(lock_path(target), mode=0o666)
     for timeout in (0, None):
         try:

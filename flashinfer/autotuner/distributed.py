@@ -13,15 +13,17 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from flashinfer.autotuner._state import skipped_ops
 from flashinfer.autotuner._types import (
     Choice,
     TunableRunner,
     TunedResults,
     TuningRecord,
     describe_tactic,
+    skipped_ops,
 )
-from flashinfer.autotuner.candidate_timing import (
+from flashinfer.autotuner.disk import TuningFileError, path_problem
+from flashinfer.autotuner.keys import Key
+from flashinfer.autotuner.timing import (
     Outcome,
     Pair,
     TimingSettings,
@@ -30,8 +32,6 @@ from flashinfer.autotuner.candidate_timing import (
     one_line_reason,
     time_pairs,
 )
-from flashinfer.autotuner.disk import TuningFileError, path_problem
-from flashinfer.autotuner.keys import Key
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -263,8 +263,7 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
 
 
 def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
-    """Load ``path`` if it exists (None if not).  With a group rank 0 checks and reads it and
-    broadcasts the bytes (or its refusal, raised on every rank before any tuning)."""
+    """Load ``path`` if it exists (None if not)."""
     from flashinfer.autotuner.persist import load_data, load_into  # only a block with a file
 
     setting = group_in_effect()
@@ -342,8 +341,8 @@ def check_block(tuner: Any, api_key: str) -> None:
 def open_block(
     tuner: TunedResults, tuning_file: str | None, process_group: Any, shard: bool | None
 ) -> BlockHandle:
-    """On a block's entry: set its group, compare the settings (before the read, which a
-    rank without a ``tuning_file`` would not join) and load its tuning file."""
+    """On a block's entry: set its group, compare the settings (before the read, which a rank
+    without a ``tuning_file`` would not join) and load its tuning file."""
     token = enter_group(process_group, shard)
     facts = _facts.set(_BlockFacts(tuning_file is not None))
     try:
@@ -465,8 +464,8 @@ def local_manifest(
     choice: Choice | None,
     settings: tuple[tuple[str, Any], ...] = (),
 ) -> tuple[Manifest, list[Pair], Exception | None]:
-    """This rank's manifest, plan and the exception a ``tactics()`` raised (the other ranks
-    must learn of it rather than wait)."""
+    """This rank's manifest, plan and the exception a ``tactics()`` raised (the other ranks must
+    learn of it rather than wait)."""
     plan: list[Pair] = []
     tactics: list[tuple[str, tuple[str, ...]]] = []
     error: Exception | None = None
@@ -491,8 +490,8 @@ def local_manifest(
 
 
 def differences(manifests: Sequence[Manifest]) -> dict[str, dict[int, Any]]:
-    """``field -> {rank: value}`` of every setting and field not equal on all ranks (and the
-    gate's raw values under ``"gate"`` if those differ)."""
+    """``field -> {rank: value}`` of every setting and field not equal on all ranks (and the gate's
+    raw values under ``"gate"`` if those differ)."""
     found: dict[str, dict[int, Any]] = {}
     per_rank = [dict(m.settings) for m in manifests]
     for name in SETTINGS:
