@@ -12,9 +12,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_TUNER = ("AUTOTUNER_LOG_ENV", "AutoTuner", "Choice", "OpStats", "ProgressCallback")
+_TUNER: tuple[str, ...] = (
+    "AUTOTUNER_LOG_ENV",
+    "AutoTuner",
+    "Choice",
+    "OpStats",
+    "ProgressCallback",
+)
 _TUNER += ("TacticFailure", "TunableOp", "TunableRunner", "TuningRecord", "is_tuning")
-_FILE = ("MAX_DEPTH", "OLD_SPELLINGS", "READABLE_SCHEMAS", "SCHEMA_VERSION", "LoadReport")
+_FILE: tuple[str, ...] = (
+    "MAX_DEPTH",
+    "OLD_SPELLINGS",
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "LoadReport",
+)
 _FILE += ("TuningFileDocument", "TuningFileEntry", "TuningFileError", "TuningFileWarning")
 _FILE += ("check_mergeable", "load_tuning_file", "save_tuning_file")
 # the old spellings of the tuning file's names (tuning_file.OLD_SPELLINGS): the same objects

@@ -186,75 +186,43 @@ class CallCounter:
         return value
 
 
-class _OpBook:
-    """The counts of one op."""
-
-    __slots__ = ("calls_default", "calls_tuned", "failed", "last_failure", "loaded", "tuned")
-
-    def __init__(self) -> None:
-        self.tuned = self.loaded = self.failed = 0
-        self.last_failure: str | None = None
-        self.calls_tuned = CallCounter()
-        self.calls_default = CallCounter()
-
-    def stats(self) -> OpStats:
-        return OpStats(
-            self.tuned,
-            self.loaded,
-            self.calls_tuned.value(),
-            self.calls_default.value(),
-            self.failed,
-            self.last_failure,
-        )
-
-
 class StatsBook:
     """Per op (by ``api_key``), what the tuner did: see :class:`OpStats`."""
 
     def __init__(self) -> None:
-        self._ops: dict[str, _OpBook] = {}
         self._lock = threading.Lock()
-        #: api_key -> its (tuned, default) counters' ``hit``: one C call on the call path.
-        self.hits: dict[str, tuple[Callable[[], int], Callable[[], int]]] = {}
-
-    def op(self, api_key: str) -> _OpBook:
-        book = self._ops.get(api_key)
-        if book is None:
-            with self._lock:
-                book = self._ops.setdefault(api_key, _OpBook())
-                self.hits[api_key] = (book.calls_tuned.hit, book.calls_default.hit)
-        return book
-
-    def call_hits(self, api_key: str) -> tuple[Callable[[], int], Callable[[], int]]:
-        """``hits[api_key]``, created on first use."""
-        self.op(api_key)
-        return self.hits[api_key]
+        #: api_key -> [keys tuned, results loaded, tactics failed, the last failure]
+        self._counts: dict[str, list[Any]] = {}
+        #: api_key -> its (tuned, default) call counters, for the code that serves calls
+        self.calls: dict[str, tuple[CallCounter, CallCounter]] = {}
 
     def counters(self, api_key: str) -> tuple[CallCounter, CallCounter]:
-        """The (tuned, default) call counters of ``api_key``, for code that serves calls."""
-        book = self.op(api_key)
-        return book.calls_tuned, book.calls_default
+        found = self.calls.get(api_key)
+        if found is None:
+            with self._lock:
+                found = self.calls.setdefault(api_key, (CallCounter(), CallCounter()))
+        return found
 
-    def tuned(self, api_key: str, failures: Iterable[tuple[str, Any, str]], chosen: bool) -> None:
-        """A tuning of one key ended: ``chosen`` if it got a choice, and its failed pairs."""
-        book = self.op(api_key)
+    def add(self, api_key: str, tuned: int = 0, loaded: int = 0, failures: Iterable = ()) -> None:
+        """Keys tuned, results loaded and the ``(backend, tactic, reason)`` failed of an op."""
         with self._lock:
-            book.tuned += chosen
+            counts = self._counts.setdefault(api_key, [0, 0, 0, None])
+            counts[0] += tuned
+            counts[1] += loaded
             for backend, tactic, reason in failures:
-                book.failed += 1
-                book.last_failure = f"{backend} {describe_tactic(tactic)}: {reason}"
-
-    def loaded(self, api_key: str, count: int) -> None:
-        """``count`` results of ``api_key`` were loaded from a file."""
-        book = self.op(api_key)
-        with self._lock:
-            book.loaded += count
+                counts[2] += 1
+                counts[3] = f"{backend} {describe_tactic(tactic)}: {reason}"
 
     def snapshot(self) -> dict[str, OpStats]:
         """``api_key -> OpStats`` of every op something happened to."""
         with self._lock:
-            books = sorted(self._ops.items())
-        stats = {api_key: book.stats() for api_key, book in books}
+            api_keys = sorted({*self._counts, *self.calls})
+        stats = {}
+        for api_key in api_keys:
+            tuned, loaded, failed, last = self._counts.get(api_key, (0, 0, 0, None))
+            counters = self.calls.get(api_key)
+            on, off = (counters[0].value(), counters[1].value()) if counters else (0, 0)
+            stats[api_key] = OpStats(tuned, loaded, on, off, failed, last)
         return {api_key: s for api_key, s in stats.items() if s != _NOTHING}
 
 

@@ -481,7 +481,7 @@ def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
             tuner.set_choice(key, choice, iqr_s=iqr_s)  # a noisy one is timed again
             tuner.loaded_from[key] = (choice, fingerprint)
         for api_key, count in Counter(item[0][0] for item in accepted).items():
-            tuner.stats_book.loaded(api_key, count)
+            tuner.stats_book.add(api_key, loaded=count)
         report.loaded = len(accepted)
     report.skipped = {reason: len(details) for reason, details in skipped.items()}
     if skipped:

@@ -244,13 +244,13 @@ class AutoTuner:
                 choice = self._best.get(make_key(op.api_key, inputs))
                 if len(fast) < self.memo_cap:
                     fast[exact] = choice
-        hits = self.stats_book.hits.get(op.api_key) or self.stats_book.call_hits(op.api_key)
+        tuned_calls, default_calls = self.stats_book.counters(op.api_key)
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
-            hits[0]()  # counted for AutoTuner.stats()
+            tuned_calls.hit()  # counted for AutoTuner.stats()
         else:
             backend, tactic = self.default_backend(op, runners, candidates), None
-            hits[1]()
+            default_calls.hit()
         if backend in op.experimental_backends:
             warn_experimental_backend_once(op.api_key, backend, automatic=True)
         if LOG_SWITCH.armed:  # its line on the flashinfer.dispatch logger, once
@@ -298,7 +298,7 @@ class AutoTuner:
                 record = time_candidates(op.api_key, runners, inputs, key, candidates, self)
             if not record.timed:  # the ranks of the group already agreed on a choice
                 return record
-            self.stats_book.tuned(op.api_key, record.failures, record.choice is not None)
+            self.stats_book.add(op.api_key, record.choice is not None, failures=record.failures)
             if record.choice is None:
                 return record
             with self._lock:
@@ -542,38 +542,26 @@ def note_run(
     note_tuner_choice(log, backend, candidates, dropped, restricted, source)
 
 
-def tuned_choice(tuner: Any, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
-    """``(backend, tactic, source)`` of the tuned result for these inputs of a registered op, or
-    None (not registered, untuned, or inputs the key cannot read)."""
-    if api_key not in tuner.registered():
-        return None
-    try:
-        found = _source(tuner, api_key, inputs)
-    except Exception:  # noqa: BLE001 - explain reports no tuned result rather than fail
-        return None
-    if found is None:
-        return None
-    choice, source = found
-    return choice.backend, choice.tactic, source
-
-
 class ChoiceView:
-    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner that
-    ``get_tuner`` returns (``AutoTuner.get``; installed by :mod:`flashinfer.autotuner`)."""
-
-    def __init__(self, get_tuner: Callable[[], Any]) -> None:
-        self._get_tuner = get_tuner
+    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner: it
+    asks about choices (``op.explain``, the choice log) through it, never importing the tuner."""
 
     def registered(self, api_key: str) -> bool:
-        return api_key in self._get_tuner().registered()
+        return api_key in AutoTuner.get().registered()
 
     def tuning_now(self) -> bool:
         return tuning_now()
 
     def tuned_choice(self, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
-        return tuned_choice(self._get_tuner(), api_key, inputs)
+        """``(backend, tactic, source)`` of the tuned result of these inputs of a registered
+        op, or None (not registered, untuned, or inputs the key cannot read)."""
+        if not self.registered(api_key):
+            return None
+        try:
+            found = _source(AutoTuner.get(), api_key, inputs)
+        except Exception:  # noqa: BLE001 - explain reports no tuned result rather than fail
+            return None
+        return None if found is None else (found[0].backend, found[0].tactic, found[1])
 
 
-# The dispatcher asks the tuner about its choices (op.explain, the choice log) through this
-# view; it never imports the autotuner.
-install_tuner_view(ChoiceView(AutoTuner.get))
+install_tuner_view(ChoiceView())
