@@ -73,9 +73,6 @@ __all__ = [
 ]
 
 
-_UNSEEN: Any = object()
-
-
 def _setting(name: str, doc: str) -> Any:
     """A timing setting of :class:`AutoTuner`: a property that checks the value it is set to (a bad
     one fails on the user's line, naming the setting, and the value in effect stays)."""
@@ -97,9 +94,8 @@ class AutoTuner:
 
     def __init__(self) -> None:
         self._best: dict[Key, Choice] = {}
-        # Call-path memos (exact signature -> choice / route entry), replaced, never cleared,
+        # The router's memo (exact signature -> route entry), replaced, never cleared,
         # when ``_best`` changes: a racing reader writes into the discarded dict.
-        self._fast: dict[tuple, Choice | None] = {}
         self.route_memo: dict[tuple, RouteEntry] = {}
         # A verdict keeps the epoch with its route entry (valid while current), not the memo.
         self.route_epoch = object()
@@ -237,13 +233,7 @@ class AutoTuner:
                 spread, limit = self._spread.get(record.key), self._noisy_spread
                 report.note_call(op, runners, candidates, inputs, record, was, spread, limit)
         else:
-            fast = self._fast
-            exact = exact_signature(op.api_key, inputs)
-            choice = fast.get(exact, _UNSEEN)  # type: ignore[arg-type]
-            if choice is _UNSEEN:
-                choice = self._best.get(make_key(op.api_key, inputs))
-                if len(fast) < self.memo_cap:
-                    fast[exact] = choice
+            choice = self._best.get(make_key(op.api_key, inputs))  # make_key memoises
         tuned_calls, default_calls = self.stats_book.counters(op.api_key)
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
@@ -318,7 +308,7 @@ class AutoTuner:
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
         with a change writes into the discarded dicts, so no entry is ever stale."""
-        self._fast, self.route_memo = {}, {}
+        self.route_memo = {}
         self.route_epoch = object()  # after the memo: see the router's slot
 
     # ---- inspecting and editing the results -------------------------------------------
