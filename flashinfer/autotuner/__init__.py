@@ -10,7 +10,56 @@ only, not the tuning file nor the ``autotune()`` block.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, for type checkers and readers
+    from flashinfer.autotuner.block import autotune  # noqa: F401
+    from flashinfer.autotuner.block_report import (  # noqa: F401
+        NOISY_SPREAD,
+        AutotuneReport,
+        AutotuneReportWarning,
+        FileReport,
+        KeyReport,
+    )
+    from flashinfer.autotuner.distributed import (  # noqa: F401
+        AutotuneConsistencyError,
+        get_autotune_process_group,
+        set_autotune_process_group,
+    )
+    from flashinfer.autotuner.keys import EnumValue, bucket_dim, make_key  # noqa: F401
+    from flashinfer.autotuner.timing import TuningDuringCaptureError  # noqa: F401
+    from flashinfer.autotuner.tuner import (  # noqa: F401
+        AUTOTUNER_LOG_ENV,
+        AutoTuner,
+        Choice,
+        OpStats,
+        ProgressCallback,
+        TacticFailure,
+        TunableOp,
+        TunableRunner,
+        TuningRecord,
+        is_tuning,
+    )
+    from flashinfer.autotuner.tuning_file import (  # noqa: F401
+        MAX_DEPTH,
+        OLD_SPELLINGS,
+        READABLE_SCHEMAS,
+        SCHEMA_VERSION,
+        AutotuneCacheError,
+        AutotuneCacheWarning,
+        CacheDocument,
+        CacheEntry,
+        LoadReport,
+        TuningFileDocument,
+        TuningFileEntry,
+        TuningFileError,
+        TuningFileWarning,
+        check_mergeable,
+        load_configs,
+        load_tuning_file,
+        save_configs,
+        save_tuning_file,
+    )
 
 _TUNER: tuple[str, ...] = (
     "AUTOTUNER_LOG_ENV",
