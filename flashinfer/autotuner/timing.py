@@ -388,12 +388,8 @@ def build_plan(
     runners: Mapping[str, TunableRunner], inputs: tuple, candidates: Sequence[str]
 ) -> list[Pair]:
     """Every (backend, tactic) of ``candidates`` that has a runner, the default first."""
-    plan = []
-    for backend in candidates:
-        runner = runners.get(backend)
-        if runner is not None:
-            plan += [Pair(backend, runner, tactic) for tactic in runner.tactics(inputs)]
-    return plan
+    runs = [(b, runners[b]) for b in candidates if b in runners]
+    return [Pair(b, runner, tactic) for b, runner in runs for tactic in runner.tactics(inputs)]
 
 
 def _time_one(pair: Pair, inputs: tuple, settings: TimingSettings) -> Outcome:
