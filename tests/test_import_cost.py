@@ -119,6 +119,9 @@ FORBIDDEN = (
     "flashinfer.gating.history",
     "flashinfer.gating.lifecycle",
     "flashinfer.autotuner.tuning_file",  # read when a tuning file is loaded or saved
+    "flashinfer.autotuner.persist",  # (its JSON)
+    "flashinfer.autotuner.disk",  # (its path checks, lock and write)
+    "flashinfer.autotuner.block",  # the autotune() block: loaded when a block is entered
 )
 """Modules (and their submodules) that neither touching an op nor its first call imports."""
 

@@ -13,13 +13,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers
-    from flashinfer.autotuner.block import autotune  # noqa: F401
-    from flashinfer.autotuner.block_report import (  # noqa: F401
+    from flashinfer.autotuner.block import (  # noqa: F401
         NOISY_SPREAD,
         AutotuneReport,
         AutotuneReportWarning,
         FileReport,
         KeyReport,
+        autotune,
     )
     from flashinfer.autotuner.distributed import (  # noqa: F401
         AutotuneConsistencyError,
@@ -81,14 +81,20 @@ _FILE += ("check_mergeable", "load_tuning_file", "save_tuning_file")
 # the old spellings of the tuning file's names (tuning_file.OLD_SPELLINGS): the same objects
 _FILE += ("AutotuneCacheError", "AutotuneCacheWarning", "CacheDocument", "CacheEntry")
 _FILE += ("load_configs", "save_configs")
-_BLOCK = ("NOISY_SPREAD", "AutotuneReport", "AutotuneReportWarning", "FileReport", "KeyReport")
+_BLOCK: tuple[str, ...] = (
+    "autotune",
+    "NOISY_SPREAD",
+    "AutotuneReport",
+    "AutotuneReportWarning",
+    "FileReport",
+)
+_BLOCK += ("KeyReport",)
 
 #: Public name -> the module that defines it.
 _HOME: dict[str, str] = {
     **dict.fromkeys(_TUNER, "tuner"),
     **dict.fromkeys(_FILE, "tuning_file"),
-    **dict.fromkeys(_BLOCK, "block_report"),
-    "autotune": "block",
+    **dict.fromkeys(_BLOCK, "block"),
     "AutotuneConsistencyError": "distributed",
     "get_autotune_process_group": "distributed",
     "set_autotune_process_group": "distributed",

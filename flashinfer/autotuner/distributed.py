@@ -21,7 +21,6 @@ from flashinfer.autotuner._types import (
     describe_tactic,
     skipped_ops,
 )
-from flashinfer.autotuner.disk import TuningFileError, path_problem
 from flashinfer.autotuner.keys import Key
 from flashinfer.autotuner.timing import (
     Outcome,
@@ -250,6 +249,8 @@ def tune_in_group(
 
 def _read_on_rank0(path: str) -> tuple[str, Any]:
     # Rank 0 alone reads and writes the file, so it alone checks the path (on its host).
+    from flashinfer.autotuner.disk import path_problem  # the file's code: when a file is used
+
     problem = path_problem(path, writing=True)
     if problem is not None:
         return "refused", (str(problem), problem.path, problem.reason)
@@ -279,6 +280,8 @@ def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     if kind == "refused":
         message, where, reason = payload
         by = " (checked by rank 0 of the autotune process group, which reads and writes it)"
+        from flashinfer.autotuner.disk import TuningFileError
+
         raise TuningFileError(message + by, path=where, reason=reason)
     if kind == "error":
         errno, strerror = payload

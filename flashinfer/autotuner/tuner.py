@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from flashinfer.autotuner import distributed
 from flashinfer.autotuner._types import (
+    NOISY_SPREAD,
     Choice,
     OpStats,
     ProgressCallback,
@@ -30,15 +31,12 @@ from flashinfer.autotuner._types import (
     TunableRunner,
     TuningRecord,
     check_median,
+    current_report,
+    is_noisy,
     is_tuning,
     note_tuned,
     skipped_ops,
     tuning_now,
-)
-from flashinfer.autotuner.block_report import (
-    NOISY_SPREAD,
-    current_report,
-    is_noisy,
 )
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
 from flashinfer.autotuner.timing import (
