@@ -19,7 +19,7 @@ import torch
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
-from flashinfer.autotuner import AutoTuner
+from flashinfer.autotuner.tuner import AutoTuner
 from flashinfer.backend_dispatch import (
     LOWER_PRECISION,
     AutocastRule,

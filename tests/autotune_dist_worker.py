@@ -35,10 +35,10 @@ from flashinfer.autotuner import (
     AutoTuner,
     Choice,
     autotune,
-    candidate_timing,
-    distributed,
     make_key,
+    persist,  # distributed saves through it
     set_autotune_process_group,
+    timing,
 )
 from flashinfer.autotuner.distributed import SETTINGS
 from flashinfer.autotuner.timing import Median
@@ -179,7 +179,7 @@ def shared_file(group: Any, path: Path) -> dict[str, Any]:
     op = make_op(runners)
     opened: list[str] = []
     saves: list[str] = []
-    real_open, real_save = builtins.open, distributed.save_into
+    real_open, real_save = builtins.open, persist.save_into
 
     def spying_open(file: Any, *args: Any, **kwargs: Any) -> Any:
         if str(file) == str(path):
@@ -192,7 +192,7 @@ def shared_file(group: Any, path: Path) -> dict[str, Any]:
         saves.append(str(where))
         return real_save(tuner, where, **kwargs)
 
-    builtins.open, distributed.save_into = spying_open, spying_save
+    builtins.open, persist.save_into = spying_open, spying_save
     try:
         with autotune(process_group=group, tuning_file=path):  # no file yet: tunes, rank 0 saves
             tuned = record_of(op)
@@ -201,7 +201,7 @@ def shared_file(group: Any, path: Path) -> dict[str, Any]:
         with autotune(process_group=group, tuning_file=path):  # read by rank 0 for everyone
             loaded = record_of(op)
     finally:
-        builtins.open, distributed.save_into = real_open, real_save
+        builtins.open, persist.save_into = real_open, real_save
     return {"tuned": tuned, "loaded": loaded, "opened": len(opened), "saves": len(saves)}
 
 
@@ -388,7 +388,7 @@ def main() -> None:
     suite, rank, world, store, out, timeout = sys.argv[1:7]
     RANK, WORLD = int(rank), int(world)
     out_dir = Path(out)
-    candidate_timing.measure = scripted_measure  # type: ignore[assignment]
+    timing.measure = scripted_measure  # type: ignore[assignment]
     tuner = AutoTuner.get()
     tuner.warmup, tuner.repeat = 0, 1
     dist.init_process_group(

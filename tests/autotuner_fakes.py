@@ -176,7 +176,7 @@ def script_timings(
     """Replace the tuner's timer: pair ``(backend, tactic)`` measures ``timings_ms[...]``,
     either ``median`` in ms (its IQR ``spread`` of that) or ``(median, iqr)`` in ms.  Each
     pair's runner is still called once, as the timer would."""
-    from flashinfer.autotuner import candidate_timing
+    from flashinfer.autotuner import timing
     from flashinfer.autotuner.timing import Median
 
     def fake_measure(fn: Any, inputs: Any, **kwargs: Any) -> Median:
@@ -185,7 +185,7 @@ def script_timings(
         median, iqr = value if isinstance(value, tuple) else (value, value * spread)
         return Median(median / 1e3, iqr / 1e3)
 
-    monkeypatch.setattr(candidate_timing, "measure", fake_measure)
+    monkeypatch.setattr(timing, "measure", fake_measure)
 
 
 def tuned_choice(runners: dict[str, Any]) -> tuple[tuple[str, Any], Any]:

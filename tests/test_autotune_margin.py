@@ -2,7 +2,7 @@
 
 The default (first candidate, default tactic) is kept unless another pair is faster by more
 than ``AutoTuner.get().switch_margin``; a near-tie goes to the earlier pair.  Timings are
-scripted (``candidate_timing.measure`` replaced), so the cases are exact.
+scripted (``timing.measure`` replaced), so the cases are exact.
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ from autotuner_fakes import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer.autotuner.candidate_timing import DEFAULT_SWITCH_MARGIN, pick
-from flashinfer.autotuner.timing import CpuClock, interquartile_range, measure
+from flashinfer.autotuner.timing import (
+    DEFAULT_SWITCH_MARGIN,
+    CpuClock,
+    interquartile_range,
+    measure,
+    pick,
+)
 from flashinfer.cli import main
 
 

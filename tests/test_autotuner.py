@@ -222,7 +222,7 @@ def test_last_tuning_lists_each_failed_pair_with_a_one_line_reason():
 
 
 def test_reason_of_a_failure_is_the_first_line_of_its_message():
-    from flashinfer.autotuner.candidate_timing import one_line_reason as _one_line
+    from flashinfer.autotuner.timing import one_line_reason as _one_line
 
     assert (
         _one_line(MultiLineError("\n  first line\nsecond line\n")) == "MultiLineError: first line"

@@ -24,7 +24,7 @@ from flashinfer.autotuner import (
     make_key,
     save_tuning_file,
 )
-from flashinfer.autotuner import fingerprint as fp
+from flashinfer.autotuner import keys as fp
 
 SCHEMA1 = Path(__file__).parent / "data" / "autotune_schema1.json"
 OTHER_ENV = "were measured in another environment"

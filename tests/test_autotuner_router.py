@@ -29,7 +29,7 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 import flashinfer
 from flashinfer.api_logging import ExperimentalWarning
 from flashinfer.autotuner import AutoTuner, Choice, autotune, make_key
-from flashinfer.autotuner import router as router_module
+from flashinfer.autotuner import tuner as router_module
 from flashinfer.backend_dispatch import (
     backend_requirement,
     experimental_backend,

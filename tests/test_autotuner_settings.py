@@ -19,8 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flashinfer.autotuner import AutoTuner, autotune
-from flashinfer.autotuner.candidate_timing import pick
-from flashinfer.autotuner.timing import measure
+from flashinfer.autotuner.timing import measure, pick
 
 
 @pytest.fixture(autouse=True)

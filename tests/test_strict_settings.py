@@ -87,7 +87,7 @@ def _read_dispatch_log() -> Any:
 def _read_autotuner_log() -> Any:
     import contextlib
 
-    from flashinfer.autotuner.candidate_timing import log
+    from flashinfer.autotuner.timing import log
 
     printed = io.StringIO()
     with contextlib.redirect_stderr(printed):

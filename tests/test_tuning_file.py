@@ -390,7 +390,7 @@ def test_set_choice_refuses_a_time_that_is_not_finite():
 
 def test_a_measurement_that_is_not_finite_counts_as_failed(tmp_path, monkeypatch):
     op, runners = tuned_op()
-    from flashinfer.autotuner import candidate_timing as tuner_module
+    from flashinfer.autotuner import timing as tuner_module
 
     real = tuner_module.measure
 

@@ -145,7 +145,6 @@ def no_writes(monkeypatch):
         raise AssertionError(f"the path was to be refused before this: {args}")
 
     monkeypatch.setattr(save_module, "held", refuse)
-    monkeypatch.setattr(paths.tempfile, "mkstemp", refuse)
     monkeypatch.setattr(paths.os, "replace", refuse)
     real_open = os.open
 

@@ -1,7 +1,7 @@
 """Too noisy to choose (issue 23): when the spread of the timed calls swamps the gap between
 the fastest pair and an earlier one, the earlier pair (the default, when it is one of them)
 is kept, and the record, the log and the ``flashinfer autotune`` table say so.  Never is
-noise presented as a win.  Timings are scripted (``candidate_timing.measure`` replaced), so
+noise presented as a win.  Timings are scripted (``timing.measure`` replaced), so
 the cases are exact.
 """
 
@@ -18,8 +18,8 @@ from autotuner_fakes import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashinfer.autotuner import candidate_timing as timing_module
-from flashinfer.autotuner.candidate_timing import pick
+from flashinfer.autotuner import timing as timing_module
+from flashinfer.autotuner.timing import pick
 from flashinfer.cli import main
 
 

@@ -21,7 +21,6 @@ from autotuner_fakes import FakeRunner, clean_tuner, make_op
 
 from flashinfer.autotuner import AutoTuner, autotune
 from flashinfer.autotuner import timing as timing_module
-from flashinfer.autotuner.candidate_timing import build_plan, time_candidates
 from flashinfer.autotuner.keys import make_key
 from flashinfer.autotuner.timing import (
     REPEAT_S,
@@ -31,9 +30,11 @@ from flashinfer.autotuner.timing import (
     CpuClock,
     CudaClock,
     TuningDuringCaptureError,
+    build_plan,
     measure,
     refuse_during_capture,
     stream_capturing,
+    time_candidates,
 )
 
 

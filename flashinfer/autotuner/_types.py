@@ -1,7 +1,10 @@
 """The autotuner's vocabulary: a tunable op and its runners, the records the tuner keeps,
-what counts as a measured time, and the per-op counts.  Public names are documented (and
-pickled) under :mod:`flashinfer.autotuner.tuner`, which re-exports them.
-"""
+what counts as a measured time, the per-op counts, and the per-thread tuning state.  Public
+names are documented (and pickled) under :mod:`flashinfer.autotuner.tuner`.
+
+The state is ContextVars, not process-wide flags: threads entering and leaving overlapping
+blocks each restore their own, and a thread serving requests never times kernels because
+another thread tunes."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from flashinfer.autotuner.keys import Key
@@ -94,7 +98,7 @@ class TuningRecord(NamedTuple):
     iqr_s: float | None = None
     #: True when a pair looked faster than the choice but by less than the spread of their
     #: timed calls: "too noisy to choose", the earlier pair (the default, if it was one of
-    #: them) was kept (see :func:`~flashinfer.autotuner.candidate_timing.pick`)
+    #: them) was kept (see :func:`~flashinfer.autotuner.timing.pick`)
     too_noisy: bool = False
 
 
@@ -111,6 +115,11 @@ class TunedResults(Protocol):
     def set_choice(self, key: Key, choice: Choice, *, iqr_s: float | None = None) -> None: ...
 
     def spread(self, key: Key) -> float | None: ...
+
+    #: key -> (the loaded Choice, its file's fingerprint)
+    loaded_from: dict[Key, tuple[Choice, dict[str, Any]]]
+
+    def loaded_fingerprint(self, key: Key, choice: Choice) -> dict[str, Any] | None: ...
 
 
 def is_number(value: Any) -> bool:
@@ -177,82 +186,211 @@ class CallCounter:
         return value
 
 
-class _OpBook:
-    """The counts of one op."""
-
-    __slots__ = ("calls_default", "calls_tuned", "failed", "last_failure", "loaded", "tuned")
-
-    def __init__(self) -> None:
-        self.tuned = self.loaded = self.failed = 0
-        self.last_failure: str | None = None
-        self.calls_tuned = CallCounter()
-        self.calls_default = CallCounter()
-
-    def stats(self) -> OpStats:
-        return OpStats(
-            self.tuned,
-            self.loaded,
-            self.calls_tuned.value(),
-            self.calls_default.value(),
-            self.failed,
-            self.last_failure,
-        )
-
-
 class StatsBook:
     """Per op (by ``api_key``), what the tuner did: see :class:`OpStats`."""
 
     def __init__(self) -> None:
-        self._ops: dict[str, _OpBook] = {}
         self._lock = threading.Lock()
-        #: api_key -> its (tuned, default) counters' ``hit``: one C call on the call path.
-        self.hits: dict[str, tuple[Callable[[], int], Callable[[], int]]] = {}
-
-    def op(self, api_key: str) -> _OpBook:
-        book = self._ops.get(api_key)
-        if book is None:
-            with self._lock:
-                book = self._ops.setdefault(api_key, _OpBook())
-                self.hits[api_key] = (book.calls_tuned.hit, book.calls_default.hit)
-        return book
-
-    def call_hits(self, api_key: str) -> tuple[Callable[[], int], Callable[[], int]]:
-        """``hits[api_key]``, created on first use."""
-        self.op(api_key)
-        return self.hits[api_key]
+        #: api_key -> [keys tuned, results loaded, tactics failed, the last failure]
+        self._counts: dict[str, list[Any]] = {}
+        #: api_key -> its (tuned, default) call counters, for the code that serves calls
+        self.calls: dict[str, tuple[CallCounter, CallCounter]] = {}
 
     def counters(self, api_key: str) -> tuple[CallCounter, CallCounter]:
-        """The (tuned, default) call counters of ``api_key``, for code that serves calls."""
-        book = self.op(api_key)
-        return book.calls_tuned, book.calls_default
+        found = self.calls.get(api_key)
+        if found is None:
+            with self._lock:
+                found = self.calls.setdefault(api_key, (CallCounter(), CallCounter()))
+        return found
 
-    def tuned(self, api_key: str, failures: Iterable[tuple[str, Any, str]], chosen: bool) -> None:
-        """A tuning of one key ended: ``chosen`` if it got a choice, and its failed pairs."""
-        book = self.op(api_key)
+    def add(self, api_key: str, tuned: int = 0, loaded: int = 0, failures: Iterable = ()) -> None:
+        """Keys tuned, results loaded and the ``(backend, tactic, reason)`` failed of an op."""
         with self._lock:
-            book.tuned += chosen
+            counts = self._counts.setdefault(api_key, [0, 0, 0, None])
+            counts[0] += tuned
+            counts[1] += loaded
             for backend, tactic, reason in failures:
-                book.failed += 1
-                book.last_failure = f"{backend} {describe_tactic(tactic)}: {reason}"
-
-    def loaded(self, api_key: str, count: int) -> None:
-        """``count`` results of ``api_key`` were loaded from a file."""
-        book = self.op(api_key)
-        with self._lock:
-            book.loaded += count
+                counts[2] += 1
+                counts[3] = f"{backend} {describe_tactic(tactic)}: {reason}"
 
     def snapshot(self) -> dict[str, OpStats]:
         """``api_key -> OpStats`` of every op something happened to."""
         with self._lock:
-            books = sorted(self._ops.items())
-        stats = {api_key: book.stats() for api_key, book in books}
+            api_keys = sorted({*self._counts, *self.calls})
+        stats = {}
+        for api_key in api_keys:
+            tuned, loaded, failed, last = self._counts.get(api_key, (0, 0, 0, None))
+            counters = self.calls.get(api_key)
+            on, off = (counters[0].value(), counters[1].value()) if counters else (0, 0)
+            stats[api_key] = OpStats(tuned, loaded, on, off, failed, last)
         return {api_key: s for api_key, s in stats.items() if s != _NOTHING}
 
 
 def describe_tactic(tactic: Any) -> str:
-    """A tactic as the log, the stats and the command show it: JSON (sorted keys), or its
-    ``repr`` when it is not JSON."""
+    """A tactic as the log, the stats and the command show it: JSON (sorted keys), or its ``repr``
+    when it is not JSON."""
     try:
         return json.dumps(tactic, sort_keys=True)
     except (TypeError, ValueError):
         return repr(tactic)
+
+
+# ---- the per-thread tuning state ----------------------------------------------------------
+
+_tuning: ContextVar[bool] = ContextVar("flashinfer_autotune_enabled", default=False)
+_progress: ContextVar[ProgressCallback | None] = ContextVar(
+    "flashinfer_autotune_progress", default=None
+)
+#: Keys tuned in the innermost block (None outside any): with none, the file is not touched.
+_new_keys: ContextVar[list[Key] | None] = ContextVar("flashinfer_autotune_new_keys", default=None)
+
+#: api_keys of the ops the enclosing ``autotune(skip_ops=...)`` blocks leave untuned.
+_skipped: ContextVar[frozenset[str]] = ContextVar(
+    "flashinfer_autotune_skipped_ops", default=frozenset()
+)
+
+BlockTokens = tuple[
+    Token[bool], Token[ProgressCallback | None], Token[list[Key] | None], Token[frozenset[str]]
+]
+
+#: :func:`is_tuning` for the call paths: the ContextVar's own ``get`` (no Python frame).
+tuning_now = _tuning.get
+
+#: This thread's progress callback (None: none), for the timing of candidates.
+progress_callback = _progress.get
+
+#: The api_keys of the ops this thread's blocks skip: they run their default, untimed.
+skipped_ops = _skipped.get
+
+
+def is_tuning() -> bool:
+    """Whether the current thread (or task) is inside an enabled ``autotune()`` block."""
+    return _tuning.get()
+
+
+def enter_block(
+    enabled: bool, progress: ProgressCallback | None, skip: frozenset[str] = frozenset()
+) -> BlockTokens:
+    """Set this thread's state for a block (``skip`` adds to the enclosing blocks')."""
+    skipped = _skipped.set(_skipped.get() | skip)
+    return _tuning.set(enabled), _progress.set(progress), _new_keys.set([]), skipped
+
+
+def leave_block(tokens: BlockTokens) -> list[Key]:
+    """Restore the state before the block; the keys it tuned count for the enclosing one too."""
+    tuning, progress, new_keys, skipped = tokens
+    tuned_here = _new_keys.get() or []
+    _skipped.reset(skipped)
+    _new_keys.reset(new_keys)
+    _progress.reset(progress)
+    _tuning.reset(tuning)
+    outer = _new_keys.get()
+    if outer is not None:
+        outer.extend(tuned_here)
+    return tuned_here
+
+
+def note_tuned(key: Key) -> None:
+    """Record that this thread tuned ``key`` (its innermost block saves it on exit)."""
+    new_keys = _new_keys.get()
+    if new_keys is not None:
+        new_keys.append(key)
+
+
+#: The default ``AutoTuner.noisy_spread``.  ``benchmarks/bench_measure_spread.py`` on a
+#: shared 2-core CPU: a small matmul's spread is 5 % at the 90th percentile unloaded, 10-19 %
+#: loaded; 10 % flags the loaded outliers (a wrong flag costs one more timing later).
+NOISY_SPREAD = 0.10
+
+
+def is_noisy(median_s: float, iqr_s: float | None, limit: float = NOISY_SPREAD) -> bool:
+    """Whether a measurement's spread (``iqr_s``, None: unknown) is more than ``limit``
+    (``AutoTuner.noisy_spread``) of its median."""
+    return iqr_s is not None and median_s > 0 and iqr_s > limit * median_s
+
+
+#: The report of this context's outermost ``autotune()`` block (None outside any).
+report_var: ContextVar[Any] = ContextVar("flashinfer_autotune_report", default=None)
+
+#: :func:`current_report` for the tuning path: the ContextVar's own ``get``.
+current_report = report_var.get
+
+
+# ---- which ops a block's skip_ops names ---------------------------------------------------
+
+_HOW = (
+    "name each op by the op itself (e.g. flashinfer.mm), its API name (e.g. 'mm') or its "
+    "qualified name (e.g. 'flashinfer.gemm.mm')"
+)
+
+
+def _shown(item: Any) -> str:
+    text = repr(item)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def resolve_skip_ops(
+    names: Iterable[Any] | None, registered: Callable[[], Mapping[str, tuple[Any, Any]]]
+) -> frozenset[str]:
+    """The api_keys of the ops ``names`` names among ``registered()`` (read once every op module is
+    imported): ops or API/qualified names; ``None``: none."""
+    if names is None:
+        return frozenset()
+    if isinstance(names, (str, bytes)):
+        raise TypeError(
+            f"skip_ops must be a list of ops, not the string {_shown(names)}: write "
+            f"skip_ops=[{_shown(names)}]"
+        )
+    single = _api_key_of(names)
+    if single is not None:
+        name = getattr(names, "api_name", single)
+        raise TypeError(
+            f"skip_ops must be a list of ops, not the op {name} itself: write skip_ops=[{name}]"
+        )
+    try:
+        items = list(names)
+    except TypeError:
+        raise TypeError(
+            f"skip_ops must be a list of ops, got {type(names).__name__} {_shown(names)}; {_HOW}"
+        ) from None
+    if not items:
+        return frozenset()
+    for position, item in enumerate(items):  # every item's kind, before any import
+        if not isinstance(item, str) and _api_key_of(item) is None:
+            raise TypeError(
+                f"skip_ops[{position}] is {type(item).__name__} {_shown(item)}, not an op; {_HOW}"
+            )
+    from flashinfer.api_modules import load_api_modules
+
+    load_api_modules()  # an op is registered when its module is imported
+    by_name: dict[str, set[str]] = {}
+    for api_key, (op, _) in registered().items():
+        by_name.setdefault(api_key, set()).add(api_key)
+        by_name.setdefault(getattr(op, "api_name", api_key), set()).add(api_key)
+    keys: set[str] = set()
+    for item in items:
+        name = item if isinstance(item, str) else _api_key_of(item)
+        assert name is not None  # checked above
+        found = by_name.get(name)
+        if found is None:
+            valid = ", ".join(sorted(by_name)) or "none"
+            what = (
+                f"no autotunable op is named {name!r}"
+                if isinstance(item, str)
+                else f"the op {name} is not autotunable"
+            )
+            raise ValueError(
+                f"skip_ops: {what}; name an op by the op itself, its API name or its "
+                f"qualified name: {valid}"
+            )
+        keys |= found
+    return frozenset(keys)
+
+
+def _api_key_of(item: Any) -> str | None:
+    """An op's ``api_key``, or None for anything that is not an op."""
+    try:
+        api_key = getattr(item, "api_key", None)
+    except Exception:  # an object whose attribute access itself fails is not an op
+        return None
+    return api_key if isinstance(api_key, str) else None

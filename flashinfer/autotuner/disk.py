@@ -8,7 +8,6 @@ import errno
 import os
 import secrets
 import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -143,8 +142,7 @@ def _os_refusal(words: str, exc: OSError) -> LockProblem:
 
 
 def lock_problem(lock: str) -> LockProblem | None:
-    """Why ``lock`` can never be taken (None: it can, or is only held now), leaving nothing
-    behind.  ``filelock`` retries some impossible locks forever (``ENOENT`` in ``/proc``)."""
+    """Why ``lock`` can never be taken (None: it can, or is only held now)."""
     directory, name = os.path.split(lock)
     limit = 255
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -197,8 +195,7 @@ def lock_error(target: str, problem: LockProblem) -> OSError:
 
 @contextlib.contextmanager
 def held(target: str) -> Iterator[None]:
-    """Hold ``target``'s lock: wait while held, raise at once when it can never be taken.
-    The lock file stays: removing it would let a waiter and a newcomer lock two files."""
+    """Hold ``target``'s lock: wait while held, raise at once when it can never be taken."""
     lock = FileLock(lock_path(target), mode=0o666)
     for timeout in (0, None):
         try:
@@ -221,32 +218,24 @@ def held(target: str) -> Iterator[None]:
         lock.release()
 
 
-def _umask() -> int:
-    """The umask, from ``/proc`` where it can be (setting it races with other threads)."""
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_file(path: str, text: str) -> None:
-    """Write ``text`` over ``path`` atomically, keeping its mode (new: ``0666`` & ~umask)."""
+    """Write ``text`` over ``path`` atomically, keeping its mode (new: ``0666`` & ~umask, which
+    the kernel applies when the temporary file is created)."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        mode = 0o666 & ~_umask()
+        mode = None
     directory, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL  # never follows nor reuses a name
+    fd = os.open(tmp, flags | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

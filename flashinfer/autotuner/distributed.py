@@ -11,17 +11,18 @@ import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from flashinfer.autotuner._state import skipped_ops
 from flashinfer.autotuner._types import (
     Choice,
     TunableRunner,
     TunedResults,
     TuningRecord,
     describe_tactic,
+    skipped_ops,
 )
-from flashinfer.autotuner.candidate_timing import (
+from flashinfer.autotuner.keys import Key
+from flashinfer.autotuner.timing import (
     Outcome,
     Pair,
     TimingSettings,
@@ -30,9 +31,6 @@ from flashinfer.autotuner.candidate_timing import (
     one_line_reason,
     time_pairs,
 )
-from flashinfer.autotuner.disk import TuningFileError, path_problem
-from flashinfer.autotuner.keys import Key
-from flashinfer.autotuner.persist import LoadReport, load_data, load_into, save_into
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import (
     ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV,
@@ -40,6 +38,9 @@ from flashinfer.gating.gate import (
 )
 from flashinfer.gating.messages import gate_differs_between_ranks
 from flashinfer.settings import raw as environment_value
+
+if TYPE_CHECKING:
+    from flashinfer.autotuner.persist import LoadReport
 
 
 class GroupSetting(NamedTuple):
@@ -248,6 +249,8 @@ def tune_in_group(
 
 def _read_on_rank0(path: str) -> tuple[str, Any]:
     # Rank 0 alone reads and writes the file, so it alone checks the path (on its host).
+    from flashinfer.autotuner.disk import path_problem  # the file's code: when a file is used
+
     problem = path_problem(path, writing=True)
     if problem is not None:
         return "refused", (str(problem), problem.path, problem.reason)
@@ -261,8 +264,9 @@ def _read_on_rank0(path: str) -> tuple[str, Any]:
 
 
 def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
-    """Load ``path`` if it exists (None if not).  With a group rank 0 checks and reads it and
-    broadcasts the bytes (or its refusal, raised on every rank before any tuning)."""
+    """Load ``path`` if it exists (None if not)."""
+    from flashinfer.autotuner.persist import load_data, load_into  # only a block with a file
+
     setting = group_in_effect()
     if setting is None:
         return load_into(tuner, path) if os.path.exists(path) else None
@@ -276,6 +280,8 @@ def load_for_block(tuner: TunedResults, path: str) -> LoadReport | None:
     if kind == "refused":
         message, where, reason = payload
         by = " (checked by rank 0 of the autotune process group, which reads and writes it)"
+        from flashinfer.autotuner.disk import TuningFileError
+
         raise TuningFileError(message + by, path=where, reason=reason)
     if kind == "error":
         errno, strerror = payload
@@ -338,8 +344,8 @@ def check_block(tuner: Any, api_key: str) -> None:
 def open_block(
     tuner: TunedResults, tuning_file: str | None, process_group: Any, shard: bool | None
 ) -> BlockHandle:
-    """On a block's entry: set its group, compare the settings (before the read, which a
-    rank without a ``tuning_file`` would not join) and load its tuning file."""
+    """On a block's entry: set its group, compare the settings (before the read, which a rank
+    without a ``tuning_file`` would not join) and load its tuning file."""
     token = enter_group(process_group, shard)
     facts = _facts.set(_BlockFacts(tuning_file is not None))
     try:
@@ -364,6 +370,8 @@ def close_block(
         setting = group_in_effect()  # with a group only rank 0 writes: every rank agrees
         if setting is not None and _rank_and_size(setting.group)[0] != 0:
             return None
+        from flashinfer.autotuner.persist import save_into
+
         return save_into(tuner, tuning_file)
     finally:
         _facts.reset(handle.facts)
@@ -459,8 +467,8 @@ def local_manifest(
     choice: Choice | None,
     settings: tuple[tuple[str, Any], ...] = (),
 ) -> tuple[Manifest, list[Pair], Exception | None]:
-    """This rank's manifest, plan and the exception a ``tactics()`` raised (the other ranks
-    must learn of it rather than wait)."""
+    """This rank's manifest, plan and the exception a ``tactics()`` raised (the other ranks must
+    learn of it rather than wait)."""
     plan: list[Pair] = []
     tactics: list[tuple[str, tuple[str, ...]]] = []
     error: Exception | None = None
@@ -485,8 +493,8 @@ def local_manifest(
 
 
 def differences(manifests: Sequence[Manifest]) -> dict[str, dict[int, Any]]:
-    """``field -> {rank: value}`` of every setting and field not equal on all ranks (and the
-    gate's raw values under ``"gate"`` if those differ)."""
+    """``field -> {rank: value}`` of every setting and field not equal on all ranks (and the gate's
+    raw values under ``"gate"`` if those differ)."""
     found: dict[str, dict[int, Any]] = {}
     per_rank = [dict(m.settings) for m in manifests]
     for name in SETTINGS:

@@ -1,4 +1,6 @@
-"""Tuning keys: what two calls must share to share a tuned choice.
+"""What identifies a tuned result: its tuning key (what two calls must share to share a
+choice) and the fingerprint of the environment that measured it (docs/api/autotuner.rst,
+"One file, many machines").
 
 A key is a plain tuple, cheap to build and hash (every ``"auto"`` call computes one)::
 
@@ -12,6 +14,8 @@ every tactic it returns valid for all inputs of one key: a tactic is reused acro
 from __future__ import annotations
 
 import enum
+import functools
+import importlib.metadata
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -19,10 +23,12 @@ from typing import Any, NamedTuple
 
 import torch
 
+from flashinfer._version import __version__
 from flashinfer.dispatch.capability import device_capability
 from flashinfer.dispatch.families import dtype_name
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.kernels import next_positive_power_of_2
+from flashinfer.kernels.availability import interpreter_enabled
 
 Key = tuple  # (api_key, inputs, device_type, compute_capability)
 
@@ -93,9 +99,9 @@ def make_key(api_key: str, inputs: tuple) -> Key:
 
 
 def _key_from_signature(signature: tuple) -> Key:
-    """The key of an exact signature, which holds all it needs (a ``torch.Size`` starts a
-    tensor's pair; a trailing ``torch.device`` is the first tensor's): one classification of
-    inputs for both."""
+    """The key of an exact signature, which holds all it needs (a ``torch.Size`` starts a tensor's
+    pair; a trailing ``torch.device`` is the first tensor's): one classification of inputs for
+    both."""
     api_key, items = signature[0], signature[1:]
     device = None
     if items and type(items[-1]) is torch.device:
@@ -122,8 +128,7 @@ def _key_from_signature(signature: tuple) -> Key:
 
 def declare_key_inputs(api_key: str, runners: Mapping[str, Any]) -> None:
     """Record the ``key_inputs`` the ``runners`` of ``api_key`` declare (none: the default rule)
-    and forget the keys read under the previous rule.  ``TypeError``/``ValueError`` naming the
-    runner for a declaration that is not one, or two that disagree."""
+    and forget the keys read under the previous rule."""
     merged: Declared = {}
     owner: dict[int, str] = {}
     found = False
@@ -283,3 +288,115 @@ def key_value(value: Any, bucket: Bucket) -> Any:
 def declarations(api_key: str) -> Declared | None:
     """The declared key inputs of the op ``api_key`` (None: the default rule)."""
     return _DECLARED.get(api_key)
+
+
+# ---- the fingerprint: the environment a result was measured in --------------------------
+
+Fingerprint = dict[str, Any]
+
+FIELDS = ("flashinfer", "torch", "triton", "device", "compute_capability", "triton_interpret")
+WILDCARD = "*"
+
+# The JSON type each field holds (besides "*"); None: may also be null.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "flashinfer": (str,),
+    "torch": (str,),
+    "triton": (str, type(None)),
+    "device": (str, type(None)),
+    "compute_capability": (int, type(None)),
+    "triton_interpret": (bool,),
+}
+
+#: Distributions that install the ``triton`` module, in the order they are looked for.
+_TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+
+
+@functools.cache
+def _triton_version() -> str | None:
+    for name in _TRITON_DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@functools.cache
+def _gpu_name(capability: int | None) -> str | None:
+    """The name of this machine's first CUDA device of ``capability`` (None: there is none)."""
+    if capability is None or not torch.cuda.is_available():
+        return None
+    for index in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(index)
+        if major * 10 + minor == capability:
+            return torch.cuda.get_device_name(index)
+    return None
+
+
+def flashinfer_version() -> str:
+    """``flashinfer.__version__`` (from ``_version``: the root would be an import cycle)."""
+    return __version__
+
+
+def process_fingerprint(key: Key) -> Fingerprint:
+    """This process's fingerprint for results of ``key`` (stamped, and matched against)."""
+    device_type, capability = key[2], key[3]
+    device = _gpu_name(capability) if device_type == "cuda" else device_type
+    return {
+        "flashinfer": flashinfer_version(),
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "device": device,
+        "compute_capability": capability,
+        "triton_interpret": interpreter_enabled(),
+    }
+
+
+def schema1_fingerprint(header: dict[str, Any]) -> Fingerprint:
+    """A schema-1 file's entries' fingerprint: its header's versions (the rest match all)."""
+    recorded = {
+        "flashinfer": header.get("flashinfer_version"),
+        "torch": header.get("torch_version"),
+    }
+    return {name: value for name, value in recorded.items() if isinstance(value, str)}
+
+
+def check_fingerprint(value: Any) -> Fingerprint:
+    """An entry's ``fingerprint`` (absent: ``{}``); ``ValueError`` naming a bad field."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'fingerprint' is not an object: {_shown(value)}")
+    for name, types in _TYPES.items():
+        field = value.get(name, WILDCARD)
+        # bool is an int subclass: True is not a compute capability.
+        if field != WILDCARD and (type(field) not in types):
+            raise ValueError(f"fingerprint field {name!r} holds {_shown(field)}")
+    return value
+
+
+def differences(fingerprint: Fingerprint, here: Fingerprint) -> list[str]:
+    """How ``fingerprint`` differs from ``here``: ``["torch '2.12.0' vs '2.13.0' here"]``."""
+    return [
+        f"{name} {_shown(fingerprint[name])} vs {_shown(here[name])} here"
+        for name in FIELDS
+        if fingerprint.get(name, WILDCARD) != WILDCARD and fingerprint[name] != here[name]
+    ]
+
+
+def specificity(fingerprint: Fingerprint) -> int:
+    """How many fields ``fingerprint`` pins (neither ``"*"`` nor left out)."""
+    return sum(fingerprint.get(name, WILDCARD) != WILDCARD for name in FIELDS)
+
+
+def matches(value: Any, here: Fingerprint) -> bool:
+    """Whether a file entry's ``fingerprint`` matches ``here`` (a malformed one: never)."""
+    try:
+        return not differences(check_fingerprint(value), here)
+    except ValueError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -24,21 +24,21 @@ from flashinfer.autotuner.disk import (
     resolved,
     write_file,
 )
-from flashinfer.autotuner.fingerprint import (
+from flashinfer.autotuner.keys import (
     FIELDS,
     WILDCARD,
     Fingerprint,
+    Key,
     check_fingerprint,
     differences,
     flashinfer_version,
-    loaded_fingerprint,
+    key_from_json,
+    key_to_json,
     matches,
     process_fingerprint,
-    remember_loaded,
     schema1_fingerprint,
     specificity,
 )
-from flashinfer.autotuner.keys import Key, key_from_json, key_to_json
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.gate import experimental_auto_backends_allowed
 from flashinfer.gating.history import renamed_api, tuning_name
@@ -104,7 +104,7 @@ class TuningFileEntry(TypedDict):
     experimental: bool
     #: The environment that measured the result, an object of the fields ``flashinfer``,
     #: ``torch``, ``triton``, ``device``, ``compute_capability`` and ``triton_interpret``
-    #: (see :mod:`flashinfer.autotuner.fingerprint`); a field written ``"*"``, or left out,
+    #: (docs/api/autotuner.rst, "One file, many machines"); a field written ``"*"``, or left out,
     #: matches anything.  JSON object; a file may leave it out or write ``null``; schema 2.
     fingerprint: Fingerprint
 
@@ -300,8 +300,8 @@ class _Existing:
 
 
 def _read_existing(path: str, shown: str) -> _Existing:
-    """The entries a merge keeps; :class:`TuningFileError` for another schema version,
-    ``OSError`` for a file that cannot be read (never overwritten blind)."""
+    """The entries a merge keeps; :class:`TuningFileError` for another schema version, ``OSError``
+    for a file that cannot be read (never overwritten blind)."""
     try:
         data = read_bytes(path)
     except FileNotFoundError:
@@ -350,8 +350,8 @@ def check_mergeable(path: str | os.PathLike[str]) -> None:
 def _merge(
     entries: list[TuningFileEntry], ours: list[tuple[TuningFileEntry, bool]]
 ) -> dict[str, TuningFileEntry]:
-    """Merge by identity: a result measured here replaces every entry of its key this
-    process matches, a loaded one only its own; other environments' stay untouched."""
+    """Merge by identity: a result measured here replaces every entry of its key this process
+    matches, a loaded one only its own; other environments' stay untouched."""
     merged = {canonical_json(raw): raw for raw in entries}
     by_key: dict[str, list[str]] = {}
     for identity, raw in merged.items():
@@ -372,7 +372,7 @@ def save_into(tuner: TunedResults, path: str | os.PathLike[str], *, merge: bool 
     target = resolved(path)
     ours = []
     for key, choice in tuner.choices().items():
-        loaded = loaded_fingerprint(tuner, key, choice)
+        loaded = tuner.loaded_fingerprint(key, choice)
         fingerprint = process_fingerprint(key) if loaded is None else loaded
         ours.append((entry_record(key, choice, tuner, fingerprint), loaded is None))
     with held(target):
@@ -479,9 +479,9 @@ def load_data(tuner: TunedResults, path: str, data: bytes) -> LoadReport:
                 best[item[0]] = item
         for key, choice, fingerprint, iqr_s in best.values():
             tuner.set_choice(key, choice, iqr_s=iqr_s)  # a noisy one is timed again
-            remember_loaded(tuner, key, choice, fingerprint)
+            tuner.loaded_from[key] = (choice, fingerprint)
         for api_key, count in Counter(item[0][0] for item in accepted).items():
-            tuner.stats_book.loaded(api_key, count)
+            tuner.stats_book.add(api_key, loaded=count)
         report.loaded = len(accepted)
     report.skipped = {reason: len(details) for reason, details in skipped.items()}
     if skipped:
@@ -535,8 +535,8 @@ def _accepted_entries(
 
 
 def _why_skipped(raw: Any, key: Key, ops: Any, gate_on: bool, spaces: dict) -> tuple[Any, Any]:
-    """``(reason, detail)`` for an entry this process cannot use, else ``(None, (backend,
-    tactic, key))`` with renamed ops and backends followed."""
+    """``(reason, detail)`` for an entry this process cannot use, else ``(None, (backend, tactic,
+    key))`` with renamed ops and backends followed."""
     differ = differences(raw.get("fingerprint") or {}, process_fingerprint(key))
     if differ:
         return REASON_OTHER_ENVIRONMENT, " and ".join(differ)

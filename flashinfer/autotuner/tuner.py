@@ -3,23 +3,25 @@
 Only the dispatcher's candidates for the call are timed (with the gate off no experimental
 backend), tuning state is per thread, results are process-wide (read lock-free, written under
 a lock) and tuning is serialised.  An op's use of it: ``flashinfer/gemm.py``; the guide:
-docs/api/autotuner.rst."""
+docs/api/autotuner.rst.
+
+The :class:`Router` of an op registered ``direct=True`` gets each checked ``backend="auto"``
+call with its candidates, arguments and (for a cached verdict) the verdict's slot.  Outside
+``autotune()`` this is the whole cost the tuner adds to a call: a slot entry of the current
+epoch serves without reading the signature, else one ``exact_signature`` and one memo
+lookup.  Anything else (tuning, a choice that is not a candidate, an experimental backend,
+which must warn) goes to :meth:`AutoTuner.run_candidates`."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from flashinfer.autotuner import distributed
-from flashinfer.autotuner._state import (
-    is_tuning,
-    note_tuned,
-    skipped_ops,
-    tuning_now,
-)
 from flashinfer.autotuner._types import (
+    NOISY_SPREAD,
     Choice,
     OpStats,
     ProgressCallback,
@@ -29,31 +31,31 @@ from flashinfer.autotuner._types import (
     TunableRunner,
     TuningRecord,
     check_median,
-)
-from flashinfer.autotuner.block_report import (
-    NOISY_SPREAD,
-    AutotuneReport,
-    KeyReport,
     current_report,
     is_noisy,
-    left_out_reasons,
-)
-from flashinfer.autotuner.candidate_timing import (
-    AUTOTUNER_LOG_ENV,
-    DEFAULT_SWITCH_MARGIN,
-    time_candidates,
+    is_tuning,
+    note_tuned,
+    skipped_ops,
+    tuning_now,
 )
 from flashinfer.autotuner.keys import MEMO_CAP, Key, declare_key_inputs, exact_signature, make_key
-from flashinfer.autotuner.persist import LoadReport, load_into, save_into
-from flashinfer.autotuner.router import LOG_SWITCH, RouteEntry, Router, note_run
 from flashinfer.autotuner.timing import (
+    AUTOTUNER_LOG_ENV,
     DEFAULT_BUDGET_S,
     DEFAULT_REPEAT,
+    DEFAULT_SWITCH_MARGIN,
     DEFAULT_WARMUP,
     check_setting,
     refuse_during_capture,
+    time_candidates,
 )
+from flashinfer.dispatch.choice_log import LOG_SWITCH, note_tuner_choice
+from flashinfer.dispatch.restrictions import restriction_for
+from flashinfer.dispatch.tuner_view import install_tuner_view
 from flashinfer.gating.warn_once import warn_experimental_backend_once
+
+if TYPE_CHECKING:
+    from flashinfer.autotuner.persist import LoadReport
 
 __all__ = [
     "AUTOTUNER_LOG_ENV",
@@ -69,12 +71,9 @@ __all__ = [
 ]
 
 
-_UNSEEN: Any = object()
-
-
 def _setting(name: str, doc: str) -> Any:
-    """A timing setting of :class:`AutoTuner`: a property that checks the value it is set to
-    (a bad one fails on the user's line, naming the setting, and the value in effect stays)."""
+    """A timing setting of :class:`AutoTuner`: a property that checks the value it is set to (a bad
+    one fails on the user's line, naming the setting, and the value in effect stays)."""
     attr = f"_{name}"
 
     def setter(self: Any, value: Any) -> None:
@@ -93,9 +92,8 @@ class AutoTuner:
 
     def __init__(self) -> None:
         self._best: dict[Key, Choice] = {}
-        # Call-path memos (exact signature -> choice / route entry), replaced, never cleared,
+        # The router's memo (exact signature -> route entry), replaced, never cleared,
         # when ``_best`` changes: a racing reader writes into the discarded dict.
-        self._fast: dict[tuple, Choice | None] = {}
         self.route_memo: dict[tuple, RouteEntry] = {}
         # A verdict keeps the epoch with its route entry (valid while current), not the memo.
         self.route_epoch = object()
@@ -113,6 +111,9 @@ class AutoTuner:
         # key -> IQR (s) of its choice, saved as iqr_ms; keys loaded noisy, to time again.
         self._spread: dict[Key, float] = {}
         self._retime: set[Key] = set()
+        #: key -> (the loaded Choice object, the fingerprint a file gave it): saved again, a
+        #: loaded result keeps the environment that measured it until tuned anew.
+        self.loaded_from: dict[Key, tuple[Choice, dict[str, Any]]] = {}
 
     # ---- the timing settings: each checked where it is set (timing.SETTINGS) ----------
 
@@ -175,7 +176,7 @@ class AutoTuner:
         declare_key_inputs(op.api_key, runners)
         tuner = cls.get()
         if direct:
-            Router(tuner, op, runners, tuner.stats_book.counters(op.api_key)).install()
+            op.dispatcher.route_auto(Router(tuner, op, runners).route())
         else:
             op.dispatcher.route_auto(None)
         with tuner._lock:
@@ -227,22 +228,17 @@ class AutoTuner:
             self._local.last = record
             choice = record.choice
             if (report := current_report()) is not None:
-                self._report_key(report, op, runners, candidates, inputs, record, was)
+                spread, limit = self._spread.get(record.key), self._noisy_spread
+                report.note_call(op, runners, candidates, inputs, record, was, spread, limit)
         else:
-            fast = self._fast
-            exact = exact_signature(op.api_key, inputs)
-            choice = fast.get(exact, _UNSEEN)  # type: ignore[arg-type]
-            if choice is _UNSEEN:
-                choice = self._best.get(make_key(op.api_key, inputs))
-                if len(fast) < self.memo_cap:
-                    fast[exact] = choice
-        hits = self.stats_book.hits.get(op.api_key) or self.stats_book.call_hits(op.api_key)
+            choice = self._best.get(make_key(op.api_key, inputs))  # make_key memoises
+        tuned_calls, default_calls = self.stats_book.counters(op.api_key)
         if choice is not None and choice[0] in candidates and choice[0] in runners:
             backend, tactic = choice[0], choice[1]
-            hits[0]()  # counted for AutoTuner.stats()
+            tuned_calls.hit()  # counted for AutoTuner.stats()
         else:
             backend, tactic = self.default_backend(op, runners, candidates), None
-            hits[1]()
+            default_calls.hit()
         if backend in op.experimental_backends:
             warn_experimental_backend_once(op.api_key, backend, automatic=True)
         if LOG_SWITCH.armed:  # its line on the flashinfer.dispatch logger, once
@@ -290,7 +286,7 @@ class AutoTuner:
                 record = time_candidates(op.api_key, runners, inputs, key, candidates, self)
             if not record.timed:  # the ranks of the group already agreed on a choice
                 return record
-            self.stats_book.tuned(op.api_key, record.failures, record.choice is not None)
+            self.stats_book.add(op.api_key, record.choice is not None, failures=record.failures)
             if record.choice is None:
                 return record
             with self._lock:
@@ -307,46 +303,10 @@ class AutoTuner:
         else:
             self._spread[key] = float(iqr_s)
 
-    def _report_key(
-        self,
-        report: AutotuneReport,
-        op: TunableOp,
-        runners: Mapping[str, TunableRunner],
-        candidates: Sequence[str],
-        inputs: tuple,
-        record: TuningRecord,
-        was_noisy: tuple[float, float] | None,
-    ) -> None:
-        """Tell this block's report what this tuning-mode call did (the left out backends are asked
-        of the dispatcher only when a key is timed)."""
-        if not record.timed and report.count_call(record.key):
-            return  # a key this block already reported: only counted
-        timing: dict[str, Any] = {}
-        if record.timed:
-            timing = {
-                "timed": tuple(b for b in candidates if b in runners),
-                "pairs": record.tried,
-                "failures": record.failures,
-                "left_out": left_out_reasons(op, candidates, runners, inputs),
-            }
-        outcome = "reused" if not record.timed else "timed" if was_noisy is None else "re-timed"
-        entry = KeyReport(
-            op.api_key,
-            op.api_name,
-            record.key,
-            outcome,
-            choice=record.choice,
-            iqr_s=record.iqr_s if record.timed else self._spread.get(record.key),
-            was_noisy=was_noisy,
-            limit=self._noisy_spread,
-            **timing,
-        )
-        report.note_key(entry)
-
     def _forget_memos(self) -> None:
         """Replace (never clear) the call-path memos, under ``_lock``: a reader that raced
         with a change writes into the discarded dicts, so no entry is ever stale."""
-        self._fast, self.route_memo = {}, {}
+        self.route_memo = {}
         self.route_epoch = object()  # after the memo: see the router's slot
 
     # ---- inspecting and editing the results -------------------------------------------
@@ -387,6 +347,11 @@ class AutoTuner:
         (None: unknown, or no choice): what the tuning file saves as ``iqr_ms``."""
         return self._spread.get(key)
 
+    def loaded_fingerprint(self, key: Key, choice: Choice) -> dict[str, Any] | None:
+        """The fingerprint ``choice`` was loaded with; None when this process measured it."""
+        loaded = self.loaded_from.get(key)
+        return loaded[1] if loaded is not None and loaded[0] is choice else None
+
     def stats(self) -> dict[str, OpStats]:
         """Per op (``api_key``), since the process started: see :class:`OpStats` (ops nothing
         happened to are left out)."""
@@ -404,14 +369,187 @@ class AutoTuner:
     def save_tuning_file(self, path: str | os.PathLike[str], *, merge: bool = True) -> int:
         """Save every result of this tuner to ``path``; the same as
         :func:`flashinfer.autotuner.save_tuning_file`."""
+        from flashinfer.autotuner.persist import save_into  # the file's code: when used
+
         return save_into(self, path, merge=merge)
 
     def load_tuning_file(self, path: str | os.PathLike[str]) -> LoadReport:
         """Load ``path`` into this tuner; the same as
         :func:`flashinfer.autotuner.load_tuning_file`."""
+        from flashinfer.autotuner.persist import load_into
+
         return load_into(self, path)
 
     # Upstream FlashInfer's names, which its users type: the very same methods, silently
     # (flashinfer.autotuner.tuning_file.OLD_SPELLINGS lists every old spelling).
     save_configs = save_tuning_file
     load_configs = load_tuning_file
+
+
+# ---- the router of a directly registered op ------------------------------------------------
+
+RouteEntry = tuple[Any, Any, Any, Any]
+"""The memo's entry per exact signature, ``(tuned backend, bound call, tactic, default
+backend)``: a tuned stable choice (served when a candidate), an untuned key's stable default
+(served when the first candidate), :data:`_UNTUNED` (only experimental defaults) or
+:data:`_SLOW` (an experimental choice: the readable path warns)."""
+
+# Never served (None is no candidate); told apart by identity, so their contents differ.
+_SLOW: RouteEntry = (None, "readable path", None, None)
+_UNTUNED: RouteEntry = (None, "first candidate", None, None)
+
+
+class Router:
+    """Serves the ``backend="auto"`` calls of one op registered ``direct=True``."""
+
+    def __init__(self, tuner: AutoTuner, op: TunableOp, runners: Mapping[str, TunableRunner]):
+        self.tuner, self.op, self.runners = tuner, op, runners
+        # Calls served from a tuned key / the default (the readable path counts its own).
+        self.tuned_calls, self.default_calls = tuner.stats_book.counters(op.api_key)
+
+    def route(self) -> Callable[..., Any]:
+        """The function serving each routed call: a closure over what it reads (every call)."""
+        tuner, api_key, readable, memo_miss = (
+            self.tuner,
+            self.op.api_key,
+            self.readable,
+            self.memo_miss,
+        )
+        hit, default_hit = self.tuned_calls.hit, self.default_calls.hit
+        op, choice_log = self.op, self.op.dispatcher.choice_log
+
+        def route(candidates: Sequence[str], inputs: tuple, slot: list | None = None) -> Any:
+            if tuning_now():
+                return readable(candidates, inputs)
+            exact = None
+            epoch, entry = slot[0] if slot is not None else (None, None)
+            if (
+                entry is None
+                or epoch is not tuner.route_epoch
+                or not (entry[0] in candidates or entry[3] == candidates[0])
+            ):
+                exact = exact_signature(api_key, inputs)
+                epoch = tuner.route_epoch  # read before the memo, which is replaced before it
+                entry = tuner.route_memo.get(exact, _SLOW)
+                if slot is not None and entry is not _SLOW:
+                    slot[0] = (epoch, entry)
+            if entry[0] in candidates:  # a tuned, stable choice
+                hit()
+                if LOG_SWITCH.armed and entry[0] is not choice_log.tuned:
+                    note_run(tuner, op, entry[0], True, candidates, inputs)
+                return entry[1](inputs, entry[2])
+            if entry[3] == candidates[0]:  # an untuned key's stable default
+                default_hit()
+                if LOG_SWITCH.armed:
+                    note_run(tuner, op, entry[3], False, candidates, inputs)
+                return entry[1](inputs, None)
+            return memo_miss(candidates, inputs, exact or exact_signature(api_key, inputs))
+
+        route.takes_route_slot = True  # type: ignore[attr-defined]
+        return route
+
+    def readable(self, candidates: Sequence[str], inputs: tuple) -> Any:
+        return self.tuner.run_candidates(self.op, self.runners, candidates, inputs)
+
+    def memo_miss(self, candidates: Sequence[str], inputs: tuple, exact: tuple) -> Any:
+        """A signature not in the memo yet, an untuned key whose entry is not this call's default
+        (both updated here), or anything else: the readable path."""
+        memo = self.tuner.route_memo  # read before the choice: see entry()
+        entry = memo.get(exact)
+        new = entry is None
+        room = not new or len(memo) < self.tuner.memo_cap  # the cap stops new signatures only
+        if entry is None:
+            entry = self.entry(inputs)
+            if entry[0] in candidates:
+                if room:
+                    memo[exact] = entry
+                self.tuned_calls.hit()
+                if LOG_SWITCH.armed:
+                    note_run(self.tuner, self.op, entry[0], True, candidates, inputs)
+                return entry[1](inputs, entry[2])
+        if entry is _UNTUNED or entry[3] is not None:
+            # What run_candidates does for an untuned key, without reading the key again.
+            backend = self.tuner.default_backend(self.op, self.runners, candidates)
+            stable = backend not in self.op.experimental_backends
+            if stable and entry[3] != backend:
+                # Follows this call's stable default, in the dict read above (see entry()).
+                if room:
+                    memo[exact] = (None, self.runners[backend].__call__, None, backend)
+            elif new and room:
+                memo[exact] = entry  # _UNTUNED: an experimental default, not served here
+            if stable:
+                self.default_calls.hit()
+                if LOG_SWITCH.armed:
+                    note_run(self.tuner, self.op, backend, False, candidates, inputs)
+                return self.runners[backend](inputs, None)
+        elif new and room:
+            memo[exact] = entry
+        return self.readable(candidates, inputs)
+
+    def entry(self, inputs: tuple) -> RouteEntry:
+        """The memo entry of a signature's tuned choice (:data:`_UNTUNED`: none), computed after
+        the memo dict was read: an entry older than a new result lands in the dict that result
+        discards."""
+        choice = self.tuner.choice(make_key(self.op.api_key, inputs))
+        if choice is None or choice.backend not in self.runners:
+            return _UNTUNED
+        if choice.backend in self.op.experimental_backends:
+            return _SLOW  # the readable path warns once
+        return (choice.backend, self.runners[choice.backend].__call__, choice.tactic, None)
+
+
+TUNED_HERE = "tuned in this process"
+LOADED = "loaded from a file"
+
+
+def _source(tuner: Any, api_key: str, inputs: tuple) -> tuple[Any, str] | None:
+    """The tuned choice of these inputs and where it comes from, or None (untuned)."""
+    key = make_key(api_key, inputs)
+    choice = tuner.choice(key)
+    if choice is None:
+        return None
+    return choice, LOADED if tuner.loaded_fingerprint(key, choice) is not None else TUNED_HERE
+
+
+def note_run(
+    tuner: Any, op: TunableOp, backend: str, tuned: Any, candidates: Sequence[str], inputs: tuple
+) -> None:
+    """Log that the tuner runs ``backend`` for this call."""
+    log = op.dispatcher.choice_log
+    restricted = restriction_for(op.api_key) is not None
+    if tuned is True or (tuned not in (None, False) and tuned[0] == backend):
+        if backend is log.tuned:
+            return
+        found = _source(tuner, op.api_key, inputs)
+        source = TUNED_HERE if found is None else found[1]
+    else:
+        if backend is (log.tuner_restricted if restricted else log.tuner_auto):
+            return
+        source = None
+    dropped = op.dispatcher.dropped_experimental_backends.current()
+    note_tuner_choice(log, backend, candidates, dropped, restricted, source)
+
+
+class ChoiceView:
+    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner: it
+    asks about choices (``op.explain``, the choice log) through it, never importing the tuner."""
+
+    def registered(self, api_key: str) -> bool:
+        return api_key in AutoTuner.get().registered()
+
+    def tuning_now(self) -> bool:
+        return tuning_now()
+
+    def tuned_choice(self, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
+        """``(backend, tactic, source)`` of the tuned result of these inputs of a registered
+        op, or None (not registered, untuned, or inputs the key cannot read)."""
+        if not self.registered(api_key):
+            return None
+        try:
+            found = _source(AutoTuner.get(), api_key, inputs)
+        except Exception:  # noqa: BLE001 - explain reports no tuned result rather than fail
+            return None
+        return None if found is None else (found[0].backend, found[0].tactic, found[1])
+
+
+install_tuner_view(ChoiceView())

@@ -84,8 +84,8 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_shapes(text: str, target: ExampleInputs) -> list[tuple[int, ...]]:
-    """Read ``--shapes`` (docs/cli.rst): positive ASCII integers joined by ``x`` or ``X``
-    (kept: scripts spell it so), as many as ``target`` takes; else a :class:`UsageError`."""
+    """Read ``--shapes`` (docs/cli.rst): positive ASCII integers joined by ``x`` or ``X`` (kept:
+    scripts spell it so), as many as ``target`` takes; else a :class:`UsageError`."""
     shapes = []
     for item in text.split(","):
         item = item.strip()
@@ -153,7 +153,7 @@ def _tune_shape(
     import torch
 
     from flashinfer.autotuner import AutoTuner, autotune
-    from flashinfer.autotuner.candidate_timing import one_line_reason
+    from flashinfer.autotuner.timing import one_line_reason
 
     tuner = AutoTuner.get()
     before = tuner.last_tuning()
@@ -176,8 +176,8 @@ def run_tuning(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status (130
-    on Ctrl-C, having saved the shapes tuned so far)."""
+    """Tune ``op`` for ``shapes`` and save to ``tuning_file``; returns the exit status (130 on
+    Ctrl-C, having saved the shapes tuned so far)."""
     import torch
 
     from flashinfer.autotuner import AutoTuner, AutotuneReportWarning, TuningFileWarning, autotune
@@ -268,8 +268,8 @@ def _cmd_autotune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _epilog() -> str:
-    """The tunable ops of this build, an example, the exit codes and the environment, from
-    the ops' declarations (read from source when torch is not imported)."""
+    """The tunable ops of this build, an example, the exit codes and the environment, from the ops'
+    declarations (read from source when torch is not imported)."""
     from flashinfer.cli.declarations import help_examples
 
     tunable = help_examples(tunable_only=True)

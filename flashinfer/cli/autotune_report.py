@@ -24,8 +24,8 @@ REASON_WIDTH = 100
 
 
 def tunable_ops() -> dict[str, tuple[Any, ExampleInputs]]:
-    """``api_name -> (op, target)`` of the ops registered with the autotuner that declare
-    example inputs, in the order of ``flashinfer.api_modules.OPS`` (others after)."""
+    """``api_name -> (op, target)`` of the ops registered with the autotuner that declare example
+    inputs, in the order of ``flashinfer.api_modules.OPS`` (others after)."""
     from flashinfer.api_modules import OPS, load_api_modules
     from flashinfer.autotuner import AutoTuner
     from flashinfer.testing import example_inputs_for
@@ -80,8 +80,8 @@ def _initials(key: str) -> str:
 
 
 def short_label(label: str) -> str:
-    """A pair's label written short for the bar: ``triton {"BLOCK_K": 64, "num_warps": 8}``
-    -> ``triton BK=64,nw=8`` (a key's initials, the whole key where two clash)."""
+    """A pair's label written short for the bar: ``triton {"BLOCK_K": 64, "num_warps": 8}`` ->
+    ``triton BK=64,nw=8`` (a key's initials, the whole key where two clash)."""
     backend, _, tactic = label.partition(" ")
     try:
         value = json.loads(tactic)
@@ -107,8 +107,8 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 class TuningProgress:
-    """The progress on stderr: a bar per shape redrawn in place on a terminal, else one
-    plain line per pair and one per shape done."""
+    """The progress on stderr: a bar per shape redrawn in place on a terminal, else one plain line
+    per pair and one per shape done."""
 
     def __init__(
         self, stream: TextIO, total_shapes: int, width: int = 12, *, tty: bool | None = None

@@ -171,7 +171,7 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
         read_when="at each line the autotuner logs",
         bad_value="warns once (RuntimeWarning, at the first line logged) and counts as off."
         + _STRICT,
-        read_by=("flashinfer.autotuner.candidate_timing",),
+        read_by=("flashinfer.autotuner.timing",),
         **_SWITCH,
         effect="treating it as off",
     ),

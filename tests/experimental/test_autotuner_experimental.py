@@ -19,7 +19,7 @@ from flashinfer.autotuner import (
     load_tuning_file,
     save_tuning_file,
 )
-from flashinfer.autotuner import candidate_timing as tuner_module
+from flashinfer.autotuner import timing as tuner_module
 from flashinfer.gating.messages import automatic_selection
 from flashinfer.gemm import MM_RUNNERS
 

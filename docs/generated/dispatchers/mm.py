@@ -64,7 +64,7 @@
 #   _GATE_VALUES = a builtins.frozenset
 #   _memo = a builtins.dict
 #   _decide = flashinfer.dispatch.op.BackendRequirementOp._decide, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
-#   _route = flashinfer.autotuner.router.Router._route.<locals>.route  (flashinfer/autotuner/router.py)
+#   _route = flashinfer.autotuner.tuner.Router.route.<locals>.route  (flashinfer/autotuner/tuner.py)
 #   _rslot = True
 #   _clog = a flashinfer.dispatch.choice_log._Switch  (flashinfer/dispatch/choice_log.py)
 #   _lg = a flashinfer.dispatch.choice_log.OpLog  (flashinfer/dispatch/choice_log.py)
