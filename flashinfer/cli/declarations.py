@@ -1,13 +1,12 @@
 """The ops' ``--shapes`` formats for ``autotune --help`` and ``explain --help``, read from
-their modules' source (``declare_cases(..., examples=ExampleInputs(...))``,
-``AutoTuner.register``): importing an op would import torch.
+their modules' source (``ExampleInputs(...)``, ``AutoTuner.register``): importing an op would
+import torch.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -15,7 +14,7 @@ __all__ = ["DeclaredExamples", "declared_examples", "help_examples"]
 
 
 class DeclaredExamples(NamedTuple):
-    """One op's example inputs, as its source spells them; ``tunable``: autotuner-registered."""
+    """One op's example inputs as its source spells them (``tunable``: autotuner-registered)."""
 
     op: str
     shape_help: str
@@ -67,20 +66,7 @@ def declared_examples() -> dict[str, DeclaredExamples]:
 
 
 def help_examples(tunable_only: bool) -> dict[str, tuple[str, str]]:
-    """``op -> (shape_help, example)``: what the ops registered in this process declare when
-    torch and the autotuner are imported already, else :func:`declared_examples`."""
-    if "torch" in sys.modules and "flashinfer.autotuner" in sys.modules:
-        from flashinfer.api_modules import load_api_modules
-        from flashinfer.testing.examples import EXAMPLE_INPUTS
-
-        load_api_modules()
-        if tunable_only:
-            from flashinfer.cli.autotune_report import tunable_ops
-
-            targets = [target for _, target in tunable_ops().values()]
-        else:
-            targets = list(EXAMPLE_INPUTS.values())
-        return {t.op_name: (t.shape_help, t.example) for t in targets}
+    """``op -> (shape_help, example)`` of :func:`declared_examples` (the tunable ones only)."""
     return {
         name: (d.shape_help, d.example)
         for name, d in declared_examples().items()

@@ -1,6 +1,5 @@
-"""``flashinfer backends``' report beyond the backend table (docs/report_schema.rst): the
-variables set and what the package makes of them, the OS and CPU, CUDA, and how flashinfer
-was installed (PEP 610; a checkout's commit read from ``.git``, with no ``git`` process).
+"""``flashinfer backends``' report below the table (docs/report_schema.rst): the variables
+set and what they do, the OS and CPU, CUDA, and how flashinfer was installed.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ Reading = tuple[bool, Any, str]  # (the value is accepted, its value as JSON, it
 
 
 def public_name(api_key: str) -> str:
-    """``flashinfer.gemm.mm`` -> ``flashinfer.mm`` (an API of ``API_MODULES``)."""
+    """``flashinfer.gemm.mm`` -> ``flashinfer.mm``."""
     from flashinfer.api_modules import API_MODULES
 
     module, _, name = api_key.rpartition(".")
@@ -41,7 +40,7 @@ def public_name(api_key: str) -> str:
 
 
 def _switch(on: str, off: str, bad: str = "", bad_value: Any = False) -> Callable[[str], Reading]:
-    """A variable only ``'1'`` turns on and ``'0'`` or empty turns off (the gate's, too)."""
+    """Only ``'1'`` is on; ``'0'`` or empty is off."""
     bad = bad or f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
 
     def read(raw: str) -> Reading:
@@ -137,11 +136,10 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
     ),
     "TRITON_INTERPRET": _triton_interpret,
 }
-"""How the report reads each variable of ``flashinfer.settings.ENVIRONMENT``."""
 
 
 def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> list[dict[str, Any]]:
-    """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here (and ``always``), by name."""
+    """Each ``FLASHINFER_*`` and ``TRITON_*`` variable set (and ``always``), by name."""
     names = sorted(set(settings.variables_set()) | {*always})
     rows = []
     for name in names:
@@ -178,8 +176,7 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
 
 
 def _cpu_model() -> str | None:
-    """The CPU's model name where it is cheap to read (``platform.processor()`` is often
-    empty on Linux)."""
+    """The CPU's model name (``platform.processor()`` is often empty on Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -213,7 +210,7 @@ def system_info() -> dict[str, Any]:
 
 
 def cuda_info() -> dict[str, str | None]:
-    """The CUDA runtime torch was built with and the driver's version (``"12.4"``)."""
+    """The CUDA runtime torch was built with and the driver's version."""
     import torch
 
     driver = None
@@ -240,8 +237,7 @@ def _is_sha(text: str) -> bool:
 
 
 def git_commit(tree: Path) -> tuple[str | None, str | None]:
-    """``(commit, branch)`` of the checkout at ``tree``, from its ``.git`` (a directory or a
-    worktree's ``gitdir:`` file; loose refs, then ``packed-refs``)."""
+    """``(commit, branch)`` of the checkout at ``tree``, read from ``.git`` (no git process)."""
     dot_git = tree / ".git"
     git_dir: Path | None = dot_git if dot_git.is_dir() else None
     pointer = (_read(dot_git) or "") if dot_git.is_file() else ""
@@ -267,8 +263,8 @@ def git_commit(tree: Path) -> tuple[str | None, str | None]:
 
 
 def _direct_url() -> dict[str, Any] | None:
-    """The installed ``direct_url.json`` (PEP 610), or ``None``; a checkout's ``*.egg-info`` on
-    ``sys.path`` may shadow the installed metadata, so one that has the file wins."""
+    """The installed ``direct_url.json`` (PEP 610): the first dist that has one (an egg-info
+    on ``sys.path`` may shadow it)."""
     for dist in importlib.metadata.distributions(name=DISTRIBUTION):
         text = dist.read_text("direct_url.json")
         if text:
@@ -281,7 +277,7 @@ def _direct_url() -> dict[str, Any] | None:
 
 
 def installed_version(distribution: str = DISTRIBUTION) -> str | None:
-    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
+    """``distribution``'s installed version (nothing is imported)."""
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -289,7 +285,6 @@ def installed_version(distribution: str = DISTRIBUTION) -> str | None:
 
 
 def install_info() -> dict[str, Any]:
-    """How flashinfer was installed (``install`` in docs/report_schema.rst)."""
     from urllib.parse import unquote, urlparse
 
     imported_from = str(Path(__file__).resolve().parents[1])  # the flashinfer package
@@ -353,7 +348,7 @@ def torch_build(v: dict[str, Any]) -> str:
 
 
 def detail_lines(report: dict[str, Any]) -> list[str]:
-    """Everything below the table (``TRITON_INTERPRET`` with the interpreter mismatch)."""
+    """Everything below the table."""
     from flashinfer.cli.common import gate_line
     from flashinfer.kernels.availability import interpret_mismatch
 
@@ -402,8 +397,8 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
-    """The header's line within ``width``: the variables rejected, unknown (typos?), then the
-    others set, named while they fit, then counted; ``None`` when none is set."""
+    """The header's settings line within ``width`` (rejected, unknown, then set: named while
+    they fit, then counted); ``None`` when none is set."""
     present = [r for r in report["environment"] if r["value"] is not None]
     unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
     rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
@@ -422,7 +417,6 @@ def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
 
 
 def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
-    """The settings line naming the first ``shown`` names of the groups; the rest counted."""
     parts: list[str] = []
     for names, what in groups:
         if not names:
