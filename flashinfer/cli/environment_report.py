@@ -15,7 +15,7 @@ from typing import Any
 
 from flashinfer import settings
 from flashinfer.gating.gate import ACCEPTED_GATE_VALUES
-from flashinfer.settings.environment import ENVIRONMENT
+from flashinfer.settings.environment import ENVIRONMENT, environment_variable
 
 DISTRIBUTION = "flashinfer-gating"  # pip install flashinfer-gating
 
@@ -144,18 +144,11 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
     rows = []
     for name in names:
         raw = settings.raw(name)
-        row: dict[str, Any] = {
-            "name": name,
-            "value": raw,
-            "read_by": "flashinfer" if name in _KNOWN else "unknown",
-            "valid": None,
-            "parsed": None,
-            "meaning": "",
-            "suggestion": None,
-        }
+        read_by = "flashinfer" if name in _KNOWN else "unknown"
+        row: dict[str, Any] = dict(name=name, value=raw, read_by=read_by, valid=None, parsed=None)
+        row.update(meaning="", suggestion=None)
         if name in _KNOWN and raw is None:
-            default = next(row.default for row in ENVIRONMENT if row.name == name)
-            row["meaning"] = f"unset, so the default holds ({default})"
+            row["meaning"] = f"unset, so the default holds ({environment_variable(name).default})"
         elif name in _KNOWN:
             row["valid"], row["parsed"], row["meaning"] = INTERPRETERS[name](raw or "")
         elif name.startswith("TRITON_"):
@@ -291,17 +284,8 @@ def install_info() -> dict[str, Any]:
     version = installed_version()
     direct = _direct_url() if version is not None else None
     url = direct.get("url") if direct else None
-    info: dict[str, Any] = {
-        "distribution": DISTRIBUTION,
-        "version": version,
-        "kind": "wheel",
-        "url": url,
-        "path": imported_from,
-        "source_path": None,
-        "git_commit": None,
-        "git_branch": None,
-        "note": None,
-    }
+    info: dict[str, Any] = dict(distribution=DISTRIBUTION, version=version, kind="wheel", url=url)
+    info.update(path=imported_from, source_path=None, git_commit=None, git_branch=None, note=None)
     source: str | None = None
     if version is None:
         info["kind"] = "not installed"
@@ -406,14 +390,8 @@ def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
     for names in (rejected, others):
         names.sort(key=lambda n: (n not in _DECIDE_WHAT_RUNS, n.startswith("TRITON_"), n))
     groups = [(rejected, "rejected"), (unknown, "unknown (a typo?)"), (others, "set")]
-    if not present:
-        return None
-    line = ""
-    for shown in range(len(present), -1, -1):
-        line = _summary(groups, shown)
-        if len(line) <= width:
-            break
-    return line
+    lines = [_summary(groups, shown) for shown in range(len(present), -1, -1)]
+    return next((line for line in lines if len(line) <= width), lines[-1]) if present else None
 
 
 def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
