@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -66,7 +67,20 @@ def declared_examples() -> dict[str, DeclaredExamples]:
 
 
 def help_examples(tunable_only: bool) -> dict[str, tuple[str, str]]:
-    """``op -> (shape_help, example)`` of :func:`declared_examples` (the tunable ones only)."""
+    """``op -> (shape_help, example)``: what the ops registered in this process declare once
+    torch and the autotuner are imported (fakes included), else :func:`declared_examples`."""
+    if "torch" in sys.modules and "flashinfer.autotuner" in sys.modules:
+        from flashinfer.api_modules import load_api_modules
+        from flashinfer.testing.examples import EXAMPLE_INPUTS
+
+        load_api_modules()
+        if tunable_only:
+            from flashinfer.cli.autotune_report import tunable_ops
+
+            targets = [target for _, target in tunable_ops().values()]
+        else:
+            targets = list(EXAMPLE_INPUTS.values())
+        return {t.op_name: (t.shape_help, t.example) for t in targets}
     return {
         name: (d.shape_help, d.example)
         for name, d in declared_examples().items()
