@@ -85,15 +85,9 @@ def backends_report() -> dict[str, Any]:
         backends = []
         for b in op.backend_checks if op is not None else ():
             runnable, reason, advice = backend_runnable(op, b, cc)
+            entry = dict(name=b, experimental=b in op.experimental_backends, runnable=runnable)
             backends.append(
-                {
-                    "name": b,
-                    "experimental": b in op.experimental_backends,
-                    "runnable": runnable,
-                    "reason": reason,
-                    "advice": advice,
-                    "graduated_in": graduated_in(key, b),
-                }
+                {**entry, "reason": reason, "advice": advice, "graduated_in": graduated_in(key, b)}
             )
         entries.append(
             {
