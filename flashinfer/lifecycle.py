@@ -1,14 +1,9 @@
-"""Lifecycle of experimental work (import path: ``flashinfer.lifecycle``): re-exports only.
-
-The listing behind ``flashinfer experimental`` and the lifecycle rules live in
-:mod:`flashinfer.gating.lifecycle`; the policy and the docs cite
-``flashinfer.lifecycle.GRADUATION_HORIZON_MONTHS`` by this path.
+"""Lifecycle of experimental work (``flashinfer.lifecycle``, which the policy and docs cite):
+re-exports of :mod:`flashinfer.gating.lifecycle`, and what modules an exit leaves behind use.
 """
 
 from __future__ import annotations
 
-# What modules left behind by an exit use (``flashinfer lifecycle ... --apply`` writes them):
-# a moved module's deprecated aliases, and a removed API's tombstone.
 from flashinfer.api_modules import load_api_modules
 from flashinfer.gating.history import call_deprecated, missing_attribute, moved_module_getattr
 from flashinfer.gating.lifecycle import (

@@ -25,60 +25,6 @@ EXIT_CLOSED_PIPE = 128 + 13
 
 TRACEBACK_ENV = "FLASHINFER_CLI_TRACEBACK"
 
-_JSON = (("--json",), {"action": "store_true", "help": "print JSON instead of a table"})
-
-# name -> (help, description, arguments, "module:function" run with (args, out, err)).
-_COMMANDS: dict[str, tuple[str, str, tuple[Any, ...], str]] = {
-    "backends": (
-        "every API, its backends, whether each runs here, and the experimental gate",
-        "List every API (stable and experimental), its backends, which are experimental, "
-        "whether each can run on this machine and why not, and the state of "
-        "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS; then the details a bug report needs: "
-        "versions, every FLASHINFER and TRITON variable set (with what it does, and unknown "
-        "names as likely typos), the OS and CPU, the CUDA runtime and driver, and how "
-        "flashinfer was installed.  `--json` follows a versioned schema (schema_version).",
-        (_JSON,),
-        "flashinfer.cli:_cmd_backends",
-    ),
-    "experimental": (
-        "experimental APIs and backends with owner, tracking issue and graduation date",
-        "List every experimental API and backend with its lifecycle metadata, after the state "
-        "of FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS. `python -m flashinfer.experimental` "
-        "is an alias of this command.",
-        (_JSON,),
-        "flashinfer.cli:_cmd_experimental",
-    ),
-    "lifecycle": (
-        "graduate, rename or remove experimental work (prints the plan; --apply edits)",
-        "Take experimental work out of the experimental state in a checkout: `graduate` a "
-        "backend (OP:BACKEND) or an API, `rename` either (--to NEW; the old name stays an "
-        "alias), or `remove` either (leaving a tombstone).  Prints the planned change; "
-        "--apply makes it.  See docs/lifecycle.rst.",
-        (
-            (("action",), {"choices": ("graduate", "rename", "remove"), "help": "the exit"}),
-            (
-                ("target",),
-                {
-                    "help": "OP:BACKEND for a backend (mm:splitk), or an API's name "
-                    "(fused_add_rmsnorm)"
-                },
-            ),
-            (("--to",), {"dest": "new_name", "metavar": "NEW", "help": "rename: the new name"}),
-            (
-                ("--instead",),
-                {
-                    "help": "remove: what to use instead (a backend, or an API's qualified "
-                    "name); default for a backend: the op's first stable backend"
-                },
-            ),
-            (("--apply",), {"action": "store_true", "help": "make the change in the checkout"}),
-            (("--root",), {"help": "the checkout to edit (default: this flashinfer's)"}),
-            (("--version",), {"help": "the release it happens in (default: the checkout's)"}),
-        ),
-        "flashinfer.cli.lifecycle:cmd_lifecycle",
-    ),
-}
-
 
 class _Parser(argparse.ArgumentParser):
     """Raises :class:`UsageError` instead of exiting, so ``main`` returns."""
@@ -101,17 +47,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in ("backends", "autotune", "experimental", "explain", "lifecycle"):
-        if name == "autotune":
-            add_autotune_parser(sub)
-        elif name == "explain":
-            add_explain_parser(sub)
-        else:
-            help, description, arguments, target = _COMMANDS[name]
-            p = sub.add_parser(name, help=help, description=description)
-            for flags, options in arguments:
-                p.add_argument(*flags, **options)
-            p.set_defaults(func=target)
+    json_help = "print JSON instead of a table"
+    # A sub-command's function is "module:function", imported when it runs.
+    p = sub.add_parser(
+        "backends",
+        help="every API, its backends, whether each runs here, and the experimental gate",
+        description="List every API (stable and experimental), its backends, which are "
+        "experimental, whether each can run on this machine and why not, and the state of "
+        "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS; then the details a bug report needs: "
+        "versions, every FLASHINFER and TRITON variable set (with what it does, and unknown "
+        "names as likely typos), the OS and CPU, the CUDA runtime and driver, and how "
+        "flashinfer was installed.  `--json` follows a versioned schema (schema_version).",
+    )
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(func="flashinfer.cli:_cmd_backends")
+    add_autotune_parser(sub)
+    p = sub.add_parser(
+        "experimental",
+        help="experimental APIs and backends with owner, tracking issue and graduation date",
+        description="List every experimental API and backend with its lifecycle metadata, "
+        "after the state of FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS. `python -m "
+        "flashinfer.experimental` is an alias of this command.",
+    )
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(func="flashinfer.cli:_cmd_experimental")
+    add_explain_parser(sub)
+    p = sub.add_parser(
+        "lifecycle",
+        help="graduate, rename or remove experimental work (prints the plan; --apply edits)",
+        description="Take experimental work out of the experimental state in a checkout: "
+        "`graduate` a backend (OP:BACKEND) or an API, `rename` either (--to NEW; the old name "
+        "stays an alias), or `remove` either (leaving a tombstone).  Prints the planned "
+        "change; --apply makes it.  See docs/lifecycle.rst.",
+    )
+    p.add_argument("action", choices=("graduate", "rename", "remove"), help="the exit")
+    p.add_argument(
+        "target", help="OP:BACKEND for a backend (mm:splitk), or an API's name (fused_add_rmsnorm)"
+    )
+    p.add_argument("--to", dest="new_name", metavar="NEW", help="rename: the new name")
+    p.add_argument(
+        "--instead",
+        help="remove: what to use instead (a backend, or an API's qualified name); default for "
+        "a backend: the op's first stable backend",
+    )
+    p.add_argument("--apply", action="store_true", help="make the change in the checkout")
+    p.add_argument("--root", help="the checkout to edit (default: this flashinfer's)")
+    p.add_argument("--version", help="the release it happens in (default: the checkout's)")
+    p.set_defaults(func="flashinfer.cli.lifecycle:cmd_lifecycle")
     return parser
 
 

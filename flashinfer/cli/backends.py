@@ -1,8 +1,6 @@
-"""``flashinfer backends``: an environment report to paste into a bug report
-(docs/report_schema.rst): a header of at most three lines, every API with one row per backend
-(whether it runs here; if not, why, with its advice once below the table), then the details.
-Whether a Triton backend runs comes from the probe its checker uses on a call, so the report
-and the call agree; a checker that declares no family is reported as unknown, not guessed.
+"""``flashinfer backends``: an environment report for a bug report (docs/report_schema.rst):
+a header, one row per API and backend (whether it runs here, asked of the probe a call uses;
+unknown for a checker with no family), then the details.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ _UNDECLARED_ADVICE = (
 def backend_runnable(
     op: Any, backend: str, cc: int | None
 ) -> tuple[bool | None, str | None, str | None]:
-    """Whether ``backend`` of ``op`` can run here (``None``: unknown), with the short reason
-    and the advice when it cannot."""
+    """Whether ``backend`` of ``op`` can run here (``None``: unknown), the reason and advice."""
     reason = op.backend_runnable_reason(backend, cc)
     if reason is not None:
         short, _, advice = reason.partition("; ")
@@ -88,15 +85,9 @@ def backends_report() -> dict[str, Any]:
         backends = []
         for b in op.backend_checks if op is not None else ():
             runnable, reason, advice = backend_runnable(op, b, cc)
+            entry = dict(name=b, experimental=b in op.experimental_backends, runnable=runnable)
             backends.append(
-                {
-                    "name": b,
-                    "experimental": b in op.experimental_backends,
-                    "runnable": runnable,
-                    "reason": reason,
-                    "advice": advice,
-                    "graduated_in": graduated_in(key, b),
-                }
+                {**entry, "reason": reason, "advice": advice, "graduated_in": graduated_in(key, b)}
             )
         entries.append(
             {
@@ -137,7 +128,6 @@ def backends_report() -> dict[str, Any]:
 
 
 def _header_lines(report: dict[str, Any]) -> list[str]:
-    """At most three lines above the table: versions and devices, the gate, the settings."""
     v, devices, gate = report["versions"], report["devices"], report["gate"]
     where = "cpu only (no CUDA device)"
     if devices:
@@ -155,7 +145,7 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
 
 
 def api_rows(report: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
-    """Table rows and the advice notes they point to (each note printed once)."""
+    """Table rows and the advice notes they point to (each once)."""
     notes: list[str] = []
     rows: list[tuple[str, ...]] = [("API", "BACKEND", "KIND", "RUNS HERE")]
     for api in report["apis"]:

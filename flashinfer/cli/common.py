@@ -28,8 +28,7 @@ _OP_OPTION_DEST = "op_option"
 
 
 class TuningFileAction(argparse.Action):
-    """``--tuning-file``; given with ``--cache``, its old spelling: a usage error, as
-    ``autotune(tuning_file=, cache=)`` is a ``TypeError`` (argparse would keep the last)."""
+    """``--tuning-file`` with ``--cache`` (its old spelling) is a usage error, not the last."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         first = getattr(namespace, "tuning_file_option", None)
@@ -43,8 +42,7 @@ class TuningFileAction(argparse.Action):
 
 
 def add_op_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """The op as a positional ``op`` and as ``--op`` (either; both only if they agree);
-    ``what`` ends the help text, e.g. ``"to tune"``."""
+    """The op as a positional ``op`` or ``--op`` (both only if they agree)."""
     parser.add_argument(
         "op",
         nargs="?",
@@ -59,8 +57,7 @@ def add_op_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def op_from_args(args: argparse.Namespace, known: Callable[[], str]) -> str:
-    """The op named as ``op`` or ``--op``; ``UsageError`` when neither is given (ending with
-    ``known()``, called only then: listing the ops may import them) or both differ."""
+    """The op named as ``op`` or ``--op`` (``known()``, the ops, only for the error)."""
     positional, option = args.op, getattr(args, _OP_OPTION_DEST)
     command = f"{PROG} {args.command}"
     if positional is None and option is None:
@@ -79,8 +76,7 @@ MAX_EXTENT = 2**63 - 1  # torch describes sizes and bytes with signed 64-bit int
 
 
 def check_shape_exists(dims: tuple[int, ...], target: Any, dtype: Any) -> None:
-    """``UsageError`` unless every tensor of the ``--shapes`` item ``dims`` of ``target`` (its
-    ``ExampleInputs``) can exist in ``dtype``; checked before torch sees it."""
+    """``UsageError`` unless each tensor of the ``--shapes`` item ``dims`` fits in ``dtype``."""
     shape = "x".join(map(str, dims))
     for d in dims:
         if d > MAX_EXTENT:

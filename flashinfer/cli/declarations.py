@@ -1,6 +1,6 @@
 """The ops' ``--shapes`` formats for ``autotune --help`` and ``explain --help``, read from
-their modules' source (``declare_cases(..., examples=ExampleInputs(...))``,
-``AutoTuner.register``): importing an op would import torch.
+their modules' source (``ExampleInputs(...)``, ``AutoTuner.register``): importing an op would
+import torch.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["DeclaredExamples", "declared_examples", "help_examples"]
 
 
 class DeclaredExamples(NamedTuple):
-    """One op's example inputs, as its source spells them; ``tunable``: autotuner-registered."""
+    """One op's example inputs as its source spells them (``tunable``: autotuner-registered)."""
 
     op: str
     shape_help: str
@@ -67,8 +67,8 @@ def declared_examples() -> dict[str, DeclaredExamples]:
 
 
 def help_examples(tunable_only: bool) -> dict[str, tuple[str, str]]:
-    """``op -> (shape_help, example)``: what the ops registered in this process declare when
-    torch and the autotuner are imported already, else :func:`declared_examples`."""
+    """``op -> (shape_help, example)``: what the ops registered in this process declare once
+    torch and the autotuner are imported (fakes included), else :func:`declared_examples`."""
     if "torch" in sys.modules and "flashinfer.autotuner" in sys.modules:
         from flashinfer.api_modules import load_api_modules
         from flashinfer.testing.examples import EXAMPLE_INPUTS

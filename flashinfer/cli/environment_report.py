@@ -1,6 +1,5 @@
-"""``flashinfer backends``' report beyond the backend table (docs/report_schema.rst): the
-variables set and what the package makes of them, the OS and CPU, CUDA, and how flashinfer
-was installed (PEP 610; a checkout's commit read from ``.git``, with no ``git`` process).
+"""``flashinfer backends``' report below the table (docs/report_schema.rst): the variables
+set and what they do, the OS and CPU, CUDA, and how flashinfer was installed.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 
 from flashinfer import settings
 from flashinfer.gating.gate import ACCEPTED_GATE_VALUES
-from flashinfer.settings.environment import ENVIRONMENT
+from flashinfer.settings.environment import ENVIRONMENT, environment_variable
 
 DISTRIBUTION = "flashinfer-gating"  # pip install flashinfer-gating
 
@@ -33,7 +32,7 @@ Reading = tuple[bool, Any, str]  # (the value is accepted, its value as JSON, it
 
 
 def public_name(api_key: str) -> str:
-    """``flashinfer.gemm.mm`` -> ``flashinfer.mm`` (an API of ``API_MODULES``)."""
+    """``flashinfer.gemm.mm`` -> ``flashinfer.mm``."""
     from flashinfer.api_modules import API_MODULES
 
     module, _, name = api_key.rpartition(".")
@@ -41,7 +40,7 @@ def public_name(api_key: str) -> str:
 
 
 def _switch(on: str, off: str, bad: str = "", bad_value: Any = False) -> Callable[[str], Reading]:
-    """A variable only ``'1'`` turns on and ``'0'`` or empty turns off (the gate's, too)."""
+    """Only ``'1'`` is on; ``'0'`` or empty is off."""
     bad = bad or f"{off} (not '1', '0' or empty: {_REFUSED} and counts as off)"
 
     def read(raw: str) -> Reading:
@@ -137,27 +136,19 @@ INTERPRETERS: dict[str, Callable[[str], Reading]] = {
     ),
     "TRITON_INTERPRET": _triton_interpret,
 }
-"""How the report reads each variable of ``flashinfer.settings.ENVIRONMENT``."""
 
 
 def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> list[dict[str, Any]]:
-    """Every ``FLASHINFER_*`` and ``TRITON_*`` variable set here (and ``always``), by name."""
+    """Each ``FLASHINFER_*`` and ``TRITON_*`` variable set (and ``always``), by name."""
     names = sorted(set(settings.variables_set()) | {*always})
     rows = []
     for name in names:
         raw = settings.raw(name)
-        row: dict[str, Any] = {
-            "name": name,
-            "value": raw,
-            "read_by": "flashinfer" if name in _KNOWN else "unknown",
-            "valid": None,
-            "parsed": None,
-            "meaning": "",
-            "suggestion": None,
-        }
+        read_by = "flashinfer" if name in _KNOWN else "unknown"
+        row: dict[str, Any] = dict(name=name, value=raw, read_by=read_by, valid=None, parsed=None)
+        row.update(meaning="", suggestion=None)
         if name in _KNOWN and raw is None:
-            default = next(row.default for row in ENVIRONMENT if row.name == name)
-            row["meaning"] = f"unset, so the default holds ({default})"
+            row["meaning"] = f"unset, so the default holds ({environment_variable(name).default})"
         elif name in _KNOWN:
             row["valid"], row["parsed"], row["meaning"] = INTERPRETERS[name](raw or "")
         elif name.startswith("TRITON_"):
@@ -178,8 +169,7 @@ def environment_settings(always: tuple[str, ...] = ("TRITON_INTERPRET",)) -> lis
 
 
 def _cpu_model() -> str | None:
-    """The CPU's model name where it is cheap to read (``platform.processor()`` is often
-    empty on Linux)."""
+    """The CPU's model name (``platform.processor()`` is often empty on Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -213,7 +203,7 @@ def system_info() -> dict[str, Any]:
 
 
 def cuda_info() -> dict[str, str | None]:
-    """The CUDA runtime torch was built with and the driver's version (``"12.4"``)."""
+    """The CUDA runtime torch was built with and the driver's version."""
     import torch
 
     driver = None
@@ -240,8 +230,7 @@ def _is_sha(text: str) -> bool:
 
 
 def git_commit(tree: Path) -> tuple[str | None, str | None]:
-    """``(commit, branch)`` of the checkout at ``tree``, from its ``.git`` (a directory or a
-    worktree's ``gitdir:`` file; loose refs, then ``packed-refs``)."""
+    """``(commit, branch)`` of the checkout at ``tree``, read from ``.git`` (no git process)."""
     dot_git = tree / ".git"
     git_dir: Path | None = dot_git if dot_git.is_dir() else None
     pointer = (_read(dot_git) or "") if dot_git.is_file() else ""
@@ -267,8 +256,8 @@ def git_commit(tree: Path) -> tuple[str | None, str | None]:
 
 
 def _direct_url() -> dict[str, Any] | None:
-    """The installed ``direct_url.json`` (PEP 610), or ``None``; a checkout's ``*.egg-info`` on
-    ``sys.path`` may shadow the installed metadata, so one that has the file wins."""
+    """The installed ``direct_url.json`` (PEP 610): the first dist that has one (an egg-info
+    on ``sys.path`` may shadow it)."""
     for dist in importlib.metadata.distributions(name=DISTRIBUTION):
         text = dist.read_text("direct_url.json")
         if text:
@@ -281,7 +270,7 @@ def _direct_url() -> dict[str, Any] | None:
 
 
 def installed_version(distribution: str = DISTRIBUTION) -> str | None:
-    """Installed version of ``distribution`` from its metadata (nothing is imported)."""
+    """``distribution``'s installed version (nothing is imported)."""
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -289,24 +278,14 @@ def installed_version(distribution: str = DISTRIBUTION) -> str | None:
 
 
 def install_info() -> dict[str, Any]:
-    """How flashinfer was installed (``install`` in docs/report_schema.rst)."""
     from urllib.parse import unquote, urlparse
 
     imported_from = str(Path(__file__).resolve().parents[1])  # the flashinfer package
     version = installed_version()
     direct = _direct_url() if version is not None else None
     url = direct.get("url") if direct else None
-    info: dict[str, Any] = {
-        "distribution": DISTRIBUTION,
-        "version": version,
-        "kind": "wheel",
-        "url": url,
-        "path": imported_from,
-        "source_path": None,
-        "git_commit": None,
-        "git_branch": None,
-        "note": None,
-    }
+    info: dict[str, Any] = dict(distribution=DISTRIBUTION, version=version, kind="wheel", url=url)
+    info.update(path=imported_from, source_path=None, git_commit=None, git_branch=None, note=None)
     source: str | None = None
     if version is None:
         info["kind"] = "not installed"
@@ -353,7 +332,7 @@ def torch_build(v: dict[str, Any]) -> str:
 
 
 def detail_lines(report: dict[str, Any]) -> list[str]:
-    """Everything below the table (``TRITON_INTERPRET`` with the interpreter mismatch)."""
+    """Everything below the table."""
     from flashinfer.cli.common import gate_line
     from flashinfer.kernels.availability import interpret_mismatch
 
@@ -402,8 +381,8 @@ _DECIDE_WHAT_RUNS = ("FLASHINFER_BACKENDS", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_
 
 
 def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
-    """The header's line within ``width``: the variables rejected, unknown (typos?), then the
-    others set, named while they fit, then counted; ``None`` when none is set."""
+    """The header's settings line within ``width`` (rejected, unknown, then set: named while
+    they fit, then counted); ``None`` when none is set."""
     present = [r for r in report["environment"] if r["value"] is not None]
     unknown = [r["name"] for r in present if r["read_by"] == "unknown"]
     rejected = [r["name"] for r in present if r["read_by"] == "flashinfer" and r["valid"] is False]
@@ -411,18 +390,11 @@ def settings_summary(report: dict[str, Any], width: int = 100) -> str | None:
     for names in (rejected, others):
         names.sort(key=lambda n: (n not in _DECIDE_WHAT_RUNS, n.startswith("TRITON_"), n))
     groups = [(rejected, "rejected"), (unknown, "unknown (a typo?)"), (others, "set")]
-    if not present:
-        return None
-    line = ""
-    for shown in range(len(present), -1, -1):
-        line = _summary(groups, shown)
-        if len(line) <= width:
-            break
-    return line
+    lines = [_summary(groups, shown) for shown in range(len(present), -1, -1)]
+    return next((line for line in lines if len(line) <= width), lines[-1]) if present else None
 
 
 def _summary(groups: list[tuple[list[str], str]], shown: int) -> str:
-    """The settings line naming the first ``shown`` names of the groups; the rest counted."""
     parts: list[str] = []
     for names, what in groups:
         if not names:

@@ -1,6 +1,5 @@
 """``flashinfer explain``: what ``backend="auto"`` would pick for an op and some shapes, and
-why: ``op.explain(...)`` on fake tensors (``FakeTensorMode``: a problem of any size costs no
-memory, and no kernel runs).
+why: ``op.explain(...)`` on fake tensors (no memory, no kernel).
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ EXAMPLE = f"{PROG} explain mm --shapes 16x32x2048"
 
 
 def _apis(name: str) -> dict[str, Any]:
-    """The ops with backends, by name, and ``name`` if it has none but explains its calls
-    itself (``explain_paths``)."""
+    """The ops with backends, and ``name`` if it explains its calls itself (``explain_paths``)."""
     import importlib
     import types
 
@@ -61,8 +59,7 @@ def _load_tuning_file(path: str, err: TextIO) -> None:
 
 
 def example_call_inputs(target: Any, dims: tuple[int, ...], dtype: Any, device: str) -> tuple:
-    """The op's call inputs as ``autotune`` builds them, as fake tensors; ``UsageError`` if
-    torch cannot describe them."""
+    """The op's call inputs as ``autotune`` builds them, as fake tensors."""
     from flashinfer.torch_boundary import FakeTensorMode
 
     captured: list[tuple[tuple, dict]] = []

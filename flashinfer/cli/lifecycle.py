@@ -1,7 +1,6 @@
-"""``flashinfer lifecycle graduate|rename|remove``: take experimental work out of the
-experimental state in a checkout (docs/lifecycle.rst): print the :class:`Plan`; ``--apply``
-writes it, checks the edited checkout in a fresh interpreter (putting every file back if that
-fails), regenerates ``docs/generated/`` and formats what it wrote.
+"""``flashinfer lifecycle graduate|rename|remove`` (docs/lifecycle.rst): print the
+:class:`Plan`; ``--apply`` writes it, checks the checkout in a fresh interpreter (undoing
+every file if that fails), regenerates ``docs/generated/`` and formats what it wrote.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ WRITE_DOCS = ["scripts/docs/write_dispatchers.py"]
 @dataclass
 class Plan:
     """One exit: file texts by path (``None``: deleted), the records, the steps left to the
-    author; ``verify`` runs in the edited checkout and must pass."""
+    author; ``verify`` must pass in the edited checkout."""
 
     root: Path
     title: str
@@ -54,7 +53,6 @@ class Plan:
     changelog: str = ""  # the CHANGELOG entry
 
     def read(self, path: str) -> str:
-        """``path``'s text as the plan leaves it so far."""
         text = self.changes[path] if path in self.changes else (self.root / path).read_text("utf-8")
         assert text is not None
         return text
@@ -76,8 +74,7 @@ def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 0
     originals = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in plan.changes}
     _write(root, {p: None if t is None else t.encode() for p, t in plan.changes.items()})
-    # The written checkout must import and pass plan.verify in a fresh interpreter; a wrong
-    # edit is undone, never reported as applied.
+    # A wrong edit is undone, never reported as applied.
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLASHINFER_")}
     script = "import warnings\nwarnings.simplefilter('ignore')\nimport flashinfer\n" + plan.verify
     done = subprocess.run(
@@ -110,7 +107,7 @@ def cmd_lifecycle(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def minor_release(version: str, given: bool = True) -> str:
-    """``version`` as the minor release ``X.Y.0`` an exit ships in, else ``UsageError``."""
+    """``version`` as the minor release ``X.Y.0`` an exit ships in."""
     where = "--version" if given else f"the checkout's version {version!r}; pass --version"
     parts = version.split(".")
     if not (2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)):
@@ -531,9 +528,8 @@ def _rename_api(root: Path, feature: Any, new: str, version: str) -> Plan:
 
 
 def api_name_problem(new: str, old: str, taken: Iterable[str]) -> str | None:
-    """Why ``new`` cannot be the API ``old``'s new name, or ``None``: ASCII only, as Python
-    folds other names by NFKC (``\ufb01norm`` is ``finorm``) and the torch operator is named
-    after it."""
+    """Why ``new`` cannot be the API ``old``'s new name, or ``None``; ASCII only (Python folds
+    other names by NFKC, and the torch operator is named after it)."""
     if not (new.isascii() and new.isidentifier()):
         return "not a Python name in ASCII letters, digits and _ (not starting with a digit)"
     if keyword.iskeyword(new) or keyword.issoftkeyword(new):

@@ -1,6 +1,5 @@
-"""The source ``flashinfer lifecycle`` writes (docs/lifecycle.rst, "What the codemod edits"):
-functions of file texts, so that a plan prints before anything is written.  Python is edited
-on its LibCST syntax tree, which keeps comments and layout.
+"""The source ``flashinfer lifecycle`` writes (docs/lifecycle.rst): functions of file texts,
+so a plan prints before anything is written; Python is edited with LibCST (layout kept).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ HISTORY_END = "# lifecycle-history: end\n"
 
 
 def record_source(record: LifecycleRecord, indent: str = "    ") -> str:
-    """``record`` as Python, as the formatter writes it, ending in a comma and a newline."""
+    """``record`` as Python, as ruff formats it, ending in a comma and a newline."""
     parts = []
     for f in fields(record):
         v = getattr(record, f.name)
@@ -40,7 +39,7 @@ def record_source(record: LifecycleRecord, indent: str = "    ") -> str:
 
 
 def add_history_record(text: str, record: LifecycleRecord) -> str:
-    """``flashinfer/gating/history.py``'s text with ``record`` appended to ``HISTORY``."""
+    """history.py's ``text`` with ``record`` appended to ``HISTORY``."""
     start, end = text.index(HISTORY_BEGIN) + len(HISTORY_BEGIN), text.index(HISTORY_END)
     head, block = "HISTORY: tuple[LifecycleRecord, ...] = (", text[start:end]
     body = "" if block.strip() == head + ")" else block[len(head) + 1 : block.rindex(")")]
@@ -48,8 +47,7 @@ def add_history_record(text: str, record: LifecycleRecord) -> str:
 
 
 def add_changelog_entry(text: str, entry: str) -> str:
-    """``CHANGELOG.md`` with ``entry`` (a bullet's text) first under "## Unreleased" (a
-    section made above the first release's if there is none)."""
+    """``CHANGELOG.md`` with ``entry`` first under "## Unreleased" (made if missing)."""
     marker = "## Unreleased\n"
     if marker not in text:
         first = text.find("\n## ")
@@ -63,12 +61,8 @@ def add_changelog_entry(text: str, entry: str) -> str:
     return text[:at] + "\n".join(wrap.wrap(f"- {entry}")) + "\n" + text[at:]
 
 
-# -- source edits: on the syntax tree (LibCST); the rest of the file stays as it was --------------
-
-
 def _edit(text: str, **handlers: Callable[..., Any]) -> str:
-    """``text`` through a LibCST transformer whose ``visit_*``/``leave_*`` are ``handlers``
-    (``leave_X(original, updated)`` returns the new node)."""
+    """``text`` through a LibCST transformer of ``handlers`` (``visit_X``, ``leave_X``)."""
     return cst.parse_module(text).visit(_transformer(**handlers)).code
 
 
@@ -82,7 +76,7 @@ def _skip(node: Any) -> bool:  # a visit_* handler that does not enter the node
 
 
 def _dotted(node: cst.CSTNode | None) -> str:
-    """``a.b.c`` for that name or attribute (or a call of it), ``""`` for anything else."""
+    """``a.b.c`` for that name or attribute, else ``""``."""
     return (get_full_name_for_node(node) or "") if node is not None else ""
 
 
@@ -91,7 +85,7 @@ def _last_name(node: cst.BaseExpression) -> str:
 
 
 def _string(node: cst.BaseExpression) -> str | None:
-    """The value of a plain string literal (not an f-string), else ``None``."""
+    """The value of a plain string literal, else ``None``."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
@@ -108,8 +102,7 @@ def _within(module: str, package: str) -> bool:
 
 
 def _without(args: Sequence[Any], drop: Callable[[Any], bool]) -> list[Any]:
-    """``args`` (arguments, names or elements) without those ``drop`` picks; the last one
-    kept takes the last one's comma, so a trailing comma stays (or stays absent)."""
+    """``args`` without those ``drop`` picks, a trailing comma kept as it was."""
     kept = [a for a in args if not drop(a)]
     if kept and len(kept) < len(args) and drop(args[-1]):
         kept[-1] = kept[-1].with_changes(comma=args[-1].comma)
@@ -117,9 +110,8 @@ def _without(args: Sequence[Any], drop: Callable[[Any], bool]) -> list[Any]:
 
 
 def _declaration(text: str, call: str, name: str, check: str | None, change: Any) -> str:
-    """``text`` with the one ``call(name, check=<check>, ...)`` (``check`` positional or
-    not; ``None``: any) replaced by ``change(node)``; ``LookupError`` when there is none or
-    more than one (an edit must not guess which)."""
+    """``text`` with the one ``call(name, check=<check>, ...)`` (``None``: any) replaced by
+    ``change(node)``; ``LookupError`` for none or several (an edit must not guess)."""
 
     def declares(node: cst.Call) -> bool:
         if _last_name(node.func) != call or not node.args or node.args[0].keyword is not None:
@@ -192,8 +184,7 @@ def rename_declaration(text: str, call: str, old: str, new: str, check: str | No
 
 
 def drop_import_name(text: str, module: str, name: str) -> str:
-    """``text`` without ``name`` in a top-level ``from module import ...``, if nothing else
-    uses it."""
+    """``text`` without ``name`` in a top-level ``from module import``, if unused."""
     uses: list[bool] = []
     _edit(
         text,
@@ -217,9 +208,8 @@ def drop_import_name(text: str, module: str, name: str) -> str:
 
 
 def drop_imports(text: str, package: str) -> tuple[str, list[int]]:
-    """``text`` without the statements importing ``package`` or a module under it, and the
-    lines (in the text returned) of those left in a function or class body: their code names
-    what no longer exists, a step for the author."""
+    """``text`` without the top-level imports of ``package`` (or under it), and the lines of
+    those left in a function or class body (a step for the author)."""
 
     def imports_it(statement: cst.BaseSmallStatement) -> bool:
         if isinstance(statement, cst.ImportFrom):
@@ -271,8 +261,8 @@ def _replace_name(text: str, a: str, b: str) -> str:
 
 
 def move_package(text: str, old: str, new: str, old_dir: str, new_dir: str) -> str:
-    """``text`` with the package ``old`` moved to ``new``: its imports, and its dotted name and
-    folder (``old_dir``) in strings and comments (not ``old_v2``)."""
+    """``text`` with package ``old`` moved to ``new``: imports, and the dotted name and folder
+    in strings and comments."""
 
     def module(original: Any, updated: cst.ImportFrom) -> Any:
         name = _dotted(updated.module)
@@ -320,8 +310,8 @@ def rename_backend_arguments(text: str, callee: str, old: str, new: str) -> str:
 
 
 def rename_in_function(text: str, function: str, old: str, new: str) -> str:
-    """``text`` with the string literals ``old`` written ``new`` in the top-level ``function``
-    and the top-level assignments of the names it reads (a heuristic and its table of ranks)."""
+    """``text`` with the strings ``old`` written ``new`` in ``function`` and the top-level
+    assignments of the names it reads (a heuristic and its ranks)."""
     tree = cst.parse_module(text)
     defs = [s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == function]
     read = {n.value for d in defs for n in m.findall(d, m.Name()) if isinstance(n, cst.Name)}
@@ -344,8 +334,7 @@ def rename_in_function(text: str, function: str, old: str, new: str) -> str:
 
 
 def rename_module_name(text: str, old: str, new: str) -> str:
-    """``text`` with the name ``old`` renamed ``new`` where it is code: its ``def``, loads,
-    stores and its ``__all__`` entry (not strings, comments or import paths)."""
+    """``text`` with the name ``old`` renamed ``new`` in code and ``__all__`` only."""
     spans: list[tuple[int, int, int, str]] = []  # (line, col, end col, replacement): bytes
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Name) and node.id == old:
@@ -365,9 +354,6 @@ def rename_module_name(text: str, old: str, new: str) -> str:
         raw = lines[number - 1].encode()
         lines[number - 1] = (raw[:col] + replacement.encode() + raw[end:]).decode()
     return "".join(lines)
-
-
-# -- read from source (ast), and the modules written whole ------------------------------------
 
 
 def imported_feature(source: str) -> str | None:
@@ -412,8 +398,7 @@ def top_level_names(source: str) -> set[str]:
 
 
 def deprecated_function(name: str, target: str, message: str, doc: str) -> str:
-    """The source of ``name``, a function marked ``@deprecated`` (type checkers flag its
-    uses) that warns once with ``message`` and calls ``target``."""
+    """Source of ``name``, ``@deprecated``, warning once with ``message``, calling ``target``."""
     pieces = textwrap.wrap(  # short lines: implicitly joined pieces split between words
         message, 60, drop_whitespace=False, break_long_words=False, break_on_hyphens=False
     )
@@ -428,8 +413,8 @@ def deprecated_function(name: str, target: str, message: str, doc: str) -> str:
 
 
 def alias_module(old: str, new: str, api: str, version: str, expires: str, source: str) -> str:
-    """An alias module left at ``old``: each public function of ``new`` (``source``) as a
-    :func:`deprecated_function`, any other name through ``__getattr__``, warning once too."""
+    """An alias module left at ``old``: ``new``'s public functions deprecated, the rest
+    through ``__getattr__``."""
     message = moved_module_used(old, new, version, expires)
     tree = ast.parse(source)
     listed = [

@@ -1,6 +1,5 @@
-"""The schema of ``flashinfer backends --json`` as data (:data:`FIELDS`), which renders
-``docs/report_schema.rst`` and checks the printed JSON.  A path is dotted, ``[]`` for every item
-of an array; :data:`SCHEMA_VERSION` grows when a field is removed or changes meaning.
+"""The schema of ``flashinfer backends --json`` as data (:data:`FIELDS`: a dotted path, ``[]``
+for an array's items), which renders ``docs/report_schema.rst`` and checks the printed JSON.
 """
 
 from __future__ import annotations
@@ -9,7 +8,8 @@ from typing import Any, NamedTuple
 
 __all__ = ["FIELDS", "SCHEMA_VERSION", "Field", "schema_problems", "schema_rst"]
 
-SCHEMA_VERSION = 2  # 1 (no key) had the versions, devices, gate and APIs only
+# Grows when a field is removed or changes meaning; 1 (no key) had versions, devices, gate, APIs.
+SCHEMA_VERSION = 2
 
 
 class Field(NamedTuple):
@@ -116,21 +116,12 @@ def _fields() -> tuple[Field, ...]:
 
 FIELDS = _fields()
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "boolean": (bool,),
-    "null": (type(None),),
-    "object": (dict,),
-    "array": (list,),
-}
+_JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "null": type(None), "object": dict}
 
 
 def _type_ok(value: Any, types: str) -> bool:
-    return types == "any" or any(
-        isinstance(value, _JSON_TYPES[name]) and not (name == "integer" and isinstance(value, bool))
-        for name in types.split("|")
-    )
+    ok = (isinstance(value, _JSON_TYPES.get(t, list)) for t in types.split("|"))
+    return types == "any" or (any(ok) and not (isinstance(value, bool) and "boolean" not in types))
 
 
 def _walk(value: Any, path: str, found: dict[str, list[Any]]) -> None:
@@ -145,8 +136,8 @@ def _walk(value: Any, path: str, found: dict[str, list[Any]]) -> None:
 
 
 def schema_problems(doc: Any) -> list[str]:
-    """What in ``doc`` (a parsed report) the schema lacks, fields an object lacks, and values
-    of the wrong type; empty: it follows :data:`FIELDS` (``any`` is not walked into)."""
+    """What in ``doc`` (a parsed report) the schema lacks, fields it lacks, and values of the
+    wrong type; empty: it follows :data:`FIELDS`."""
     documented = {f.path: f for f in FIELDS}
     opaque = [f.path for f in FIELDS if f.types == "any"]
     found: dict[str, list[Any]] = {}

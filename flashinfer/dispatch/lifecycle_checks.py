@@ -1,10 +1,6 @@
-"""The lifecycle check's rules about exits: what the declared history
-(:mod:`flashinfer.gating.history`) and the ops' declarations must agree on.  Each problem
-names the three exits or what finishes the one taken: a graduated backend (or API) still
-marked experimental; an alias or tombstone past its ``expires``; a backend alias that leads
-nowhere; a stable backend whose checker or implementation lives under
-``flashinfer/experimental/``.  Ops are duck-typed (``api_key``, ``backend_checks``,
-``experimental_backends``, ``backends``), so tests can check a synthetic state.
+"""The lifecycle check's rules about exits: where the declared history
+(:mod:`flashinfer.gating.history`) and the ops' declarations disagree, each problem naming
+what finishes the exit.  Ops are duck-typed, so tests can check a synthetic state.
 """
 
 from __future__ import annotations
@@ -33,10 +29,9 @@ def exit_problems(
     records: Sequence[LifecycleRecord] | None = None,
     version: str = __version__,
 ) -> list[str]:
-    """What is wrong with the exits taken (empty: all good).  ``ops``: the registered ops;
-    ``experimental_apis``: the qualified names of the APIs marked experimental;
-    ``records``: the history (default :func:`~flashinfer.gating.history.history`);
-    ``version``: the package's version."""
+    """What is wrong with the exits taken (empty: all good): a graduated backend or API still
+    marked, an expired alias or tombstone, an alias leading nowhere, a stable backend's code
+    under ``flashinfer/experimental/``.  ``records`` defaults to ``history()``."""
     records = history() if records is None else records
     ops = list(ops)
     by_key = {op.api_key: op for op in ops}
@@ -76,9 +71,7 @@ def _still_marked(r: Graduated, ops: dict[str, Any], experimental_apis: set[str]
 def _dangling_alias(
     r: Renamed, ops: dict[str, Any], records: Sequence[LifecycleRecord]
 ) -> list[str]:
-    """A backend alias must lead somewhere: the op has the new name (or the last name of a
-    chain of renames), and no longer the old; or that name was removed since (its tombstone
-    answers the old names too)."""
+    """The op has the alias's new name (or a chain's last), not the old; or it was removed."""
     op = ops.get(r.api)
     if op is None:
         return []

@@ -1,9 +1,6 @@
-"""The declared lifecycle history (docs/lifecycle.rst): :data:`HISTORY`, one record per exit
-taken, :class:`Graduated`, :class:`Renamed` (an alias that warns once until ``expires``) or
-:class:`Removed` (a tombstone until ``expires``), which ``flashinfer lifecycle ... --apply``
-appends to.  The records are read where they act, through the lookups below (a test may
-declare a synthetic history with :func:`declared_history`).  Importing this module imports
-nothing of the package: a consumer may import it where a name is unknown, not at import.
+"""The declared exits (docs/lifecycle.rst): :data:`HISTORY`, which ``flashinfer lifecycle
+... --apply`` appends to, and the lookups that read it where it acts.  Imports nothing of the
+package at import.
 """
 
 from __future__ import annotations
@@ -22,15 +19,13 @@ THREE_EXITS = (
     "graduate_by later, with the reason in the tracking issue, in a reviewed change), or "
     "remove it (flashinfer lifecycle remove OP:BACKEND|API --apply)"
 )
-"""The three exits of experimental work, as the lifecycle check names them (docs/lifecycle.rst)."""
 
+# Minor releases an alias or a tombstone lives: declared in 0.2.0, it goes in 0.4.0.
 ALIAS_MINOR_RELEASES = 2
-"""Minor releases an alias or a tombstone lives: declared in ``0.2.0``, it goes in ``0.4.0``."""
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    """``"1.2.3"`` as ``(1, 2, 3)`` (a missing patch is 0; a suffix such as ``.dev1`` or
-    ``rc1`` is ignored: a pre-release counts as its release).  ``ValueError`` otherwise."""
+    """``"1.2.3"`` as ``(1, 2, 3)``; no patch is 0, a suffix (``rc1``) is ignored."""
 
     def digits(rest: str) -> tuple[int | None, str]:
         n = len(rest) - len(rest.lstrip("0123456789"))
@@ -48,15 +43,14 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def expiry_after(version: str, minor_releases: int = ALIAS_MINOR_RELEASES) -> str:
-    """The release ``minor_releases`` minor releases after ``version`` (``0.2.1`` -> ``0.4.0``)."""
+    """``0.2.1`` -> ``0.4.0``."""
     major, minor, _ = parse_version(version)
     return f"{major}.{minor + minor_releases}.0"
 
 
 @dataclass(frozen=True)
 class Graduated:
-    """``backend`` of ``api`` (or, with ``backend=None``, the API ``api`` itself) became stable
-    in ``version``.  ``api`` is the API's qualified name (``"flashinfer.gemm.mm"``)."""
+    """``backend`` of ``api`` (a qualified name; ``None``: the API) became stable in ``version``."""
 
     api: str
     version: str
@@ -65,9 +59,8 @@ class Graduated:
 
 @dataclass(frozen=True)
 class Renamed:
-    """``old`` is an alias of ``new`` from ``version`` until ``expires``.  For a backend,
-    ``api`` is its API's qualified name and ``old`` / ``new`` backend names; for an API
-    (``backend=False``), ``old`` and ``new`` are qualified names and ``api`` is ``new``."""
+    """``old`` is an alias of ``new`` from ``version`` until ``expires``: backend names of
+    ``api``, or (``backend=False``) qualified API names, ``api`` being ``new``."""
 
     api: str
     old: str
@@ -79,9 +72,8 @@ class Renamed:
 
 @dataclass(frozen=True)
 class Removed:
-    """A tombstone: ``name`` (a backend of ``api``, or with ``backend=False`` the API whose
-    qualified name is ``api``) was removed in ``version``; ``use_instead`` says what to use
-    (a backend name, or a qualified API name).  It stays until ``expires``."""
+    """A tombstone until ``expires``: backend ``name`` of ``api`` (``backend=False``: the API
+    ``api``) was removed in ``version``; use ``use_instead``."""
 
     api: str
     name: str
@@ -93,7 +85,6 @@ class Removed:
 
 LifecycleRecord = Graduated | Renamed | Removed
 
-# -- the declared history (``flashinfer lifecycle ... --apply`` edits between the markers) ------
 # lifecycle-history: begin
 HISTORY: tuple[LifecycleRecord, ...] = ()
 # lifecycle-history: end
@@ -102,13 +93,13 @@ _override: list[tuple[LifecycleRecord, ...]] = []
 
 
 def history() -> tuple[LifecycleRecord, ...]:
-    """The records in force: :data:`HISTORY`, or a synthetic one (:func:`declared_history`)."""
+    """:data:`HISTORY`, or the one a :func:`declared_history` block declares."""
     return _override[-1] if _override else HISTORY
 
 
 @contextlib.contextmanager
 def declared_history(records: Sequence[LifecycleRecord]) -> Iterator[None]:
-    """Within the block, :func:`history` is ``records`` (for tests: ops built inside read it)."""
+    """Within the block, :func:`history` is ``records`` (tests)."""
     _override.append(tuple(records))
     try:
         yield
@@ -117,7 +108,6 @@ def declared_history(records: Sequence[LifecycleRecord]) -> Iterator[None]:
 
 
 def _records(kind: type, backend: bool) -> list[Any]:
-    """The records of ``kind`` about backends (``backend``) or about APIs."""
     return [r for r in history() if isinstance(r, kind) and bool(r.backend) == backend]
 
 
@@ -130,8 +120,7 @@ def graduated_in(api: str, backend: str | None = None) -> str | None:
 
 
 def backend_aliases(api: str) -> dict[str, str]:
-    """``old -> new`` for each renamed backend of ``api`` (an alias of an alias resolves to
-    the last name)."""
+    """``old -> new`` for each renamed backend of ``api``, chains resolved to the last name."""
     found = {r.old: r.new for r in _records(Renamed, True) if r.api == api}
     for old in found:
         seen = {old}
@@ -152,8 +141,7 @@ def renamed_api(old: str) -> Renamed | None:
 
 
 def removed_backends(api: str) -> dict[str, Removed]:
-    """Each removed backend of ``api``, by name, with its tombstone; an old name of a backend
-    renamed and then removed has the tombstone too (it must not get the generic error)."""
+    """Each removed backend of ``api`` (and old names of it) -> its tombstone."""
     found = {r.name: r for r in _records(Removed, True) if r.api == api}
     for old, new in backend_aliases(api).items():
         if new in found:
@@ -162,14 +150,13 @@ def removed_backends(api: str) -> dict[str, Removed]:
 
 
 def tuning_name(api: str, backend: str) -> tuple[str, Removed | None]:
-    """What a persisted tuning entry's ``backend`` of ``api`` is called now, and its
-    tombstone if it was removed (a renamed backend's entry is read under the new name)."""
+    """A tuning entry's ``backend`` of ``api``: its name now, and its tombstone if removed."""
     name = backend_aliases(api).get(backend, backend)
     return name, removed_backends(api).get(name)
 
 
 def alias_message(record: Renamed) -> str:
-    """The deprecation warning of an alias: the old name, the new name, and when it goes."""
+    """The deprecation warning of an alias."""
     from flashinfer.gating import messages
 
     if record.backend:
@@ -180,14 +167,14 @@ def alias_message(record: Renamed) -> str:
 
 
 def removed_backend_message(record: Removed) -> str:
-    """Why naming a removed backend fails: the version and what to use instead."""
+    """Why naming a removed backend fails."""
     from flashinfer.gating.messages import removed_backend_named
 
     return removed_backend_named(record.api, record.name, record.version, record.use_instead)
 
 
 def removed_api_message(record: Removed) -> str:
-    """Why a removed API's name fails: the version and what to use instead."""
+    """Why a removed API's name fails."""
     from flashinfer.gating.messages import removed_api_used
 
     return removed_api_used(record.api, record.version, record.use_instead)
@@ -218,9 +205,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def deprecated_alias(target: F, message: str) -> F:
-    """``target`` under a deprecated name: marked ``typing_extensions.deprecated`` (its
-    ``__deprecated__`` is ``message``), warning once at the caller's line, then calling
-    ``target`` (the stable one: an experimental API's ``ExperimentalWarning`` does not run)."""
+    """``target`` under a deprecated name (``typing_extensions.deprecated``), warning once."""
     from typing_extensions import deprecated
 
     @deprecated(message, category=None)  # the runtime warning is ours: once, at the user's line
@@ -233,16 +218,13 @@ def deprecated_alias(target: F, message: str) -> F:
 
 
 def call_deprecated(message: str, target: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``target(*args, **kwargs)`` after ``message``'s one warning: the body of a deprecated
-    alias written in source (an alias module ``flashinfer lifecycle`` leaves)."""
+    """``target(*args, **kwargs)`` after ``message``'s one warning (aliases written in source)."""
     warn_alias_once(message)
     return target(*args, **kwargs)
 
 
 def moved_module_getattr(old: str, new: str, version: str, expires: str) -> Callable[[str], Any]:
-    """The ``__getattr__`` of a module left at ``old`` when its code moved to ``new``: each
-    name is ``new``'s, a function as a :func:`deprecated_alias`, anything else after the
-    same one warning."""
+    """The ``__getattr__`` of a module left at ``old`` when its code moved to ``new``."""
     from flashinfer.gating.messages import moved_module_used
 
     message = moved_module_used(old, new, version, expires)
@@ -260,10 +242,8 @@ def moved_module_getattr(old: str, new: str, version: str, expires: str) -> Call
 
 
 def missing_attribute(module: str, name: str) -> Any:
-    """What ``module.__getattr__(name)`` answers for a name the module no longer defines: a
-    renamed API's deprecated alias, or an ``AttributeError`` naming the tombstone's version
-    and replacement, or the plain one.  The package root answers for APIs defined elsewhere
-    (``flashinfer.<name>``)."""
+    """``module.__getattr__(name)`` for a name gone: a renamed API's alias, or the
+    ``AttributeError`` of its tombstone (``flashinfer`` answers for every API), or the plain one."""
     qualified = f"{module}.{name}"
 
     def named(r: Any, full: str) -> bool:

@@ -1,11 +1,6 @@
-"""Lifecycle of experimental work: every experimental API and backend with its metadata.
-
-:func:`experimental_features` joins the API inventory and the op registry (after
-:func:`load_api_modules`) into one list of :class:`ExperimentalFeature`.  ``flashinfer
-experimental`` prints :func:`format_listing` of it (or the :meth:`ExperimentalFeature.as_dict`
-entries as JSON); the lifecycle check fails CI on :func:`lifecycle_problems`.  The rules are
-strict in CI and harmless at runtime: a marker never raises for its metadata, and the listing
-never fails on it (:func:`checked_info`).  Importing this module imports no operator module.
+"""Every experimental API and backend with its metadata (docs/api/lifecycle.rst): the
+listing ``flashinfer experimental`` prints and the rules the lifecycle check applies.  Strict in
+CI, harmless at runtime: neither fails on malformed metadata.  Imports no operator module.
 """
 
 from __future__ import annotations
@@ -32,13 +27,12 @@ from flashinfer.gating.records import (
 )
 
 GRADUATION_HORIZON_MONTHS = 6
-"""How far ahead a ``graduate_by`` date may be, in calendar months from the day the check
-runs (the policy's "at most about six months away"; the docs cite it by name)."""
+"""How far ahead a ``graduate_by`` date may be, in calendar months (the policy's six)."""
 
 
 def graduation_limit(today: _dt.date) -> _dt.date:
     """The latest ``graduate_by`` allowed on ``today``: :data:`GRADUATION_HORIZON_MONTHS`
-    calendar months later (the same day of the month, or the month's last day)."""
+    months later (the same day, or the month's last)."""
     months = today.month - 1 + GRADUATION_HORIZON_MONTHS
     year, month = today.year + months // 12, months % 12 + 1
     return today.replace(
@@ -48,9 +42,8 @@ def graduation_limit(today: _dt.date) -> _dt.date:
 
 @dataclass(frozen=True)
 class ExperimentalFeature:
-    """One experimental API (``kind="api"``, ``backend=None``) or backend (``"backend"``):
-    ``name`` is the API's qualified name, or ``"<api>[backend=<name>]"``; ``module`` where
-    its code lives (the API's module, or the backend checker's)."""
+    """An experimental API (``kind="api"``) or backend (``"backend"``, ``name`` is
+    ``"<api>[backend=<name>]"``); ``module`` holds its code."""
 
     kind: str
     name: str
@@ -60,8 +53,7 @@ class ExperimentalFeature:
     info: ExperimentalInfo
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (texts, and dates as ``YYYY-MM-DD``), whatever the metadata:
-        the entry's place, then each metadata field of :class:`ExperimentalInfo`."""
+        """A JSON-ready view: the entry's place, then each metadata field (dates ISO)."""
         info = checked_info(self.info)
         return {
             "kind": as_text(self.kind),
@@ -74,22 +66,18 @@ class ExperimentalFeature:
 
 
 def _json_value(value: object) -> str | None:
-    """A recorded metadata value as JSON text: a date as ``YYYY-MM-DD``."""
     if value is None or isinstance(value, str):
         return value
     return value.isoformat() if isinstance(value, _dt.date) else as_text(value)
 
 
 def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
-    """``info`` as the markers record metadata: texts, a ``datetime.date`` or ``None``, and
-    the problems as phrases.  An :class:`ExperimentalInfo` built by hand with values of
-    other types is checked again as a marker would check them (what is malformed joins its
-    problems), so that the listing and the lifecycle check never fail on it."""
+    """``info`` as a marker records it: one built by hand with other types is checked again,
+    so the listing and the check never fail on it."""
     problems = info.problems
     given = {name: getattr(info, name) for name in metadata_names()}
     recorded, _ = record_metadata(given)
-    # Recorded as a marker records (each value what recording it gives back, the very
-    # object): kept as it is, so a hand-built info of well-typed values is not re-judged.
+    # Kept as it is when recording gives back each very object: not re-judged.
     well_formed = (
         all(recorded[name] is value for name, value in given.items())
         and isinstance(problems, tuple)
@@ -104,7 +92,7 @@ def checked_info(info: ExperimentalInfo) -> ExperimentalInfo:
 
 
 def wrapper_chain(obj: Any) -> list[Any]:
-    """``obj`` and everything it wraps (``__wrapped__``), outermost first (cycle-safe)."""
+    """``obj`` and what it wraps (``__wrapped__``), outermost first (cycle-safe)."""
     seen: list[Any] = []
     while obj is not None and all(obj is not s for s in seen):
         seen.append(obj)
@@ -113,7 +101,7 @@ def wrapper_chain(obj: Any) -> list[Any]:
 
 
 def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
-    """The lifecycle metadata of ``obj`` or of anything it wraps; ``None`` if it is stable."""
+    """The metadata of ``obj`` or of what it wraps; ``None`` if it is stable."""
     for layer in wrapper_chain(obj):
         # ``is True``: BackendRequirementOp has an is_experimental_backend() *method*.
         if (
@@ -133,9 +121,8 @@ def experimental_info_of(obj: Any) -> ExperimentalInfo | None:
 def experimental_features(
     *, load: bool = True, modules: Iterable[str] | None = None
 ) -> list[ExperimentalFeature]:
-    """Every experimental API and backend of the loaded modules, sorted by kind and name
-    (``load=True`` first imports the API modules, :func:`load_api_modules`).  An API counts
-    as experimental when it, or anything it wraps, carries ``is_experimental``."""
+    """Every experimental API and backend, sorted by kind and name (``load``: import the API
+    modules first, :func:`load_api_modules`)."""
     if load:
         load_api_modules(modules)
     found: dict[tuple[str, str], ExperimentalFeature] = {}
@@ -166,10 +153,8 @@ def experimental_features(
 def lifecycle_problems(
     features: Iterable[ExperimentalFeature], today: _dt.date | None = None
 ) -> list[str]:
-    """What the policy's lifecycle rules say is wrong with ``features`` (empty: all good):
-    malformed metadata the marker recorded, and a missing owner (a person's ``@handle``),
-    tracking issue or ``graduate_by``; a date before ``today`` (naming the three exits) or
-    after :func:`graduation_limit` of ``today``."""
+    """What the policy's rules find wrong with ``features`` (empty: all good): malformed or
+    missing metadata, a ``graduate_by`` before ``today`` or after :func:`graduation_limit`."""
     today = today or _dt.date.today()
     problems = []
     for f in features:
@@ -203,12 +188,10 @@ def lifecycle_problems(
     return problems
 
 
-# How much of a metadata value a line of the listing shows (the JSON view has it all).
-_CELL_MAX = 60
+_CELL_MAX = 60  # of a metadata value, a line of the listing shows this much (JSON: all)
 
 
 def _cell(value: str | None, cut: bool = True) -> str:
-    """One cell of the listing: one line (control characters escaped), cut when long."""
     if value is None:
         return "-"
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
@@ -218,21 +201,16 @@ def _cell(value: str | None, cut: bool = True) -> str:
 
 
 def format_listing(features: Sequence[ExperimentalFeature]) -> str:
-    """A plain-text table of ``features``: kind, name, then each metadata field.  Never fails
-    on metadata: each cell is one line, a long value cut (the JSON view has it whole)."""
+    """A plain-text table of ``features``: kind, name, then each metadata field (one line
+    each, long values cut)."""
     if not features:
         return "No experimental APIs or backends are defined."
     names = metadata_names()
     header = ("KIND", "NAME", *(name.upper().replace("_", " ") for name in names))
     rows = [header]
-    for f in features:
-        info = checked_info(f.info)
+    for doc in (f.as_dict() for f in features):
         rows.append(
-            (
-                _cell(as_text(f.kind), cut=False),
-                _cell(as_text(f.name), cut=False),
-                *(_cell(_json_value(getattr(info, name))) for name in names),
-            )
+            (_cell(doc["kind"], False), _cell(doc["name"], False), *map(_cell, map(doc.get, names)))
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(map(str.ljust, r, widths)).rstrip() for r in rows)
