@@ -1,20 +1,4 @@
-"""The backend dispatcher: the one place that decides which backend of an API runs.
-
-``@backend_requirement(backend_checks, common_check, heuristic_func)`` turns an API whose
-signature has a ``backend`` parameter into a :class:`BackendRequirementOp`.  On each call it
-checks the inputs against the chosen backend (or, for ``backend="auto"``, against every
-backend), applies the experimental gate and the heuristic, and then calls the API body.
-
-This module is the public import path: the decorator, the type a type checker sees
-(:class:`BackendOp`), and every dispatcher name users import.  The work is done in
-``flashinfer.dispatch``, one job per module: the checker markers, compute capability, the
-decoration-time plan, the one selection (``selection``: which backends may run an
-``"auto"`` call, used by the call, ``explain``, the compiled route and the autotuner), the
-generated public function (the happy path, decided once per API, the way ``dataclasses``
-generates ``__init__``), per-thread call state, and the op object with its Python paths
-(every error message), upstream's query API and :meth:`BackendRequirementOp.route_auto`
-for the autotuner.
-"""
+"""The backend dispatcher: the one place that decides which backend of an API runs."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""How to call a checker or the heuristic with the API's arguments, what a check may return,
-and what is kept of the heuristic's answer (``filter_heuristic``).
-
-A support checker or a common check returns ``True`` or ``False`` (a numpy bool is taken
-as the bool it is), or raises ``ValueError`` saying why not.  A heuristic returns a list or
-tuple of backend names (``str``), best first.  Anything else (``None`` from a path that ends
-without a ``return``, the string ``"False"``, a tensor, a set) is a ``TypeError`` naming
-the check and what it returned (:func:`check_verdict`, :func:`heuristic_names`); its
-truthiness is never asked.
-
-Worked out once per checker at decoration (``checker_spec``): positionally when its
-parameters are the API's, else by name, with ``**kwargs`` taking the rest.  The generated
-path spells the spec out as a call (``_codegen.render_call``); the Python paths replay it
-on bound arguments (``invoke``).
-"""
+"""How to call a checker or the heuristic with the API's arguments, what a check may return, and
+what is kept of the heuristic's answer (``filter_heuristic``)."""
 
 from __future__ import annotations
 
@@ -37,14 +24,7 @@ __all__ = [
 def checker_spec(
     api: ParameterList, fn: Callable[..., Any], role: str, name: str, *, lead: bool = False
 ) -> CallSpec:
-    """How to call a checker: positionally when its parameters match the API's, else by name
-    (as upstream calls every checker; its parameters may have any names, underscored ones included).
-
-    A checker takes the API's parameters, or a subset of them, or ``**kwargs``; it may add
-    parameters of its own only with defaults (rejected here, at decoration, otherwise).
-    ``lead``: ``fn`` takes one argument first, before the API's (the heuristic's
-    candidates).
-    """
+    """How to call a checker."""
     try:
         theirs = ParameterList(functools.partial(fn, None) if lead else fn, redeclared=False)
     except (TypeError, ValueError):
@@ -107,13 +87,7 @@ def filter_heuristic(
     api: str | None = None,
     backends: Collection[str] = (),
 ) -> list[str]:
-    """A heuristic orders and may drop candidates; it can never add a backend of the op
-    (one of ``backends``) that is not a candidate (refused by its checks, or dropped by
-    the gate), nor name one twice (the first mention counts).  A name that is no backend
-    of the op is kept where it stands: upstream's heuristics may return the body's own
-    runner names (``"cutlass_sm10x"``) for it to pick.  Its answer must be a list or tuple
-    of names (:func:`heuristic_names`: a ``TypeError`` naming
-    ``heuristic`` and ``api`` otherwise)."""
+    """A heuristic orders and may drop candidates."""
     kept: list[str] = []
     for b in heuristic_names(ordered, heuristic, api):
         if (b in candidates or b not in backends) and b not in kept:
@@ -161,18 +135,13 @@ def _described(value: Any) -> str:
 
 
 def _numpy_bool(value: Any) -> bool:
-    """Whether ``value`` is a numpy bool (numpy is never imported here: a value of its
-    types implies it is loaded)."""
+    """Whether ``value`` is a numpy bool (numpy is never imported here."""
     numpy = sys.modules.get("numpy")
     return numpy is not None and isinstance(value, numpy.bool_)
 
 
 def check_verdict(value: Any, check: Any, role: str, api: str) -> bool:
-    """``value`` (what ``check`` returned) as a verdict: a bool, or a ``TypeError``.
-
-    ``role`` names the check in the op (``"the support checker of backend 'torch'"``,
-    ``"the common check"``) and ``api`` the op.
-    """
+    """``value`` (what ``check`` returned) as a verdict."""
     if value is True or value is False:
         return value
     if _numpy_bool(value):
@@ -208,9 +177,8 @@ def _names_problem(answer: Any) -> str | None:
 def heuristic_names(
     answer: Any, heuristic: Any = None, api: str | None = None
 ) -> list[str] | tuple[str, ...]:
-    """``answer`` (what ``heuristic`` returned), checked to be a list or tuple of backend
-    names (``str``); a ``TypeError`` naming the heuristic otherwise.  Which names are kept,
-    and in what order, is :func:`~flashinfer.dispatch.call_specs.filter_heuristic`'s job."""
+    """``answer`` (what ``heuristic`` returned), checked to be a list or tuple of backend names
+    (``str``)."""
     problem = _names_problem(answer)
     if problem is None:
         return answer  # type: ignore[no-any-return]

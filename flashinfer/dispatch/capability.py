@@ -1,10 +1,4 @@
-"""The compute capability of a call, and what a checker's capability marks say about it.
-
-A call's capability is that of its first CUDA tensor (``None`` without one), looked up once
-per device.  ``capability_rule`` is the one reader of the marks that
-``supported_compute_capability`` sets: the selection explains the rule
-(``capability_reason``), the generated path tests it.
-"""
+"""The compute capability of a call, and what a checker's capability marks say about it."""
 
 from __future__ import annotations
 
@@ -21,11 +15,7 @@ __all__ = [
 
 
 class _CudaState:
-    """Whether this process can have CUDA tensors at all; decided on first use.
-
-    Generated dispatchers read ``absent`` and skip the scan for CUDA tensors when no CUDA
-    device exists (a CPU-only process has none to find).  Tests replace ``find``.
-    """
+    """Whether this process can have CUDA tensors at all."""
 
     absent = False  # unknown until the first scan
 
@@ -62,9 +52,7 @@ def find_compute_capability(*values: Any) -> int | None:
 
 
 def capability_rule(checker: Any) -> tuple[bool, Any]:
-    """The capability rule of a checker: (runs without CUDA tensors, the capabilities it
-    declares or None).  The one place that reads the marks of supported_compute_capability:
-    the selection explains it, the generated path tests it."""
+    """The capability rule of a checker."""
     ccs = getattr(checker, "_supported_ccs", None)
     return ccs is None or getattr(checker, "_supports_cpu", False), ccs
 

@@ -1,26 +1,4 @@
-"""One log line per automatic choice: which backend ``backend="auto"`` used, and how.
-
-The ``flashinfer.dispatch`` logger (a child of ``flashinfer``) gets one INFO line per
-(op, backend, how it was chosen), e.g.::
-
-    flashinfer.mm: using backend 'torch' (auto; candidates ['torch', 'triton'];
-    experimental left out: ['splitk'])
-
-How: ``auto`` (the heuristic's first candidate), ``restricted`` (the first backend listed by
-``use_backends`` or ``FLASHINFER_BACKENDS`` that can run the call), ``tuned`` (the
-autotuner's choice: tuned in this process or loaded from a file).  Explicitly named backends
-are not logged: the caller chose them.  The library adds no handler; configure logging as
-usual, or set ``FLASHINFER_DISPATCH_LOG=1`` (read at import) to also print the lines to
-stderr.
-
-Cost: a hot path tests :data:`LOG_SWITCH` ``.armed`` and, when set, compares the backend with
-the op's last logged one (:class:`OpLog`): an attribute test while logging is off or the
-line was logged.  ``armed`` is cleared when ``isEnabledFor(INFO)`` says no, and set again
-whenever a level changes anywhere: logging clears every logger's cache of those answers on
-``setLevel`` and ``logging.disable``, and this logger's cache is a dict that arms the
-switch when cleared (only a direct assignment to ``logger.disabled`` goes unseen until the
-next level change).
-"""
+"""One log line per automatic choice: which backend ``backend="auto"`` used, and how."""
 
 from __future__ import annotations
 
@@ -83,8 +61,7 @@ _watching = _watch_levels()
 
 
 def read_switch() -> bool:
-    """``FLASHINFER_DISPATCH_LOG`` as this module reads it once, at import: whether the log
-    goes to stderr too.  A bad value warns once (raises under strict settings)."""
+    """``FLASHINFER_DISPATCH_LOG`` as this module reads it once, at import."""
     return bool(settings.read(DISPATCH_LOG_ENV))
 
 
@@ -95,10 +72,7 @@ _SLOTS = ("auto", "restricted", "tuned", "tuner_auto", "tuner_restricted")
 
 
 class OpLog:
-    """One op's log state: its name in the lines and, per place that logs (the dispatcher's
-    ``auto`` and ``restricted`` paths, the tuner's ``tuned``, ``tuner_auto`` and
-    ``tuner_restricted``), the backend it last logged or passed on: the hot paths compare
-    with it before anything else."""
+    """One op's log state."""
 
     __slots__ = ("api_key", "name", *_SLOTS, "__weakref__")
 
@@ -120,8 +94,7 @@ _op_logs: weakref.WeakSet[OpLog] = weakref.WeakSet()
 
 
 def _enabled() -> bool:
-    """Whether a line would be shown; disarms :data:`LOG_SWITCH` when not (unless a level
-    changed meanwhile: then the next choice asks again)."""
+    """Whether a line would be shown."""
     if _to_stderr:
         return True
     generation = LOG_SWITCH.generation
@@ -143,9 +116,8 @@ def note_choice(
     dropped: Sequence[str] = (),
     detail: str | None = None,
 ) -> None:
-    """Log that ``backend`` was chosen ``how`` (``"auto"``, ``"restricted"`` or
-    ``"tuned"``), once per (op, backend, how); ``detail`` replaces ``how`` in the line.
-    ``slot``: the place that logs, which remembers ``backend`` (see :class:`OpLog`)."""
+    """Log that ``backend`` was chosen ``how`` (``"auto"``, ``"restricted"`` or ``"tuned"``), once
+    per (op, backend, how)."""
     if not _enabled():
         return
     key = (log.api_key, backend, how)
@@ -165,9 +137,8 @@ def note_choice(
 
 
 def _tuner_decides(api_key: str) -> bool:
-    """Whether the autotuner runs this op's ``"auto"`` calls from its body (registered
-    without ``direct=True``): then the tuner logs what it runs.  Asked through the view the
-    autotuner installs when imported; the dispatcher never imports it."""
+    """Whether the autotuner runs this op's ``"auto"`` calls from its body (registered without
+    ``direct=True``)."""
     view = tuner_view()
     return view is not None and view.registered(api_key)
 
@@ -199,9 +170,7 @@ def note_tuner_choice(
     restricted: bool,
     tuned: str | None,
 ) -> None:
-    """The line of a backend the autotuner runs for an ``"auto"`` call: its tuned choice
-    (``tuned`` says where it comes from: "tuned in this process", "loaded from a file"),
-    or the first candidate (``restricted``: a restriction ordered the candidates)."""
+    """The line of a backend the autotuner runs for an ``"auto"`` call."""
     if tuned is not None:
         where = restriction_source(log.api_key) if restricted else None
         detail = f"{tuned}; restricted by {where}" if where else tuned

@@ -1,13 +1,4 @@
-"""Backend declarations: one backend of an API as one value, and the reading of a backend table.
-
-A :class:`Backend` pairs a backend's name, its support checker and its implementation (and,
-for an experimental backend, when ``backend="auto"`` should prefer it), so that the checker
-and the code it vouches for are declared together and cannot disagree.  ``backend_requirement``
-takes a list of declarations as well as upstream's mapping of names to checkers;
-:func:`read_table` turns either into the dispatcher's facts, refusing at decoration what
-cannot be dispatched: a reserved or malformed name, two backends of one name, a table that
-mixes the two forms.
-"""
+"""Backend declarations: one backend of an API as one value, and the reading of a backend table."""
 
 from __future__ import annotations
 
@@ -28,13 +19,7 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
 def backend_name_problem(name: object) -> str | None:
-    """What is wrong with ``name`` as a backend name, as the end of a sentence, or None.
-
-    A backend name is what ``backend="..."`` selects and what messages, tuning files and
-    ``flashinfer backends`` print: an ASCII letter, then letters, digits, underscores and
-    hyphens (``"rowwise"``, ``"split_k"``, upstream's ``"cute-dsl"``), and not ``"auto"``,
-    which asks the dispatcher to choose.
-    """
+    """What is wrong with ``name`` as a backend name, as the end of a sentence, or None."""
     if not isinstance(name, str):
         return f"is a {type(name).__name__}, not a str; name it with a string such as 'rowwise'"
     if name == AUTO:
@@ -131,12 +116,7 @@ class Backend:
 
 
 class ImplementationTable(dict):  # type: ignore[type-arg]
-    """``backend name -> run`` of an API's declared backends: ``api.implementations``.
-
-    A dict (C-speed lookups on every call) whose keys are the API's backends, fixed at
-    decoration: a value may be replaced (a test's spy, a tuner's wrapper), but a backend can
-    be neither added nor removed here, only in the API's table.
-    """
+    """``backend name -> run`` of an API's declared backends."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -169,13 +149,7 @@ def _refuse_mixed(api: str, name: str) -> TypeError:
 def read_table(
     table: Mapping[str, Callable[..., Any]] | Iterable[Backend], api: str
 ) -> tuple[dict[str, Callable[..., Any]], dict[str, Backend]]:
-    """``(name -> checker, name -> declaration)`` of an API's backend table.
-
-    Upstream's form (a mapping of names to checkers) declares no implementations; a list of
-    :class:`Backend` declarations declares both.  A duplicate key of a dict literal never
-    reaches here (Python keeps the last one; ruff's F601 reports it); two declarations of
-    one name do, and are refused.
-    """
+    """``(name -> checker, name -> declaration)`` of an API's backend table."""
     if isinstance(table, Mapping):
         for name, checker in table.items():
             problem = backend_name_problem(name)

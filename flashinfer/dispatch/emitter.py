@@ -1,21 +1,4 @@
-"""The one emitter: the op's public function, generated with the API's own parameter list.
-
-What ``backend_requirement`` returns is generated per op (the interpreter binds the
-arguments in C, the way ``dataclasses`` generates ``__init__``), and does only the happy
-path: a named backend's checks spelled out, and for ``backend="auto"`` the call's signature
-read (``signature``: unrolled for each argument-type pattern learnt so far) and its
-verdict looked up (``verdicts``).  Everything else is a call of the op's hand-written
-Python (``op``): ``_decide`` runs the one selection (``selection.select``) on a miss
-and stores the verdict; ``_named`` checks a named backend the fast checks did not pass,
-raising why it cannot run.  Then the body runs with this call's candidates recorded for
-upstream's idiom (``op.suitable_auto_backends``), or the autotuner's router gets them
-directly (``route_auto``).
-
-A call of a pattern not seen yet learns it (up to ``MAX_PATTERNS``): the function is
-regenerated and its code replaced in place (``__code__``), since users hold the function
-itself (``flashinfer.rmsnorm``); the call in flight finishes on the old code.  A hit
-allocates no tensor, never synchronises a device and calls nothing of ``warnings``.
-"""
+"""The one emitter: the op's public function, generated with the API's own parameter list."""
 
 from __future__ import annotations
 
@@ -144,8 +127,7 @@ class Front:
         return self.function
 
     def learn(self, values: tuple) -> None:
-        """A call whose types match no learnt pattern: learn its pattern, if cacheable and
-        there is room, and regenerate.  That call itself goes uncached."""
+        """A call whose types match no learnt pattern."""
         pattern = cacheable_pattern(values)
         if pattern is None:
             return
@@ -197,9 +179,7 @@ class Front:
         return compile_function(params, lines, self.ns, role="dispatcher", api=op.api_key)
 
     def _named_lines(self, call: str, bound: str) -> list[str]:
-        """A named backend: its capability, the common check and its checker spelled out,
-        then the body; any other outcome goes to ``_named``, which raises why (or runs a
-        token ``"auto|a,b"`` as ``"auto"`` restricted to those backends)."""
+        """A named backend."""
         op, lines = self.op, list[str]()
         checks = [("_common", "__common__")] if op.common_check is not None else []
         for i, (name, chk) in enumerate(op.backend_checks.items()):
@@ -239,8 +219,7 @@ class Front:
         ]
 
     def _auto_lines(self, call: str, bound: str) -> list[str]:
-        """``"auto"``: the verdict (looked up, or decided by ``_decide``), recorded for this
-        thread, then the router or the body."""
+        """``"auto"``."""
         op = self.op
         lines = ["    _rx = _rfind(_api) if _RS.on else None"]
         if op.verdicts_cacheable:
@@ -328,8 +307,7 @@ class Front:
         return lines
 
     def _grad_item(self, pattern: tuple[type, ...]) -> list[str]:
-        """For an op with a backend that cannot differentiate: whether grad is required
-        (grad mode on and a tensor argument requiring it), as ``op.grad_refusal`` decides."""
+        """For an op with a backend that cannot differentiate."""
         if not self.op.non_differentiable_backends:
             return []
         tensors = [n for n, tp in zip(self.names, pattern, strict=True) if tp in TENSOR_TYPES]
@@ -351,8 +329,7 @@ def alias_lines(op: Any) -> list[str]:
 
 
 def overlap_lines(op: Any) -> list[str]:
-    """The API's overlap rule (at indent 0), on every path: a call whose written arguments
-    are all None pays one ``is not None`` test each."""
+    """The API's overlap rule (at indent 0), on every path."""
     rule = op.overlap
     if rule is None:
         return []

@@ -1,8 +1,4 @@
-"""The exceptions a dispatched call raises when a backend cannot run it.
-
-Both report ``flashinfer.backend_dispatch`` as their module (their public home), so that
-pickles, ``except`` clauses written against a module path, and error listings keep naming it.
-"""
+"""The exceptions a dispatched call raises when a backend cannot run it."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""``op.explain(*args, **kwargs)``: what a ``backend="auto"`` call would do, and why.
-
-For each backend: whether it can run the call (its capability rule, whether it can
-differentiate when the call requires grad, and its support check) and, if it is not a
-candidate, what left it out (the experimental gate, a restriction, the
-heuristic); then the candidates, the choice and where the choice comes from.  Nothing is
-run but the checks, the heuristic and a look-up of the autotuner's results: never the API
-body, never a kernel, and no warning or per-thread record is written.
-
-Inputs may carry metadata only: fake tensors (``FakeTensorMode``, which
-``flashinfer explain`` builds, so that a large problem costs no memory) or tensors on the
-``meta`` device.  Checks that read only shapes, strides, dtypes and devices decide as on
-real tensors.  A check marked :func:`~flashinfer.dispatch.verdicts.reads_tensor_data` is
-not run on such inputs (a data pointer would read as 0), and a check that fails for want of
-data is not taken as a refusal: that backend's verdict is *not decided* (``decided=False``,
-"can run: unknown"), and a note says the choice leaves it out.
-"""
+"""``op.explain(*args, **kwargs)``: what a ``backend="auto"`` call would do, and why."""
 
 from __future__ import annotations
 
@@ -255,9 +239,8 @@ def _call_text(bound: Mapping[str, Any]) -> str:
 
 
 def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, Any, str] | None:
-    """The autotuner's result for this call as (backend, tactic, source), if the program
-    imported the autotuner and the op's ``"auto"`` calls are routed to it.  The dispatcher
-    never imports the autotuner: without it nothing was tuned or loaded."""
+    """The autotuner's result for this call as (backend, tactic, source), if the program imported
+    the autotuner and the op's ``"auto"`` calls are routed to it."""
     view = tuner_view()
     if view is None or not view.registered(op.api_key):
         return None
@@ -280,9 +263,7 @@ def explain_call(
     *,
     restricted: tuple[str, ...] | None = None,
 ) -> Explanation:
-    """:meth:`BackendRequirementOp.explain`'s work (see the module doc).  ``restricted``:
-    the backends of a ``use_backends`` block written in traced code (the context's own
-    restriction when None)."""
+    """:meth:`BackendRequirementOp.explain`'s work (see the module doc)."""
     notes: list[str] = []
     kwargs = dict(kwargs)
     kwargs.pop("skip_check", None)

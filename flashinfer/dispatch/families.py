@@ -1,18 +1,5 @@
-"""What each backend family supports, written once as data, and the mark that declares a
-backend's family.
-
-A *backend family* is the kind of code a backend runs: ``"torch"`` (torch's own operators,
-wherever torch runs) or ``"triton"`` (Triton kernels).  Each family is one frozen
-:class:`BackendFamily` value, :data:`TORCH` or :data:`TRITON`, holding its compute
-capabilities and dtypes, the way xFormers declares ``SUPPORTED_DTYPES`` and a minimum compute
-capability per operator.  A support checker declares its family with :func:`backend_family`,
-which also declares the family's compute capabilities to the dispatcher, so the list is
-written here and nowhere else; tools read the declaration back with :func:`family_of`
-(``flashinfer backends`` asks it whether a backend needs Triton).
-
-Light on purpose: torch and the dispatcher's markers only, so an experimental feature's
-``support.py`` may import it.
-"""
+"""What each backend family supports, written once as data, and the mark that declares a backend's
+family."""
 
 from __future__ import annotations
 
@@ -163,10 +150,7 @@ def family_of(checker: Callable[..., Any]) -> BackendFamily | None:
 
 
 def differentiable_by_family(checker: Callable[..., Any]) -> bool:
-    """Whether a backend that does not declare ``differentiable=`` is taken to be
-    differentiable, by the family its support checker declares: the family's
-    ``differentiable`` (:data:`TORCH`: yes, :data:`TRITON`: no); True for a checker that
-    declares no family, about which nothing is known (it is not gated; ``flashinfer
-    backends`` flags the missing family)."""
+    """Whether a backend that does not declare ``differentiable=`` is taken to be differentiable, by
+    the family its support checker declares."""
     family = family_of(checker)
     return True if family is None else family.differentiable

@@ -1,10 +1,4 @@
-"""The compute capabilities a backend's support checker declares.
-
-The decorator returns the checker itself with attributes set (no wrapper, so no call
-overhead); the dispatcher reads the marks once, at decoration (see ``capability``).  The
-other mark a checker carries, ``@experimental_backend``, is the gate's
-(``flashinfer.gating.experimental_marker``).
-"""
+"""The compute capabilities a backend's support checker declares."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""The op object: :class:`BackendRequirementOp`, routing of ``"auto"`` calls, upstream's
-query API, and the Python paths of a call; each op built is recorded in the registry.
-
-The op is a :class:`~.plan.DispatchPlan` (what is decided at decoration) that generates its
-public function once (``emitter``) and hands it out, dressed as the API, as
-``op.function``: what ``backend_requirement`` returns.  That function does the happy path;
-everything else is a method here, in readable Python: ``_decide`` (an ``"auto"`` call's
-verdict, from the one selection, ``selection.select``), ``_select`` (a named backend's
-checks, raising every error a call can raise), and ``call_reference`` (the whole call
-through ``inspect.Signature.bind``, upstream's way: the reference the generated function is
-tested against, and the "before" row of ``benchmarks/bench_dispatch.py``).
-"""
+"""The op object: :class:`BackendRequirementOp`, routing of ``"auto"`` calls, upstream's query API,
+and the Python paths of a call; each op built is recorded in the registry."""
 
 from __future__ import annotations
 
@@ -89,12 +79,7 @@ class BackendRequirementOp(DispatchPlan):
         register_op(self.api_key, self.function)
 
     def _public_function(self, fn: Any) -> Any:
-        """The generated function, dressed as the API: what the decorator returns.
-
-        A plain function, not this object: calling an instance whose ``__call__`` calls
-        the function costs several times the call itself (no vectorcall through the type
-        slot; ``benchmarks/bench_costs.py`` prints both).
-        """
+        """The generated function, dressed as the API."""
         functools.update_wrapper(fn, self.__wrapped__)
         fn.dispatcher = self
         for name in (
@@ -176,11 +161,7 @@ class BackendRequirementOp(DispatchPlan):
         return backend in self.experimental_backends
 
     def is_backend_supported(self, backend: str, cc: int | None = None) -> bool:
-        """Whether ``backend`` exists and (given ``cc``) declares support for that capability.
-
-        Raises ``ValueError`` on an API without backend choices (as upstream): there is no
-        backend to ask about; use :meth:`is_compute_capability_supported`.
-        """
+        """Whether ``backend`` exists and (given ``cc``) declares support for that capability."""
         if not self.backend_checks:
             raise ValueError(
                 f"Invalid is_backend_supported call: no backend choices for {self.api_name}"
@@ -194,11 +175,7 @@ class BackendRequirementOp(DispatchPlan):
         return bool(is_supported and is_supported(cc))
 
     def is_compute_capability_supported(self, cc: int) -> bool:
-        """Whether any backend (an API without backends: its common check) declares ``cc``.
-
-        On an API without backends whose common check carries no
-        :func:`supported_compute_capability` mark, raises ``ValueError`` (as upstream).
-        """
+        """Whether any backend (an API without backends."""
         if not self.backend_checks:
             is_supported = getattr(self.common_check, "is_compute_capability_supported", None)
             if is_supported is None:
@@ -248,10 +225,7 @@ class BackendRequirementOp(DispatchPlan):
         return backend
 
     def _select(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
-        """Readable selection logic: returns the candidates or raises the explaining error.
-
-        A ``skip_check=True`` call of ``"auto"`` runs all of it, common check included
-        (upstream runs the common check there too)."""
+        """Readable selection logic."""
         api = self.api_name
         self._state.clear_dropped()
         backend = self._backend_name(bound)
@@ -307,8 +281,7 @@ class BackendRequirementOp(DispatchPlan):
         return [backend]
 
     def _check_capability(self, cc: int | None, backend: str) -> None:
-        """A named backend's capability rule, raising if ``cc`` is not one it runs at: the
-        first check of a named backend, before the common check (upstream's order)."""
+        """A named backend's capability rule, raising if ``cc`` is not one it runs at."""
         reason = capability_reason(self.backend_checks[backend], cc)
         if reason is not None:
             raise BackendSupportedError(
@@ -349,13 +322,7 @@ class BackendRequirementOp(DispatchPlan):
         listed: tuple[str, ...] | None,
         bound: dict[str, Any],
     ) -> tuple[list[str], tuple[str, ...], Callable[[], None] | None, list[Any]]:
-        """The verdict of an ``"auto"`` call, cached under ``key`` (None: not cacheable):
-        (candidates, the experimental backends the gate dropped, what warns when it runs or
-        None, the router's slot).  The common check and the overlap rule first, then the one
-        selection (:func:`~flashinfer.dispatch.selection.select`) under the restriction
-        ``listed``; raises why no backend can run (a call's drops are recorded first).
-        A ``skip_check=True`` call runs all of it too (upstream runs the common check
-        there); its key says it is one."""
+        """The verdict of an ``"auto"`` call, cached under ``key`` (None."""
         self._state.clear_dropped()
         if self.common_check is not None:
             self._run_common_check(cc, bound, "auto")
@@ -380,9 +347,8 @@ class BackendRequirementOp(DispatchPlan):
         return verdict
 
     def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
-        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None
-        (see :func:`~flashinfer.dispatch.selection.backend_refusal`).  Never warns, never
-        runs the common check or the API."""
+        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None (see
+        :func:`~flashinfer.dispatch.selection.backend_refusal`)."""
         refused = backend_refusal(self, backend, cc, bound)
         return None if refused is None else refused[1]
 
@@ -410,11 +376,7 @@ class BackendRequirementOp(DispatchPlan):
         return CUDA_STATE.find(*values)  # the seam tests replace, as on the generated path
 
     def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
-        """The same call through ``inspect.Signature.bind`` and the readable logic.
-
-        Slow (upstream's design); kept as the reference the generated function is tested
-        against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
-        """
+        """The same call through ``inspect.Signature.bind`` and the readable logic."""
         bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
         named = bound_args.arguments.get("backend")
         if type(named) is str and named in self.backend_aliases:  # a renamed backend
@@ -454,8 +416,7 @@ class BackendRequirementOp(DispatchPlan):
     def _log_choice(
         self, candidates: list[str], dropped: tuple[str, ...], restricted: bool
     ) -> None:
-        """The log line of an ``"auto"`` call that runs the body (see ``choice_log``):
-        asked only while logging may show it, and only once per backend and path."""
+        """The log line of an ``"auto"`` call that runs the body (see ``choice_log``)."""
         if not LOG_SWITCH.armed:
             return
         log = self.choice_log

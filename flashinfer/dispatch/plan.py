@@ -1,16 +1,4 @@
-"""What is decided once, at decoration: the facts about an API and the checks on them.
-
-:class:`DispatchPlan` holds the API, its backend table split into stable and experimental
-backends (with the declared implementations, ``implementations``), its parameter list
-(without the dispatcher's ``skip_check``), the call spec of every checker, and the ordering
-of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
-backends); building it raises at decoration (import) time for a table that cannot be
-dispatched.  The op, the selection and the emitter read the plan; none changes it.
-
-It also decides which backends cannot differentiate (``Backend.differentiable``, else the
-checker's family): such a backend refuses a call that requires grad before its checker runs
-(:meth:`DispatchPlan.grad_refusal`), so that ``"auto"`` leaves it out and naming it raises.
-"""
+"""What is decided once, at decoration: the facts about an API and the checks on them."""
 
 from __future__ import annotations
 
@@ -53,8 +41,7 @@ def _requires_grad(value: Any) -> bool:
 
 
 def grad_inputs(names: tuple[str, ...], values: tuple[Any, ...]) -> list[str]:
-    """The names of the arguments that require grad: a tensor with ``requires_grad``, or a
-    list, tuple (``*args``) or dict (``**kwargs``) holding one.  Empty when none does."""
+    """The names of the arguments that require grad."""
     return [n for n, v in zip(names, values, strict=True) if _requires_grad(v)]
 
 
@@ -169,11 +156,8 @@ class DispatchPlan:
         self._plan_verdicts()
 
     def _plan_grad_gates(self, declared: Mapping[str, Backend]) -> None:
-        """Which backends cannot differentiate (``Backend.differentiable``, else the
-        checker's family: see :func:`~flashinfer.dispatch.families.differentiable_by_family`).
-        Such a backend refuses a call that requires grad (:meth:`grad_refusal`) before its
-        checker runs, so that ``"auto"`` leaves it out and naming it raises; the verdict
-        cache of an op with one keys on whether grad is required (see ``emitter``)."""
+        """Which backends cannot differentiate (``Backend.differentiable``, else the checker's
+        family."""
         self.non_differentiable_backends = frozenset(
             name
             for name, chk in self.backend_checks.items()
@@ -185,10 +169,7 @@ class DispatchPlan:
         )
 
     def _grad_reason(self, backend: str) -> Callable[[list[str]], str]:
-        """The reason grad refuses backend ``backend``, given the arguments that
-        require grad: what cannot be done, and the two ways out (inference under
-        ``torch.no_grad()``, or a backend that can differentiate, named when one exists:
-        a stable torch-family one first)."""
+        """The reason grad refuses backend ``backend``, given the arguments that require grad."""
         able = [b for b in self.backend_checks if b not in self.non_differentiable_backends]
         able.sort(
             key=lambda b: (
@@ -220,9 +201,8 @@ class DispatchPlan:
         return reason
 
     def grad_refusal(self, backend: str, bound: Mapping[str, Any]) -> str | None:
-        """Why ``backend`` refuses a call's bound arguments because grad is required (it
-        cannot differentiate, grad mode is on and an argument requires grad), or None:
-        the reason a call gives."""
+        """Why ``backend`` refuses a call's bound arguments because grad is required (it cannot
+        differentiate, grad mode is on and an argument requires grad), or None."""
         if backend not in self.non_differentiable_backends or not torch.is_grad_enabled():
             return None
         inputs = tuple(n for n in self._sig.names if n != "backend")
@@ -230,12 +210,7 @@ class DispatchPlan:
         return self._grad_reason(backend)(names) if names else None
 
     def _plan_verdicts(self) -> None:
-        """Whether ``"auto"`` verdicts may be cached (see ``verdicts``): not for an API
-        without backends or with ``*args``/``**kwargs`` (the signature cannot be read from
-        named parameters), nor when any check ``"auto"`` runs (common check, heuristic,
-        support checkers, preferences) reads tensor data.  ``environment``: the variables
-        the checks declare they read
-        (:func:`~flashinfer.dispatch.verdicts.reads_environment`)."""
+        """Whether ``"auto"`` verdicts may be cached (see ``verdicts``)."""
         checks = [self.common_check, self.heuristic_func, *self.backend_checks.values()]
         checks += [prefer for prefer, _ in self._preferences.values()]
         present = [c for c in checks if c is not None]
@@ -255,8 +230,7 @@ class DispatchPlan:
     # ---- decoration-time checks --------------------------------------------------------
 
     def _check_overlap_names(self) -> None:
-        """The overlap rule names parameters of the API (the dispatcher passes them by
-        name); a typo would otherwise leave a written tensor unchecked."""
+        """The overlap rule names parameters of the API (the dispatcher passes them by name)."""
         rule = self.overlap
         if rule is None:
             return
@@ -273,9 +247,8 @@ class DispatchPlan:
             )
 
     def _check_experimental_placement(self) -> None:
-        """A backend whose checker or declared implementation is experimental code (defined
-        under, or importing from, ``flashinfer.experimental``) must be marked; only an
-        experimental backend may declare a preference."""
+        """A backend whose checker or declared implementation is experimental code (defined under,
+        or importing from, ``flashinfer.experimental``) must be marked."""
         for backend, checker in self.backend_checks.items():
             if getattr(checker, "is_experimental_backend", False):
                 continue
@@ -312,14 +285,9 @@ class DispatchPlan:
         return checker_spec(self._sig, prefer, role, self.api_name)
 
     def prefer_first(self, candidates: list[str], bound: Mapping[str, Any]) -> list[str]:
-        """``candidates`` (the heuristic's order) with the experimental backends whose
-        declared preference (``Backend.prefer``) says so for the call's arguments ``bound``
-        moved to the front, in their order; ``candidates`` itself when none does.
-
-        Every selection path (generated, reference, ``explain``) applies it after the
-        heuristic; the generated one only while the gate lets experimental backends in,
-        since without them no preference can apply.
-        """
+        """``candidates`` (the heuristic's order) with the experimental backends whose declared
+        preference (``Backend.prefer``) says so for the call's arguments ``bound`` moved to the
+        front, in their order."""
         first = [
             b
             for b in candidates
@@ -331,10 +299,7 @@ class DispatchPlan:
         return first + [b for b in candidates if b not in first]
 
     def check_result(self, backend: str | None, value: Any) -> bool:
-        """``value``, what backend ``backend``'s support checker (None: the common check)
-        returned, as a verdict: a bool, or the ``TypeError`` naming the checker (see
-        :func:`~flashinfer.dispatch.call_specs.check_verdict`).  Both paths call it (the
-        generated one only for a value that is neither ``True`` nor ``False``)."""
+        """``value``, what backend ``backend``'s support checker (None."""
         if value is True or value is False:
             return value
         if backend is None:
@@ -343,10 +308,8 @@ class DispatchPlan:
         return check_verdict(value, self.backend_checks[backend], role, self.api_name)
 
     def heuristic_order(self, answer: Any, candidates: list[str]) -> list[str]:
-        """The candidates in the order of ``answer``, what the heuristic returned for them
-        (see :func:`~flashinfer.dispatch.call_specs.filter_heuristic`): the same rule on
-        both paths, and a ``TypeError`` naming the heuristic for an answer that is not a
-        list or tuple of names."""
+        """The candidates in the order of ``answer``, what the heuristic returned for them (see
+        :func:`~flashinfer.dispatch.call_specs.filter_heuristic`)."""
         return filter_heuristic(
             answer, candidates, self.heuristic_func, self.api_name, self.backend_checks
         )
@@ -364,18 +327,14 @@ class DispatchPlan:
         return specs
 
     def routed_inputs(self) -> list[str] | None:
-        """The parameters whose arguments a routed auto call passes on (see
-        :meth:`route_auto`): every parameter but ``backend``, in declaration order; None
-        when the API cannot be routed (no backends, or ``*args``/``**kwargs``)."""
+        """The parameters whose arguments a routed auto call passes on (see :meth:`route_auto`)."""
         if not self.backend_checks or self._sig.has_var:
             return None
         return [n for n in self._sig.names if n != "backend"]
 
 
 def experimental_code(fn: Any) -> str | None:
-    """How ``fn`` (a function, or a callable object: its class's methods) is experimental
-    code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
-    importing from one (an import inside a function body counts)."""
+    """How ``fn`` (a function, or a callable object."""
     owner = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
     if not (inspect.isroutine(owner) or inspect.isclass(owner)):
         owner = type(owner)  # a callable object: its class's code

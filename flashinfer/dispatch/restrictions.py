@@ -1,26 +1,4 @@
-"""Restrictions of automatic selection: ``use_backends`` blocks and ``FLASHINFER_BACKENDS``.
-
-A restriction names, per API, the backends ``backend="auto"`` (the heuristic and the
-autotuner alike) may consider, in priority order.  ``use_backends`` sets one for a block of
-code in the current context (a :class:`~contextvars.ContextVar`: per thread and per asyncio
-task), ``FLASHINFER_BACKENDS`` for the process; a block overrides the variable for the APIs
-it names.
-
-Each entry into a block is a record of its own (:class:`_Entry`), and the context holds the
-entries open in it, in the order they were entered (:class:`_Scope`).  Leaving a block
-removes its entry, whatever the order: generators suspended inside blocks may be closed in
-any order, and a block entered twice (nested, or by two threads or tasks) leaves the entry of
-the context that leaves it.  A block left from a context that does not hold its entry (a
-suspended generator closed from another thread) ends that entry everywhere.  So no
-restriction outlives every open block that holds it, except in a task started inside a block,
-which keeps a copy of the context on purpose.
-
-The generated fast path reads :data:`RESTRICTIONS` ``.on`` (one attribute) and asks
-:func:`restriction_for` only when it is set: while the variable has not been read yet, while
-it restricts something, and while any block's restriction is alive anywhere (a task started
-inside a block keeps its copy after the block ends, so liveness is tracked by a weak
-reference to each context's scope, not by entering and leaving).
-"""
+"""Restrictions of automatic selection: ``use_backends`` blocks and ``FLASHINFER_BACKENDS``."""
 
 from __future__ import annotations
 
@@ -82,14 +60,7 @@ RESTRICTIONS = _Switch()
 
 
 class BlockFlag:
-    """``named``: whether a ``use_backends`` block has named one API in this process.
-
-    Read by the traced code of the API (:mod:`.transparent`: a guard on this attribute) and
-    set here when a block naming the API opens, in any context.  It stays set when the
-    blocks close: Dynamo reads a guard more than once per lookup, so a flag other threads
-    flip back and forth could fail every cached graph between two reads and recompile the
-    frame once per race, up to Dynamo's recompile limit (then the frame runs eagerly).  A
-    flag that changes once changes the guard once.  :func:`reset_block_flags` clears it."""
+    """``named``."""
 
     def __init__(self) -> None:
         self.named = False
@@ -135,11 +106,7 @@ def reset_block_flags() -> None:
 
 
 class _Entry:
-    """One entry into a ``use_backends`` block: the block, what it restricts, the frame that
-    entered it while it is open (a ``with`` statement leaves a block from the frame that
-    entered it, so the frame tells which entry an exit ends when one block object is open
-    several times), and ``closed`` once the block was left from a context that does not
-    hold this entry."""
+    """One entry into a ``use_backends`` block."""
 
     __slots__ = ("block", "names", "frame", "closed")
 
@@ -153,9 +120,7 @@ class _Entry:
 
 
 class _Scope:
-    """What one context's open blocks allow: their ``entries`` in the order entered, and,
-    merged from them over the variable, ``api_key -> backends`` and where each came from.
-    ``parent`` is the scope the newest entry was pushed on (reused when it is left first)."""
+    """What one context's open blocks allow."""
 
     __slots__ = ("entries", "names", "sources", "parent", "__weakref__")
 
@@ -189,8 +154,7 @@ def _update_switch() -> None:
 
 
 def _update_block_flags() -> None:
-    """Set the :class:`BlockFlag` of each API an open block names, in any context; under
-    ``_lock``."""
+    """Set the :class:`BlockFlag` of each API an open block names, in any context."""
     _mark_named(_names_in_open_blocks())
 
 
@@ -213,9 +177,8 @@ def _released(ref: weakref.ref[_Scope]) -> None:
 
 
 def _cut(text: str, limit: int = ECHO_LIMIT) -> str:
-    """``text``, or, when longer than ``limit``, its start and end around a note of how much
-    was left out (the end of a message says what was wrong).  Words longer than a line (a
-    name the user wrote) are cut first, so the message's own words stay."""
+    """``text``, or, when longer than ``limit``, its start and end around a note of how much was
+    left out (the end of a message says what was wrong)."""
     text = re.sub(r"\S{81,}", lambda m: f"{m[0][:60]}...({len(m[0])} characters){m[0][-2:]}", text)
     if len(text) <= limit:
         return text
@@ -234,9 +197,7 @@ def _parse_env(text: str) -> dict[str, tuple[str, ...]]:
 
 
 def _read_env() -> None:
-    """Read and check ``FLASHINFER_BACKENDS``, once per process.  A value that does not
-    parse, or names an unknown API or backend, warns once and is ignored as a whole; a long
-    one is echoed cut (its first :data:`ECHO_LIMIT` characters and its length)."""
+    """Read and check ``FLASHINFER_BACKENDS``, once per process."""
     global _env_read
     parsed = settings.read(BACKENDS_ENV, parse=_parse_env)
     with _lock:
@@ -247,9 +208,7 @@ def _read_env() -> None:
 
 
 def restriction_for(api_key: str) -> tuple[str, ...] | None:
-    """The backends automatic selection of ``api_key`` may use in this context, in priority
-    order; None when it is not restricted.  What the generated path calls when
-    :data:`RESTRICTIONS` is on."""
+    """The backends "auto" may use for ``api_key`` in this context, in priority order."""
     scope = _scope.get()
     if scope is not None:
         return scope.names.get(api_key)
@@ -271,8 +230,7 @@ def restriction_source(api_key: str) -> str | None:
 def _merged(
     entries: tuple[_Entry, ...], over: _Scope | None = None
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-    """``entries``' restriction over ``over``'s (or over the variable's): later entries
-    replace the lists of the APIs they name."""
+    """``entries``' restriction over ``over``'s (or over the variable's)."""
     if over is None:
         names, sources = dict(_env), dict.fromkeys(_env, BACKENDS_ENV)
     else:
@@ -303,8 +261,7 @@ def _without(scope: _Scope, index: int) -> _Scope | None:
 
 
 def _close_everywhere(entry: _Entry) -> None:
-    """End ``entry`` in every context that holds it (its block was left from elsewhere):
-    each scope holding it is recomputed in place from its other entries; under ``_lock``."""
+    """End ``entry`` in every context that holds it (its block was left from elsewhere)."""
     entry.closed = True
     for ref in list(_alive):
         scope = ref()
@@ -320,8 +277,7 @@ def _close_everywhere(entry: _Entry) -> None:
 def checked_restriction(
     ops: Mapping[Any, Sequence[str] | str] | None, apis: Mapping[str, Sequence[str] | str]
 ) -> dict[str, tuple[str, ...]]:
-    """What a ``use_backends(ops, **apis)`` call restricts, ``api_key -> backends``; raises
-    what the ``with`` line raises for a bad argument (see :class:`use_backends`)."""
+    """What a ``use_backends(ops, **apis)`` call restricts, ``api_key -> backends``."""
     _check_kinds(ops, apis)
     return restriction_of(ops, apis, USE_BACKENDS)
 
@@ -480,10 +436,8 @@ _blocks_for: dict[tuple[str, tuple[str, ...]], use_backends] = {}
 
 
 def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
-    """A block restricting ``api_key`` to ``backends``, as a compiled call's operator enters
-    it around its dispatcher call (a block written in the compiled function: see
-    :mod:`.traced_blocks`).  It sets no :class:`BlockFlag`.  One object per restriction:
-    a block may be entered by several threads at once."""
+    """A block restricting ``api_key`` to ``backends``, as a compiled call's operator enters it
+    around its dispatcher call (a block written in the compiled function."""
     block = _blocks_for.get((api_key, backends))
     if block is None:
         block = use_backends.__new__(use_backends)
@@ -493,11 +447,7 @@ def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
 
 
 def token_block(op: Any, token: str) -> use_backends:
-    """The block ``backend="auto|a,b"`` stands for: ``"auto"`` restricted to those backends
-    of ``op`` (a dispatcher), in that order, as ``use_backends`` restricts it.  Compiled
-    calls inside a block pass their restriction so; an eager call, the operator and the
-    compiled route accept the same tokens.  ``BackendSupportedError`` names a malformed
-    one: an empty list, a name that is no backend of the API, a name listed twice."""
+    """The block ``backend="auto|a,b"`` stands for."""
     listed = token_backends(token) or ()
     names = tuple(op.backend_aliases.get(n, n) for n in listed)
     if not all(n in op.backend_checks for n in names) or len(set(names)) != len(names):
@@ -510,16 +460,14 @@ def token_block(op: Any, token: str) -> use_backends:
 
 
 def call_in_token_block(op: Any, token: str, bound: Mapping[str, Any]) -> Any:
-    """An eager call naming ``backend="auto|a,b"``: ``"auto"`` inside the block it stands
-    for (:func:`token_block`), as the operator runs it."""
+    """An eager call naming ``backend="auto|a,b"``."""
     with token_block(op, token):
         return op.function(**{**bound, "backend": "auto"})
 
 
 def warn_listed_experimental(api_key: str, candidates: Sequence[str], experimental: Any) -> None:
     """Warn once per (API, backend) for each experimental backend among a restricted call's
-    candidates: listing one is naming it, so it warns as an explicit selection does (and
-    shares that selection's once-flag)."""
+    candidates."""
     for backend in candidates:
         if backend in experimental:
             warn_backend_once(api_key, backend, _listed_message, api_key, backend)

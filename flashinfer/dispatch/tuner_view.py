@@ -1,10 +1,4 @@
-"""What the dispatcher may ask the autotuner, without importing it.
-
-The autotuner sits above the dispatcher (it imports the dispatcher, never the reverse), yet
-``op.explain()`` shows a tuned result and the choice log leaves the line of a tuned op to the
-tuner.  So the autotuner installs a :class:`TunerView` when it is imported; until then there
-is none, and nothing was tuned or loaded.
-"""
+"""What the dispatcher may ask the autotuner, without importing it."""
 
 from __future__ import annotations
 
