@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flashinfer.api_modules import API_MODULES, load_api_modules
-from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.op_registry import registered_ops
 from flashinfer.settings.environment import BACKENDS_ACCEPTED
 
@@ -106,10 +105,12 @@ def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
                 f"{where}: backend names of {op.api_name} must be str, got "
                 f"{type(name).__name__} {name!r}; its backends: {valid}"
             )
-        if name in op.backend_aliases:  # renamed: the new name, after one warning
+        if name not in op.backend_checks:  # renamed: the new name, after one warning
             names[i] = name = op.resolve_alias(name)
-        tomb = op.backend_tombstones.get(name)
+        tomb = op.backend_tombstones.get(name) if name not in op.backend_checks else None
         if tomb is not None:
+            from flashinfer.gating.history import removed_backend_message
+
             raise ValueError(f"{where}: {removed_backend_message(tomb)}; its backends: {valid}")
         if name not in op.backend_checks:
             raise ValueError(

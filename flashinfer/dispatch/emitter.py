@@ -87,7 +87,7 @@ class Front:
             "_ac": is_any_autocast_enabled,
             "_acin": AUTOCAST_INSIDE,
             "_acall": None,
-            "_ALIASES": op.backend_aliases,
+            "_CHECKS": op.backend_checks,
             "_alias": op.resolve_alias,
             "_tokcall": call_in_token_block,
             "_self": op,
@@ -163,9 +163,10 @@ class Front:
             ]
         else:
             lines = [
-                *alias_lines(op),
                 *prologue_lines(op),
                 "    if skip_check and backend != 'auto':",  # no check but the overlap rule
+                "        if _type(backend) is _str and backend not in _CHECKS:",
+                "            backend = _alias(backend)",  # a renamed backend: the new name
                 *(f"    {c}" for c in route_lines(op, "unchecked")),
                 *(f"        {c}" for c in overlap),
                 f"        return {call}",
@@ -214,7 +215,7 @@ class Front:
             *lines,
             "        if _type(backend) is _str and backend.startswith('auto|'):",
             f"            return _tokcall(_self, backend, {bound})",
-            f"        _named(_cc, {bound})",
+            f"        backend = _named(_cc, {bound})[0]",  # checked (and a renamed one's new name)
             f"        return {call}",
         ]
 
@@ -315,17 +316,6 @@ class Front:
             return []
         self.ns["_grad_on"] = torch.is_grad_enabled
         return [f"(_grad_on() and ({' or '.join(f'{n}.requires_grad' for n in tensors)}))"]
-
-
-def alias_lines(op: Any) -> list[str]:
-    """An old (renamed) backend name becomes the new one, warning once, before anything
-    reads ``backend``; nothing for an op without renamed backends."""
-    if not op.backend_aliases:
-        return []
-    return [
-        "    if _type(backend) is _str and backend in _ALIASES:",
-        "        backend = _alias(backend)",
-    ]
 
 
 def overlap_lines(op: Any) -> list[str]:

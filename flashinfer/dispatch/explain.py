@@ -19,7 +19,6 @@ from flashinfer.dispatch.selection import (
 from flashinfer.dispatch.tuner_view import tuner_view
 from flashinfer.dispatch.verdicts import VerdictCacheInfo
 from flashinfer.gating.gate import experimental_auto_backends_allowed
-from flashinfer.gating.history import graduated_in
 from flashinfer.gating.messages import gate_verdict
 
 __all__ = [
@@ -321,6 +320,8 @@ def explain_call(
         error = "no backend is a candidate for these inputs (see the table)"
     elif error is None:
         notes.append("the API has no backends to choose from: its body runs")
+    from flashinfer.gating import history  # only when explaining
+
     rank = {b: i for i, b in enumerate(candidates)}
     verdicts = tuple(
         BackendVerdict(
@@ -332,7 +333,7 @@ def explain_call(
             stage=None if b in rank else left[b][0],
             reason=None if b in rank else left[b][1],
             decided=b not in undecided,
-            graduated_in=graduated_in(op.api_key, b),
+            graduated_in=history.graduated_in(op.api_key, b),
         )
         for b in op.backend_checks
     )

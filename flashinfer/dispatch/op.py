@@ -26,7 +26,6 @@ from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
 from flashinfer.dispatch.torch_op import TorchOp, schema_of
 from flashinfer.dispatch.tracing import attach_torch_op
 from flashinfer.dispatch.verdicts import VerdictCache
-from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.messages import auto_refused_by_common_check
 from flashinfer.gating.op_registry import register_op, registered_ops
 from flashinfer.gating.warn_once import warn_experimental_backend_once
@@ -220,7 +219,7 @@ class BackendRequirementOp(DispatchPlan):
                 f"{self.api_name}: backend must be one backend name (a str), got "
                 f"{type(backend).__name__} {backend!r}. {self._available()}"
             )
-        if backend in self.backend_aliases:
+        if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             return self.resolve_alias(backend)
         return backend
 
@@ -232,6 +231,8 @@ class BackendRequirementOp(DispatchPlan):
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             tomb = self.backend_tombstones.get(backend)
             if tomb is not None:
+                from flashinfer.gating.history import removed_backend_message
+
                 raise BackendSupportedError(f"{removed_backend_message(tomb)}. {self._available()}")
             raise BackendSupportedError(
                 f"{api} does not support backend {backend!r}. {self._available()}"
@@ -379,8 +380,8 @@ class BackendRequirementOp(DispatchPlan):
         """The same call through ``inspect.Signature.bind`` and the readable logic."""
         bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
         named = bound_args.arguments.get("backend")
-        if type(named) is str and named in self.backend_aliases:  # a renamed backend
-            bound_args.arguments["backend"] = self.resolve_alias(named)
+        if type(named) is str and named != "auto" and named not in self.backend_checks:
+            bound_args.arguments["backend"] = self.resolve_alias(named)  # a renamed backend
         bound = dict(bound_args.arguments)
         # skip_check=True skips every check of a named backend; "auto" still has to
         # choose, so it runs the selection (as upstream, its common check too).

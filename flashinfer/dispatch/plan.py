@@ -16,15 +16,6 @@ from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_
 from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
-from flashinfer.gating.history import (
-    Removed,
-    Renamed,
-    alias_message,
-    backend_aliases,
-    removed_backends,
-    renamed_backend,
-    warn_alias_once,
-)
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
 __all__ = ["DispatchPlan", "experimental_code", "grad_inputs"]
@@ -66,9 +57,46 @@ class DispatchPlan:
 
     def resolve_alias(self, backend: str) -> str:
         """The backend an old (renamed) name stands for, after its one deprecation warning
-        (at the caller's line, naming the new name)."""
+        (``backend`` itself when it is no old name)."""
+        if backend not in self.backend_aliases:
+            return backend
+        from flashinfer.gating.history import warn_alias_once
+
         warn_alias_once(self._alias_messages[backend])
         return self.backend_aliases[backend]
+
+    def _read_history(self) -> tuple[Mapping[str, str], Mapping[str, Any]]:
+        """Renamed backends (old name -> the name it runs under now) and removed backends'
+        tombstones, from ``flashinfer.gating.history``: read at decoration when it is loaded,
+        else when a call first names a backend the table lacks (touching an op does not load
+        the history)."""
+        if self._history is None:
+            from flashinfer.gating import history as h
+
+            aliases = {
+                old: new
+                for old, new in h.backend_aliases(self.api_key).items()
+                if new in self.backend_checks and old not in self.backend_checks
+            }
+            self._alias_messages = {
+                old: h.alias_message(
+                    h.renamed_backend(self.api_key, old) or h.Renamed("", old, new, "", "")
+                )
+                for old, new in aliases.items()
+            }
+            tombs = h.removed_backends(self.api_key)
+            self._history = (types.MappingProxyType(aliases), types.MappingProxyType(tombs))
+        return self._history
+
+    @property
+    def backend_aliases(self) -> Mapping[str, str]:
+        """Renamed backends: old name -> the name it runs under now (naming one warns once)."""
+        return self._read_history()[0]
+
+    @property
+    def backend_tombstones(self) -> Mapping[str, Any]:
+        """Removed backends' tombstones: naming one raises, saying what to use instead."""
+        return self._read_history()[1]
 
     def __init__(
         self,
@@ -112,23 +140,9 @@ class DispatchPlan:
         self.stable_backends = tuple(
             b for b in self.backend_checks if b not in self.experimental_backends
         )
-        #: Renamed backends (``flashinfer.gating.history``): old name -> the name it runs
-        #: under now, read once here; naming an old one runs the new one and warns once.
-        self.backend_aliases: Mapping[str, str] = types.MappingProxyType(
-            {
-                old: new
-                for old, new in backend_aliases(self.api_key).items()
-                if new in self.backend_checks and old not in self.backend_checks
-            }
-        )
-        self._alias_messages = {
-            old: alias_message(renamed_backend(self.api_key, old) or Renamed("", old, new, "", ""))
-            for old, new in self.backend_aliases.items()
-        }
-        #: Removed backends' tombstones: naming one raises, saying what to use instead.
-        self.backend_tombstones: Mapping[str, Removed] = types.MappingProxyType(
-            removed_backends(self.api_key)
-        )
+        self._history: tuple[Mapping[str, str], Mapping[str, Any]] | None = None
+        if "flashinfer.gating.history" in sys.modules:  # else read when first needed
+            self._read_history()
         _check_declared_skip_check(func)
         # A declared skip_check is the dispatcher's: never passed on (the body sees its
         # default), so the API's parameters are the rest.
