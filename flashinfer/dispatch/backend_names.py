@@ -132,7 +132,7 @@ def _add_entry(found: Restriction, key: Any, backends: Any, where: str) -> None:
 def restriction_of(
     by_op: Mapping[Any, Any] | None, by_name: Mapping[str, Any], where: str
 ) -> Restriction:
-    """``{api_key."""
+    """``{api_key: backends}`` that ``use_backends(ops, **apis)`` restricts, checked."""
     found: Restriction = {}
     for key, backends in [*(by_op or {}).items(), *by_name.items()]:
         _add_entry(found, key, backends, where)
@@ -140,7 +140,7 @@ def restriction_of(
 
 
 def parse_env_value(raw: str, variable: str) -> Restriction:
-    """``FLASHINFER_BACKENDS``'s value as ``{api_key."""
+    """``FLASHINFER_BACKENDS``'s value as ``{api_key: backends}``, checked."""
     found: Restriction = {}
     for part in raw.split(";"):
         api_name, sep, listed = part.partition("=")

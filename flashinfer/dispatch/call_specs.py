@@ -135,7 +135,7 @@ def _described(value: Any) -> str:
 
 
 def _numpy_bool(value: Any) -> bool:
-    """Whether ``value`` is a numpy bool (numpy is never imported here."""
+    """Whether ``value`` is a numpy bool (numpy is never imported here)."""
     numpy = sys.modules.get("numpy")
     return numpy is not None and isinstance(value, numpy.bool_)
 

@@ -180,7 +180,7 @@ class Front:
         return compile_function(params, lines, self.ns, role="dispatcher", api=op.api_key)
 
     def _named_lines(self, call: str, bound: str) -> list[str]:
-        """A named backend."""
+        """A named backend: its checks spelled out, then the body; else ``_named`` raises why."""
         op, lines = self.op, list[str]()
         checks = [("_common", "__common__")] if op.common_check is not None else []
         for i, (name, chk) in enumerate(op.backend_checks.items()):
@@ -220,7 +220,8 @@ class Front:
         ]
 
     def _auto_lines(self, call: str, bound: str) -> list[str]:
-        """``"auto"``."""
+        """``"auto"``: the verdict (cached, or decided by ``_decide``), then the router or the
+        body."""
         op = self.op
         lines = ["    _rx = _rfind(_api) if _RS.on else None"]
         if op.verdicts_cacheable:

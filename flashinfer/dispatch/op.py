@@ -174,7 +174,7 @@ class BackendRequirementOp(DispatchPlan):
         return bool(is_supported and is_supported(cc))
 
     def is_compute_capability_supported(self, cc: int) -> bool:
-        """Whether any backend (an API without backends."""
+        """Whether any backend (without backends: the common check) declares ``cc``."""
         if not self.backend_checks:
             is_supported = getattr(self.common_check, "is_compute_capability_supported", None)
             if is_supported is None:
@@ -323,7 +323,7 @@ class BackendRequirementOp(DispatchPlan):
         listed: tuple[str, ...] | None,
         bound: dict[str, Any],
     ) -> tuple[list[str], tuple[str, ...], Callable[[], None] | None, list[Any]]:
-        """The verdict of an ``"auto"`` call, cached under ``key`` (None."""
+        """The verdict of an ``"auto"`` call, cached under ``key`` (None: not cacheable)."""
         self._state.clear_dropped()
         if self.common_check is not None:
             self._run_common_check(cc, bound, "auto")

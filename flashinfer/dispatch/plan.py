@@ -171,7 +171,7 @@ class DispatchPlan:
 
     def _plan_grad_gates(self, declared: Mapping[str, Backend]) -> None:
         """Which backends cannot differentiate (``Backend.differentiable``, else the checker's
-        family."""
+        family)."""
         self.non_differentiable_backends = frozenset(
             name
             for name, chk in self.backend_checks.items()
@@ -313,7 +313,8 @@ class DispatchPlan:
         return first + [b for b in candidates if b not in first]
 
     def check_result(self, backend: str | None, value: Any) -> bool:
-        """``value``, what backend ``backend``'s support checker (None."""
+        """``value``, what backend ``backend``'s support checker (None: the common check) returned,
+        as a verdict."""
         if value is True or value is False:
             return value
         if backend is None:
@@ -348,7 +349,8 @@ class DispatchPlan:
 
 
 def experimental_code(fn: Any) -> str | None:
-    """How ``fn`` (a function, or a callable object."""
+    """How ``fn`` is experimental code (defined under or importing from
+    ``flashinfer.experimental``), or None."""
     owner = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
     if not (inspect.isroutine(owner) or inspect.isclass(owner)):
         owner = type(owner)  # a callable object: its class's code

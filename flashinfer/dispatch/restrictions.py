@@ -48,7 +48,8 @@ ECHO_LIMIT = 200
 
 
 class _Switch:
-    """``on``: whether any restriction may exist in the process (see the module doc)."""
+    """``on``: whether any restriction may exist in the process (blocks open, or the variable
+    restricting)."""
 
     __slots__ = ("on",)
 
@@ -60,7 +61,8 @@ RESTRICTIONS = _Switch()
 
 
 class BlockFlag:
-    """``named``."""
+    """``named``: whether a ``use_backends`` block has named one API in this process (never cleared
+    but by :func:`reset_block_flags`)."""
 
     def __init__(self) -> None:
         self.named = False
@@ -317,46 +319,26 @@ def _check_kinds(ops: object, apis: Mapping[str, object]) -> None:
 
 class use_backends:  # noqa: N801 - used like a function: ``with use_backends(...):``
     """Restrict automatic selection (``backend="auto"``) to the listed backends, in the
-    listed order, inside a ``with`` block.
+    listed order, inside a ``with`` block (see ``docs/backend_control.rst``).
 
     ``use_backends(mm=["triton", "torch"])`` names APIs by their plain names;
-    ``use_backends({flashinfer.mm: ["torch"]})`` by their op objects (which also works for
-    APIs outside ``flashinfer``).  Each API's backends are a list or tuple of names in
-    priority order, or a single name as a ``str``; a set is refused (it has no order).
+    ``use_backends({flashinfer.mm: ["torch"]})`` by their op objects (any API).  Each API's
+    backends are a list or tuple of names in priority order, or one name as a ``str``.
+    Inside the block ``"auto"`` (the heuristic and the autotuner alike) considers only the
+    listed backends that can run the call, in that order; a named backend is not affected.
+    Listing an experimental backend opts in to it, as naming it does.  When no listed
+    backend can run a call, ``BackendSupportedError`` names each one's reason.
 
-    Inside the block, ``backend="auto"`` (the heuristic and the autotuner alike) considers
-    only the listed backends that can run the call, in the listed order: the list replaces
-    the heuristic's order, and ``op.suitable_auto_backends`` shows it after a call.  A
-    backend named explicitly (``backend="torch"``) is not affected.  Listing an experimental
-    backend opts in to it, as naming it does: it may be picked with
-    ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` off, and warns once per (API, backend).
-    When no listed backend can run a call, ``BackendSupportedError`` names the restriction
-    and each listed backend's reason.
+    Context-local (a ``ContextVar``: threads and asyncio tasks keep their own); nested
+    blocks replace the outer list for the APIs they name; a block overrides
+    ``FLASHINFER_BACKENDS`` for the APIs it names.  One block object may be entered again,
+    nested or from several threads, and blocks may be left in any order.  Obeyed inside
+    ``torch.compile``'d functions too.
 
-    Context-local (a ``ContextVar``): other threads and asyncio tasks keep their own
-    restrictions; a task started inside the block keeps the block's.  Nested blocks: the
-    inner one replaces the outer one's list for the APIs it names.  The previous state is
-    restored on exit, also when the block raises.  The block overrides
-    ``FLASHINFER_BACKENDS`` for the APIs it names.
-
-    One block object may be entered again, nested or from several threads or tasks at
-    once: each entry is left in the context that entered it.  Blocks may be left in any
-    order (generators suspended inside blocks, closed in any order): leaving one removes
-    its restriction and keeps the others'.  A generator suspended inside a block leaves the
-    block in force in the code that drives it until it resumes out of the block or is
-    closed, as :func:`decimal.localcontext` does; closed from another thread, it ends the
-    block there too (see ``docs/backend_control.rst``).
-
-    Raises (when built, i.e. on the ``with`` line): ``ValueError`` for an unknown API or
-    backend name, an empty list or a name given twice; ``TypeError`` for something that is
-    not an API, a positional argument that is not a mapping, or backends that are not an
-    ordered list of names (a set, ``bytes``, a number, ...), naming the API.
-    ``RuntimeError`` on leaving a block more times than it was entered.
-
-    Inside a compiled function (``torch.compile``, with or without ``fullgraph``) a block is
-    obeyed by the calls it holds: its restriction is read while the function is traced
-    (:mod:`flashinfer.dispatch.traced_blocks`) and each call chooses among the listed
-    backends, at run time where the choice is the operator's.
+    Raises (on the ``with`` line): ``ValueError`` for an unknown API or backend, an empty
+    list or a name given twice; ``TypeError`` for something that is not an API, a
+    positional argument that is not a mapping, or backends that are not an ordered list of
+    names.  ``RuntimeError`` on leaving a block more times than it was entered.
     """
 
     #: Whether an open entry of this block sets its APIs' :class:`BlockFlag` (the blocks a
@@ -437,7 +419,7 @@ _blocks_for: dict[tuple[str, tuple[str, ...]], use_backends] = {}
 
 def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
     """A block restricting ``api_key`` to ``backends``, as a compiled call's operator enters it
-    around its dispatcher call (a block written in the compiled function."""
+    around its dispatcher call (it sets no :class:`BlockFlag`)."""
     block = _blocks_for.get((api_key, backends))
     if block is None:
         block = use_backends.__new__(use_backends)

@@ -153,7 +153,7 @@ def select(
     explaining: bool = False,
 ) -> Selection:
     """The candidates of a ``backend="auto"`` call with arguments ``bound`` at capability ``cc``
-    under the restriction ``listed`` (None."""
+    under the restriction ``listed`` (None: none), and why not the others."""
     refusals: dict[str, tuple[str, str]] = {}
     viable: list[str] = []
     checked = op.backend_checks if listed is None or explaining else listed
