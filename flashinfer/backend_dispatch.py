@@ -9,13 +9,16 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from flashinfer.dispatch.autocast import FP32, LOWER_PRECISION, AutocastRule
 from flashinfer.dispatch.capability import (
+    BackendSupportedError,
+    UnsupportedInputsError,
+    find_compute_capability,
+    supported_compute_capability,
+)
+from flashinfer.dispatch.capability import (
     device_capability as device_capability,  # the tuner's keys
 )
-from flashinfer.dispatch.capability import find_compute_capability
 from flashinfer.dispatch.declarations import Backend, ImplementationTable
-from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
 from flashinfer.dispatch.explain import BackendVerdict, Explanation, PathExplanation, explain_paths
-from flashinfer.dispatch.markers import supported_compute_capability
 from flashinfer.dispatch.op import BackendRequirementOp
 from flashinfer.dispatch.overlap import OverlapRule
 from flashinfer.dispatch.restrictions import use_backends

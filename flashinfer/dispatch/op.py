@@ -9,11 +9,15 @@ from typing import Any
 
 from flashinfer.dispatch.autocast import AutocastCall, AutocastRule, checked_autocast_rule
 from flashinfer.dispatch.call_specs import invoke
-from flashinfer.dispatch.capability import CUDA_STATE, capability_reason
+from flashinfer.dispatch.capability import (
+    CUDA_STATE,
+    BackendSupportedError,
+    UnsupportedInputsError,
+    capability_reason,
+)
 from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from flashinfer.dispatch.declarations import Backend
 from flashinfer.dispatch.emitter import Front
-from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
 from flashinfer.dispatch.explain import Explanation, explain_call
 from flashinfer.dispatch.plan import DispatchPlan
 from flashinfer.dispatch.restrictions import (

@@ -20,7 +20,7 @@ from flashinfer.dispatch.backend_names import (
     restriction_of,
 )
 from flashinfer.dispatch.block_entries import entry_to_leave
-from flashinfer.dispatch.errors import BackendSupportedError
+from flashinfer.dispatch.capability import BackendSupportedError
 from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced, token_backends
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once

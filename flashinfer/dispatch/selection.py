@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flashinfer.dispatch.call_specs import invoke
-from flashinfer.dispatch.capability import capability_reason
-from flashinfer.dispatch.errors import BackendSupportedError
+from flashinfer.dispatch.capability import BackendSupportedError, capability_reason
 from flashinfer.dispatch.restrictions import BACKENDS_ENV, restriction_source
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.gate import experimental_auto_backends_allowed
