@@ -55,7 +55,7 @@ from flashinfer.autotuner.tuning_file import (  # the old spellings: the same ob
     save_configs,
     save_tuning_file,
 )
-from flashinfer.dispatch.tuner_view import install_tuner_view
+from flashinfer.dispatch.choice_log import install_tuner_view
 
 # The dispatcher asks the tuner about its choices (op.explain, the choice log) through this
 # view; it never imports the autotuner.

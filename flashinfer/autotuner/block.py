@@ -21,7 +21,7 @@ from flashinfer.autotuner.block_report import (
 )
 from flashinfer.autotuner.disk import checked_path
 from flashinfer.autotuner.tuner import AutoTuner
-from flashinfer.dispatch.block_entries import entry_to_leave
+from flashinfer.dispatch.restrictions import entry_to_leave
 from flashinfer.torch_boundary import block_boundary
 
 

@@ -230,7 +230,7 @@ def tuned_choice(tuner: Any, api_key: str, inputs: tuple) -> tuple[str, Any, str
 
 
 class ChoiceView:
-    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner that
+    """The dispatcher's :class:`~flashinfer.dispatch.choice_log.TunerView` of the tuner that
     ``get_tuner`` returns (``AutoTuner.get``; installed by :mod:`flashinfer.autotuner`)."""
 
     def __init__(self, get_tuner: Callable[[], Any]) -> None:

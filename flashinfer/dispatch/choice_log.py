@@ -7,22 +7,57 @@ import sys
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from flashinfer import settings
 from flashinfer.dispatch.restrictions import restriction_source
-from flashinfer.dispatch.tuner_view import tuner_view
 
 __all__ = [
     "DISPATCH_LOG_ENV",
     "LOGGER",
     "LOG_SWITCH",
     "OpLog",
+    "TunerView",
     "forget_logged_choices",
+    "install_tuner_view",
     "note_auto",
     "note_choice",
     "note_restricted",
     "note_tuner_choice",
+    "tuner_view",
 ]
+
+
+# What the dispatcher may ask the autotuner, without importing it.
+class TunerView(Protocol):
+    """The questions the dispatcher asks the process's tuner."""
+
+    def registered(self, api_key: str) -> bool:
+        """Whether the op is registered with the tuner (its ``"auto"`` calls are tuned)."""
+        ...
+
+    def tuning_now(self) -> bool:
+        """Whether this thread is inside an ``autotune()`` block that times new keys."""
+        ...
+
+    def tuned_choice(self, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
+        """``(backend, tactic, where it comes from)`` of the tuned result, or None."""
+        ...
+
+
+_view: TunerView | None = None
+
+
+def install_tuner_view(view: TunerView | None) -> None:
+    """Called by :mod:`flashinfer.autotuner` on import (None removes it, for tests)."""
+    global _view
+    _view = view
+
+
+def tuner_view() -> TunerView | None:
+    """The installed view, or None when the program never imported the autotuner."""
+    return _view
+
 
 DISPATCH_LOG_ENV = "FLASHINFER_DISPATCH_LOG"
 LOGGER = logging.getLogger("flashinfer.dispatch")

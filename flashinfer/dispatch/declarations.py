@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from flashinfer.dispatch.call_specs import qualified_check_name as where
-
-__all__ = ["Backend", "ImplementationTable", "backend_name_problem", "read_table"]
+__all__ = [
+    "Backend",
+    "ImplementationTable",
+    "backend_name_problem",
+    "qualified_check_name",
+    "read_table",
+]
 
 AUTO = "auto"
 
@@ -34,6 +39,14 @@ def backend_name_problem(name: object) -> str | None:
             "starting with a letter (such as 'split_k', 'rowwise' or 'cute-dsl')"
         )
     return None
+
+
+def qualified_check_name(fn: Any) -> str:
+    """``module.qualname`` of a check (unwrapped; a callable object: its class)."""
+    target = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
+    if not hasattr(target, "__qualname__"):
+        target = type(target)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
 
 
 @dataclass(frozen=True)
@@ -145,10 +158,11 @@ def read_table(
         first = declared.get(item.name)
         if first is not None:
             raise ValueError(
-                f"backend_requirement: {api} has two backends named {item.name!r}: one checked "
-                f"by {where(first.check)}, one by {where(item.check)}. A backend's name is "
-                "unique within its API: give the new backend a name of its own (after its "
-                "kernel or method); to replace a backend, remove the old declaration"
+                f"backend_requirement: {api} has two backends named {item.name!r}: one "
+                f"checked by {qualified_check_name(first.check)}, one by "
+                f"{qualified_check_name(item.check)}. A backend's name is unique within its "
+                "API: give the new backend a name of its own (after its kernel or method); to "
+                "replace a backend, remove the old declaration"
             )
         declared[item.name] = item
     return {name: d.check for name, d in declared.items()}, declared

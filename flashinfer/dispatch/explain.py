@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flashinfer.dispatch.choice_log import tuner_view
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.selection import (
     DECLARATION_ORDER,
@@ -16,7 +17,6 @@ from flashinfer.dispatch.selection import (
     metadata_only,
     select,
 )
-from flashinfer.dispatch.tuner_view import tuner_view
 from flashinfer.dispatch.verdicts import VerdictCacheInfo
 from flashinfer.gating.gate import experimental_auto_backends_allowed
 from flashinfer.gating.messages import gate_verdict

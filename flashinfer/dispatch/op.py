@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from flashinfer.dispatch.autocast import AutocastCall, AutocastRule, checked_autocast_rule
-from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import (
     CUDA_STATE,
     BackendSupportedError,
@@ -19,7 +18,7 @@ from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_re
 from flashinfer.dispatch.declarations import Backend
 from flashinfer.dispatch.emitter import Front
 from flashinfer.dispatch.explain import Explanation, explain_call
-from flashinfer.dispatch.plan import DispatchPlan
+from flashinfer.dispatch.plan import DispatchPlan, invoke
 from flashinfer.dispatch.restrictions import (
     RESTRICTIONS,
     restriction_for,
@@ -351,23 +350,16 @@ class BackendRequirementOp(DispatchPlan):
             self.verdict_cache.put(key, verdict)
         return verdict
 
-    def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
-        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None (see
-        :func:`~flashinfer.dispatch.selection.backend_refusal`)."""
-        refused = backend_refusal(self, backend, cc, bound)
-        return None if refused is None else refused[1]
-
     def backend_support_reason(self, backend: str, /, *args: Any, **kwargs: Any) -> str | None:
-        """Why ``backend`` would refuse the call ``op(*args, **kwargs, backend=backend)``, or
-        None if it would accept it (see :meth:`backend_refusal`; the capability is the
-        call's, found as a call finds it).  ``backend`` replaces any in the arguments.
-        ``TypeError`` for arguments the API cannot bind.
-        """
+        """Why ``backend`` would refuse ``op(*args, **kwargs, backend=backend)``, or None (never
+        warns, never runs the common check or the API); ``TypeError`` if the arguments do not
+        bind."""
         if backend not in self.backend_checks:
             return f"unknown backend {backend!r}. {self._available()}"
         bound = dict(self._sig.bind(*args, **kwargs).arguments)
         bound["backend"] = backend
-        return self.backend_refusal(backend, self._call_capability(bound), bound)
+        refused = backend_refusal(self, backend, self._call_capability(bound), bound)
+        return None if refused is None else refused[1]
 
     def _call_capability(self, bound: Mapping[str, Any]) -> int | None:
         """The capability of a call's first CUDA tensor, scanned as the generated path

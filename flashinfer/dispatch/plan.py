@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -10,9 +11,13 @@ from typing import Any
 
 import torch
 
-from flashinfer.codegen.compiler import CallSpec, ParameterList
-from flashinfer.dispatch.call_specs import check_verdict, checker_spec, filter_heuristic, invoke
-from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
+from flashinfer.codegen.compiler import POSITIONAL_KINDS, CallSpec, ParameterList
+from flashinfer.dispatch.declarations import (
+    Backend,
+    ImplementationTable,
+    qualified_check_name,
+    read_table,
+)
 from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
@@ -54,6 +59,8 @@ def _check_declared_skip_check(func: Callable[..., Any]) -> None:
 
 class DispatchPlan:
     """The decoration-time analysis of an API wrapped by ``backend_requirement``."""
+
+    _history: tuple[Mapping[str, str], Mapping[str, Any]] | None
 
     def resolve_alias(self, backend: str) -> str:
         """The backend an old (renamed) name stands for, after its one deprecation warning
@@ -140,7 +147,7 @@ class DispatchPlan:
         self.stable_backends = tuple(
             b for b in self.backend_checks if b not in self.experimental_backends
         )
-        self._history: tuple[Mapping[str, str], Mapping[str, Any]] | None = None
+        self._history = None
         if "flashinfer.gating.history" in sys.modules:  # else read when first needed
             self._read_history()
         _check_declared_skip_check(func)
@@ -313,21 +320,46 @@ class DispatchPlan:
         return first + [b for b in candidates if b not in first]
 
     def check_result(self, backend: str | None, value: Any) -> bool:
-        """``value``, what backend ``backend``'s support checker (None: the common check) returned,
-        as a verdict."""
+        """``value``, what backend ``backend``'s support checker (None: the common check)
+        returned, as a verdict: a bool (a numpy bool too), else a ``TypeError`` naming it."""
         if value is True or value is False:
             return value
+        numpy = sys.modules.get("numpy")  # never imported here
+        if numpy is not None and isinstance(value, numpy.bool_):
+            return bool(value)
         if backend is None:
-            return check_verdict(value, self.common_check, "the common check", self.api_name)
-        role = f"the support checker of backend {backend!r}"
-        return check_verdict(value, self.backend_checks[backend], role, self.api_name)
+            check, role = self.common_check, "the common check"
+        else:
+            check, role = (
+                self.backend_checks[backend],
+                f"the support checker of backend {backend!r}",
+            )
+        hint = ""
+        if value is None:
+            hint = " (None: does a path through it end without a return statement?)"
+        elif isinstance(value, str):
+            hint = " (a non-empty str would have counted as support)"
+        raise TypeError(
+            f"{self.api_name}: {role} ({qualified_check_name(check)}) returned "
+            f"{_described(value)}{hint}; a check returns True or False (a numpy bool is "
+            "accepted), or raises ValueError saying why the inputs are not supported"
+        )
 
     def heuristic_order(self, answer: Any, candidates: list[str]) -> list[str]:
-        """The candidates in the order of ``answer``, what the heuristic returned for them (see
-        :func:`~flashinfer.dispatch.call_specs.filter_heuristic`)."""
-        return filter_heuristic(
-            answer, candidates, self.heuristic_func, self.api_name, self.backend_checks
-        )
+        """The candidates in the order of ``answer`` (what the heuristic returned): it may drop
+        some, never add one (a name that is no backend is kept, as upstream keeps it)."""
+        problem = _names_problem(answer)
+        if problem is not None:
+            raise TypeError(
+                f"{self.api_name}: the heuristic ({qualified_check_name(self.heuristic_func)}) "
+                f"returned {_described(answer)}{problem}; a heuristic returns a list (or tuple) "
+                "of backend names (str), best first, taken from the candidates it is given"
+            )
+        kept: list[str] = []
+        for b in answer:
+            if (b in candidates or b not in self.backend_checks) and b not in kept:
+                kept.append(b)
+        return kept
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
@@ -346,6 +378,109 @@ class DispatchPlan:
         if not self.backend_checks or self._sig.has_var:
             return None
         return [n for n in self._sig.names if n != "backend"]
+
+
+def checker_spec(
+    api: ParameterList, fn: Callable[..., Any], role: str, name: str, *, lead: bool = False
+) -> CallSpec:
+    """How to call a checker."""
+    try:
+        theirs = ParameterList(functools.partial(fn, None) if lead else fn, redeclared=False)
+    except (TypeError, ValueError):
+        return api.call_spec()
+    if api.matches_positionally(theirs):
+        return [("pos", n) for n in api.names]
+    var = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ours = {p.name: p for p in api.params}
+    for p in theirs.params:
+        if p.name not in ours and p.default is p.empty and p.kind not in var:
+            raise TypeError(
+                f"{role} of {name} has parameter {p.name!r}, which {name} does not have; "
+                f"a checker takes (a subset of) the API's parameters: {api.names}"
+            )
+    if _leads_with(theirs, api):  # the API's own parameter list, then defaulted extras
+        return api.call_spec()
+    # By name.  Positional-only parameters (always first) can only be passed by position.
+    spec: CallSpec = []
+    for p in theirs.params:
+        mine = ours.get(p.name)
+        if mine is None:
+            continue
+        if p.kind == p.POSITIONAL_ONLY:
+            spec.append(("pos", p.name))
+        elif p.kind in var:  # *args to *args, **kwargs to **kwargs; else by name below
+            if mine.kind == p.kind:
+                spec.append(("star" if p.kind == p.VAR_POSITIONAL else "starstar", p.name))
+        else:
+            spec.append(("kw", p.name))
+    if any(p.kind == p.VAR_KEYWORD for p in theirs.params):
+        # The rest of the API's arguments go to the checker's **kwargs, by name
+        # (``*args`` as the tuple it is, ``**kwargs`` spread out).
+        taken = {n for _, n in spec}
+        for q in api.params:
+            if q.name not in taken:
+                spec.append(("starstar" if q.kind == q.VAR_KEYWORD else "kw", q.name))
+    order = {"pos": 0, "star": 1, "kw": 2, "starstar": 3}
+    return sorted(spec, key=lambda item: order[item[0]])
+
+
+def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
+    """Whether ``theirs`` starts with ``api``'s parameters: same names, order and kinds."""
+    if len(theirs.params) < len(api.params):
+        return False
+    for mine, other in zip(api.params, theirs.params[: len(api.params)], strict=True):
+        if mine.name != other.name:
+            return False
+        if mine.kind in POSITIONAL_KINDS:
+            if other.kind not in POSITIONAL_KINDS:
+                return False
+        elif mine.kind != other.kind:
+            return False
+    return True
+
+
+def invoke(
+    fn: Callable[..., Any], spec: list[tuple[str, str]], bound: Mapping[str, Any], *lead: Any
+) -> Any:
+    """Reference-path equivalent of a generated call."""
+    args: list[Any] = list(lead)
+    kwargs: dict[str, Any] = {}
+    for how, name in spec:
+        if how == "pos":
+            args.append(bound[name])
+        elif how == "star":
+            args.extend(bound[name])
+        elif how == "kw":
+            kwargs[name] = bound[name]
+        else:
+            kwargs.update(bound[name])
+    return fn(*args, **kwargs)
+
+
+def _described(value: Any) -> str:
+    """``None``, or the value's type and a repr cut to a line."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    if len(text) > 80:  # a line
+        text = text[:77] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _names_problem(answer: Any) -> str | None:
+    """What is wrong with a heuristic's answer, or None: a list or tuple of str."""
+    if not isinstance(answer, (list, tuple)):
+        if answer is None:
+            return " (None: does a path through it end without a return statement?)"
+        if isinstance(answer, (set, frozenset)):
+            return " (a set has no order)"
+        if type(answer).__module__ == "numpy":
+            return " (a numpy array: return array.tolist())"
+        return ""
+    for i, name in enumerate(answer):
+        if not isinstance(name, str):
+            return f" (item {i} is {_described(name)})"
+    return None
 
 
 def experimental_code(fn: Any) -> str | None:

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -19,7 +19,6 @@ from flashinfer.dispatch.backend_names import (
     parse_env_value,
     restriction_of,
 )
-from flashinfer.dispatch.block_entries import entry_to_leave
 from flashinfer.dispatch.capability import BackendSupportedError
 from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced, token_backends
 from flashinfer.gating.messages import listed_in_restriction
@@ -32,6 +31,7 @@ __all__ = [
     "RESTRICTIONS",
     "block_flag",
     "block_for",
+    "entry_to_leave",
     "reset_block_flags",
     "restriction_for",
     "restriction_source",
@@ -105,6 +105,30 @@ def reset_block_flags() -> None:
             for key, flag in _flags.items():
                 if flag.named and key not in names:
                     flag.named = False
+
+
+# Which entry of a block object an exit ends, for the blocks that may be entered several
+# times at once (``use_backends`` here, the autotuner's ``autotune()``).
+class HasFrame(Protocol):
+    """An entry: the frame that entered it while it is open."""
+
+    frame: FrameType | None
+
+
+E = TypeVar("E", bound=HasFrame)
+
+
+def entry_to_leave(here: Sequence[E], anywhere: Sequence[E], frame: Any) -> tuple[E, bool] | None:
+    """The entry an exit from ``frame`` ends, and whether it is one of this context's."""
+    for entry in reversed(here):
+        if entry.frame is frame:
+            return entry, True
+    elsewhere = next((e for e in reversed(anywhere) if e.frame is frame), None)
+    if here and elsewhere is None:
+        return here[-1], True
+    if anywhere:
+        return elsewhere or anywhere[-1], False
+    return None
 
 
 class _Entry:

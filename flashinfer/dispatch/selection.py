@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashinfer.dispatch.call_specs import invoke
 from flashinfer.dispatch.capability import BackendSupportedError, capability_reason
+from flashinfer.dispatch.plan import invoke
 from flashinfer.dispatch.restrictions import BACKENDS_ENV, restriction_source
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.gate import experimental_auto_backends_allowed

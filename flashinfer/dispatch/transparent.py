@@ -184,13 +184,13 @@ class TransparentPlan:
     def decide(self, args: Mapping[str, Any], tensors: set[str], grad_on: bool) -> str | None:
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+        from flashinfer.dispatch.choice_log import tuner_view
         from flashinfer.dispatch.explain import (
             DECLARATION_ORDER,
             HEURISTIC,
             RESTRICTED,
             explain_call,
         )
-        from flashinfer.dispatch.tuner_view import tuner_view
 
         args = dict(args)
         op, backend = self.op, args["backend"]
