@@ -13,15 +13,6 @@ from typing import Any
 
 from flashinfer.codegen import generated as generated_package
 
-__all__ = [
-    "GENERATED_PACKAGE",
-    "CallSpec",
-    "ParameterList",
-    "compile_function",
-    "module_namespace",
-    "render_call",
-]
-
 GENERATED_PACKAGE = "flashinfer.codegen.generated"
 """The module under which each generated namespace is a module of its own."""
 

@@ -10,15 +10,6 @@ from flashinfer.api_modules import API_MODULES, load_api_modules
 from flashinfer.gating.op_registry import registered_ops
 from flashinfer.settings.environment import BACKENDS_ACCEPTED
 
-__all__ = [
-    "ENV_FORMAT",
-    "Restriction",
-    "flashinfer_apis",
-    "op_of",
-    "parse_env_value",
-    "restriction_of",
-]
-
 Restriction = dict[str, tuple[str, ...]]
 """``api_key -> backends``, in the order automatic selection tries them."""
 

@@ -10,16 +10,6 @@ import torch
 
 from flashinfer.gating.exposed import exposed_in
 
-__all__ = [
-    "BackendSupportedError",
-    "UnsupportedInputsError",
-    "capability_reason",
-    "capability_rule",
-    "device_capability",
-    "find_compute_capability",
-    "supported_compute_capability",
-]
-
 _PUBLIC_MODULE = "flashinfer.backend_dispatch"
 
 

@@ -12,21 +12,6 @@ from typing import Any, Protocol
 from flashinfer import settings
 from flashinfer.dispatch.restrictions import restriction_source
 
-__all__ = [
-    "DISPATCH_LOG_ENV",
-    "LOGGER",
-    "LOG_SWITCH",
-    "OpLog",
-    "TunerView",
-    "forget_logged_choices",
-    "install_tuner_view",
-    "note_auto",
-    "note_choice",
-    "note_restricted",
-    "note_tuner_choice",
-    "tuner_view",
-]
-
 
 # What the dispatcher may ask the autotuner, without importing it.
 class TunerView(Protocol):

@@ -8,14 +8,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-__all__ = [
-    "Backend",
-    "ImplementationTable",
-    "backend_name_problem",
-    "qualified_check_name",
-    "read_table",
-]
-
 AUTO = "auto"
 
 # Upstream's spellings, "cute-dsl" included.  Never ``|`` or ``,``: a traced call's token

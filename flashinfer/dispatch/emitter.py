@@ -32,8 +32,6 @@ from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_
 from flashinfer.kernels.availability import TRITON_INTERPRET_ENV, TRITON_LIBRARY_MODULE
 from flashinfer.torch_boundary import is_any_autocast_enabled, is_jit_tracing
 
-__all__ = ["MAX_BRANCHES", "Front"]
-
 MAX_BRANCHES = 32
 """Most backends whose named-backend checks are spelled out (one ``elif`` each); a larger
 table's named calls are checked by ``_named`` (a dict look-up): an ``elif`` chain of

@@ -9,8 +9,12 @@ from typing import Any
 from flashinfer.dispatch.choice_log import tuner_view
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.selection import (
-    DECLARATION_ORDER,
-    HEURISTIC,
+    DECLARATION_ORDER as DECLARATION_ORDER,  # re-exported for the compiled route
+)
+from flashinfer.dispatch.selection import (
+    HEURISTIC as HEURISTIC,
+)
+from flashinfer.dispatch.selection import (
     RESTRICTED,
     UNDECIDED,
     common_refusal,
@@ -20,17 +24,6 @@ from flashinfer.dispatch.selection import (
 from flashinfer.dispatch.verdicts import VerdictCacheInfo
 from flashinfer.gating.gate import experimental_auto_backends_allowed
 from flashinfer.gating.messages import gate_verdict
-
-__all__ = [
-    "DECLARATION_ORDER",
-    "HEURISTIC",
-    "RESTRICTED",
-    "BackendVerdict",
-    "Explanation",
-    "PathExplanation",
-    "explain_call",
-    "explain_paths",
-]
 
 
 @dataclass(frozen=True)

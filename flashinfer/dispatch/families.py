@@ -13,18 +13,6 @@ from flashinfer.dispatch.capability import supported_compute_capability
 from flashinfer.dispatch.verdicts import reads_environment
 from flashinfer.kernels.availability import TRITON_INTERPRET_ENV
 
-__all__ = [
-    "FAMILIES",
-    "FLOAT_DTYPES",
-    "TORCH",
-    "TRITON",
-    "BackendFamily",
-    "backend_family",
-    "dtype_name",
-    "differentiable_by_family",
-    "family_of",
-]
-
 C = TypeVar("C", bound=Callable[..., Any])
 
 

@@ -30,10 +30,9 @@ from flashinfer.dispatch.torch_op import TorchOp, schema_of
 from flashinfer.dispatch.tracing import attach_torch_op
 from flashinfer.dispatch.verdicts import VerdictCache
 from flashinfer.gating.messages import auto_refused_by_common_check
-from flashinfer.gating.op_registry import register_op, registered_ops
+from flashinfer.gating.op_registry import register_op
+from flashinfer.gating.op_registry import registered_ops as registered_ops  # upstream path
 from flashinfer.gating.warn_once import warn_experimental_backend_once
-
-__all__ = ["BackendRequirementOp", "registered_ops"]
 
 
 class BackendRequirementOp(DispatchPlan):

@@ -23,8 +23,6 @@ from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
 
-__all__ = ["DispatchPlan", "experimental_code", "grad_inputs"]
-
 
 def _requires_grad(value: Any) -> bool:
     if isinstance(value, torch.Tensor):

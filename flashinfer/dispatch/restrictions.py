@@ -25,20 +25,6 @@ from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
 from flashinfer.torch_boundary import constant_for_dynamo, run_outside_dynamo
 
-__all__ = [
-    "BACKENDS_ENV",
-    "BlockFlag",
-    "RESTRICTIONS",
-    "block_flag",
-    "block_for",
-    "entry_to_leave",
-    "reset_block_flags",
-    "restriction_for",
-    "restriction_source",
-    "use_backends",
-    "warn_listed_experimental",
-]
-
 BACKENDS_ENV = "FLASHINFER_BACKENDS"
 USE_BACKENDS = "use_backends"
 

@@ -19,20 +19,6 @@ from flashinfer.gating.messages import (
 )
 from flashinfer.torch_boundary import FakeTensor
 
-__all__ = [
-    "DECLARATION_ORDER",
-    "HEURISTIC",
-    "RESTRICTED",
-    "UNDECIDED",
-    "Selection",
-    "backend_refusal",
-    "common_refusal",
-    "metadata_only",
-    "order_candidates",
-    "select",
-    "selection_error",
-]
-
 HEURISTIC = "heuristic"
 DECLARATION_ORDER = "declaration order"
 RESTRICTED = "restricted"

@@ -8,8 +8,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
-__all__ = ["CallState", "LiveFlags", "PerThreadList"]
-
 
 class _Record:
     """One thread's record for one op."""

@@ -13,21 +13,6 @@ import torch
 from flashinfer.dispatch.guarded_state import advance_epoch
 from flashinfer.kernels.availability import on_reset
 
-__all__ = [
-    "MAX_PATTERNS",
-    "TENSOR_TYPES",
-    "cacheable_pattern",
-    "pattern_source",
-    "VERDICT_CACHE_CAP",
-    "VerdictCache",
-    "VerdictCacheInfo",
-    "declared_environment",
-    "forget_verdicts",
-    "reads_environment",
-    "reads_tensor_data",
-    "reads_tensor_data_marked",
-]
-
 C = TypeVar("C", bound=Callable[..., Any])
 
 VERDICT_CACHE_CAP = 4096
