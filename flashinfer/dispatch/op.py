@@ -120,22 +120,13 @@ class BackendRequirementOp(DispatchPlan):
 
     def route_auto(self, router: Callable[[list[str], tuple], Any] | None) -> None:
         """Send every checked ``backend="auto"`` call to ``router(candidates, inputs)``
-        instead of the API body (``None`` restores the body).
+        instead of the API body (``None`` restores the body); the autotuner's ``direct=True``.
 
-        ``candidates`` is the call's list of suitable backends, best first (the same list
-        as ``suitable_auto_backends``; do not modify it); ``inputs`` is a tuple of the
-        call's arguments for every parameter but ``backend``, in declaration order.  The
-        checks, the gate, the heuristic and the per-thread records are unchanged; the body
-        still runs for explicit backends and ``skip_check=True``.  The autotuner uses this
-        (``AutoTuner.register(op, runners, direct=True)``) to save the body's call and the
-        per-thread lookup of the candidates on every tuned call.
-
-        A router with a true ``takes_route_slot`` attribute is called as
-        ``router(candidates, inputs, slot)`` by the generated function: ``slot`` is a
-        one-item list kept with the call's verdict (``[(None, None)]`` at first; a verdict
-        that is not cached has one of its own), where the router may keep what it looked
-        up for the signature, so that the next call of it need not look again
-        (``call_reference`` passes no slot).
+        ``candidates``: the call's suitable backends, best first (do not modify);
+        ``inputs``: the arguments of every parameter but ``backend``, in order.  Explicit
+        backends and ``skip_check=True`` still run the body.  A router with a true
+        ``takes_route_slot`` is called ``router(candidates, inputs, slot)``: ``slot`` is a
+        one-item list kept with the call's verdict, where it may keep what it looked up.
         """
         if router is not None and self.routed_inputs() is None:
             raise TypeError(
