@@ -1,14 +1,8 @@
 """flashinfer: kernels with gated experimental APIs and backends.
 
-Importing this package is cheap: it imports neither torch nor Triton.  Every public name loads
-on first use (PEP 562): the markers and the dispatcher (``flashinfer.Backend``,
-``flashinfer.use_backends``: torch loads then), the operators and their kernels
-(``flashinfer.mm`` imports ``flashinfer.gemm``; Triton loads when a Triton kernel first runs).
-``import flashinfer`` never imports ``flashinfer.experimental``.
-
-The public names are written once, as the ``TYPE_CHECKING`` imports at the end of this file:
-static tools read them as imports, and :data:`flashinfer.api_modules.PUBLIC` reads them as
-text, for the lazy names and ``__all__``.
+Importing it imports neither torch nor Triton nor ``flashinfer.experimental``: every public
+name loads on first use (PEP 562).  The public names are written once, as the
+``TYPE_CHECKING`` imports at the end (``flashinfer.api_modules.PUBLIC`` reads them as text).
 """
 
 from __future__ import annotations
@@ -21,8 +15,7 @@ from flashinfer.api_modules import API_MODULES as API_MODULES
 from flashinfer.api_modules import PUBLIC as _LAZY
 from flashinfer.api_modules import load_all_apis
 
-# The gate's module reads FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS once as it loads, so a
-# bad value warns at the user's `import flashinfer` line (it imports no torch).
+# Reads the gate variable once, so a bad value warns at the user's `import flashinfer`.
 from flashinfer.gating import gate as _gate  # noqa: F401
 
 # The submodules among them (the facades, and flashinfer.nn as torch.nn) are not in __all__.
@@ -36,8 +29,7 @@ def __getattr__(name: str) -> Any:
     elif module is not None:
         value = getattr(importlib.import_module(module), name)
     else:
-        # A renamed API's deprecated alias, or the tombstone of a removed one (its message
-        # says since when and what to use), or the plain AttributeError.
+        # A renamed API's alias, a removed one's tombstone, or the plain AttributeError.
         from flashinfer.gating.history import missing_attribute
 
         return missing_attribute(__name__, name)
@@ -49,9 +41,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-# The public names: the facades, the markers and the dispatcher's names (they import torch,
-# so they load on first access: ``flashinfer --version`` stays free of torch), the autotuner.
-# One statement per module (the house style of one name per statement would triple it).
+# The public names (loaded on first access: ``flashinfer --version`` stays free of torch).
 if TYPE_CHECKING:
     from flashinfer import api_logging as api_logging  # noqa: I001
     from flashinfer import backend_dispatch as backend_dispatch
@@ -80,10 +70,8 @@ if TYPE_CHECKING:
     )
 
 
-# The one list of ops: one line per op, `from <module> import <op> as <op>`.  Static tools read
-# it as imports; flashinfer.api_modules.OPS reads it as text, and with it the lazy names,
-# API_MODULES and the API reference (docs/api/operators.rst).  Adding an op is its module,
-# its kernel and its line here.
+# The one list of ops: one line per op, `from <module> import <op> as <op>`, read as text by
+# flashinfer.api_modules.OPS (the lazy names, API_MODULES, docs/api/operators.rst).
 if TYPE_CHECKING:
     from flashinfer.fused_norm import fused_add_rmsnorm as fused_add_rmsnorm
     from flashinfer.gemm import mm as mm

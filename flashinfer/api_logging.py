@@ -1,20 +1,8 @@
-"""API markers and the experimental gate (upstream import path: ``flashinfer.api_logging``).
-
-Two markers live here:
-
-* :func:`flashinfer_api` marks a stable public API and records it in the API inventory.
-* :func:`flashinfer_experimental_api` (alias :func:`experimental_api`) marks an API that may
-  change or disappear.  Calling it is the opt-in: it always runs, and warns once.
-
-The gate for *automatic* selection of experimental backends is
-``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS``; it is read at call time by
-:func:`experimental_auto_backends_allowed`.  Explicit opt-ins never read it.
-
-This module is the public face: it re-exports names from the modules of ``flashinfer.gating``
-that do each job (``stacklevel``, ``gate``, ``warn_once``, ``records``, ``stable_marker``,
-``experimental_marker``) and keeps upstream's private aliases.
-``ExperimentalWarning`` names this module as its ``__module__``, which warning filters match.
-"""
+"""API markers and the experimental gate (upstream's import path): :func:`flashinfer_api`,
+:func:`flashinfer_experimental_api` (alias :func:`experimental_api`), the gate
+(``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS``, read by
+:func:`experimental_auto_backends_allowed`) and upstream's private aliases; re-exports of
+``flashinfer.gating``.  ``ExperimentalWarning``'s ``__module__`` names this module."""
 
 from __future__ import annotations
 
@@ -56,9 +44,6 @@ __all__ = [
     "user_stacklevel",
     "warn_experimental_backend_once",
 ]
-
-# Imported ``as`` themselves above (explicit re-exports, not public): backend_warning_flag
-# and make_experimental_info, which code written against this path uses.
 
 # Upstream's name for the gate variable (its tests import it from here).
 _EXPERIMENTAL_AUTO_ENV_VAR = ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV

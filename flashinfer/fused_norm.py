@@ -1,7 +1,6 @@
-"""Fused normalisation APIs.  :func:`fused_add_rmsnorm` is experimental: this module holds
-only its marked entry point (and its declared test cases); the implementation lives in
-``flashinfer/experimental/fused_add_rmsnorm/`` and is imported on the first call.
-"""
+"""Fused normalisation APIs: the experimental :func:`fused_add_rmsnorm`'s marked entry point
+and cases; its implementation (``flashinfer/experimental/fused_add_rmsnorm/``) loads on the
+first call."""
 
 from __future__ import annotations
 
@@ -19,11 +18,8 @@ from flashinfer.experimental.fused_add_rmsnorm.support import explain_paths, val
 
 __all__ = ["OVERLAP", "fused_add_rmsnorm"]
 
+# None of the three may overlap another, nor a written one itself (see the docstring).
 OVERLAP = OverlapRule("fused_add_rmsnorm", ("input", "residual"), ("weight",))
-"""Both ``input`` and ``residual`` are written in place, and ``weight`` is read for every
-row while other rows are written: none of the three may overlap another, and neither
-written one may overlap itself (a zero-stride ``expand()`` view).  The implementation
-checks it before it writes anything."""
 
 
 @flashinfer_experimental_api(
@@ -79,8 +75,7 @@ def fused_add_rmsnorm(
 
 
 def _check_metadata(values: dict[str, Any]) -> None:
-    """The validation metadata decides; the overlap rule needs addresses, which fake tensors
-    do not have: the operator's real implementation checks it on the real tensors."""
+    # Metadata only: the overlap rule needs addresses, checked on the real tensors.
     eps = values.get("eps", 1e-6)
     validate_metadata(values["input"], values["residual"], values["weight"], eps)
 
@@ -89,16 +84,13 @@ def _check_metadata(values: dict[str, Any]) -> None:
 fused_add_rmsnorm.explain_paths = explain_paths  # type: ignore[attr-defined]
 
 
+# torch.ops.flashinfer.fused_add_rmsnorm (input and residual mutated): what compile sees.
 TORCH_OP = register_api_op(
     fused_add_rmsnorm, overlap=OVERLAP, validate=_check_metadata, fake=lambda values: None
 )
-"""``torch.ops.flashinfer.fused_add_rmsnorm``: ``input`` and ``residual`` mutated, returns
-nothing; what ``torch.compile`` and export see (see ``flashinfer.dispatch.torch_op``)."""
 
 
-# --------------------------------------------------------------------------------------
 # Declared test cases (run by tests/experimental/test_conformance_experimental.py)
-# --------------------------------------------------------------------------------------
 
 
 def _reference(
@@ -121,8 +113,7 @@ def _case_inputs(shape: tuple[int, ...], dtype: torch.dtype) -> Any:
 
 
 def declare_test_cases() -> None:
-    """Declare this op's test cases and CLI inputs (``flashinfer.testing`` calls it when it
-    loads, or at the end of this module when it is loaded already)."""
+    """Declare this op's test cases and CLI inputs (called by ``flashinfer.testing``)."""
     from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs = [

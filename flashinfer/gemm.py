@@ -1,24 +1,11 @@
 """Matrix multiply: :func:`mm`, a stable API with ``"torch"`` and ``"triton"`` backends and the
-experimental ``"splitk"`` backend (``flashinfer/experimental/splitk_gemm``).
-
-Laid out as every op module is (:mod:`flashinfer.norm` too): the shared validation, one support
-checker and one implementation per backend, declared together in the backend table (one
-:class:`~flashinfer.backend_dispatch.Backend` per backend), the overlap rule, the backward
-formula, the heuristic, :func:`mm` itself, its declared test cases and its CLI inputs; the
-Triton kernel lives in ``flashinfer/kernels/mm_triton.py`` and is imported on first use.
+experimental ``"splitk"`` backend (``flashinfer/experimental/splitk_gemm``), laid out as
+:mod:`flashinfer.norm` is.
 
 A backend's ``run`` is an autotuner runner: ``runner(inputs, tactic=None)`` for ``inputs =
-(a, b, out, out_dtype)``, with ``tactic_space()`` (every tactic of the backend) and
-``tactics(inputs)`` (those worth timing, default first); :data:`MM_RUNNERS` is
-``mm.implementations``.  ``backend="auto"`` goes through
-:class:`flashinfer.autotuner.AutoTuner`, which only ever sees the dispatcher's candidates for
-the call (so the experimental gate applies to tuning too).  The dispatcher checks
-:data:`OVERLAP` before any runner runs (no runner checks it itself).  The tiled runners run
-their kernel inside a :class:`torch.autograd.Function` with :func:`mm_backward` when grad is
-required (in :func:`run_tiled`), and the compiled operator registers it.  The experimental
-split-K runner is declared with its feature (``flashinfer/experimental/splitk_gemm/support.py``,
-imported below) and imports :func:`run_tiled` from here when it first runs, so importing
-this module imports no split-K code beyond those declarations.
+(a, b, out, out_dtype)``, with ``tactic_space()`` and ``tactics(inputs)`` (those worth timing,
+default first).  ``backend="auto"`` goes through the autotuner, which sees only the
+dispatcher's candidates.  Split-K imports :func:`run_tiled` from here when it first runs.
 """
 
 from __future__ import annotations
@@ -42,7 +29,7 @@ from flashinfer.backend_dispatch import (
 )
 from flashinfer.backend_families import FLOAT_DTYPES, TORCH, TRITON, backend_family, dtype_name
 
-# The only module-level import from flashinfer.experimental: the light declarations.
+# The only module-level import from flashinfer.experimental: its light declarations.
 from flashinfer.experimental.splitk_gemm.support import SPLITK
 from flashinfer.experimental.splitk_gemm.support import SplitKRunner as SplitKRunner
 from flashinfer.kernels import (
@@ -86,43 +73,31 @@ MM_TRITON_TACTICS: list[dict[str, int]] = [
         (16, 16, 32, 2, 2),
     )
 ]
-"""Every tactic of the Triton backend: tile shape, warps and pipeline stages."""
 
 
 def result_dtype(a: torch.Tensor, out_dtype: torch.dtype | None) -> torch.dtype:
     return a.dtype if out_dtype is None else out_dtype
 
 
+# ``out`` may not overlap ``a``, ``b`` or itself (no backend computes in place); the
+# dispatcher checks it on every path of a call; a runner called directly trusts its caller.
 OVERLAP = OverlapRule("mm", ("out",), ("a", "b"))
-"""What :func:`mm` writes and reads: ``out`` may not overlap ``a``, ``b`` or itself (no
-backend computes in place).  Declared with ``backend_requirement(..., overlap=OVERLAP)``:
-the dispatcher checks it before any backend's checker or runner, on every path of a call of
-:func:`flashinfer.mm` (explicit, ``"auto"``, routed and tuning calls, ``skip_check=True``);
-a runner called directly (``MM_RUNNERS[name](inputs)``) is a backend's internals and trusts
-its caller."""
 
 
-# --------------------------------------------------------------------------------------
 # Backend "torch": the reference
-# --------------------------------------------------------------------------------------
 
 
 class TorchRunner:
-    """``torch.mm``; 16-bit inputs with a float32 result are multiplied in float32, so the
-    products are accumulated in fp32 whatever torch's reduced-precision settings are, and
-    with autocast off (the op cast its inputs already; torch.mm would round the float32
-    product to the autocast dtype).  Nothing to tune."""
+    """``torch.mm``, nothing to tune; 16-bit inputs with a float32 result are multiplied in
+    float32 with autocast off (the op cast its inputs already)."""
 
     def tactic_space(self) -> Sequence[Any]:
-        """``[None]``: no tactics."""
         return [None]
 
     def tactics(self, inputs: tuple) -> Sequence[Any]:
-        """``[None]``: no tactics."""
         return [None]
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
-        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)``."""
         a, b, out, out_dtype = inputs
         if out is None and out_dtype is None:
             return torch.mm(a, b)  # the common call: torch.mm's own result, nothing around it
@@ -152,9 +127,7 @@ class TorchRunner:
         return result.to(dtype)
 
 
-# --------------------------------------------------------------------------------------
 # Backend "triton"
-# --------------------------------------------------------------------------------------
 
 
 def _smem_limit(device: torch.device) -> int | None:
@@ -191,7 +164,6 @@ class TritonRunner:
     """The tiled Triton GEMM; tactics are :data:`MM_TRITON_TACTICS` entries."""
 
     def tactic_space(self) -> Sequence[Any]:
-        """Every tactic (tile shape, warps, stages) the backend may use."""
         return MM_TRITON_TACTICS
 
     def tactics(self, inputs: tuple) -> Sequence[Any]:
@@ -207,15 +179,12 @@ class TritonRunner:
         return [MM_TRITON_TACTICS[i] for i in idx]
 
     def __call__(self, inputs: tuple, tactic: Any = None) -> torch.Tensor:
-        """Run ``a @ b`` for ``inputs = (a, b, out, out_dtype)`` with ``tactic``."""
         from flashinfer.kernels.mm_triton import matmul  # first use imports Triton
 
         return run_tiled(self, inputs, tactic, MM_TRITON_TACTICS, "triton", matmul)
 
 
-# --------------------------------------------------------------------------------------
 # Shared validation
-# --------------------------------------------------------------------------------------
 
 
 def _common_check(
@@ -278,9 +247,7 @@ def _common_check(
     return True
 
 
-# --------------------------------------------------------------------------------------
 # What each stable backend supports (their runners are above)
-# --------------------------------------------------------------------------------------
 
 
 @backend_family(TORCH)
@@ -313,14 +280,10 @@ def _check_triton(
     return True
 
 
-# --------------------------------------------------------------------------------------
 # Heuristic and the API
-# --------------------------------------------------------------------------------------
 
 
-# The heuristic's ranks of the stable backends, on CPU and CUDA alike.  Experimental backends
-# are not ranked here: they come last, unless their declaration's ``prefer`` puts them first
-# (the dispatcher applies it after this heuristic).
+# Ranks of the stable backends; experimental ones come last unless their ``prefer`` says.
 _RANKS = {"torch": 0, "triton": 1}
 
 
@@ -333,10 +296,7 @@ def _heuristic(
     out_dtype: torch.dtype | None = None,
     backend: str = "auto",
 ) -> list[str]:
-    """Fastest first among the stable backends: torch first (CPU: native BLAS, while
-    Triton runs only through its interpreter; CUDA: cuBLAS), then the plain Triton kernel;
-    the autotuner measures instead of guessing.  Backends it does not rank (experimental
-    ones) follow in table order."""
+    """Torch first (BLAS / cuBLAS), then Triton; the autotuner measures instead of guessing."""
     return sorted(suitable, key=lambda name: _RANKS.get(name, len(_RANKS)))
 
 
@@ -415,13 +375,9 @@ def mm(
     return mm.implementations[backend](inputs)
 
 
-MM_RUNNERS: dict[str, Any] = mm.implementations
-"""One autotuner runner per backend of :func:`mm`: ``mm.implementations``, the runs of its
-declared backends (a value may be replaced, e.g. by a test's spy; backends are added in the
-table)."""
+MM_RUNNERS: dict[str, Any] = mm.implementations  # one autotuner runner per backend
 
-# direct: the dispatcher hands auto calls straight to the tuner with inputs
-# (a, b, out, out_dtype), the tuple the body builds above.
+# direct: the dispatcher hands auto calls straight to the tuner with the body's inputs.
 AutoTuner.register(mm, MM_RUNNERS, direct=True)
 
 
@@ -466,7 +422,6 @@ def _case_inputs(
 
 
 def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
-    """The CLI's inputs for ``--shapes MxNxK``: ``a`` is ``MxK``, ``b`` is ``KxN``."""
     m, n, k = dims
     return {
         "a": torch.randn(m, k, dtype=dtype, device=device),
@@ -475,8 +430,7 @@ def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> d
 
 
 def declare_test_cases() -> None:
-    """Declare this op's test cases and CLI inputs (``flashinfer.testing`` calls it when it
-    loads, or at the end of this module when it is loaded already)."""
+    """Declare this op's test cases and CLI inputs (called by ``flashinfer.testing``)."""
     from flashinfer.testing import Case, ExampleInputs, declare_cases, rel_frobenius
 
     specs: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [

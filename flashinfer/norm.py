@@ -1,15 +1,8 @@
 """RMS normalisation: :func:`rmsnorm`, a stable API with ``"torch"`` and ``"triton"`` backends.
 
-Layout of an op module: the public API (signature, docstring), the shared validation
-(``common_check``), one support checker and one implementation per backend, declared
-together (:class:`~flashinfer.backend_dispatch.Backend`) in the API's table, the heuristic
-that orders ``backend="auto"`` candidates, and the op's declared test cases.
-
-A backend of :func:`rmsnorm` runs as ``run(input, weight, eps, out)`` (the arguments
-validated, ``out`` ``None`` or a checked output) and returns the result (``out`` when given);
-the body calls ``rmsnorm.implementations[backend]``.  An experimental backend declares its
-``Backend`` in ``flashinfer/experimental/<feature>/support.py`` and is added to the table
-below with one line.
+The layout of an op module (docs/author.md): the shared validation, one checker and one
+``run(input, weight, eps, out)`` per backend (declared together as ``Backend``), the
+heuristic, the API, and the declared test cases.
 """
 
 from __future__ import annotations
@@ -50,17 +43,11 @@ __all__ = ["rmsnorm", "rmsnorm_backward", "rmsnorm_jvp"]
 
 SUPPORTED_DTYPES = FLOAT_DTYPES  # what every backend's family computes in (backend_families)
 
-# --------------------------------------------------------------------------------------
 # Shared validation: every backend, before any kernel runs
-# --------------------------------------------------------------------------------------
 
+# ``out=input`` is in place (each row is read before it is written, by every backend); any
+# other overlap of ``out`` is refused, on every path, before any checker or body runs.
 OVERLAP = OverlapRule("rmsnorm", ("out",), ("input", "weight"), frozenset({("out", "input")}))
-"""What :func:`rmsnorm` writes and reads: ``out=input`` is in place (each row is read before
-it is written, by every backend); any other overlap of ``out`` with ``input``, ``weight``
-or itself is refused.  Declared with ``backend_requirement(..., overlap=OVERLAP)``: the
-dispatcher checks it after the shared validation and before any backend's checker or body,
-on every path (explicit, ``"auto"``, ``skip_check=True``, the compiled operator's real
-call), so an overlapping ``out`` that is also badly laid out reports the overlap."""
 
 
 def _common_check(
@@ -138,9 +125,7 @@ def _common_check(
     return True
 
 
-# --------------------------------------------------------------------------------------
 # Backend "torch": the reference, anywhere torch runs
-# --------------------------------------------------------------------------------------
 
 
 @backend_family(TORCH)
@@ -149,25 +134,19 @@ def _check_torch(input: torch.Tensor) -> bool:
     return True
 
 
-# torch's own RMS norm (torch >= 2.4): one fused call with the same numerics as the
-# composition below (fp32 accumulation, the product with the weight in fp32, one rounding
-# to the input's dtype: bit for bit on CPU, tests/test_norm_torch_backend.py).
-_fused_rms_norm = getattr(torch.nn.functional, "rms_norm", None)
-
-
 def _rmsnorm_torch(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
-    if out is None and _fused_rms_norm is not None and weight.dtype == input.dtype:
-        return _fused_rms_norm(input, (input.shape[-1],), weight, eps)
+    # torch's fused op has the composition's numerics (bit for bit on CPU,
+    # tests/test_norm_torch_backend.py); it cannot fuse a weight of another dtype, nor out=.
+    if out is None and weight.dtype == input.dtype:
+        return torch.nn.functional.rms_norm(input, (input.shape[-1],), weight, eps)
     return _rmsnorm_composed(input, weight, eps, out)
 
 
 def _rmsnorm_composed(
     input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None
 ) -> torch.Tensor:
-    """The torch backend without torch's fused op: on torch < 2.4, for a weight of another
-    dtype than the input (torch's op then warns that it cannot fuse), and for ``out=``."""
     x = input.float()
     y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float()
     if out is None:
@@ -181,9 +160,7 @@ def _rmsnorm_composed(
     return out.copy_(y)
 
 
-# --------------------------------------------------------------------------------------
 # Backend "triton": CUDA, or CPU through the Triton interpreter
-# --------------------------------------------------------------------------------------
 
 
 @backend_family(TRITON)
@@ -261,10 +238,8 @@ def _out_refusal(input: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -
 
 
 class _RMSNormTriton(torch.autograd.Function):
-    """The Triton kernel as autograd and torch.func see it: forward runs
-    :func:`_rmsnorm_kernel` (functorch hands it plain tensors), backward the formula
-    :func:`rmsnorm_backward` computes, ``jvp`` the forward-mode one (:func:`rmsnorm_jvp`),
-    ``vmap`` one launch over the batch's rows when the weight is shared."""
+    """The Triton kernel as autograd and torch.func see it (``vmap``: one launch over the
+    batch's rows when the weight is shared)."""
 
     @staticmethod
     def forward(input: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -307,9 +282,7 @@ class _RMSNormTriton(torch.autograd.Function):
         return vmap_rule(_RMSNormTriton.apply, info, in_dims, input, weight, eps)
 
 
-# --------------------------------------------------------------------------------------
 # Backward: the gradient of rmsnorm, whichever backend ran the forward
-# --------------------------------------------------------------------------------------
 
 
 def _rmsnorm_grads(
@@ -359,11 +332,8 @@ def _rmsnorm_tangent(
 
 
 def rmsnorm_jvp(inputs: dict[str, Any], tangents: dict[str, torch.Tensor | None]) -> torch.Tensor:
-    """The forward-mode derivative of :func:`rmsnorm`: ``inputs`` (the call's arguments by
-    name: ``input``, ``weight``, ``eps``) and ``tangents`` (``input``'s and ``weight``'s
-    tangents, None for one without) give the result's tangent, in fp32 and returned in the
-    input's dtype, as forward AD through the torch backend gives it.  The Triton backend's
-    Function uses it, and so does the compiled operator."""
+    """The forward-mode derivative of :func:`rmsnorm`: the result's tangent from the call's
+    arguments and ``input``'s and ``weight``'s tangents (None: none), computed in fp32."""
     return _rmsnorm_tangent(
         inputs["input"],
         inputs["weight"],
@@ -374,20 +344,15 @@ def rmsnorm_jvp(inputs: dict[str, Any], tangents: dict[str, torch.Tensor | None]
 
 
 def rmsnorm_backward(grad: torch.Tensor, inputs: dict[str, Any]) -> dict[str, torch.Tensor | None]:
-    """The gradient of :func:`rmsnorm`: ``grad`` (of the result) and ``inputs`` (the call's
-    arguments by name: ``input``, ``weight``, ``eps``; others are ignored) give
-    ``{"input": ..., "weight": ...}``, computed in fp32 and returned in the arguments'
-    dtypes, as autograd through the torch backend gives them.  The Triton backend's
-    :class:`torch.autograd.Function` uses it, and so does the compiled operator."""
+    """The gradient of :func:`rmsnorm`: ``{"input": ..., "weight": ...}`` from ``grad`` and
+    the call's arguments by name, computed in fp32, in the arguments' dtypes."""
     grad_input, grad_weight = _rmsnorm_grads(
         grad, inputs["input"], inputs["weight"], inputs.get("eps", 1e-6)
     )
     return {"input": grad_input, "weight": grad_weight}
 
 
-# --------------------------------------------------------------------------------------
 # Heuristic and the API
-# --------------------------------------------------------------------------------------
 
 
 def _heuristic(
@@ -399,9 +364,7 @@ def _heuristic(
     out: torch.Tensor | None = None,
     backend: str = "auto",
 ) -> list[str]:
-    """Fastest first: on CUDA the fused Triton kernel (one read, one write) beats torch's
-    chain of elementwise kernels; on CPU Triton only runs through its interpreter, which is
-    orders of magnitude slower than torch."""
+    """Fastest first: Triton's fused kernel on CUDA; torch on CPU (Triton interprets there)."""
     order = ("triton", "torch") if input.is_cuda else ("torch", "triton")
     rank = {b: i for i, b in enumerate(order)}
     return sorted(suitable, key=lambda b: rank.get(b, len(order)))
@@ -483,9 +446,7 @@ def rmsnorm(
     return rmsnorm.implementations[backend](input, weight, eps, out)
 
 
-# --------------------------------------------------------------------------------------
 # Declared test cases (run against every backend by tests/test_conformance.py)
-# --------------------------------------------------------------------------------------
 
 
 def _reference(
@@ -524,7 +485,6 @@ def _case_inputs(
 
 
 def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> dict[str, Any]:
-    """The CLI's inputs for ``--shapes TOKENSxHIDDEN``: ``input`` of that shape, its weight."""
     return {
         "input": torch.randn(*dims, dtype=dtype, device=device),
         "weight": torch.randn(dims[-1], dtype=dtype, device=device),
@@ -532,8 +492,7 @@ def _example_inputs(dims: tuple[int, ...], dtype: torch.dtype, device: Any) -> d
 
 
 def declare_test_cases() -> None:
-    """Declare this op's test cases and CLI inputs (``flashinfer.testing`` calls it when it
-    loads, or at the end of this module when it is loaded already)."""
+    """Declare this op's test cases and CLI inputs (called by ``flashinfer.testing``)."""
     from flashinfer.testing import Case, ExampleInputs, allclose, declare_cases
 
     specs: list[tuple[str, Any, Any, dict[str, Any]]] = [

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import flashinfer
-from flashinfer import norm
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -32,25 +31,22 @@ def test_the_fused_op_gives_the_compositions_bits(dtype, shape):
 
 def test_the_backend_calls_torchs_op_when_the_dtypes_agree(monkeypatch):
     calls: list[torch.dtype] = []
-    fused = norm._fused_rms_norm
-    assert fused is torch.nn.functional.rms_norm  # torch >= 2.4 has it
+    fused = torch.nn.functional.rms_norm
 
     def spy(x, shape, w, eps):
         calls.append(x.dtype)
         return fused(x, shape, w, eps)
 
-    monkeypatch.setattr(norm, "_fused_rms_norm", spy)
+    monkeypatch.setattr(torch.nn.functional, "rms_norm", spy)
     x = torch.randn(4, 64)
     flashinfer.rmsnorm(x, torch.ones(64), backend="torch")
     assert calls == [torch.float32]
     flashinfer.rmsnorm(x.bfloat16(), torch.ones(64), backend="torch")  # mixed: composed
     assert calls == [torch.float32]
-
-
-def test_without_torchs_op_the_composition_runs(monkeypatch):
-    monkeypatch.setattr(norm, "_fused_rms_norm", None)  # a torch older than 2.4
-    x, w = torch.randn(5, 32), torch.randn(32)
-    assert torch.equal(flashinfer.rmsnorm(x, w, backend="torch"), _composed(x, w, 1e-6))
+    assert torch.equal(
+        flashinfer.rmsnorm(x.bfloat16(), torch.ones(64), backend="torch"),
+        _composed(x.bfloat16(), torch.ones(64), 1e-6),
+    )
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import flashinfer.testing.overlap as overlap_module
 from flashinfer import testing
 from flashinfer.dispatch.overlap import OverlapRule
 from flashinfer.testing import (
@@ -36,7 +35,6 @@ def fresh_records(isolated_op_registry, monkeypatch):
     monkeypatch.setattr(testing, "_declared", {})
     monkeypatch.setattr(testing, "_unbuilt", {})
     monkeypatch.setattr(testing, "load_all_apis", lambda: None)
-    monkeypatch.setattr(overlap_module, "_overlap_rules", {})
 
 
 def _toy_op(*, experimental: bool = False):

@@ -35,7 +35,7 @@ PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
 
 
 def builders() -> dict[str, Any]:
-    """The message builders a placeholder may call: the functions ``messages`` exports
+    """The message builders a placeholder may call: the public functions of ``messages``
     (``unrecognised_value`` is the reader's, :mod:`flashinfer.settings`)."""
     import inspect
 
@@ -44,7 +44,7 @@ def builders() -> dict[str, Any]:
     return {
         name: fn
         for name, fn in vars(messages).items()
-        if inspect.isfunction(fn) and name in messages.__all__
+        if inspect.isfunction(fn) and not name.startswith("_")
     }
 
 

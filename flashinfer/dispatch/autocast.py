@@ -1,13 +1,11 @@
 """Mixed precision: an op under ``torch.autocast`` follows the rule its torch counterpart does.
 
 An API declares its counterpart's per-device policy as an :class:`AutocastRule`
-(``backend_requirement(..., autocast=...)``; ``torch.mm``: lower precision on CPU and CUDA;
-``torch.rms_norm``: float32 on CUDA), and every route casts the same way: the eager
-dispatcher's first line hands a call under autocast to :class:`AutocastCall`; traced code
-casts with :func:`cast_tensors` (Dynamo guards the autocast state); the operator has an
-``Autocast<Device>`` kernel per device (:func:`register_autocast_kernels`).  ``out=`` and
-in-place forms are never cast.  Eligible tensors are torch's: floating point, not float64,
-on the device whose autocast is on; ``Tensor.to`` casts, which autograd differentiates.
+(``backend_requirement(..., autocast=...)``), and every route casts the same way: the eager
+dispatcher through :class:`AutocastCall`, traced code with :func:`cast_tensors` (Dynamo
+guards the autocast state), the operator with an ``Autocast<Device>`` kernel.  ``out=`` and
+in-place forms are never cast; eligible tensors are torch's (floating point, not float64,
+on the device whose autocast is on).
 """
 
 from __future__ import annotations
@@ -18,18 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-__all__ = [
-    "FP32",
-    "INSIDE",
-    "LOWER_PRECISION",
-    "AutocastCall",
-    "AutocastRule",
-    "cast_tensors",
-    "checked_autocast_rule",
-    "prologue_lines",
-    "register_autocast_kernels",
-]
 
 LOWER_PRECISION = "lower_precision_fp"
 """Cast floating-point inputs to the autocast dtype in force (``torch.mm``'s policy)."""
@@ -43,7 +29,7 @@ _POLICIES = (LOWER_PRECISION, FP32)
 @dataclass(frozen=True)
 class AutocastRule:
     """An op's autocast policy per device type: :data:`LOWER_PRECISION`, :data:`FP32`, or
-    None (not cast there), as its torch counterpart's.  ``out=`` calls are never cast."""
+    None (not cast there), as its torch counterpart's."""
 
     cpu: str | None = None
     cuda: str | None = None
@@ -82,11 +68,9 @@ def _cast(t: Any, device_type: str, dtype: torch.dtype) -> Any:
 
 def cast_tensors(rule: AutocastRule, *tensors: Any) -> tuple[Any, ...]:
     """``tensors`` (None allowed) as ``rule`` casts them under the autocast in force on the
-    first tensor's device; unchanged when none is on there.  Traced by Dynamo."""
-    # Not isinstance(t, torch.Tensor): traced, that class reached through this module's
-    # globals as well as the traceable's would cost every compiled call a Python guard
-    # (Dynamo checks that the two sources hold one object).  The tensors are the schema's
-    # Tensor parameters; anything else has no device and is left to the op's checks.
+    first tensor's device.  Traced by Dynamo."""
+    # Not isinstance(t, torch.Tensor): traced, torch reached through two modules' globals
+    # would cost every compiled call a Python guard.
     device = next((t.device for t in tensors if hasattr(t, "device")), None)
     if device is None:
         return tensors
@@ -101,14 +85,11 @@ class _Inside(threading.local):
     on = False  # this thread is inside a call that has cast its arguments already
 
 
-INSIDE = _Inside()
-"""Per thread: inside an op call whose arguments are cast already.  One for every op: an op
-a backend calls with those arguments does not cast them again."""
+INSIDE = _Inside()  # one for every op: an op a backend calls does not cast again
 
 
 def checked_autocast_rule(api_key: str, rule: Any, schema: Any) -> AutocastRule | None:
-    """``rule`` when an op with this operator ``schema`` can declare it (None stays None);
-    a ``TypeError`` or ``ValueError`` naming the API otherwise, at decoration."""
+    """``rule`` when an op with this operator ``schema`` can declare it, else an error."""
     if rule is None:
         return None
     if not isinstance(rule, AutocastRule):
@@ -126,8 +107,8 @@ def checked_autocast_rule(api_key: str, rule: Any, schema: Any) -> AutocastRule 
 
 
 def prologue_lines(op: Any) -> list[str]:
-    """The dispatcher's first lines for an op with a rule: a call under autocast (and not
-    inside a call that cast already) goes to ``_acall`` (:class:`AutocastCall`)."""
+    """The dispatcher's first lines: a call under autocast, not inside one that cast
+    already, goes to ``_acall`` (:class:`AutocastCall`)."""
     if getattr(op, "autocast", None) is None:
         return []
     names = [n for n in op._sig.names if n != "skip_check"]
@@ -136,10 +117,8 @@ def prologue_lines(op: Any) -> list[str]:
 
 
 class AutocastCall:
-    """What an eager call under autocast runs: the call's arguments cast by ``rule``
-    (``tensors``: the tensor parameters; never when ``out`` is given), then ``public``
-    (the dispatcher) with them, marked inside so that neither it nor a nested op casts
-    again."""
+    """An eager call under autocast: its arguments cast (not with ``out``), then the
+    dispatcher, marked inside so that neither it nor a nested op casts again."""
 
     def __init__(self, op: Any) -> None:
         schema = op.torch_schema
@@ -150,7 +129,6 @@ class AutocastCall:
         self.inside = INSIDE
 
     def __call__(self, values: dict[str, Any], skip_check: Any) -> Any:
-        # ``values`` is the dict literal the dispatcher built for this call: ours to update.
         if self.out is None or values.get(self.out) is None:
             names = [n for n in self.tensors if n != self.out]
             cast = cast_tensors(self.rule, *(values[n] for n in names))
@@ -169,8 +147,8 @@ def register_autocast_kernels(
     overload: Any,
     rule: AutocastRule,
 ) -> None:
-    """Register ``overload``'s (functional) ``Autocast<Device>`` kernel in ``library`` for
-    each device type ``rule`` names: cast, then run the operator below autocast."""
+    """``overload``'s ``Autocast<Device>`` kernel per device ``rule`` names: cast, then run
+    the operator below autocast."""
     for device_type in rule.devices():
         if torch.amp.is_autocast_available(device_type):
             key = _AUTOCAST_KEYS[device_type]
@@ -186,8 +164,7 @@ def _kernel(overload: Any, rule: AutocastRule, device_type: str) -> Any:
         if dtype is not None:
             args = tuple(_cast(a, device_type, dtype) for a in args)
             kwargs = {k: _cast(v, device_type, dtype) for k, v in kwargs.items()}
-        # Autocast off on this device type: the call goes below its Autocast kernel, and
-        # nothing under it casts again (torch's register_autocast excludes the key instead).
+        # Below its Autocast kernel; nothing under it casts again.
         with torch.autocast(device_type, enabled=False):
             return overload(*args, **kwargs)
 

@@ -1,12 +1,8 @@
 """State a compiled choice reads that Dynamo cannot see, held where its guards can.
 
-Dynamo bakes in ``os.environ`` reads and cannot see flashinfer's caches, so the traced code
-reads these instead, each read one C++ guard: ``GUARDED.environment[name]`` (each variable a
-choice reads, kept equal to ``os.environ`` by an audit hook on ``os.putenv`` /
-``os.unsetenv``, installed on the first watched variable and never removed) and
-``GUARDED.epoch`` (advanced by ``forget_verdicts()``).  A change fails the guard and the
-next call traces again.  A write that bypasses ``os.environ`` (C's ``setenv``) is not seen,
-by eager calls either.
+The traced code reads ``GUARDED.environment[name]`` (each variable a choice reads, kept equal
+to ``os.environ`` by an audit hook on ``os.putenv``/``os.unsetenv``) and ``GUARDED.epoch``
+(advanced by ``forget_verdicts()``), each read one guard: a change re-traces.
 """
 
 from __future__ import annotations
@@ -19,11 +15,9 @@ from typing import Any
 
 from flashinfer import settings
 
-__all__ = ["GUARDED", "GuardedState", "advance_epoch", "expect_environment", "watch_environment"]
-
 
 class GuardedState:
-    """The values compiled choices are guarded on (see the module doc)."""
+    """The values compiled choices are guarded on."""
 
     def __init__(self) -> None:
         self.environment: dict[str, str | None] = {}
@@ -52,16 +46,14 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 def expect_environment(names: Iterable[str]) -> None:
-    """Variables an op's compiled choice will read: the first watch of any op keeps them all.
-    Dynamo snapshots ``GUARDED.environment`` at its first read in a trace, so a key a later
-    call of the same trace adds would be missing from the snapshot (a KeyError)."""
+    """Variables an op's compiled choice will read: the first watch keeps them all (Dynamo
+    snapshots ``GUARDED.environment`` at its first read in a trace)."""
     with _lock:
         _expected.update(names)
 
 
 def watch_environment(names: Iterable[str]) -> None:
-    """Keep ``GUARDED.environment[name]`` equal to the variable's value, for each name and
-    every expected one."""
+    """Keep ``GUARDED.environment`` equal to ``os.environ`` for ``names`` and the expected."""
     global _hooked
     with _lock:
         _expected.update(names)

@@ -1,12 +1,10 @@
 """The torch operator schema of an API, read from its signature (see :mod:`.torch_op`), or why
 it has none, in one sentence.
 
-Types map as torch spells them: ``torch.Tensor`` -> ``Tensor``, ``float``, ``int`` ->
-``SymInt``, ``bool``, ``str``, ``torch.dtype`` -> ``ScalarType``, ``X | None`` -> ``X?``,
-``None`` -> ``()``.  The overlap rule's written arguments: a required one is mutated
-(``Tensor(a!)``); one defaulting to ``None`` is an ``out=`` argument with an overload of its
-own, ``out`` (as ``aten::mm.out``), while the default overload returns a new tensor (a custom
-op's result may never alias its inputs).
+Types map as torch spells them (``int`` -> ``SymInt``, ``torch.dtype`` -> ``ScalarType``,
+``X | None`` -> ``X?``).  A written argument (the overlap rule's) is mutated
+(``Tensor(a!)``), or, when it defaults to ``None``, an ``out=`` argument with an ``out``
+overload of its own (the default overload returns a new tensor).
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ import torch
 
 __all__ = ["OpSchema", "SchemaUnavailable", "op_schema"]
 
-DISPATCHER_ARGUMENTS = ("backend", "skip_check")
-"""The dispatcher's keyword-only arguments in a ``backend_requirement`` API's schema, last:
-``skip_check`` always, ``backend`` where the API declares it (with its default, if any: an
-API with no ``backend``, or one without a default, is upstream's too)."""
+DISPATCHER_ARGUMENTS = ("backend", "skip_check")  # a dispatcher's, last (backend if declared)
 
 _SCALARS: dict[Any, str] = {
     torch.Tensor: "Tensor",
@@ -45,28 +40,12 @@ class SchemaUnavailable(Exception):
 class OpSchema:
     """The schemas of one API's torch operator and how its parameters map onto them.
 
-    Attributes:
-        default: the default overload's schema (without the name), e.g.
-            ``(Tensor input, Tensor weight, float eps=1e-06, *, str backend='auto', bool
-            skip_check=False) -> Tensor``.
-        out: the ``out`` overload's schema, or ``None`` when the API takes no ``out=``.
-        out_param: the name of the ``out=`` parameter (``None``: no ``out`` overload).
-        positional: parameters passed positionally, in order (every other one by keyword).
-        keyword: keyword-only parameters, in order (``out_param`` left out).
-        tensors: the parameters typed ``Tensor`` or ``Tensor | None``.
-        required: the parameters without a default (a call always passes them).
-        mutated: the arguments the default overload writes in place.
-        returns: ``"tensor"``, ``"tensors"`` (a tuple of them, ``count`` long) or ``"none"``.
-        dispatcher: the dispatcher's arguments the schema ends with, in order (see
-            :data:`DISPATCHER_ARGUMENTS`; none for an API that is no dispatcher).
-        numbers: the parameters typed ``float`` or ``int``, with their type (``float`` or
-            ``int``): the schema would read a ``bool`` passed to them as a number.
-        flat: the default overload's arguments in the same order, every one positional
-            and without a default, e.g. ``(Tensor input, Tensor weight, float eps, str
-            backend, bool skip_check) -> Tensor``: the no-grad operator's schema.  Traced
-            code passes every argument, so defaults buy nothing there, and a compiled
-            program passes an argument that has a default by keyword, which torch's
-            argument parser pays for on every call.
+    ``default``/``out``: the overloads' schemas without the name (``out`` None: no ``out=``
+    parameter, ``out_param``); ``flat``: the default's arguments all positional and without
+    defaults (the no-grad operator's: a compiled program passes them fastest);
+    ``positional``/``keyword``: how each parameter is passed; ``returns``: ``"tensor"``,
+    ``"tensors"`` or ``"none"``; ``numbers``: the ``float``/``int``
+    parameters with their type; ``dispatcher``: the dispatcher's arguments, last.
     """
 
     default: str
@@ -78,22 +57,15 @@ class OpSchema:
     required: tuple[str, ...]
     mutated: tuple[str, ...]
     returns: str
-    count: int = 1
     numbers: tuple[tuple[str, type], ...] = ()
     flat: str = ""
     dispatcher: tuple[str, ...] = ()
 
 
 def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher: bool) -> OpSchema:
-    """The schema of ``func``'s operator.  ``written``: the parameters it writes (from its
-    overlap rule); ``dispatcher``: the API is a ``backend_requirement`` op, whose
-    ``backend`` and ``skip_check`` the schema declares as the dispatcher takes them.
-
-    Raises:
-        SchemaUnavailable: a parameter or the return type has no schema type (``*args``, a
-            list, an annotation that cannot be resolved), or a written parameter is not a
-            tensor.
-    """
+    """The schema of ``func``'s operator (``written``: the parameters it writes;
+    ``dispatcher``: a ``backend_requirement`` op's, with ``backend`` and ``skip_check``).
+    ``SchemaUnavailable`` when a parameter or the result has no schema type."""
     try:
         hints = typing.get_type_hints(func)
     except Exception as exc:  # names only the defining scope knew (a local class)
@@ -150,7 +122,7 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         kw_only = p.kind == p.KEYWORD_ONLY
         pieces.append((p.name, text, kw_only))
         (keyword if kw_only else positional).append(p.name)
-    returns, count, result = _returns(hints.get("return", inspect.Signature.empty))
+    returns, result = _returns(hints.get("return", inspect.Signature.empty))
     if out_param is not None and returns != "tensor":
         raise SchemaUnavailable(f"it takes {out_param}= but does not return a tensor")
     default = _render(pieces, [], extra, result)
@@ -170,7 +142,6 @@ def op_schema(func: Callable[..., Any], written: Collection[str], *, dispatcher:
         tuple(required),
         tuple(mutated_names),
         returns,
-        count,
         tuple(numbers),
         f"({', '.join(in_order)}) -> {result}",
         tuple(e.split("=", 1)[0].split()[1] for e in extra),
@@ -214,13 +185,13 @@ def _default(value: Any, name: str) -> str:
     raise SchemaUnavailable(f"parameter {name!r} has a default ({value!r}) no schema can state")
 
 
-def _returns(hint: Any) -> tuple[str, int, str]:
+def _returns(hint: Any) -> tuple[str, str]:
     if hint is None or hint is type(None):
-        return "none", 0, "()"
+        return "none", "()"
     if hint is torch.Tensor:
-        return "tensor", 1, "Tensor"
+        return "tensor", "Tensor"
     if typing.get_origin(hint) is tuple:
         args = typing.get_args(hint)
         if args and all(a is torch.Tensor for a in args):
-            return "tensors", len(args), f"({', '.join(['Tensor'] * len(args))})"
+            return "tensors", f"({', '.join(['Tensor'] * len(args))})"
     raise SchemaUnavailable(f"it returns {hint!r}; a schema returns tensors or nothing")

@@ -1,17 +1,10 @@
 """The overlap rule of every operator that writes into tensors it is given.
 
-Decided from shapes, strides and addresses only (no data read, no device synchronised): a
-``ValueError`` naming the arguments when an output overlaps itself (a zero stride, an
-``as_strided`` view), another output, or an input still read while it is written, unless the
-op declares that exact pairing in place (``out=input``) and the two are the identical view.
-Inputs that are only read may overlap freely.
-
-An op states its rule once as an :class:`OverlapRule` (``backend_requirement(...,
-overlap=rule)`` checks it before any backend's checker; ``declare_cases(..., overlap=rule)``
-has the tests attack every written argument).  Disjoint address ranges are told apart by
-``data_ptr()`` alone (``benchmarks/bench_costs.py``); intersecting ones are compared exactly,
-in O(1) for stacks of equal runs with one row stride, else run by run, which decides the
-non-dense views torch's own ``out=`` checks give up on.
+Decided from shapes, strides and addresses only: a ``ValueError`` naming the arguments when
+an output overlaps itself, another output, or an input still read while it is written,
+unless the op declares that pairing in place (``out=input``) and the two are the identical
+view.  Disjoint address ranges are told apart by ``data_ptr()`` alone; intersecting ones
+are compared exactly (in O(1) for stacks of equal runs with one row stride, else run by run).
 """
 
 from __future__ import annotations
@@ -28,28 +21,17 @@ from flashinfer.torch_boundary import FakeTensor, functorch_unwrapped, is_functo
 __all__ = ["MAX_RUNS", "OverlapRule", "overlaps_itself", "tensors_overlap"]
 
 MAX_RUNS = 1 << 20
-"""Most contiguous runs of bytes listed per tensor in an exact comparison.  Beyond this
-(a very large, finely strided view of a buffer another argument also lives in) overlap is
-assumed, so the op refuses rather than risk wrong numbers."""
+"""Most runs of bytes listed per tensor in an exact comparison; beyond, overlap is assumed."""
 
-_FEW_RUNS = 4096
-"""Up to this many runs in all, they are compared as Python ints, cheaper than building
-tensors for them; beyond, as tensors."""
+_FEW_RUNS = 4096  # up to this many runs in all, compared as Python ints; beyond, as tensors
 
 
 @dataclass(frozen=True)
 class OverlapRule:
-    """The tensors an op writes and reads, by parameter name.
-
-    Attributes:
-        api: the op's name, the first word of every error message.
-        written: parameters the op writes (``out``, or arguments updated in place, which
-            it also reads).
-        read: parameters it reads while writing them.
-        in_place: ``(written, read)`` pairs that may be the identical view, because the op
-            documents the update as in place (``out=input``) and its kernels read each
-            element before they write it.
-    """
+    """The tensors an op writes and reads, by parameter name: ``api`` (the first word of
+    every message), ``written`` (``out``, or arguments updated in place), ``read`` (read
+    while written), ``in_place``: ``(written, read)`` pairs that may be the identical view
+    (the op updates in place and reads each element before writing it)."""
 
     api: str
     written: tuple[str, ...]
@@ -57,10 +39,8 @@ class OverlapRule:
     in_place: frozenset[tuple[str, str]] = frozenset()
 
     def check(self, *tensors: torch.Tensor | None) -> None:
-        """Raise ``ValueError`` if ``tensors``, given in the order ``written + read``,
-        overlap in a way this rule forbids; ``None`` entries (an omitted ``out``) are
-        skipped.  Each written tensor is checked against itself, then against every later
-        written tensor and every read one."""
+        """Raise ``ValueError`` if ``tensors`` (in the order ``written + read``; None
+        skipped) overlap in a way this rule forbids."""
         names = self.written + self.read
         if len(tensors) != len(names):
             raise TypeError(f"{self.api}: the overlap rule takes {names}, got {len(tensors)}")
@@ -134,11 +114,6 @@ def tensors_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_lo < b_hi and b_lo < a_hi and _runs_intersect(a, b)
 
 
-# --------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------
-
-
 def _self_overlap_message(api: str, name: str, t: torch.Tensor) -> str:
     if name == "out":
         fix = "Pass a fresh out (e.g. torch.empty of the result's shape) or out=None."
@@ -173,10 +148,7 @@ def _overlap_message(api: str, out: str, other: str, both_written: bool, in_plac
 
 
 def _physical(t: torch.Tensor) -> torch.Tensor:
-    """The tensor whose memory a kernel would touch: functorch's wrappers (``vmap``'s
-    batches, ``grad``'s and ``jvp``'s levels, ``functionalize``'s functional tensors) hold
-    no storage of their own, so the one they wrap, at the innermost level (a batch's
-    physical tensor includes the batch dims: the memory is the same)."""
+    """The tensor whose memory a kernel would touch, under functorch's wrappers."""
     while is_functorch_wrapped(t):
         t = functorch_unwrapped(t)
     return t
@@ -187,8 +159,8 @@ class _Undecidable(Exception):
 
 
 class _Layout(NamedTuple):
-    """Where a tensor's elements lie, as plain ints: its first byte (for a fake tensor, its
-    offset into its storage), sizes, strides (in elements) and element size."""
+    """Where a tensor's elements lie: first byte (a fake tensor's: its storage offset),
+    sizes, strides (in elements), element size."""
 
     address: int
     sizes: tuple[int, ...]
@@ -197,9 +169,8 @@ class _Layout(NamedTuple):
 
 
 def _layout(t: torch.Tensor) -> _Layout:
-    """``t``'s layout.  A fake tensor traced with dynamic shapes has symbolic sizes: their
-    example values (the hints) are used, without adding guards, as the decision is a
-    property of how the tensors were built (views of one storage), not of their sizes."""
+    """``t``'s layout; symbolic sizes read as their hints (no guard: overlap is a property
+    of how the views were built, not of their sizes)."""
     es = t.element_size()
     if not _virtual(t):
         return _Layout(t.data_ptr(), tuple(t.shape), tuple(t.stride()), es)
@@ -221,9 +192,8 @@ def _hint(value: int | torch.SymInt) -> int:
 
 
 def _virtual(t: torch.Tensor) -> bool:
-    """Whether ``t`` has no real addresses (a fake tensor, as traced by ``torch.compile``):
-    its address is then its offset into its storage, and only tensors of one storage are
-    compared (fake storages alias exactly as the real ones will)."""
+    """Whether ``t`` has no real addresses (a fake tensor: only tensors of one storage are
+    compared, as fake storages alias as the real ones will)."""
     return isinstance(t, FakeTensor)
 
 
@@ -232,8 +202,7 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same address, dtype and shape, and the same stride wherever a dim has two or more
-    elements (the stride of a size-1 dim never matters)."""
+    """Same address, dtype, shape, and stride wherever a dim has two or more elements."""
     la, lb = _layout(a), _layout(b)
     if la.address != lb.address or a.dtype != b.dtype or la.sizes != lb.sizes:
         return False
@@ -243,8 +212,7 @@ def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
-    """``t``'s address range ``[first byte, one past the last)``, empty for an empty ``t``
-    (strides are never negative in torch)."""
+    """``t``'s address range ``[first byte, one past the last)``."""
     if not _virtual(t) and t.is_contiguous():  # the common case, without building a layout
         lo = t.data_ptr()
         return lo, lo + t.nbytes
@@ -258,7 +226,7 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 
 
 class _Runs(NamedTuple):
-    """A tensor's bytes as equal runs: ``length`` bytes from each of ``count`` starts,
+    """A tensor's bytes as ``number`` equal runs of ``length`` bytes, starting at
     ``start + sum(i_k * stride_k)`` over the ``outer`` ``(byte stride, size)`` dims."""
 
     start: int
@@ -267,14 +235,14 @@ class _Runs(NamedTuple):
     number: int
 
     def listed(self) -> list[int]:
-        """The sorted starts, as Python ints (fastest for a few thousand runs)."""
+        """The sorted starts, as Python ints."""
         starts = [self.start]
         for stride, size in self.outer:
             starts = [s + i * stride for s in starts for i in range(size)]
         return sorted(starts)
 
     def tensor(self) -> torch.Tensor:
-        """The sorted starts, as an int64 CPU tensor (for many runs)."""
+        """The sorted starts, as an int64 CPU tensor."""
         starts = torch.tensor([self.start], dtype=torch.int64)
         for stride, size in self.outer:
             starts = (starts[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
@@ -282,8 +250,7 @@ class _Runs(NamedTuple):
 
 
 def _runs(layout: _Layout) -> _Runs:
-    """A layout's runs.  Dims of size 1 and stride 0 add no addresses; the innermost dims
-    that are contiguous with each other fold into one run."""
+    """A layout's runs (the innermost contiguous dims folded into one)."""
     es = layout.element_size
     dims = sorted(zip(layout.strides, layout.sizes, strict=True))
     dims = [(stride, size) for stride, size in dims if size > 1 and stride > 0]
@@ -319,17 +286,15 @@ def _runs_intersect(a: torch.Tensor, b: torch.Tensor) -> bool:
     if ra.number + rb.number <= _FEW_RUNS:
         return _sorted_runs_meet(ra.listed(), ra.length, rb.listed(), rb.length)
     a_starts, b_starts = ra.tensor(), rb.tensor()
-    # A run of b [s, s + rb.length) meets a's runs iff one of a's runs starting before its
-    # end ends after s. a's runs are sorted and of equal length, so the last such run ends
-    # last.
+    # A run of b [s, s + rb.length) meets a's runs iff the last of a's runs starting
+    # before its end ends after s (a's runs are sorted and of equal length).
     before = torch.searchsorted(a_starts, b_starts + rb.length, side="left") - 1
     ends = a_starts[before.clamp(min=0)] + ra.length
     return bool(((before >= 0) & (ends > b_starts)).any())
 
 
 def _strided_runs_meet(a: _Runs, b: _Runs) -> bool:
-    """Whether two tensors of at most one outer dim each meet, in O(1) when the outer
-    strides agree (rows or column blocks of one buffer: the common case); else by listing."""
+    """Whether runs of at most one outer dim each meet: O(1) when the strides agree."""
     a_stride, a_rows = a.outer[0] if a.outer else (0, 1)
     b_stride, b_rows = b.outer[0] if b.outer else (0, 1)
     stride = a_stride or b_stride
@@ -346,9 +311,8 @@ def _strided_runs_meet(a: _Runs, b: _Runs) -> bool:
 
 
 def _sorted_runs_meet(a: list[int], a_len: int, b: list[int], b_len: int) -> bool:
-    """Whether runs of length ``a_len`` at sorted starts ``a`` meet runs of length ``b_len``
-    at sorted starts ``b``.  Runs of one length end in the order they start, so a run that
-    ends before the other list's current run starts can meet no later run of it."""
+    """Whether runs of ``a_len`` bytes at sorted starts ``a`` meet runs of ``b_len`` at
+    sorted starts ``b`` (runs of one length end in the order they start)."""
     i = j = 0
     while i < len(a) and j < len(b):
         if a[i] + a_len <= b[j]:

@@ -1,23 +1,12 @@
 """One torch operator per API (``torch.ops.flashinfer.<name>``): what compilers, export, fake
-tensors and ``torch.library.opcheck`` see instead of the generated dispatcher
-(``docs/compile.rst``).
+tensors and ``torch.library.opcheck`` see instead of the dispatcher (``docs/compile.rst``).
 
-Registered with ``torch.library.Library``'s ``define``/``impl``, not ``custom_op``: the
-operator is never on the eager path, so ``custom_op``'s wrapper would only cost, and
-``define`` takes the schema read from the signature (:mod:`.op_schema`) as text.
-
-- **Real implementation**: the API's public function (the dispatcher), so every choice is
-  made at run time in the caller's context, as in eager; the result is made contiguous and
-  never an input (it must match the fake).
-- **Fake implementation**: metadata only (the common check, a named backend's checks, the
-  ``fake=`` function or the torch-family backend run on fake tensors); nothing ambient.
-- **Autograd**: ``backward=``/``jvp=`` registered through a single-level autograd Function;
-  any other use with a tensor that requires grad is refused with an error naming the fix.
-
-``traceable`` (:mod:`.traceable`) calls the operator with the API's own parameters; Dynamo
-inlines it in the public function's place (:func:`~flashinfer.torch_boundary.inline_for_dynamo`),
-and the dispatcher routes calls on fake or meta tensors, or while exporting, to it
-(:func:`traced_call`).
+Registered with ``torch.library.Library`` (``define``/``impl`` take the schema read from the
+signature as text; ``custom_op``'s wrapper would only cost, as the operator is never on the
+eager path).  Its real implementation is the API's public function (every choice made at run
+time, as in eager); its fake one metadata only; ``backward=``/``jvp=`` go through a
+single-level autograd Function.  :mod:`.traceable` is what Dynamo inlines for the public
+function; the dispatcher hands calls on fake or meta tensors to it (:func:`traced_call`).
 """
 
 from __future__ import annotations
@@ -26,13 +15,12 @@ import inspect
 import itertools
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from flashinfer.codegen.compiler import compile_function, module_namespace
 from flashinfer.dispatch.autocast import AutocastRule, register_autocast_kernels
-from flashinfer.dispatch.former_ops import register_former_names
 from flashinfer.dispatch.op_schema import OpSchema, SchemaUnavailable, op_schema
 from flashinfer.dispatch.restrictions import token_block
 from flashinfer.dispatch.traceable import build_traceable
@@ -49,35 +37,18 @@ from flashinfer.torch_boundary import (
     run_outside_dynamo,
 )
 
-__all__ = [
-    "NAMESPACE",
-    "NO_GRAD_SUFFIX",
-    "TorchOp",
-    "register_api_op",
-    "run_outside_dynamo",
-    "schema_of",
-    "spelled_operator_name",
-    "traced_call",
-]
-
 NAMESPACE = "flashinfer"
-"""The namespace of every API's operator: ``torch.ops.flashinfer.rmsnorm``."""
-
 NO_GRAD_SUFFIX = "no_grad"
-"""The operator a compiled call runs when no input requires grad (or grad mode is off):
-``torch.ops.flashinfer.rmsnorm_no_grad``: the default overload's arguments, all positional
-and none defaulted (``OpSchema.flat``: a compiled program passes them fastest), its real
-kernel, no ``Autograd`` kernel.  Export keeps the API's own operator."""
+"""``torch.ops.flashinfer.rmsnorm_no_grad``: what a compiled call runs when nothing requires
+grad: the flat schema (``OpSchema.flat``), the real kernel, no ``Autograd`` kernel."""
 
 _names_lock = threading.Lock()
 _names_taken: set[str] = set()
 
 
 def operator_name(api_key: str) -> str:
-    """The operator's name for the API of qualified name ``api_key``: the API's own name for
-    the package's APIs (``flashinfer.norm.rmsnorm`` -> ``rmsnorm``), the qualified name
-    spelled as an identifier for any other (``app.ops.scale`` -> ``app_ops_scale``); a name
-    given before (a module reloaded, a test's op) is numbered (``rmsnorm_2``)."""
+    """The operator's name: ``rmsnorm`` for ``flashinfer.norm.rmsnorm``, ``app_ops_scale``
+    for ``app.ops.scale``; a name taken before (a module reloaded) is numbered."""
     name = spelled_operator_name(api_key)
     with _names_lock:
         candidate = name
@@ -93,7 +64,7 @@ def operator_name(api_key: str) -> str:
 
 
 def spelled_operator_name(api_key: str) -> str:
-    """:func:`operator_name` before numbering: the name an API's operator is given when free."""
+    """:func:`operator_name` before numbering."""
     module, _, name = api_key.rpartition(".")
     if not (module == "flashinfer" or module.startswith("flashinfer.")) or "<" in api_key:
         spelled = "".join(
@@ -111,16 +82,10 @@ def _defined(name: str) -> bool:
 
 
 class TorchOp:
-    """The torch operator of one API, registered when built (see the module docstring).
-
-    ``public`` is what the real implementation calls (the API as users call it);
-    ``validate(values)`` runs the fake-time checks on the arguments by name;
-    ``fake(values)`` returns the default overload's result on fake tensors, or is ``None``
-    when the operator has no fake implementation (a compiled call then graph-breaks: it
-    runs eagerly, correct but not in the graph); ``backward(grad, values)`` returns the
-    gradients by argument name; ``argument_names`` lists the default overload's arguments
-    in schema order (``backend`` and ``skip_check`` last for a dispatcher op).
-    """
+    """The torch operator of one API, registered when built.  ``public``: what the real
+    kernel calls; ``validate(values)``/``fake(values)``: the fake-time checks and result by
+    argument name (``fake`` None: a compiled call graph-breaks and runs eagerly);
+    ``backward(grad, values)``: the gradients by argument name."""
 
     def __init__(
         self,
@@ -138,8 +103,8 @@ class TorchOp:
         autocast: AutocastRule | None = None,
     ) -> None:
         self.api_key = api_key
-        self.autocast = autocast  # how the inputs are cast under torch.autocast, or None
-        self.transparent = transparent  # a dispatcher op's TransparentPlan, or None
+        self.autocast = autocast
+        self.transparent = transparent  # a dispatcher op's tracing.TransparentPlan, or None
         self.schema = schema
         self.public = public
         self.name = operator_name(api_key)
@@ -148,33 +113,40 @@ class TorchOp:
         self._validate = validate
         self.func = func
         self.has_dispatcher = dispatcher
-        self.fake = fake  # the fake implementation, or None (see the class docstring)
+        self.fake = fake
         self._backward = backward
         self._jvp = jvp
-        # Every argument of the default overload, in schema order (autograd's inputs, and
-        # the no-grad operator's positional arguments).
-        self.argument_names = [*schema.positional, *schema.keyword]
-        self.argument_names += schema.dispatcher  # backend (where declared), skip_check
+        # The default overload's arguments in schema order (backend, skip_check last).
+        self.argument_names = [*schema.positional, *schema.keyword, *schema.dispatcher]
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")  # lives with the op
         self._register()
-        packet = getattr(torch.ops, NAMESPACE)
-        packet = getattr(packet, self.name)
-        self.default = packet.default
-        self.out = packet.out if schema.out is not None else None
-        self.no_grad = None
-        if self.fake is not None:
-            self.no_grad = getattr(
-                getattr(torch.ops, NAMESPACE), f"{self.name}_{NO_GRAD_SUFFIX}"
-            ).default
         self._kernel_ns["_default"], self._kernel_ns["_out"] = self.default, self.out
         self.traceable = build_traceable(self)
-        # What traced code reads of the op through the stand-in Dynamo inlines for it (a
-        # use_backends block keyed by the op object: see restrictions.use_backends).
+        # A use_backends block keyed by the op object reads it through Dynamo's stand-in.
         self.traceable.api_key = api_key  # type: ignore[attr-defined]
-        # A renamed API's former operator names, for programs exported before the rename.
-        self.former_names = register_former_names(self, spelled_operator_name)
+        self.former_names = self._register_former_names()
 
-    # ---- registration --------------------------------------------------------------------
+    def _register_former_names(self) -> list[str]:
+        """The operator under each former name of a renamed API (its ``Renamed`` record),
+        for programs exported before the rename: an alias that warns once, then calls it."""
+        from flashinfer.gating.history import Renamed, alias_message, history, warn_alias_once
+
+        names = []
+        for record in history():
+            if not isinstance(record, Renamed) or record.backend or record.new != self.api_key:
+                continue
+            name = spelled_operator_name(record.old)
+            if _defined(name):  # a name another operator holds is left to it
+                continue
+
+            def former(*args: Any, _message: str = alias_message(record), **kwargs: Any) -> Any:
+                warn_alias_once(_message)
+                return self.default(*args, **kwargs)
+
+            self.library.define(f"{name}{self.schema.default}")
+            self.library.impl(name, former, "CompositeImplicitAutograd")
+            names.append(name)
+        return names
 
     def _register(self) -> None:
         lib, schema, name = self.library, self.schema, self.name
@@ -182,30 +154,25 @@ class TorchOp:
         lib.define(f"{name}{schema.default}")
         lib.impl(name, kernels["real"], "CompositeExplicitAutograd")
         lib.impl(name, kernels["autograd"], "Autograd")
+        packet = getattr(torch.ops, NAMESPACE)
+        self.default, self.no_grad, self.out = getattr(packet, name).default, None, None
+        functional = [(name, self.default)]  # autocast casts these (out= is never cast)
         if self.fake is not None:
             torch.library.register_fake(self.qualname, self._fake_impl, lib=lib)
-            # The overload a traced call uses when nothing requires grad: no Python
-            # Autograd kernel (torch's own fallback passes the call through in C), so a
-            # compiled inference call pays the real kernel only (see ``_traceable``).
-            # A separate operator, not an overload: two overloads with one argument list
-            # confuse torch's registry of schemas when the library is torn down.
-            # Its schema is the flat one (every argument positional, none defaulted):
-            # the traceable passes them all, and a compiled program then passes them
-            # positionally, which torch's argument parser reads fastest.
+            # What a traced call uses when nothing requires grad: no Python Autograd
+            # kernel.  A separate operator: two overloads with one argument list confuse
+            # torch's schema registry when the library is torn down.
             no_grad = f"{name}_{NO_GRAD_SUFFIX}"
             lib.define(f"{no_grad}{schema.flat}")
             lib.impl(no_grad, kernels["real_flat"], "CompositeExplicitAutograd")
             torch.library.register_fake(f"{NAMESPACE}::{no_grad}", self._fake_flat, lib=lib)
+            self.no_grad = getattr(packet, no_grad).default
+            functional.append((no_grad, self.no_grad))
         else:  # not the real implementation on meta tensors: compilers graph-break
             lib.impl(name, _no_metadata(self.default_name), "Meta")
-        if self.autocast is not None:  # the functional overloads only: out= is not cast
-            packet = getattr(torch.ops, NAMESPACE)
-            register_autocast_kernels(lib, name, getattr(packet, name).default, self.autocast)
-            if self.fake is not None:
-                no_grad_op = getattr(packet, f"{name}_{NO_GRAD_SUFFIX}").default
-                register_autocast_kernels(
-                    lib, f"{name}_{NO_GRAD_SUFFIX}", no_grad_op, self.autocast
-                )
+        if self.autocast is not None:
+            for n, overload in functional:
+                register_autocast_kernels(lib, n, overload, self.autocast)
         if schema.out is not None:
             lib.define(f"{name}.out{schema.out}")
             lib.impl(f"{name}.out", kernels["real_out"], "CompositeExplicitAutograd")
@@ -214,23 +181,14 @@ class TorchOp:
                 torch.library.register_fake(f"{self.qualname}.out", self._fake_out, lib=lib)
             else:
                 lib.impl(f"{name}.out", _no_metadata(f"{self.qualname}.out"), "Meta")
-
-    # ---- the kernels run on every compiled call: generated with the op's own parameters ---
+            self.out = getattr(packet, name).out
 
     def _kernels(self) -> dict[str, Callable[..., Any]]:
-        """The real and ``Autograd`` kernels of each overload.
-
-        Generated, like the dispatcher, with the op's own parameter list: a compiled
-        program calls them on every call, so they bind the arguments in C and test
-        ``requires_grad`` of each tensor by name.  The real kernel calls the public
-        function with grad mode off (below autograd nothing may record a graph: a backend
-        would wrap its kernel for a gradient no one takes) and returns a contiguous result
-        that is no input (a backend may hand back a view or an input); the ``Autograd``
-        kernel runs the op's :class:`torch.autograd.Function` when a tensor requires grad
-        and a backward formula exists, refuses the call when none does, and otherwise goes
-        below autograd.
-        """
-        schema = self.schema
+        """The real and ``Autograd`` kernels of each overload, generated with the op's own
+        parameters (a compiled program calls them on every call).  The real kernel calls
+        the public function with grad mode off and returns a contiguous result that is no
+        input; the ``Autograd`` kernel runs the op's Function, refuses, or goes below."""
+        schema, public = self.schema, cast(Any, self.public)
         ns = module_namespace(self.api_key, "torch operator")
         ns |= {
             "_public": self.public,
@@ -246,7 +204,7 @@ class TorchOp:
             "_dual": forward_ad_open,
             "_unpack": torch.autograd.forward_ad.unpack_dual,
             "_RESTRICTED": RESTRICTED_PREFIX,
-            "_block": self._restricted_block,
+            "_block": lambda token: token_block(public.dispatcher, token),
         }
         signature = inspect.signature(self.func)
         for n, p in signature.parameters.items():
@@ -279,8 +237,7 @@ class TorchOp:
         )
 
         def restricted(with_out: bool) -> list[str]:
-            """A call traced inside a ``use_backends`` block (:mod:`.traced_blocks`): the
-            dispatcher runs inside the same restriction, entered here at run time."""
+            """A call traced inside a ``use_backends`` block runs in the same restriction."""
             if "backend" not in extra:
                 return []
             again = call("_again_out" if with_out else "_again", with_out)
@@ -296,17 +253,17 @@ class TorchOp:
             ]
 
         def real(with_out: bool) -> list[str]:
-            public = call("_public", with_out)
+            run = call("_public", with_out)
             lines = [
                 *restricted(with_out),
                 "    if _grad_on():",
                 "        _set_grad(False)",
                 "        try:",
-                f"            _r = {public}",
+                f"            _r = {run}",
                 "        finally:",
                 "            _set_grad(True)",
                 "    else:",
-                f"        _r = {public}",
+                f"        _r = {run}",
             ]
             if with_out or schema.returns == "none":
                 return [*lines, "    return None"]
@@ -385,11 +342,6 @@ class TorchOp:
                 run_outside_dynamo(kernel.__code__)
         return built
 
-    def _restricted_block(self, token: str) -> Any:
-        """The block a call traced inside ``use_backends`` runs its dispatcher in."""
-        dispatcher: Any = self.public.dispatcher  # type: ignore[attr-defined]
-        return token_block(dispatcher, token)
-
     def _declared(self, name: str, signature: inspect.Signature) -> str:
         p = signature.parameters[name]
         return name if p.default is p.empty else f"{name}=_d_{name}"
@@ -420,9 +372,7 @@ class TorchOp:
         )
 
     def _function(self) -> type:
-        """The op's autograd Function (a single-level one: see ``apply_at_this_level``):
-        forward is the operator (grad mode is off inside, so it goes below autograd),
-        backward the API's ``backward`` formula, jvp its ``jvp``."""
+        """The op's single-level autograd Function: the operator, ``backward=``, ``jvp=``."""
         names, tensors, op = self.argument_names, set(self.schema.tensors), self
         positional = self.schema.positional
 
@@ -490,8 +440,6 @@ class TorchOp:
         return None
 
     def _fake_flat(self, *args: Any) -> Any:
-        """The no-grad operator's fake: its arguments are the default overload's, all
-        positional (``OpSchema.flat``)."""
         return self._fake_impl(**dict(zip(self.argument_names, args, strict=True)))
 
     def _fake_out(self, *args: Any, **kwargs: Any) -> None:
@@ -499,10 +447,8 @@ class TorchOp:
 
 
 def _no_metadata(overload: str) -> Callable[..., Any]:
-    """The ``Meta`` kernel of an operator without a fake implementation (else the real one
-    would run on meta tensors): ``NotImplementedError``, which fake tensors turn into the
-    exception they raise for an operator they cannot run, and on which Dynamo breaks the
-    graph (the call then runs eagerly) rather than failing."""
+    """The ``Meta`` kernel of an operator without a fake: ``NotImplementedError``, on which
+    Dynamo breaks the graph (the call runs eagerly) rather than failing."""
     message = (
         f"{overload} has no fake implementation: its API declares no fake= and has no "
         "torch-family backend to derive one from"
@@ -515,8 +461,7 @@ def _no_metadata(overload: str) -> Callable[..., Any]:
 
 
 def _fresh(result: Any, inputs: Iterable[torch.Tensor]) -> Any:
-    """``result`` as the operator must return it: contiguous, sharing no storage with an
-    input (a backend may hand back a view, or an input itself)."""
+    """``result`` contiguous and sharing no storage with an input."""
     if not isinstance(result, torch.Tensor):
         return result
     if not result.is_contiguous():
@@ -534,24 +479,19 @@ def _contiguous_like(result: Any) -> Any:
 
 
 def traced_call(*values: Any) -> bool:
-    """Whether a call with these arguments is being traced rather than run: a fake, meta or
-    functional tensor among them, export (or Dynamo) in progress, or ``torch.jit.trace``
-    recording (a trace records the operator as one node, decided when the trace runs).
-    The dispatcher then calls the operator (see ``traceable``), whose fake implementation
-    answers.  Only asked on paths that already cost more than this: a call whose argument
-    types the dispatcher has not learnt, a named backend's call on a tensor that is not a
-    plain one, or any call while ``torch.jit.trace`` records."""
+    """Whether a call with these arguments is traced rather than run (a fake, meta or
+    functional tensor, Dynamo or export, ``torch.jit.trace``): the dispatcher then calls
+    the operator.  Asked only on paths that already cost more than this."""
     for v in values:
         if isinstance(v, torch.Tensor):
             if v.is_meta:
                 return True
-            if type(v) is not torch.Tensor and type(v) is not torch.nn.Parameter and _is_fake(v):
+            if type(v) not in (torch.Tensor, torch.nn.Parameter) and isinstance(v, _FAKE):
                 return True
     return bool(torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
-def _is_fake(t: torch.Tensor) -> bool:
-    return isinstance(t, (FakeTensor, FunctionalTensor))
+_FAKE = (FakeTensor, FunctionalTensor)
 
 
 def register_api_op(
@@ -562,10 +502,8 @@ def register_api_op(
     fake: Callable[[dict[str, Any]], Any] | None,
     backward: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> TorchOp:
-    """The operator of an API that is not a ``backend_requirement`` op (an experimental
-    API's marked function): its schema from ``public``'s signature, ``overlap``'s written
-    arguments mutated; Dynamo inlines the operator's call in its place.  ``TypeError`` when
-    the signature has no schema (say why in the API, or do not register one)."""
+    """The operator of an API that is no ``backend_requirement`` op, which Dynamo inlines in
+    its place; ``TypeError`` when its signature has no schema."""
     func = getattr(public, "__wrapped__", public)
     key = f"{func.__module__}.{func.__qualname__}"
     schema, reason = schema_of(key, func, overlap, dispatcher=False)
@@ -581,9 +519,8 @@ def register_api_op(
 def schema_of(
     api_key: str, func: Callable[..., Any], overlap: Any, *, dispatcher: bool
 ) -> tuple[OpSchema | None, str | None]:
-    """The schema of an API's operator (``func``: the API's own function, its annotations;
-    ``overlap``: its overlap rule or None, whose written arguments are mutated), or ``None``
-    and why it has none, as a sentence."""
+    """The schema of ``func``'s operator (``overlap``'s written arguments mutated), or None
+    and why not, as a sentence."""
     written = frozenset(overlap.written) if overlap is not None else frozenset()
     try:
         return op_schema(func, written, dispatcher=dispatcher), None

@@ -1,20 +1,8 @@
-"""The function compilers inline for an API: its own parameters, calling its operator.
-
-Dynamo traces it in the public function's place
-(:func:`~flashinfer.torch_boundary.inline_for_dynamo`), not the dispatcher.  Generated per
-op, like the dispatcher; its first lines, in order:
-
-- ``torch.jit.trace`` records the operator itself;
-- each number argument as the eager call takes it (a bool refused, a numpy scalar passed as
-  the Python number it is);
-- under ``torch.autocast``, the tensors cast by the op's rule (:mod:`.autocast`);
-- the restriction of a ``use_backends`` block written in the traced code
-  (:mod:`.traced_blocks`);
-- a transparent call: the API's body with the backend chosen while tracing
-  (:mod:`.transparent`);
-
-then the operator: ``out=`` given, the ``out`` overload; nothing requiring grad, the
-``no_grad`` operator; otherwise the default overload.
+"""The function Dynamo inlines for an API in the public function's place
+(:func:`~flashinfer.torch_boundary.inline_for_dynamo`): its own parameters, generated per op.
+In order: ``torch.jit.trace`` records the operator; numbers as the eager call takes them;
+the autocast cast; a traced ``use_backends`` block's restriction; a transparent call (the
+body, :mod:`.tracing`); then the operator (``out``, ``no_grad`` or the default overload).
 """
 
 from __future__ import annotations
@@ -39,10 +27,8 @@ __all__ = ["build_traceable", "jit_tracing"]
 
 
 def _number_lines(op: Any, ns: dict[str, Any]) -> list[str]:
-    """The traced code's first lines: each ``float`` or ``int`` argument as the eager
-    call takes it.  The operator's schema would read ``True`` as ``1.0`` (the eager
-    call refuses a bool), so a bool is refused while tracing; a numpy scalar, which
-    Dynamo traces as a 0-dim array, is passed as the Python number it is."""
+    """Each number argument as the eager call takes it: a bool refused (the schema would
+    read ``True`` as ``1.0``), a numpy scalar passed as its Python number."""
     lines: list[str] = []
     if not op.schema.numbers:
         return lines
@@ -59,9 +45,7 @@ def _number_lines(op: Any, ns: dict[str, Any]) -> list[str]:
 
 
 def _autocast_lines(op: Any, ns: dict[str, Any]) -> list[str]:
-    """Under ``torch.autocast``, the tensor arguments cast by the op's rule (traced by
-    Dynamo, which guards on the autocast state), so that a transparent call's torch code
-    and the operator see what an eager call's backend sees (:mod:`.autocast`)."""
+    """The tensors cast by the op's autocast rule (Dynamo guards the autocast state)."""
     if op.autocast is None:
         return []
     ns |= {"_cast": cast_tensors, "_acrule": op.autocast}
@@ -75,9 +59,7 @@ def _autocast_lines(op: Any, ns: dict[str, Any]) -> list[str]:
 
 
 def _restriction_lines(op: Any, ns: dict[str, Any]) -> list[str]:
-    """``_r``: the restriction of a ``use_backends`` block the traced call is written
-    in, as a ``backend`` token, or None (:mod:`.traced_blocks`; an explicit backend is
-    not restricted, as in eager)."""
+    """``_r``: a traced ``use_backends`` block's restriction token, or None."""
     if "backend" not in op.schema.dispatcher:
         return []
     ns["_restriction"] = traced_restriction
@@ -85,18 +67,15 @@ def _restriction_lines(op: Any, ns: dict[str, Any]) -> list[str]:
 
 
 def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
-    """The traced code's first lines when the API can be transparent
-    (:mod:`.transparent`): a static call without ``out`` asks the chooser, and when it
-    names a backend, the API's body runs with it, for Dynamo to trace."""
+    """A call without ``out`` asks the chooser (:mod:`.tracing`); when it names a backend,
+    the API's body runs with it, for Dynamo to trace."""
     plan = op.transparent
     if plan is None:
         return []
-    from flashinfer.dispatch.transparent import scalar_value, tensor_facts
-
     schema = op.schema
     ns |= {
-        "_scalar": scalar_value,
-        "_facts": tensor_facts,
+        "_scalar": _scalar_value,
+        "_facts": _tensor_facts,
         "_choose": plan.choose,
         "_flag": plan.flag,
         "_body": plan.body,
@@ -119,10 +98,8 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
     test = "not _exporting()"
     if schema.out_param is not None:
         test = f"{schema.out_param} is None and {test}"
-    # The block flag is read only for a transparent "auto" choice: a graph whose call
-    # names its backend, or whose "auto" call stays opaque, is not guarded on it.
-    # A block written in the compiled function (_r, see traced_blocks) replaces the
-    # flag's question: the choice is made among its backends.
+    # The block flag is read (guarded) only for a transparent "auto" choice; a block
+    # written in the compiled function (_r) replaces its question.
     return [
         f"    if {test}:",
         "        _watch()",
@@ -137,8 +114,7 @@ def _transparent_lines(op: Any, ns: dict[str, Any]) -> list[str]:
 
 
 def build_traceable(op: Any) -> Callable[..., Any]:
-    """The API's parameter list, calling the operator: ``out=`` given, the ``out``
-    overload (the API returns ``out``); otherwise the default one."""
+    """The traceable of ``op`` (a :class:`~.torch_op.TorchOp`)."""
     ns = module_namespace(op.api_key, "traceable")
     params = ParameterList(op.func, omit=("skip_check",) if op.has_dispatcher else ())
     ns["_default"], ns["_out"] = op.default, op.out
@@ -227,9 +203,8 @@ def jit_tracing() -> bool:
 
 @constant_for_dynamo
 def _transforms() -> bool:
-    """Whether a ``torch.func`` transform is active, a constant to Dynamo (called directly,
-    torch's function would leave a dead node in every graph); a graph traced under a
-    transform is guarded on functorch's stack by Dynamo itself."""
+    """Whether a ``torch.func`` transform is active, a constant to Dynamo (which guards
+    functorch's stack itself); torch's function would leave a dead node in every graph."""
     return functorch_transforms_active()
 
 
@@ -240,6 +215,45 @@ def _bool_refusal(api: str) -> Callable[[str, bool], None]:
             f"operator would read as {int(value)}); pass {float(value)!r} if that is meant"
         )
 
-    # Called by Dynamo while tracing (a constant function), so that the error is raised
-    # as it is, at the user's call, rather than traced into the graph.
+    # A constant function to Dynamo: the error is raised at the user's call, not traced.
     return constant_for_dynamo(refuse_bool)
+
+
+def _scalar_value(value: Any) -> Any:
+    """A number argument as the constant the choice reads: traced, a symbolic number is
+    specialized (with a guard on its value)."""
+    from torch.fx.experimental.symbolic_shapes import guard_scalar
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return guard_scalar(value)
+    return value
+
+
+def _tensor_facts(*tensors: Any) -> tuple[Any, ...]:
+    """What the choice reads of each tensor (None: not given): sizes, strides (None unless
+    static), contiguity, dtype, device, ``requires_grad``.  A dynamic size is the name of
+    its class (``"s0"``...), shared by every size Dynamo knows equal (no guard added)."""
+    from torch.fx.experimental.symbolic_shapes import has_static_value, statically_known_true
+
+    classes: list[Any] = []
+
+    def dim(s: Any) -> Any:
+        if has_static_value(s):  # (Dynamo says type(s) is int of a symbol too)
+            return int(s)
+        for i, known in enumerate(classes):
+            if statically_known_true(known == s):
+                return f"s{i}"
+        classes.append(s)
+        return f"s{len(classes) - 1}"
+
+    facts: list[Any] = []
+    for t in tensors:
+        if t is None:
+            facts.append(None)
+            continue
+        sizes = tuple(dim(s) for s in t.shape)
+        strides = tuple(t.stride())
+        static = all(has_static_value(s) for s in strides)
+        exact = tuple(int(s) for s in strides) if static else None
+        facts.append((sizes, exact, t.is_contiguous(), t.dtype, t.device, t.requires_grad))
+    return tuple(facts)

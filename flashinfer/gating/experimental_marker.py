@@ -1,11 +1,6 @@
-"""The experimental markers: ``@flashinfer_experimental_api`` and ``@experimental_backend``.
-
-An experimental API always runs and warns once: a function (``async def``, generators and
-async generators included) is wrapped by generated code of the same kind and signature, a
-class by a ``__new__`` wrapper.  ``@experimental_backend`` marks a backend's support checker.
-Both take the fields of :class:`~flashinfer.gating.records.ExperimentalInfo` as keywords.
-Re-exported by ``flashinfer.api_logging`` and ``flashinfer.backend_dispatch``.
-"""
+"""The experimental markers: ``@flashinfer_experimental_api`` (a function is wrapped by
+generated code of the same kind and signature, a class by a ``__new__`` wrapper) and
+``@experimental_backend`` (marks a support checker)."""
 
 from __future__ import annotations
 
@@ -32,8 +27,6 @@ from flashinfer.gating.records import (
 )
 from flashinfer.gating.warn_once import issue_experimental_warning, new_once_flag
 
-# What the marker accepts and gives back unchanged in type: a function, a class, or a
-# staticmethod / classmethod object.
 _Marked = TypeVar(
     "_Marked", bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]"
 )
@@ -56,9 +49,8 @@ def _mark(obj: Any, info: ExperimentalInfo) -> None:
         pass
 
 
-# The wrapper is of the function's kind, so that inspect.iscoroutinefunction and its
-# siblings still answer True (asyncio and frameworks branch on them); it warns when its
-# body first runs.
+# The wrapper is of the function's kind (inspect.iscoroutinefunction and its siblings
+# still answer True); it warns when its body first runs.
 _FORWARD_ASYNC_GENERATOR = [
     # ``yield from`` for an async generator: values, asend(), athrow() and aclose() pass on.
     "_it = {call}",
@@ -144,8 +136,6 @@ _OWN_NEW = "_flashinfer_wraps_own_new"
 
 
 def _overrides_new(klass: type, marked: type) -> bool:
-    """Whether ``klass`` or a class between it and ``marked`` defines a ``__new__`` of its
-    own (a marker's wrapper counts only if it wraps such a one)."""
     for base in klass.__mro__:
         if base is marked:
             return False
@@ -156,9 +146,8 @@ def _overrides_new(klass: type, marked: type) -> bool:
 
 
 def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
-    """Warn at the first instantiation of ``cls`` or of a subclass, by wrapping ``__new__``
-    (it runs first, whichever of ``__new__``/``__init__`` a class defines).  Over
-    ``object.__new__`` the wrapper applies object.__new__'s rule on arguments itself."""
+    """Warn at the first instantiation of ``cls`` or a subclass: ``__new__`` runs first.
+    Over ``object.__new__`` the wrapper applies its rule on arguments itself."""
     info = make_info(cls)
     flag = new_once_flag()
     message = experimental_api_used(info.feature, cls.__qualname__)
@@ -205,7 +194,6 @@ def _wrap_class(cls: type, make_info: _MakeInfo) -> type:
 
 
 def _experimental(obj: Any, make_info: _MakeInfo) -> Any:
-    """Wrap ``obj`` according to its kind, and record it in the inventory."""
     if isinstance(obj, (staticmethod, classmethod)):
         return type(obj)(_wrap_function(obj.__func__, make_info))
     if not callable(obj):
@@ -229,27 +217,19 @@ def flashinfer_experimental_api(**metadata: MetadataValue) -> Callable[[_Marked]
 def flashinfer_experimental_api(func: Any = None, /, **metadata: MetadataValue) -> Any:
     """Mark a public function, method or class as an experimental API.
 
-    Use bare (``@flashinfer_experimental_api``) or with arguments
-    (``@flashinfer_experimental_api(feature="fused_norm", owner="@alice",
-    tracking_issue=123, graduate_by="2027-05-31")``).  ``feature=`` names the feature in
-    listings (default: the API's qualified name); ``owner`` is a person's ``@handle``,
-    ``tracking_issue`` an issue number or URL, ``graduate_by`` a ``YYYY-MM-DD`` date: the
-    keywords are the fields of :class:`~flashinfer.api_logging.ExperimentalInfo`, and an
-    unknown one is a ``TypeError`` naming it.  Malformed metadata never raises: it is
-    recorded, warned about once (``ExperimentalMetadataWarning``) and fails the lifecycle
-    check in CI.
+    Bare or with the fields of :class:`~flashinfer.api_logging.ExperimentalInfo` as keywords
+    (``feature="fused_norm", owner="@alice", tracking_issue=123,
+    graduate_by="2027-05-31"``; ``feature`` defaults to the qualified name).  An unknown
+    keyword is a ``TypeError``; malformed metadata is recorded, warned about once
+    (``ExperimentalMetadataWarning``) and fails the lifecycle check.
 
-    The marked API always runs: calling it is the opt-in.  Its first call in the process
-    emits one :class:`ExperimentalWarning` at the caller's line; later calls are silent,
-    also under many threads (a call arriving meanwhile waits for the warning).  Escalated
-    to an error by a filter, it refuses every call.  Classes warn at the first
-    instantiation of the class or a subclass; ``async def`` functions, generators and async
-    generators stay what they are and warn when their body first runs.
-
-    The marker sets ``is_experimental``, ``experimental_feature`` and ``experimental_info``
-    on the wrapper and the original, prepends a banner to the docstring and keeps the
-    signature, name, module, ``__wrapped__`` and, for a type checker, the exact type.  It
-    never reads the gate variable.
+    The API always runs: calling it is the opt-in.  Its first call in the process emits one
+    :class:`ExperimentalWarning` at the caller's line (threads arriving meanwhile wait);
+    escalated to an error, every call is refused.  Classes warn at the first instantiation
+    (subclasses included); coroutines and (async) generators when their body first runs.
+    The wrapper keeps the signature, name, ``__wrapped__`` and type, prepends a banner to
+    the docstring and carries ``is_experimental``, ``experimental_feature`` and
+    ``experimental_info``.  It never reads the gate variable.
     """
 
     check_metadata_names("flashinfer_experimental_api", metadata)
@@ -283,15 +263,13 @@ def experimental_backend(
 
 
 def experimental_backend(checker: Any = None, /, **metadata: MetadataValue) -> Any:
-    """Mark a backend's support checker as experimental and return it.
+    """Mark a backend's support checker as experimental and return it (no wrapper).
 
-    An experimental backend runs when named (``backend="name"``, warning once per API and
-    backend) and is skipped by ``backend="auto"`` unless
-    ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``.  Composes with
-    ``supported_compute_capability`` in either order.  Takes the keywords of
-    :func:`flashinfer_experimental_api`; ``feature=`` defaults to the folder of
-    ``flashinfer/experimental/<feature>/support.py`` where the checker lives (elsewhere:
-    its qualified name).  Returns the checker itself, marked (no wrapper, no call cost).
+    The backend runs when named (warning once per API and backend) and is skipped by
+    ``backend="auto"`` unless ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS=1``.  Composes
+    with ``supported_compute_capability`` in either order.  Takes the keywords of
+    :func:`flashinfer_experimental_api`; ``feature`` defaults to the ``<feature>`` folder of
+    ``flashinfer/experimental/<feature>/support.py`` (elsewhere: the qualified name).
     """
     check_metadata_names("experimental_backend", metadata)
 

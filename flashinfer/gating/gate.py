@@ -1,9 +1,5 @@
-"""The gate: whether ``backend="auto"`` may pick experimental backends.
-
-``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` is read at every call, through the one reader
-(:func:`flashinfer.settings.read`: exactly ``"1"`` is on; unset, empty or ``"0"`` off; any
-other value off, warning once).  Public names are re-exported by ``flashinfer.api_logging``.
-"""
+"""The gate: whether ``backend="auto"`` may pick experimental backends
+(``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS``, read at every call)."""
 
 from __future__ import annotations
 
@@ -14,14 +10,9 @@ from flashinfer.gating.messages import (
 from flashinfer.gating.messages import auto_feature_disabled
 from flashinfer.settings import environment_reader as environment_reader
 from flashinfer.settings import forget_unrecognised_values as forget_unrecognised_values
-from flashinfer.settings import (
-    reader,
-    strict_settings,
-)
+from flashinfer.settings import reader, strict_settings
 
-GATE_OFF_VALUES = ("", "0")
-"""Values (besides unset) that turn the gate off without a warning; only ``"1"`` turns it on."""
-
+GATE_OFF_VALUES = ("", "0")  # off without a warning; only "1" is on
 
 _read_gate = reader(ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV)
 
@@ -37,19 +28,14 @@ def experimental_auto_backends_allowed() -> bool:
 
 
 def require_experimental_auto_backends(feature: str) -> None:
-    """Raise ``RuntimeError`` unless the gate allows automatic experimental selection.
-
-    For APIs that route ``backend="auto"`` by hand rather than through
-    ``backend_requirement``.
-    """
+    """Raise ``RuntimeError`` unless the gate allows automatic experimental selection (for
+    APIs that route ``backend="auto"`` by hand rather than through ``backend_requirement``)."""
     if not experimental_auto_backends_allowed():
         raise RuntimeError(auto_feature_disabled(feature))
 
 
-# A bad gate value warns when flashinfer is imported (one read, no cost per call), not only
-# on the first call whose selection it changes; a value set later warns at that call.  Under
-# strict settings the import does not raise: the first call that reads the gate does, so that
-# `flashinfer backends` can still report the bad value.
+# A bad gate value warns at `import flashinfer`.  Under strict settings the import does not
+# raise (the first call reading the gate does): `flashinfer backends` can report the value.
 try:
     _strict_at_import = strict_settings()
 except ValueError:  # FLASHINFER_STRICT_SETTINGS itself is malformed: that raises on first use

@@ -1,13 +1,6 @@
-"""What flashinfer tells users about the experimental opt-in and the gate: one builder each.
-
-Every warning and error about the opt-in (an experimental backend named, picked by
-``backend="auto"`` or listed in a restriction; the gate leaving one out; only experimental
-backends fitting; a restriction none of whose backends can run; an experimental API called;
-an exit of experimental work: a renamed or removed backend or API) is built here, and every
-path that raises it calls the builder; tests and the docs build the text they expect from
-these builders too (``tests/test_messages.py`` pins what each must say).  A bad value of a
-variable is told by the reader's :func:`flashinfer.settings.unrecognised_value`.
-"""
+"""Every warning and error text about the experimental opt-in and the gate: one builder
+each, called by the path that raises it, by the tests and by the docs (``{{messages.x()}}``).
+Every public function here is a builder (``docs/_ext/flashinfer_messages.py``)."""
 
 from __future__ import annotations
 
@@ -15,34 +8,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from flashinfer.settings import unrecognised_value as unrecognised_value
 from flashinfer.settings.environment import GATE_ACCEPTED
-
-__all__ = [
-    "ACCEPTED_GATE_VALUES",
-    "ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV",
-    "auto_feature_disabled",
-    "auto_refused_by_common_check",
-    "automatic_selection",
-    "cached_experimental_skipped",
-    "every_candidate_rejected",
-    "experimental_api_banner",
-    "experimental_api_used",
-    "explicit_selection",
-    "gate_differs_between_ranks",
-    "gate_exclusion_reason",
-    "gate_verdict",
-    "listed_in_restriction",
-    "only_experimental_fit",
-    "moved_module_used",
-    "plain_name",
-    "removed_api_used",
-    "removed_backend_named",
-    "renamed_api_used",
-    "renamed_backend_named",
-    "restriction_cannot_run",
-    "tuning_left_out_by_gate",
-    "unrecognised_gate_value",
-    "unrecognised_value",
-]
 
 ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV = "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"
 ACCEPTED_GATE_VALUES = GATE_ACCEPTED
@@ -53,12 +18,11 @@ _NO_AUTO = "No suitable auto backends found for"
 
 
 def plain_name(api: str) -> str:
-    """``"flashinfer.gemm.mm"`` -> ``"mm"``: the name users call (the last part of a key)."""
+    """``"flashinfer.gemm.mm"`` -> ``"mm"``."""
     return api.rsplit(".", 1)[-1]
 
 
 def _reasons(reasons: Mapping[str, str]) -> str:
-    """One line per refused backend: ``  - name: why``."""
     return "\n".join(f"  - {b}: {r}" for b, r in reasons.items())
 
 
@@ -66,15 +30,13 @@ def _reasons(reasons: Mapping[str, str]) -> str:
 
 
 def explicit_selection(api: str, backend: str) -> str:
-    """The warning of an experimental backend named in the call (``backend="splitk"``).
-    ``api`` is the API's qualified name (quoted in the call shown) or its plain name."""
+    """An experimental backend named in the call (``backend="splitk"``)."""
     how = f"was selected for {plain_name(api)!r} explicitly ({api}(backend={backend!r}))"
     return f"Experimental backend {backend!r} {how}. {_MAY_CHANGE}"
 
 
 def automatic_selection(api: str, backend: str) -> str:
-    """The warning of an experimental backend picked by ``backend="auto"`` or the
-    autotuner, which only the gate variable set to 1 allows."""
+    """An experimental backend picked by ``backend="auto"`` or the autotuner (gate on)."""
     how = (
         f"was picked automatically for {plain_name(api)!r} ({api}(backend='auto')) "
         f"because {_GATE}=1"
@@ -83,8 +45,7 @@ def automatic_selection(api: str, backend: str) -> str:
 
 
 def listed_in_restriction(api: str, backend: str, where: str) -> str:
-    """The warning of an experimental backend listed in a restriction: ``where`` is
-    ``"use_backends"`` or the variable (``FLASHINFER_BACKENDS``) that names it."""
+    """An experimental backend listed in ``where`` (``use_backends`` or the variable)."""
     return (
         f"Experimental backend {backend!r} was opted in for {plain_name(api)!r} by naming it "
         f"in {where}: automatic selection may pick it there. {_MAY_CHANGE}"
@@ -92,8 +53,7 @@ def listed_in_restriction(api: str, backend: str, where: str) -> str:
 
 
 def experimental_api_used(feature: str, name: str) -> str:
-    """The warning of an experimental API's first call (``name``: its qualified name)."""
-    # Starts with "Experimental", like the backend warnings: a -W message filter can match both.
+    """An experimental API's first call; starts with "Experimental" like the others."""
     label = repr(name) if feature == name else f"{name!r} (feature {feature!r})"
     return f"Experimental API {label} may change or disappear without deprecation."
 
@@ -121,20 +81,17 @@ def gate_verdict() -> str:
 
 
 def tuning_left_out_by_gate() -> str:
-    """Why an ``autotune()`` block's summary says it did not time an experimental backend
-    that fits (gate off)."""
+    """Why ``autotune()`` did not time an experimental backend that fits (gate off)."""
     return f"experimental: {_GATE} is not 1 (set it to 1 to let the autotuner time it)"
 
 
 def cached_experimental_skipped() -> str:
-    """Why entries of a tuning file that name an experimental backend were not loaded
-    (after their count: ``"2 name an experimental backend while ..."``)."""
+    """Why tuning-file entries naming an experimental backend were not loaded (after a count)."""
     return f"name an experimental backend while {_GATE} is not 1"
 
 
 def gate_differs_between_ranks(shown: str) -> str:
-    """The line of ``AutotuneConsistencyError`` when ranks disagree on the gate; ``shown``
-    lists each rank's value."""
+    """``AutotuneConsistencyError``'s line when ranks disagree on the gate."""
     return (
         f"  {_GATE} differs between ranks ({shown}): it decides whether experimental "
         "backends are candidates, so set it to the same value on every rank"
@@ -142,8 +99,7 @@ def gate_differs_between_ranks(shown: str) -> str:
 
 
 def only_experimental_fit(api: str, dropped: Sequence[str], reasons: Mapping[str, str]) -> str:
-    """The error of ``backend="auto"`` when only experimental backends (``dropped``, which
-    the gate left out) fit: how to opt in, then each backend's reason."""
+    """``backend="auto"`` when only experimental backends (``dropped`` by the gate) fit."""
     names = ", ".join(repr(b) for b in dropped)
     return (
         f"{_NO_AUTO} {api}: only experimental backends ({names}) support these inputs. "
@@ -153,21 +109,20 @@ def only_experimental_fit(api: str, dropped: Sequence[str], reasons: Mapping[str
 
 
 def every_candidate_rejected(api: str, reasons: Mapping[str, str]) -> str:
-    """The error of ``backend="auto"`` when no backend fits, with each one's reason."""
+    """``backend="auto"`` when no backend fits."""
     return f"{_NO_AUTO} {api}; every candidate was rejected:\n{_reasons(reasons)}"
 
 
 def auto_refused_by_common_check(api: str, refused: str) -> str:
-    """The error of ``backend="auto"`` when the API's common check refuses the inputs."""
+    """``backend="auto"`` when the API's common check refuses the inputs."""
     return f"{_NO_AUTO} {api}: {refused}"
 
 
 def restriction_cannot_run(
     api: str, listed: Iterable[str], reasons: Mapping[str, str], variable: str | None
 ) -> str:
-    """The error of ``backend="auto"`` under a restriction none of whose backends can run
-    the call.  ``variable``: the variable that restricts it, None for a ``use_backends``
-    block."""
+    """``backend="auto"`` under a restriction (``variable``, or None: ``use_backends``)
+    none of whose backends can run the call."""
     if variable is not None:
         who = f"{variable} (which a flashinfer.use_backends block overrides)"
     else:
@@ -180,7 +135,7 @@ def restriction_cannot_run(
 
 
 def auto_feature_disabled(feature: str) -> str:
-    """The error of an API routing ``"auto"`` by hand to an experimental feature, gate off."""
+    """An API routing ``"auto"`` by hand to an experimental feature, gate off."""
     return (
         f"Automatic selection of the experimental feature {feature!r} is disabled. "
         f"Set {_GATE}=1 to allow it, or select the experimental backend explicitly by name."
@@ -191,7 +146,7 @@ def auto_feature_disabled(feature: str) -> str:
 
 
 def unrecognised_gate_value(raw: str) -> str:
-    """The warning of the gate variable set to ``raw`` (not ``1``, ``0`` or empty)."""
+    """The gate variable set to ``raw`` (not ``1``, ``0`` or empty)."""
     return unrecognised_value(_GATE, raw, "treating it as off", ACCEPTED_GATE_VALUES)
 
 
@@ -199,8 +154,7 @@ def unrecognised_gate_value(raw: str) -> str:
 
 
 def renamed_backend_named(api: str, old: str, new: str, version: str, expires: str) -> str:
-    """The deprecation warning of a renamed backend's old name: the new name, and when the
-    alias goes."""
+    """A renamed backend's old name."""
     return (
         f"{plain_name(api)}: backend {old!r} was renamed {new!r} in flashinfer {version}; "
         f"write backend={new!r} (the old name stops working in {expires})"
@@ -208,7 +162,7 @@ def renamed_backend_named(api: str, old: str, new: str, version: str, expires: s
 
 
 def renamed_api_used(old: str, new: str, version: str, expires: str) -> str:
-    """The deprecation warning of a renamed (or moved) API's old name."""
+    """A renamed (or moved) API's old name."""
     return (
         f"{old} was renamed {new} in flashinfer {version}; use {new} (the old name stops "
         f"working in {expires})"
@@ -216,8 +170,7 @@ def renamed_api_used(old: str, new: str, version: str, expires: str) -> str:
 
 
 def moved_module_used(old: str, new: str, version: str, expires: str) -> str:
-    """The deprecation warning of a name imported from a module whose code moved (a promoted
-    API's experimental import path)."""
+    """A name imported from a module whose code moved (a promoted API's old path)."""
     return (
         f"{old} moved to {new} in flashinfer {version}; import from {new} (the old path "
         f"stops working in {expires})"
@@ -225,7 +178,7 @@ def moved_module_used(old: str, new: str, version: str, expires: str) -> str:
 
 
 def removed_backend_named(api: str, name: str, version: str, use_instead: str) -> str:
-    """Why naming a removed backend fails: the version and what to use instead."""
+    """Naming a removed backend."""
     return (
         f"{plain_name(api)}: backend {name!r} was removed in flashinfer {version}; use "
         f"backend={use_instead!r} instead (or backend='auto')"
@@ -233,5 +186,5 @@ def removed_backend_named(api: str, name: str, version: str, use_instead: str) -
 
 
 def removed_api_used(api: str, version: str, use_instead: str) -> str:
-    """Why a removed API's name fails: the version and what to use instead."""
+    """A removed API's name."""
     return f"{api} was removed in flashinfer {version}; use {use_instead} instead"

@@ -10,8 +10,7 @@ _registry: dict[str, Any] = {}
 
 
 def register_op(api_key: str, function: Any) -> None:
-    """Record ``function`` (the decorated API) under its qualified name; a later op of the
-    same name (a module reloaded) replaces it."""
+    """Record ``function`` under its qualified name (a reloaded module replaces it)."""
     _registry[api_key] = function
 
 

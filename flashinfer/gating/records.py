@@ -1,11 +1,6 @@
-"""What the markers record: lifecycle metadata (:class:`ExperimentalInfo`, checked when the
-marker is applied) and the API inventory (:func:`api_inventory`).
-
-Malformed metadata, of whatever type or size, never stops a module from importing: the
-marker records the problem (``ExperimentalInfo.problems``), warns once at the marked
-definition (:class:`ExperimentalMetadataWarning`), and
-``scripts/pr_checks/experimental_lifecycle.py`` fails in CI naming it.
-"""
+"""What the markers record: lifecycle metadata (:class:`ExperimentalInfo`) and the API
+inventory (:func:`api_inventory`).  Malformed metadata never stops an import: it is recorded
+in ``problems``, warned about once and fails the lifecycle check (docs/experimental.rst)."""
 
 from __future__ import annotations
 
@@ -18,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
-TEAM_HANDLE_PREFIX = "flashinfer-"
-"""This project's team and bot accounts are named ``flashinfer-...``: not a person."""
+TEAM_HANDLE_PREFIX = "flashinfer-"  # this project's team and bot accounts: not a person
 EXPERIMENTAL_PACKAGE = "flashinfer.experimental"
 _LOGIN_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _ISSUE_DIGITS_MAX = 10  # GitHub numbers issues with 32-bit integers
@@ -27,8 +21,7 @@ _SHOWN_MAX = 60  # how much of a value a message about it quotes
 
 
 def shown(value: object) -> str:
-    """``repr(value)`` for a message, cut after 60 characters (saying how long it was), and
-    never raising, whatever ``value`` is."""
+    """``repr(value)`` for a message, cut after 60 characters, never raising."""
     if isinstance(value, int) and value.bit_length() > 64:
         # repr() of a very large int raises (Python's digit limit); its size says enough.
         return f"<an int of {value.bit_length()} bits>"
@@ -44,8 +37,7 @@ def shown(value: object) -> str:
 
 
 def as_text(value: object) -> str:
-    """``value`` as the metadata records it: a ``str`` as given, anything else by ``str()``
-    (or :func:`shown` where that fails), never raising."""
+    """``value`` as the metadata records it (``str()``, or :func:`shown`), never raising."""
     if isinstance(value, str):
         return value
     if isinstance(value, int) and value.bit_length() > 64:
@@ -59,8 +51,7 @@ def as_text(value: object) -> str:
 
 class ExperimentalMetadataWarning(UserWarning):
     """An experimental marker was given malformed lifecycle metadata: issued once, at the
-    marked definition.  The module still imports, even if a filter escalates it (a stable
-    API stays importable whatever its experimental backends declare)."""
+    marked definition.  The module still imports, even if a filter escalates it."""
 
 
 def _blank(value: object) -> bool:
@@ -68,9 +59,7 @@ def _blank(value: object) -> bool:
 
 
 def owner_problem(owner: object) -> str | None:
-    """What is wrong with ``owner`` as a person's ``@handle`` (a GitHub login after ``@``;
-    not ``@org/team`` nor one of this project's accounts), or ``None`` (also for none given:
-    a missing owner is the lifecycle check's to report)."""
+    """What is wrong with ``owner`` as a person's ``@handle``, or ``None`` (also when none)."""
     if _blank(owner):
         return None
     if not isinstance(owner, str):
@@ -97,7 +86,6 @@ def owner_problem(owner: object) -> str | None:
 
 
 def _github_login(login: str) -> bool:
-    """GitHub's rule: 1 to 39 letters, digits and single hyphens, no hyphen at either end."""
     return (
         0 < len(login) <= 39
         and set(login) <= _LOGIN_CHARACTERS
@@ -120,9 +108,8 @@ def _is_issue_url(text: str) -> bool:
 
 
 def tracking_issue_problem(issue: object) -> str | None:
-    """What is wrong with ``issue`` as a tracking issue (a positive issue number of at most
-    ten digits, ``12``, ``"12"``, ``"#12"``, or the issue's URL), or ``None`` (also for none
-    given).  Any value is judged without raising."""
+    """What is wrong with ``issue`` as a tracking issue (a number, ``"#12"`` or a URL), or
+    ``None`` (also when none)."""
     how = "pass the issue's number (tracking_issue=123) or its URL"
     if _blank(issue):
         return None
@@ -152,14 +139,11 @@ def tracking_issue_problem(issue: object) -> str | None:
 
 
 def given_name(feature: object) -> bool:
-    """Whether a marker was given a ``feature=`` (``None`` and ``""`` mean the default name)."""
     return not (feature is None or (isinstance(feature, str) and not feature))
 
 
 def graduate_by_problem(value: object) -> tuple[_dt.date | None, str | None]:
-    """``(date, None)`` for a valid ``graduate_by`` (``None`` given: ``(None, None)``), or
-    ``(None, problem)`` for a malformed one.  Text must be ``YYYY-MM-DD`` exactly
-    (``date.fromisoformat`` alone also takes ``20270531``)."""
+    """``(date, None)``, or ``(None, problem)``; text must be ``YYYY-MM-DD`` exactly."""
     if value is None:
         return None, None
     if isinstance(value, _dt.datetime):
@@ -178,12 +162,10 @@ def graduate_by_problem(value: object) -> tuple[_dt.date | None, str | None]:
 
 
 def in_experimental_package(module: str) -> bool:
-    """Whether ``module`` is ``flashinfer.experimental`` or a module under it."""
     return module == EXPERIMENTAL_PACKAGE or module.startswith(EXPERIMENTAL_PACKAGE + ".")
 
 
 def feature_of_module(module: str) -> str | None:
-    """``<feature>`` of a module under ``flashinfer/experimental/<feature>/``, or ``None``."""
     if not in_experimental_package(module):
         return None
     return module[len(EXPERIMENTAL_PACKAGE) + 1 :].split(".", 1)[0] or None
@@ -191,26 +173,22 @@ def feature_of_module(module: str) -> str | None:
 
 # -- the one type of experimental metadata -----------------------------------------------------
 
-MetadataValue = str | int | _dt.date | None
-"""What a marker's metadata keyword may be given (a malformed value is recorded, not refused)."""
+MetadataValue = str | int | _dt.date | None  # a malformed value is recorded, not refused
 
 
 def field_rule(*, missing: str | None = None) -> dict[str, Any]:
-    """The ``metadata=`` of a field of :class:`ExperimentalInfo`: what the lifecycle check
-    says when it is missing (``None``: optional).  A field declared without one
-    (``design_doc: str | None = None``) is an optional text keyword."""
+    """A field's ``metadata=``: what the lifecycle check says when it is missing."""
     return {"missing": missing}
 
 
 @dataclass(frozen=True)
 class ExperimentalInfo:
-    """Lifecycle metadata of an experimental API or backend: the one declaration of it.
+    """Lifecycle metadata of an experimental API or backend.
 
-    Each field but ``problems`` is a keyword both markers take, a column of the listing and
-    (with ``field_rule(missing=...)``) required by the lifecycle check: a new field is one
-    declaration here.  ``owner`` and ``tracking_issue`` are kept as text; ``graduate_by`` is
-    the date (``None`` when none was given or it was malformed); ``problems`` lists what was
-    malformed when the marker was applied.
+    Each field but ``problems`` is a keyword of both markers and a column of the listing
+    (required by the lifecycle check when declared with ``field_rule(missing=...)``).
+    ``graduate_by`` is ``None`` when missing or malformed; ``problems`` lists what was
+    malformed.
     """
 
     feature: str
@@ -236,24 +214,19 @@ class ExperimentalInfo:
 
 
 def metadata_fields() -> tuple[Field[Any], ...]:
-    """The fields of :class:`ExperimentalInfo` a marker is given, in declaration order."""
     return tuple(f for f in fields(ExperimentalInfo) if f.name != "problems")
 
 
 def missing_text(f: Field[Any]) -> str | None:
-    """What the lifecycle check says when field ``f`` is missing; ``None``: it is optional."""
-    missing: str | None = f.metadata.get("missing")
-    return missing
+    return f.metadata.get("missing")
 
 
 def metadata_names() -> tuple[str, ...]:
-    """The markers' metadata keywords: the names of :func:`metadata_fields`."""
     return tuple(f.name for f in metadata_fields())
 
 
 def check_metadata_names(marker: str, metadata: Mapping[str, object]) -> None:
-    """Refuse a keyword that is not a field of :class:`ExperimentalInfo`, naming it, the
-    closest field and every field (a typo must not vanish into a record)."""
+    """``TypeError`` for a keyword that is not a field (a typo must not vanish)."""
     names = metadata_names()
     for name in metadata:
         if name not in names:
@@ -283,7 +256,6 @@ _JUDGES = {
 
 
 def record_metadata(metadata: Mapping[str, object]) -> tuple[dict[str, object], tuple[str, ...]]:
-    """Each field's recorded value and the problems found, in field order (never raising)."""
     values: dict[str, object] = {}
     problems = []
     for name in metadata_names():
@@ -301,9 +273,8 @@ def record_metadata(metadata: Mapping[str, object]) -> tuple[dict[str, object], 
 def make_experimental_info(
     *values: object, marked: Any = None, **metadata: object
 ) -> ExperimentalInfo:
-    """The metadata given to a marker, by keyword or in field order, checked: a malformed
-    value is recorded in ``problems`` (and warned about at ``marked``'s definition), never
-    raised; an unknown keyword, or more values than fields, is a ``TypeError``."""
+    """The metadata given to a marker, by keyword or in field order: a malformed value is
+    recorded (and warned about at ``marked``); an unknown keyword is a ``TypeError``."""
     names = metadata_names()
     if len(values) > len(names):
         raise TypeError(
@@ -383,12 +354,8 @@ def record_api(obj: Any) -> None:
 
 
 def api_inventory(*, experimental: bool | None = None) -> list[APIRecord]:
-    """Every API recorded by the markers, sorted by name.
-
-    ``experimental=True`` / ``False`` keeps only experimental / stable APIs.  Only the
-    modules imported so far have recorded theirs; ``flashinfer.load_all_apis()`` imports
-    every module of the package that defines APIs.
-    """
+    """Every API recorded by the markers so far, sorted by name (``experimental=True`` /
+    ``False``: only those); ``flashinfer.load_all_apis()`` imports every API module first."""
     records = sorted(inventory.values(), key=lambda r: r.name)
     if experimental is None:
         return records

@@ -1,7 +1,4 @@
-"""``@flashinfer_api``: mark a stable public API, record it, and optionally log its calls.
-
-Re-exported by ``flashinfer.api_logging`` (upstream's import path).
-"""
+"""``@flashinfer_api``: mark a stable public API, record it, and optionally log its calls."""
 
 from __future__ import annotations
 
@@ -20,7 +17,6 @@ _logger = logging.getLogger("flashinfer.api")
 
 
 def api_log_level() -> int:
-    """``FLASHINFER_LOGLEVEL`` as an int (0 when unset; a bad value warns once and is 0)."""
     return int(read("FLASHINFER_LOGLEVEL"))
 
 
@@ -50,10 +46,8 @@ def _logged(func: F, level: int) -> F:
 
 
 def _attach_trace(marked: Any, func: Callable[..., Any], trace: Any) -> None:
-    """Upstream's ``trace=``: ``marked.fi_trace(**arguments)`` (and ``fi_init`` where the
-    template has an ``init``), built from ``trace``, duck-typed as upstream uses it: a
-    template (``trace.build_fi_trace_fn(api) -> fi_trace``) or a callable returning one
-    per call (``trace(save_dir=None, name=None, **arguments)``, or None: no trace)."""
+    """Upstream's ``trace=``: ``fi_trace`` (and ``fi_init``) from a template
+    (``build_fi_trace_fn``) or a callable returning one per call (None: no trace)."""
     api = qualified_name(func)
     build = getattr(trace, "build_fi_trace_fn", None)
     if callable(build):
@@ -107,13 +101,10 @@ def flashinfer_api(func: F | None = None, *, trace: Any = None) -> Any:
     """Mark a stable public API and record it in the API inventory.
 
     With ``FLASHINFER_LOGLEVEL`` unset or ``0`` at decoration time the function is returned
-    unchanged, so the marker costs nothing per call.  ``1`` logs each call's name and ``3``
-    also its arguments (shapes and dtypes of tensors) to the ``flashinfer.api`` logger.
-    Composes with :func:`flashinfer_experimental_api` in either order.
-
-    ``@flashinfer_api(trace=template)`` is upstream's form: the API gains ``fi_trace``
-    (and ``fi_init``) built from ``template`` as upstream builds them (see
-    :func:`_attach_trace`); upstream's ``FLASHINFER_TRACE_DUMP`` is not read.
+    unchanged (no cost per call); ``1`` logs each call's name and ``3`` also its arguments
+    to the ``flashinfer.api`` logger.  Composes with :func:`flashinfer_experimental_api` in
+    either order.  ``trace=template`` (upstream's form) adds ``fi_trace`` (and ``fi_init``)
+    built as upstream builds them; ``FLASHINFER_TRACE_DUMP`` is not read.
     """
     if func is None:
         return functools.partial(flashinfer_api, trace=trace)

@@ -1,12 +1,6 @@
-"""Once-only ExperimentalWarnings: the warn-once flags and the one path that issues them.
-
-Each experimental API and each (API, backend) pair has a flag; its first use issues an
-:class:`ExperimentalWarning` through :func:`issue_experimental_warning`, which also applies
-``FLASHINFER_EXPERIMENTAL_WARNINGS``.  Whatever the threads do, a use either warns or comes
-after a use that did: the flag is set only once the warning was issued, and a use arriving
-while it is being issued waits for it.  Public names are re-exported by
-``flashinfer.api_logging``.
-"""
+"""Once-only ExperimentalWarnings: a flag per experimental API and per (API, backend) pair,
+and the one path that issues them (:func:`issue_experimental_warning`).  A use either warns
+or comes after a use that did: a use arriving while the warning is issued waits for it."""
 
 from __future__ import annotations
 
@@ -27,17 +21,11 @@ EXPERIMENTAL_WARNINGS_ENV = "FLASHINFER_EXPERIMENTAL_WARNINGS"
 # Its public home: filters and pickles name it flashinfer.api_logging.ExperimentalWarning.
 @exposed_in("flashinfer.api_logging")
 class ExperimentalWarning(UserWarning):
-    """Emitted once when an experimental API or backend is first used.
-
-    A ``UserWarning`` subclass, so it is shown by default and can be filtered on its own::
-
-        warnings.filterwarnings("ignore", category=flashinfer.ExperimentalWarning)
-
-    From the command line, ``FLASHINFER_EXPERIMENTAL_WARNINGS=error`` (or ``ignore``,
-    ``default``, ...) does the same; ``python -W error::flashinfer...`` cannot, because
-    Python resolves a category named there before it can import this package.  Escalated to
-    an error, it refuses every use, not only the first.  Its message starts with
-    "Experimental".
+    """Emitted once when an experimental API or backend is first used; its message starts
+    with "Experimental".  Filter it with ``warnings.filterwarnings("ignore",
+    category=flashinfer.ExperimentalWarning)`` or, from the command line,
+    ``FLASHINFER_EXPERIMENTAL_WARNINGS=error`` (``-W`` cannot name it: Python resolves the
+    category before this package loads).  Escalated to an error, it refuses every use.
     """
 
 
@@ -49,8 +37,7 @@ _issue_lock = threading.RLock()
 
 
 class OnceFlag:
-    """A "warn once" flag: the hot path reads ``warned``, no lock and no key lookup.  It
-    becomes True only after the warning was issued; ``issuing`` is True meanwhile."""
+    """The hot path reads ``warned`` (no lock); True only once the warning was issued."""
 
     __slots__ = ("warned", "issuing")
 
@@ -64,14 +51,12 @@ _backend_flags: dict[tuple[str, str], OnceFlag] = {}
 # The (API, backend) pairs that have warned: upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``.
 _warned_backends: set[tuple[str, str]] = set()
 
-# The filter put first while a warning is issued under FLASHINFER_EXPERIMENTAL_WARNINGS carries
-# this message pattern: a regular-expression comment, which matches every message and tells
-# the filter apart from any a user installs, so that only the library's own are removed.
+# The message pattern of the filter put first under FLASHINFER_EXPERIMENTAL_WARNINGS: a
+# regular-expression comment (matches anything) that tells our filter apart from a user's.
 LIBRARY_FILTER_MESSAGE = f"(?#put first by flashinfer for {EXPERIMENTAL_WARNINGS_ENV})"
 
 
 def is_library_filter(entry: object) -> bool:
-    """Whether ``entry`` (an item of ``warnings.filters``) is one this module installed."""
     return (
         isinstance(entry, tuple)
         and len(entry) == 5
@@ -99,10 +84,8 @@ def _remove_library_filters() -> None:
 
 
 def issue_experimental_warning(flag: OnceFlag, message: str | Callable[[], str]) -> bool:
-    """Issue the ExperimentalWarning of ``flag`` unless it has been issued (True if this
-    call did), under one lock; ``flag.warned`` is set only once it was issued, so escalated
-    to an error it refuses the next use too.  ``FLASHINFER_EXPERIMENTAL_WARNINGS=<action>``
-    puts ``<action>`` first among the filters while it is issued."""
+    """Issue ``flag``'s warning unless issued (True if this call did); escalated to an error
+    the flag stays unset, so the next use raises too."""
     with _issue_lock:
         if flag.warned or flag.issuing:
             return False
@@ -127,7 +110,6 @@ def issue_experimental_warning(flag: OnceFlag, message: str | Callable[[], str])
 
 
 def new_once_flag() -> OnceFlag:
-    """A fresh once-flag, forgotten by :func:`reset_experimental_warnings` like the rest."""
     flag = OnceFlag()
     with _lock:
         _once_flags.append(flag)
@@ -135,7 +117,6 @@ def new_once_flag() -> OnceFlag:
 
 
 def backend_warning_flag(api: str, backend: str) -> OnceFlag:
-    """The shared once-flag of an (API, backend) pair; the dispatcher keeps it at hand."""
     flag = _backend_flags.get((api, backend))
     if flag is None:
         with _lock:
@@ -147,8 +128,7 @@ def backend_warning_flag(api: str, backend: str) -> OnceFlag:
 
 
 def warn_backend_once(api: str, backend: str, message: Callable[..., str], *args: Any) -> None:
-    """Issue the ExperimentalWarning ``message(*args)`` of an (API, backend) pair, once per
-    process whichever way the backend was opted in to, and record the pair."""
+    """Warn ``message(*args)`` once per (API, backend) pair, and record the pair."""
     flag = backend_warning_flag(api, backend)
     if flag.warned:
         return
@@ -160,19 +140,16 @@ def warn_backend_once(api: str, backend: str, message: Callable[..., str], *args
 def warn_experimental_backend_once(api: str, backend: str, *, automatic: bool = False) -> None:
     """Warn once per process for each (API, backend) pair that an experimental backend runs.
 
-    ``api`` is the API's qualified name (``"flashinfer.gemm.mm"``) or its plain name; the
-    message names the plain one (``'mm'``).  ``automatic=True`` words the warning for a
-    backend picked by ``backend="auto"`` or the autotuner (``messages.automatic_selection``);
-    otherwise it says the backend was named (``messages.explicit_selection``).
+    ``api``: the API's qualified or plain name.  ``automatic=True`` words the warning for a
+    backend picked by ``backend="auto"`` or the autotuner; otherwise it says it was named.
     """
     message = automatic_selection if automatic else explicit_selection
     warn_backend_once(api, backend, message, api, backend)
 
 
 def reset_experimental_warnings() -> None:
-    """Forget every "already warned" record, so each warning fires again once, and take
-    out any filter the library installed for ``FLASHINFER_EXPERIMENTAL_WARNINGS``.  For test
-    suites (ours and our users'): makes warning tests independent of order."""
+    """Forget every "already warned" record (each warning fires again once), and any filter
+    installed for ``FLASHINFER_EXPERIMENTAL_WARNINGS``: for test suites."""
     forget_unrecognised_values()
     with _issue_lock:  # waits for a warning being issued: its flag is then forgotten too
         _remove_library_filters()
@@ -183,11 +160,9 @@ def reset_experimental_warnings() -> None:
 
 
 class WarnedRecordModule(types.ModuleType):
-    """The type of ``flashinfer.api_logging``, for upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``
-    (the set of (API, backend) pairs that have warned).  Reading it gives the live record;
-    assigning a set (as upstream's tests do to forget warnings) makes exactly its pairs count
-    as warned, down to the flags the dispatcher's hot path reads: a module ``__getattr__``
-    (PEP 562) cannot see an assignment, and plain attributes would leave those flags stale."""
+    """The type of ``flashinfer.api_logging``: upstream's ``_WARNED_EXPERIMENTAL_BACKENDS``
+    reads the live record, and assigning a set makes exactly its pairs count as warned, down
+    to the hot path's flags (PEP 562's ``__getattr__`` cannot see an assignment)."""
 
     @property
     def _WARNED_EXPERIMENTAL_BACKENDS(self) -> set[tuple[str, str]]:

@@ -1,12 +1,6 @@
-"""Triton kernels of the stable backends.
-
-This package itself is light: it never imports Triton.  Each kernel module
-(:mod:`.rmsnorm_triton`, :mod:`.mm_triton`) imports Triton at its top and is imported by its
-backend function on first use.  The helpers here answer whether a Triton kernel can run on
-a tensor's device at all (through the probe in :mod:`.availability`, which finds Triton
-and numpy without importing them), whether a tensor's layout suits the kernels, and how sizes
-round to tile sizes; support checkers and runners (ours and the experimental ones) call them.
-"""
+"""Triton kernels of the stable backends, each module imported on first use; this package
+never imports Triton.  Its helpers (for the support checkers and runners) say whether a
+kernel can run on a tensor's device and layout, and round sizes to tiles."""
 
 from __future__ import annotations
 
@@ -28,31 +22,19 @@ __all__ = [
     "triton_device_reason",
 ]
 
-INT32_MAX = 2**31 - 1
-"""Kernels index with 32-bit offsets: element offsets must stay below this."""
+INT32_MAX = 2**31 - 1  # kernels index with 32-bit offsets
 
 
 def triton_device_reason(*tensors: torch.Tensor) -> str | None:
-    """Why a Triton kernel cannot run on these tensors' device, or ``None`` if it can.
-
-    The reason and its fix come from :func:`.availability.triton_unavailable`, the probe that
-    ``flashinfer backends`` reports too: CUDA tensors need Triton installed; CPU tensors also
-    need the Triton interpreter (``TRITON_INTERPRET=1``) and what it imports (numpy).  Once
-    Triton is imported, the variable must still say what Triton read at its import (set
-    after ``import triton``, it cannot take effect: "cannot run here ...; restart with it set
-    first").
-    """
+    """Why a Triton kernel cannot run on these tensors' device (the reason and its fix, from
+    :func:`.availability.triton_unavailable`), or ``None`` if it can."""
     problem = triton_unavailable(tensors[0].device.type)
     return None if problem is None else str(problem)
 
 
 def next_positive_power_of_2(n: int) -> int:
-    """The smallest power of two ``>= n``, and ``1`` for ``n < 1`` (upstream's name).
-
-    Tile sizes and tactic filters round problem sizes with it, and the autotuner's shape
-    buckets (:func:`flashinfer.autotuner.bucket_dim`, which keeps ``0`` as ``0``) with it, so
-    a tactic chosen for one shape fits every shape of its bucket.
-    """
+    """The smallest power of two ``>= n``, and ``1`` for ``n < 1`` (upstream's name): tiles,
+    tactic filters and the autotuner's buckets round with it alike."""
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 

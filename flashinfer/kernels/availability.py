@@ -1,22 +1,10 @@
-"""Whether Triton kernels can run on this machine, and if not, why and how to fix it.
+"""Whether Triton kernels can run on this machine, and if not, why and how to fix it: one
+probe for the support checkers and ``flashinfer backends``.  It finds modules without
+importing them (an ``"auto"`` call that runs torch must not import Triton).
 
-One probe answers for the support checkers (the reason a call is refused) and for
-``flashinfer backends`` (the report), so the two never disagree.  The probe asks the import
-system whether what a Triton kernel imports can be found (Triton itself and, for CPU tensors,
-the interpreter's own dependencies such as numpy), once per device kind and setting, the first
-time a Triton checker asks.  It finds modules without importing them: an ``"auto"`` call that
-runs a torch backend must not pay for importing Triton, which is imported only when a Triton
-kernel first runs.
-
-``TRITON_INTERPRET`` counts as Triton read it: Triton decides interpreter mode when a
-function is decorated with ``@triton.jit``, and its own library (``triton.language``) is
-decorated when Triton is imported.  Set after ``import triton`` (a notebook's usual order),
-the variable makes our kernels interpreted while Triton's library is compiled, and every
-launch fails (``InterpreterError: Cannot call @triton.jit'd outside of the scope of a
-kernel``).  Once Triton is imported, the probe compares the variable with the mode Triton's
-library was built in (:func:`triton_imported_interpreted`) and reports a difference as
-"cannot run here", so ``"auto"`` skips Triton and a named Triton backend is refused with the
-fix.
+``TRITON_INTERPRET`` set (or unset) after ``import triton`` leaves Triton's own library in the
+other mode, and every launch fails; once Triton is imported the probe compares the variable
+with that mode and reports a difference as "cannot run here" (docs/installation.rst).
 """
 
 from __future__ import annotations
@@ -62,12 +50,10 @@ _probed: dict[tuple[str, bool], TritonUnavailable | None] = {}
 
 
 TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
-"""The variable that runs Triton kernels through the interpreter (read by Triton itself)."""
 
 
 def interpreter_enabled() -> bool:
-    """Whether ``TRITON_INTERPRET`` turns Triton's interpreter on (Triton kernels then run on
-    CPU tensors, slowly), read as Triton reads it (:func:`triton_true`)."""
+    """Whether ``TRITON_INTERPRET`` turns Triton's interpreter on, read as Triton reads it."""
     return bool(read(TRITON_INTERPRET_ENV))
 
 
@@ -75,14 +61,12 @@ _reset_listeners: list[Callable[[], None]] = []
 
 
 def on_reset(listener: Callable[[], None]) -> None:
-    """Call ``listener`` after every :func:`reset_probe` (the dispatcher forgets the
-    verdicts it cached from the probe's answers)."""
+    """Call ``listener`` after every :func:`reset_probe` (the dispatcher's verdict cache)."""
     _reset_listeners.append(listener)
 
 
 def reset_probe() -> None:
-    """Forget the probe's answers (tests; after installing a missing package), and every
-    verdict the dispatcher cached from them."""
+    """Forget the probe's answers and the verdicts cached from them."""
     global _imported_mode
     _probed.clear()
     _imported_mode = None
@@ -94,18 +78,15 @@ def reset_probe() -> None:
 # its class says which mode Triton was imported in.
 _TRITON_LIBRARY = ("triton.language.standard", "cdiv")
 
+# Once in sys.modules, TRITON_INTERPRET no longer decides the mode (the verdict cache keys on it).
 TRITON_LIBRARY_MODULE = _TRITON_LIBRARY[0]
-"""The module of Triton's own library whose import fixes the mode Triton runs in: once it is
-in ``sys.modules``, ``TRITON_INTERPRET`` no longer decides the mode (the verdict cache keys on
-whether it is there, beside the variable's raw value)."""
 
 _imported_mode: bool | None = None  # known for good once Triton is imported
 
 
 def triton_imported_interpreted() -> bool | None:
-    """Whether the Triton this process imported runs in interpreter mode (``TRITON_INTERPRET``
-    as Triton read it at import), or ``None`` while Triton is not imported (or its library
-    does not say).  Looks at ``sys.modules`` only: never imports Triton."""
+    """Whether the imported Triton runs in interpreter mode, or ``None`` while it is not
+    imported (never imports it)."""
     global _imported_mode
     if _imported_mode is None:
         module = sys.modules.get(_TRITON_LIBRARY[0])
@@ -119,9 +100,7 @@ def triton_imported_interpreted() -> bool | None:
 
 
 def interpret_mismatch() -> TritonUnavailable | None:
-    """Why Triton kernels cannot run in this process because ``TRITON_INTERPRET`` changed
-    after Triton was imported, or ``None`` (Triton not imported yet, or the variable says
-    what Triton read)."""
+    """Why Triton cannot run because ``TRITON_INTERPRET`` changed after its import, or ``None``."""
     imported = triton_imported_interpreted()
     if imported is None:
         return None
@@ -143,11 +122,8 @@ def _mismatch(now: bool, imported: bool) -> TritonUnavailable | None:
 
 
 def _find_problem(module: str) -> str | None:
-    """Why the import system cannot find ``module`` here (one line), or ``None`` if it can.
-
-    Finds without importing (see the module docstring); an import hook that refuses the module
-    (a finder that raises) counts as the module being unavailable.
-    """
+    """Why the import system cannot find ``module`` (one line; a raising finder counts), or
+    ``None``."""
     if module in sys.modules:
         return None
     try:
@@ -161,7 +137,6 @@ def _find_problem(module: str) -> str | None:
 
 
 def _missing_module(problem: str) -> str | None:
-    """The module a ``ModuleNotFoundError`` line names (``No module named 'x'`` -> ``x``)."""
     prefix = "ModuleNotFoundError: No module named "
     if not problem.startswith(prefix):
         return None
@@ -169,8 +144,6 @@ def _missing_module(problem: str) -> str | None:
 
 
 def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
-    """The answer for ``device_type`` tensors under this ``TRITON_INTERPRET`` and the mode
-    Triton was imported in (if it was)."""
     if device_type not in ("cuda", "cpu"):
         return TritonUnavailable(
             f"Triton kernels do not run on {device_type!r} tensors",
@@ -210,12 +183,8 @@ def _probe(device_type: str, interpret: bool) -> TritonUnavailable | None:
 
 
 def triton_unavailable(device_type: str) -> TritonUnavailable | None:
-    """Why Triton kernels cannot run on ``device_type`` tensors here, or ``None`` if they can.
-
-    Probed once per device kind and ``TRITON_INTERPRET`` setting, and once Triton is
-    imported, compared with the mode it was imported in (:func:`interpret_mismatch`); the
-    answers are cached.
-    """
+    """Why Triton kernels cannot run on ``device_type`` tensors here, or ``None`` if they can
+    (probed once per device kind and ``TRITON_INTERPRET`` setting)."""
     now = interpreter_enabled()
     key = (device_type, now)
     try:

@@ -1,11 +1,8 @@
 """Triton matrix multiply (backend ``"triton"`` of :func:`flashinfer.mm`).
 
-Imported on first use by the backend; importing it imports Triton.  A classic tiled GEMM:
-each program computes one ``BLOCK_M x BLOCK_N`` tile of ``C`` over the whole K dimension with
-an fp32 accumulator, programs grouped along M (``GROUP_M``) for L2 reuse.  The tile shape,
-``num_warps`` and ``num_stages`` form the *tactic* the autotuner chooses; the tactic space
-itself (:data:`flashinfer.gemm.MM_TRITON_TACTICS`) lives with the op, so it can be listed
-without importing Triton.
+Imported on first use (it imports Triton).  A classic tiled GEMM: one ``BLOCK_M x BLOCK_N``
+tile of ``C`` per program over the whole K with an fp32 accumulator, grouped along M for L2
+reuse; the tactic space lives with the op (:data:`flashinfer.gemm.MM_TRITON_TACTICS`).
 
 Under the Triton interpreter ``tl.dot`` on bf16 operands returns garbage (Triton 3.9), so
 there bf16 tiles are upcast to fp32 before the dot (``UPCAST``); and its fp32 -> bf16 stores
@@ -77,12 +74,8 @@ def _mm_kernel(
 
 
 def dot_precision(dtype: torch.dtype) -> str:
-    """``tl.dot``'s ``input_precision`` for operands of ``dtype``.
-
-    fp32 operands: ``"ieee"`` unless torch's float32 matmul precision setting allows TF32.
-    16-bit operands: Triton's default (the flag only concerns fp32 operands; IEEE there
-    could steer the compiler away from tensor cores).
-    """
+    """``tl.dot``'s ``input_precision``: fp32 ``"ieee"`` unless torch allows TF32; 16-bit
+    operands Triton's default (IEEE could steer the compiler away from tensor cores)."""
     if dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest":
         return "ieee"
     return "tf32"

@@ -1,10 +1,7 @@
 """Triton RMS-norm kernel (backend ``"triton"`` of :func:`flashinfer.rmsnorm`).
 
-Imported on first use by the backend; importing it imports Triton.  One program normalises
-one row; accumulation is fp32 whatever the storage dtype.  Rows up to ``MAX_BLOCK`` elements
-stay in registers (one read of the input); longer rows are processed in ``MAX_BLOCK`` chunks
-in two passes (sum of squares, then scale), so the hidden size has no upper limit beyond
-32-bit offsets.
+Imported on first use (it imports Triton).  One program per row, fp32 accumulation; rows
+over ``MAX_BLOCK`` elements take two passes in chunks (no hidden-size limit).
 """
 
 from __future__ import annotations

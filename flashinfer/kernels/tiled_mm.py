@@ -1,11 +1,5 @@
-"""mm's tiled Triton driver, shared by the stable ``triton`` runner of :func:`flashinfer.mm`
-and the experimental split-K runner, and mm's backward formula, which its autograd Function
-and the compiled operator use.
-
-Here, among the kernels (which import nothing else of the package), so that split-K's runner
-can import it without importing :mod:`flashinfer.gemm`, which imports split-K's declarations:
-the two stay acyclic.  Each launch is given by its runner; Triton is imported by those.
-"""
+"""mm's tiled Triton driver (the ``triton`` and split-K runners) and mm's derivative formulas.
+Among the kernels so that split-K imports it without :mod:`flashinfer.gemm` (no cycle)."""
 
 from __future__ import annotations
 
@@ -34,16 +28,9 @@ def run_tiled(
     backend: str,
     launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
 ) -> torch.Tensor:
-    """Run a tiled Triton GEMM of mm (the ``triton`` and ``splitk`` runners; the dispatcher
-    has refused an ``out`` that overlaps ``a`` or ``b``,
-    :data:`flashinfer.gemm.OVERLAP`); ``tactic``
-    defaults to ``runner``'s first for these inputs and must otherwise be in ``space`` (the
-    tactics of ``backend``);
-    ``launch(a, b, c, tactic)`` writes ``c``: ``out``, or a fresh result.
-
-    When grad is required (grad mode on and ``a``, ``b`` or ``out`` requiring it) the launch
-    runs inside :class:`_TiledMatmul`, whose backward is :func:`mm_backward`'s formula, and
-    ``out=`` is refused (:func:`~flashinfer.kernels.autograd.out_with_grad_error`)."""
+    """Run a tiled Triton GEMM of mm: ``launch(a, b, c, tactic)`` writes ``c`` (``out`` or a
+    fresh result); ``tactic`` defaults to ``runner``'s first, else must be in ``space``.
+    When grad is required the launch runs inside :class:`_TiledMatmul`."""
     a, b, out, out_dtype = inputs
     # The one test for autograd, forward AD and functorch (no call when none is in play).
     if needs_function(a, b, out):
@@ -69,9 +56,7 @@ def _launch_tiled(
     backend: str,
     launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], None],
 ) -> torch.Tensor:
-    """Launch on plain tensors (the Function's forward calls this directly).  Under a
-    dispatch mode, ``mm``'s operator runs instead (``dispatch_mode_active``), which
-    chooses its tactic when it runs."""
+    """Launch on plain tensors; under a dispatch mode ``mm``'s operator runs instead."""
     a, b, out, out_dtype = inputs
     if dispatch_mode_active():
         result = torch.ops.flashinfer.mm_no_grad(
@@ -157,11 +142,8 @@ def _mm_grads(
     need_a: bool = True,
     need_b: bool = True,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """``grad @ b.T`` and ``a.T @ grad`` in the inputs' dtypes.  When the result had the
-    inputs' dtype (no ``out_dtype``, or the same) they are multiplied in it, as autograd
-    through the torch backend does (torch's GEMMs accumulate 16-bit products in fp32);
-    with another ``out_dtype`` all three are multiplied in fp32 (what the torch backend's
-    fp32 path records) and the gradients rounded once to the inputs' dtype."""
+    """``grad @ b.T`` and ``a.T @ grad`` in the inputs' dtypes, multiplied as the torch
+    backend's autograd does (in fp32 when the result had another dtype)."""
     a_dtype, b_dtype = a.dtype, b.dtype
     if grad.dtype != a_dtype or b_dtype != a_dtype:
         grad, a, b = grad.float(), a.float(), b.float()
@@ -177,9 +159,8 @@ def _mm_tangent(
     b_t: torch.Tensor | None,
     result_dtype: torch.dtype,
 ) -> torch.Tensor:
-    """``a_t @ b + a @ b_t`` (a missing tangent is zero) in the result's dtype: multiplied
-    in the inputs' dtype when the result has it, as forward AD through the torch backend
-    gives it, and in fp32 otherwise (the torch backend's fp32 path)."""
+    """``a_t @ b + a @ b_t`` (a missing tangent is zero) in the result's dtype, as forward AD
+    through the torch backend gives it."""
     if result_dtype != a.dtype:
         a, b = a.float(), b.float()
         a_t = None if a_t is None else a_t.float()
@@ -193,22 +174,15 @@ def _mm_tangent(
 
 
 def mm_jvp(inputs: dict[str, Any], tangents: dict[str, torch.Tensor | None]) -> torch.Tensor:
-    """The forward-mode derivative of :func:`flashinfer.mm`: ``inputs`` (the call's
-    arguments by name: ``a``, ``b``, ``out_dtype``) and ``tangents`` (``a``'s and ``b``'s,
-    None for one without) give ``a_t @ b + a @ b_t`` in the result's dtype, as forward AD
-    through the torch backend gives it.  The Triton and split-K backends' Function uses
-    it, and so does the compiled operator."""
+    """The forward-mode derivative of :func:`flashinfer.mm`: ``a_t @ b + a @ b_t`` from the
+    call's arguments and ``a``'s and ``b``'s tangents (None: none), in the result's dtype."""
     a, b = inputs["a"], inputs["b"]
     out_dtype = inputs.get("out_dtype")
     return _mm_tangent(a, b, tangents.get("a"), tangents.get("b"), out_dtype or a.dtype)
 
 
 def mm_backward(grad: torch.Tensor, inputs: dict[str, Any]) -> dict[str, torch.Tensor | None]:
-    """The gradient of :func:`flashinfer.mm`: ``grad`` (of the ``(M, N)`` result, in its
-    dtype: ``out_dtype`` or the inputs') and ``inputs`` (the call's arguments by name:
-    ``a``, ``b``; others are ignored) give ``{"a": grad @ b.T, "b": a.T @ grad}`` in the
-    inputs' dtypes, as autograd through the torch backend gives them.  The Triton and
-    split-K backends' :class:`torch.autograd.Function` uses it, and so does the compiled
-    operator."""
+    """The gradient of :func:`flashinfer.mm`: ``{"a": grad @ b.T, "b": a.T @ grad}`` in the
+    inputs' dtypes, as autograd through the torch backend gives them."""
     grad_a, grad_b = _mm_grads(grad, inputs["a"], inputs["b"])
     return {"a": grad_a, "b": grad_b}

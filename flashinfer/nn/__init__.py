@@ -1,15 +1,6 @@
-"""flashinfer in a model: drop-in modules and a reversible swap of a model's modules.
-
-- :class:`RMSNorm`: ``torch.nn.RMSNorm`` (and HF's ``LlamaRMSNorm``) computed by
-  :func:`flashinfer.rmsnorm`, with the same ``state_dict`` keys and ``eps`` handling.
-- :class:`Linear`: a ``torch.nn.Linear`` computed by :func:`flashinfer.mm`.
-- :func:`apply_flashinfer`: swap a model's RMSNorm (and, if asked, linear) modules in place,
-  report what was swapped, and undo it (``revert()``, or leave a ``with`` block).
-
-``import flashinfer`` does not import this package; ``flashinfer.nn`` (its first access)
-or ``import flashinfer.nn`` does.  See
-``docs/model.rst`` ("Use it in a model").
-"""
+"""flashinfer in a model (``docs/model.rst``): drop-in :class:`RMSNorm` and :class:`Linear`,
+and :func:`apply_flashinfer`, a reversible swap of a model's modules.  Loaded on first access
+of ``flashinfer.nn``, not by ``import flashinfer``."""
 
 from __future__ import annotations
 

@@ -27,14 +27,9 @@ Qwen2/3's, Mistral's, Phi-3's: a float32 weight gives a float32 result)."""
 class RMSNorm(nn.Module):
     """``torch.nn.RMSNorm`` over the last dimension, computed by :func:`flashinfer.rmsnorm`.
 
-    The same constructor (``normalized_shape``: an int or a 1-tuple; flashinfer normalises
-    over the last dimension only), the same ``state_dict`` (``weight`` when
-    ``elementwise_affine``, nothing otherwise) and the same ``eps`` rule: ``None`` means
-    the machine epsilon of the type the norm is computed in, float32's for every input
-    dtype (what torch's kernel uses: its docs say the input dtype's, but a bfloat16 input
-    is normalised with float32's epsilon, and so is it here).  ``variance_epsilon`` reads and writes
-    ``eps`` as HF's ``LlamaRMSNorm`` names it, so a module built from one
-    (:meth:`from_module`) behaves as it did.
+    The same constructor (``normalized_shape``: an int or a 1-tuple, the last dimension),
+    ``state_dict`` and ``eps`` rule (``None``: float32's machine epsilon for every input
+    dtype, as torch's kernel does).  ``variance_epsilon`` is HF's name for ``eps``.
 
     ``offset``: the scale is ``offset + weight``, computed in float32 (Gemma's ``1 + weight``
     is ``offset=1.0``, as ``LigerRMSNorm(offset=...)``); a new weight starts at

@@ -1,12 +1,6 @@
-"""Swap a model's modules for flashinfer's, in place, reversibly: :func:`apply_flashinfer`.
-
-The convention users know from Liger Kernel's ``apply_liger_kernel_to_*``, for a model
-instance rather than a model class: nothing global changes, two models in one process can
-differ, and the swap can be undone.  Only RMSNorm classes whose formula is known are swapped
-(:data:`KNOWN_RMSNORMS`: Llama's ``x * rsqrt(mean(x**2) + eps) * weight``, Gemma's
-``(1 + weight)``, each with its rounding); a module whose class name ends in ``RMSNorm`` but
-is not listed is left as it is, reported, with why, and warned about once.
-"""
+"""Swap a model instance's modules for flashinfer's, in place, reversibly (Liger Kernel's
+``apply_liger_kernel_to_*`` convention, per instance): :func:`apply_flashinfer`.  Only RMSNorm
+classes whose formula is known (:data:`KNOWN_RMSNORMS`) are swapped."""
 
 from __future__ import annotations
 
@@ -266,9 +260,8 @@ def _norm_replacement(
 
 
 def _probe_mismatch(child: nn.Module, norm: RMSNorm) -> str | None:
-    """Why ``norm`` does not compute what ``child`` does on a float32 probe, or None.  The
-    check of a class named in ``extra_rmsnorms`` (Gemma's ``1 + weight`` passed as a plain
-    norm gives logits off by units); not run on the meta device, which has no values."""
+    """Why ``norm`` does not compute what ``child`` (an ``extra_rmsnorms`` class) does on a
+    float32 probe, or None (not on the meta device)."""
     weight = getattr(child, "weight", None)
     device = weight.device if isinstance(weight, torch.Tensor) else torch.device("cpu")
     if device.type == "meta":

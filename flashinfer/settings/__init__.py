@@ -1,16 +1,7 @@
-"""The one reader of the package's environment variables, and their table.
-
-Every ``FLASHINFER_*`` / ``TRITON_*`` variable is a row of :data:`ENVIRONMENT`
-(``docs/configuration.rst`` is rendered from it) and is read by :func:`read`, which applies
-the row: its parse rule, and for a value the row refuses, one ``RuntimeWarning`` per
-distinct value (the variable counts as its ``fallback``), or, under
-``FLASHINFER_STRICT_SETTINGS=1``, :class:`SettingsError` at each use.  No other module reads
-these variables (``tests/test_settings_table.py``).
-
-Reads are cheap enough for a hot path (the gate is read at every ``backend="auto"`` call of
-an API with experimental backends): on POSIX the value is looked up in ``os.environ``'s own
-bytes dict, which ``os.environ`` keeps in sync, and each accepted value's reading is kept.
-"""
+"""The one reader of the package's environment variables (:func:`read`), applying each row
+of :data:`ENVIRONMENT` (``docs/configuration.rst``): its parse rule, and for a refused value
+one ``RuntimeWarning`` per distinct value, or :class:`SettingsError` under
+``FLASHINFER_STRICT_SETTINGS=1``.  Cheap enough for a hot path (the gate)."""
 
 from __future__ import annotations
 
@@ -32,9 +23,8 @@ STRICT_SETTINGS_ENV = "FLASHINFER_STRICT_SETTINGS"
 _ROWS = {row.name: row for row in ENVIRONMENT}
 _ECHO_LIMIT = 200  # how much of a bad value a message quotes
 
-# os.environ.get re-encodes the key on every call, which costs many times the dict lookup it
-# ends in (benchmarks/bench_costs.py prints both); on POSIX the bytes dict under os.environ
-# is kept in sync by os.environ itself, so reading it directly is exact and cheap.  A
+# os.environ.get re-encodes the key each call (many times the dict lookup); on POSIX the
+# bytes dict under os.environ is kept in sync by it, so reading it is exact and cheap.  A
 # replaced os.environ (a mock) is read through its own get().
 _environ = os.environ
 _data: dict[bytes, bytes] | None = getattr(_environ, "_data", None) if os.name == "posix" else None
@@ -48,8 +38,7 @@ _reporting = threading.local()  # inside reporting_only(): never raise
 
 class SettingsError(ValueError):
     """A flashinfer environment variable holds a value it does not accept, under
-    ``FLASHINFER_STRICT_SETTINGS=1``.  A ``ValueError``, so code that catches bad values
-    the usual way catches it; ``variable``, ``value`` and ``accepted`` say which."""
+    ``FLASHINFER_STRICT_SETTINGS=1`` (``variable``, ``value`` and ``accepted`` say which)."""
 
     def __init__(self, variable: str, value: str, accepted: str, why: str = "") -> None:
         self.variable, self.value, self.accepted = variable, value, accepted
@@ -63,20 +52,17 @@ class SettingsError(ValueError):
 
 
 def unrecognised_value(variable: str, raw: str, effect: str, accepted: str) -> str:
-    """The warning of ``variable=raw``, a value it does not know: what is done instead
-    (``effect``) and the ``accepted`` values."""
+    """The warning of ``variable=raw``: what is done instead and the accepted values."""
     return f"{variable}={raw!r} is not a recognised value; {effect}. Accepted values: {accepted}."
 
 
 def raw(name: str) -> str | None:
-    """The text of variable ``name``, or None when it is unset: for a report that shows the
-    value, and for the variables a support checker declares (not flashinfer's own)."""
+    """The text of variable ``name`` or None (a report; variables a checker declares)."""
     return os.environ.get(name)
 
 
 def variables_set(prefixes: tuple[str, ...] = ("FLASHINFER_", "TRITON_")) -> list[str]:
-    """The names of the variables set in the environment that start with ``prefixes``,
-    sorted (``flashinfer backends`` reports each, unknown ones too)."""
+    """The sorted names of the set variables that start with ``prefixes``."""
     return sorted(name for name in os.environ if name.startswith(prefixes))
 
 
@@ -85,11 +71,8 @@ def read(
     parse: Callable[[str], Any] | None = None,
     report: Callable[[str], object] | None = None,
 ) -> Any:
-    """Variable ``name`` as its row reads it: the row's ``unset`` value when unset, else
-    ``parse(raw)`` (``parse``: the row's rule unless given, for a grammar that lives with
-    its reader).  A value the rule refuses counts as the row's ``fallback``, after one
-    ``RuntimeWarning`` per distinct value (``report(message)`` instead, each time, when
-    given), or raises :class:`SettingsError` under ``FLASHINFER_STRICT_SETTINGS=1``."""
+    """Variable ``name`` as its row reads it: ``unset`` when unset, else ``parse(raw)`` (the
+    row's rule unless given).  A refused value counts as ``fallback`` after :func:`refuse`."""
     memo = _MEMO.get(name)
     if memo is None:
         return _row(name)  # raises KeyError naming the listed variables
@@ -118,8 +101,7 @@ def read(
 
 
 def reader(name: str) -> Callable[[], Any]:
-    """:func:`read` of ``name`` for a hot path (the gate, read at every automatic selection
-    of an API with experimental backends): the same answer, in one call."""
+    """:func:`read` of ``name`` for a hot path (the gate): the same answer, in one call."""
     memo, key, environ = _MEMO[_row(name).name], _KEYS[name], _environ
     if _data is None:
         return functools.partial(read, name)
@@ -139,9 +121,8 @@ def reader(name: str) -> Callable[[], Any]:
 def refuse(
     name: str, text: str, why: str = "", report: Callable[[str], object] | None = None
 ) -> None:
-    """What a refused value of ``name`` does: raise :class:`SettingsError` under strict
-    settings (each time: nothing is remembered), else warn once per distinct value (or call
-    ``report``).  ``why``: what is wrong, when the row's words do not say it all."""
+    """A refused value: :class:`SettingsError` under strict settings (each time), else warn
+    once per distinct value (or ``report(message)`` each time)."""
     row = _row(name)
     shown, length = text, ""
     if len(text) > _ECHO_LIMIT:
@@ -149,7 +130,8 @@ def refuse(
         length = f"the value is {len(text)} characters long, shown up to its first {_ECHO_LIMIT}; "
     if name == STRICT_SETTINGS_ENV:
         raise SettingsError(name, shown, row.accepted, why)
-    refuse_if_strict(name, shown, row.accepted, why)
+    if strict_settings():
+        raise SettingsError(name, shown, row.accepted, why)
     effect = f"{length}{why}; {row.effect}" if why else f"{length}{row.effect}"
     message = unrecognised_value(name, shown, effect, row.accepted)
     if report is not None:
@@ -158,14 +140,8 @@ def refuse(
         warn_once(name, shown, message)
 
 
-def refuse_if_strict(variable: str, value: str, accepted: str, why: str = "") -> None:
-    """Raise :class:`SettingsError` for ``variable=value`` under strict settings."""
-    if strict_settings():
-        raise SettingsError(variable, value, accepted, why)
-
-
 def warn_once(variable: str, value: str, message: str) -> None:
-    """One ``RuntimeWarning`` (``message``, at the user's line) per (variable, value)."""
+    """One ``RuntimeWarning`` at the user's line per (variable, value)."""
     with _lock:
         first = (variable, value) not in _warned
         _warned.add((variable, value))
@@ -180,9 +156,8 @@ def forget_unrecognised_values() -> None:
 
 
 def strict_settings() -> bool:
-    """Whether refused values raise: ``FLASHINFER_STRICT_SETTINGS`` is ``'1'`` (outside a
-    :func:`reporting_only` block).  A value of it other than ``'1'``, ``'0'`` or empty raises
-    :class:`SettingsError` itself: whoever set it asked for strictness in some spelling."""
+    """``FLASHINFER_STRICT_SETTINGS=1`` outside :func:`reporting_only`; a malformed value of
+    it raises :class:`SettingsError` (whoever set it asked for strictness)."""
     if getattr(_reporting, "depth", 0):
         return False
     return bool(read(STRICT_SETTINGS_ENV))
@@ -190,8 +165,7 @@ def strict_settings() -> bool:
 
 @contextlib.contextmanager
 def reporting_only() -> Iterator[None]:
-    """Strict settings do not raise in this block (the thread's): what ``flashinfer
-    backends`` runs in, since its report is where the bad values are shown."""
+    """Strict settings do not raise in this thread's block (``flashinfer backends``)."""
     depth = getattr(_reporting, "depth", 0)
     _reporting.depth = depth + 1
     try:
@@ -201,11 +175,8 @@ def reporting_only() -> Iterator[None]:
 
 
 def environment_reader(name: str) -> tuple[Callable[[], Any], tuple[Any, Any] | None]:
-    """A reader of the raw value of ``name`` for generated code, and ``(os module,
-    os.environ)`` when it reads ``os.environ``'s bytes dict directly (POSIX: a C-level
-    lookup, no Python frame; the caller checks that ``os.environ`` is still that object and
-    passes any value it does not know to :func:`read`); elsewhere ``os.environ.get``.
-    Any name: the dispatcher also watches the variables a support checker declares."""
+    """A raw reader of ``name`` for generated code, and ``(os, os.environ)`` when it reads
+    the bytes dict directly (the caller checks ``os.environ`` is still that object)."""
     if _data is not None:
         return functools.partial(_data.get, os.fsencode(name)), (os, _environ)
     return functools.partial(os.environ.get, name), None

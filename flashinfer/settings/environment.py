@@ -1,21 +1,11 @@
-"""The table of environment variables the package reads (``docs/configuration.rst``).
-
-One row per variable: what a user reads (summary, values, default, when it is read, what a
-bad value does) and how the package reads it (``parse``: the raw text to a value, a
-``ValueError`` for a value it does not accept; ``accepted`` and ``effect``, what the warning
-about a bad value says).  :func:`flashinfer.settings.read` applies the row; no other module
-reads these variables (``tests/test_settings_table.py``).
-"""
+"""The table of environment variables the package reads (``docs/configuration.rst`` is
+rendered from it): what a user reads, and how :func:`flashinfer.settings.read` reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-
-def _text(raw: str) -> str:
-    return raw
 
 
 @dataclass(frozen=True)
@@ -30,7 +20,7 @@ class EnvironmentVariable:
     bad_value: str  # what a value outside ``values`` does
     read_by: tuple[str, ...]  # the modules that use it, the first naming it
     topic: str = ""  # the documentation page that says more (a Sphinx document name)
-    parse: Callable[[str], Any] = _text  # set (possibly empty) -> value; ValueError: bad
+    parse: Callable[[str], Any] = str  # set (possibly empty) -> value; ValueError: bad
     unset: Any = None  # the value when unset
     accepted: str = ""  # the accepted values, as the warning about a bad one says them
     effect: str = ""  # what a bad value counts as, in the warning's words
@@ -38,14 +28,12 @@ class EnvironmentVariable:
 
 
 def _switch(raw: str) -> bool:
-    """Only ``'1'`` is on; ``'0'`` and empty are off; any other spelling is refused."""
     if raw in ("", "0", "1"):
         return raw == "1"
     raise ValueError
 
 
-WARNING_ACTIONS = ("default", "error", "ignore", "always", "module", "once")
-"""Python's warning-filter actions, by their full names: no prefixes, no case folding."""
+WARNING_ACTIONS = ("default", "error", "ignore", "always", "module", "once")  # full names only
 
 
 def _action(raw: str) -> str | None:
@@ -61,14 +49,11 @@ def _level(raw: str) -> int:
         raise ValueError from None  # the row's words say what is wrong
 
 
-# Triton's reading of its boolean variables (triton.knobs: getenv_bool): case-insensitive,
-# not stripped.  flashinfer must read TRITON_INTERPRET alike, or a Triton that interprets
-# would be refused CPU tensors.
+# Triton's reading of its booleans (triton.knobs.getenv_bool), which TRITON_INTERPRET's must match.
 _TRITON_TRUE = frozenset({"1", "true", "on", "yes", "y"})
 
 
 def triton_true(raw: str | None) -> bool:
-    """Whether Triton reads ``raw`` (a boolean variable's value) as true."""
     return raw is not None and raw.lower() in _TRITON_TRUE
 
 

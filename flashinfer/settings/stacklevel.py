@@ -1,11 +1,5 @@
-"""Point warnings at the user's line: the ``stacklevel`` that skips flashinfer's own frames.
-
-A frame is flashinfer's own when its module is ``flashinfer`` or ``flashinfer.<anything>``
-(generated code included: it runs in ``flashinfer.codegen.generated``), ``wrapt``'s or
-``functools``'; above such a frame, torch's frames and the code torch generates (FX graphs,
-inductor's output: what sits between a compiled program and an operator's implementation)
-count as flashinfer's too.  Here, below every other module, since the settings warn too.
-"""
+"""The ``stacklevel`` that points a warning at the user's line: skips flashinfer's frames
+(generated code included), ``wrapt``'s, ``functools``' and torch's (FX graphs, inductor)."""
 
 from __future__ import annotations
 
@@ -31,10 +25,8 @@ def _skipped(frame: Any) -> bool:
 
 
 def user_stacklevel() -> int:
-    """The ``stacklevel`` that makes a warning issued by the caller point at user code: the
-    frames from the caller up to the first one of neither flashinfer nor torch, leaving out
-    importlib's as ``warnings.warn`` does (a warning issued while ``flashinfer`` is imported
-    points at the ``import`` line).  Only called on the rare path that warns."""
+    """The ``stacklevel`` for a warning issued by the caller: up to the first frame of
+    neither flashinfer nor torch, skipping importlib's as ``warnings.warn`` does."""
     frame: Any = sys._getframe(1)
     level = 1
     while frame is not None and _skipped(frame):

@@ -1,18 +1,12 @@
-"""Declared test cases: an op's tests as values, run against every backend it has.
-
-An op declares its :class:`Case` values (a seeded inputs factory, a reference, a comparator:
-:func:`allclose` or :func:`rel_frobenius`) and its CLI inputs (:class:`ExampleInputs`) with
-:func:`declare_cases`.  One conformance test runs each case against every backend the op
-registers (:func:`conformance_items`, read from ``op.backend_checks`` at collection, so a
-backend added later is covered with no new test code), and :func:`overlap_items` attacks
-every written argument with overlapping views (``overlap.py``).  At import this loads torch
-only: no pytest, no Triton, no ``flashinfer.experimental``.
-"""
+"""Declared test cases: an op's tests as values (:func:`declare_cases`), run against every
+backend it registers (:func:`conformance_items`) and attacked with overlapping views
+(:func:`overlap_items`).  Imports torch only: no pytest, Triton or experimental code."""
 
 from __future__ import annotations
 
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,11 +40,8 @@ from flashinfer.testing.overlap import (
     UnbuiltAttack,
     attack_tensors,
     build_attack,
-    declare_overlap_rule,
     overlap_attacks,
-    overlap_rule_for,
     run_overlap_items_on,
-    unbuilt_summary,
 )
 
 __all__ = [
@@ -84,8 +75,8 @@ __all__ = [
     "unbuilt_overlap_summary",
 ]
 
-_declared: dict[str, tuple[Any, list[Case]]] = {}
-# Attacks overlap_items() could not build, by (op key, case name, attack): reported, not lost.
+_declared: dict[str, tuple[Any, list[Case], OverlapRule | None]] = {}
+# Attacks overlap_items() could not build, by (op key, case, attack): reported, not lost.
 _unbuilt: dict[tuple[str, str, str], UnbuiltAttack] = {}
 
 
@@ -96,12 +87,10 @@ def declare_cases(
     overlap: OverlapRule | None = None,
     examples: ExampleInputs | None = None,
 ) -> None:
-    """Register ``cases`` for ``op`` (a ``backend_requirement`` op or a plain API function),
-    ``overlap`` (the rule a plain API checks for what it writes; an op with a dispatcher
-    declares it to ``backend_requirement``) and ``examples`` (the CLI's inputs from a shape).
-    An op of the one list calls it in its module's ``declare_test_cases()``, which this kit
-    runs once both are loaded; any other op may call it at import.  Names must be unique per
-    op; declaring again replaces the op's cases and rule (reloads stay idempotent)."""
+    """Register ``cases`` for ``op``, ``overlap`` (the rule of a plain API; an op with a
+    dispatcher declares it to ``backend_requirement``) and ``examples`` (the CLI's inputs).
+    An op of the one list calls it in its module's ``declare_test_cases()``.  Case names are
+    unique per op; declaring again replaces the op's cases and rule."""
     cases = list(cases)
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -114,19 +103,23 @@ def declare_cases(
             f"dispatcher applies ({dispatcher.overlap!r}); pass it to "
             "backend_requirement(..., overlap=...) instead, which declares it for the cases too"
         )
-    _declared[op_key(op)] = (op, cases)
-    declare_overlap_rule(op, dispatcher.overlap if dispatcher is not None else overlap)
+    _declared[op_key(op)] = (op, cases, dispatcher.overlap if dispatcher is not None else overlap)
     if examples is not None:
         declare_example_inputs(op, examples)
 
 
 def cases_for(op: Any) -> list[Case]:
     """The cases declared for ``op`` (empty if none)."""
-    return list(_declared.get(op_key(op), (None, []))[1])
+    return list(_declared.get(op_key(op), (None, [], None))[1])
+
+
+def overlap_rule_for(op: Any) -> OverlapRule | None:
+    """The overlap rule declared with ``op``'s cases, or ``None``."""
+    return _declared.get(op_key(op), (None, [], None))[2]
 
 
 def declared_ops() -> list[Any]:
-    """Every op with declared cases, after importing all API modules, sorted by name."""
+    """Every op with declared cases (all API modules imported), sorted by name."""
     load_all_apis()
     return [_declared[k][0] for k in sorted(_declared)]
 
@@ -136,9 +129,8 @@ def _kept(item: ConformanceItem | OverlapItem, experimental: bool | None) -> boo
 
 
 def conformance_items(*, experimental: bool | None = None) -> list[ConformanceItem]:
-    """Every (op, backend, case) triple of the declared ops, read from ``op.backend_checks``:
-    ``experimental=False`` keeps stable backends of stable APIs, ``True`` experimental
-    backends and experimental APIs, ``None`` everything."""
+    """Every (op, backend, case) of the declared ops, backends read from
+    ``op.backend_checks``; ``experimental=True`` / ``False``: only those."""
     items = []
     for op in declared_ops():
         for backend in list(getattr(op, "backend_checks", None) or [None]):
@@ -147,11 +139,9 @@ def conformance_items(*, experimental: bool | None = None) -> list[ConformanceIt
 
 
 def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
-    """Every attack (:func:`overlap_attacks`) on every (op, backend, case) of the ops with an
-    overlap rule, ``"auto"`` included; a refused attack also with ``skip_check=True``.  One
-    that cannot be built for a case's tensors is left out, not skipped, and recorded
-    (:func:`unbuilt_overlap_attacks`).  ``experimental`` filters as in
-    :func:`conformance_items`, the record too."""
+    """Every attack on every (op, backend, case) of the ops with an overlap rule, ``"auto"``
+    included; a refused attack also with ``skip_check=True``.  One that cannot be built is
+    left out and recorded (:func:`unbuilt_overlap_attacks`)."""
     items = []
     for op in declared_ops():
         rule = overlap_rule_for(op)
@@ -171,26 +161,33 @@ def overlap_items(*, experimental: bool | None = None) -> list[OverlapItem]:
                     _unbuilt[key] = UnbuiltAttack(api_name_of(op), case.name, str(attack), built)
             for backend, attack in itertools.product(backends, attacks):
                 for skip in (False, True) if checks and not attack.allowed(rule) else (False,):
-                    items.append(OverlapItem(op, backend, case, attack, skip))
+                    items.append(OverlapItem(op, backend, case, attack, skip, rule))
     return [item for item in items if _kept(item, experimental)]
 
 
 def unbuilt_overlap_attacks() -> list[UnbuiltAttack]:
-    """The attacks :func:`overlap_items` has left out so far because they could not be built
-    for a case's tensors, of the ops declared now, sorted."""
+    """The attacks :func:`overlap_items` could not build so far, sorted."""
     return sorted(u for (key, _, _), u in _unbuilt.items() if key in _declared)
 
 
 def unbuilt_overlap_summary() -> str:
-    """:func:`unbuilt_overlap_attacks` counted per op and reason, for a test run's summary
-    (tests/conftest.py prints it): ``""`` when every attack was built."""
-    return unbuilt_summary(unbuilt_overlap_attacks())
+    """:func:`unbuilt_overlap_attacks` counted per op and reason (``""``: none)."""
+    unbuilt = unbuilt_overlap_attacks()
+    if not unbuilt:
+        return ""
+    counts = Counter((u.op, u.reason) for u in unbuilt)
+    return "\n".join(
+        [
+            f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be "
+            "built (left out at collection, run for no backend):",
+            *(f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())),
+        ]
+    )
 
 
 def assert_runs_in_fresh_interpreter(code: str) -> None:
-    """Run ``code`` in a new Python process (``TRITON_INTERPRET=1``, so Triton kernels run on
-    CPU tensors) and raise ``AssertionError`` with its stderr unless it exits 0: for import
-    checks, since the test process has long since imported everything."""
+    """Run ``code`` in a new Python process (``TRITON_INTERPRET=1``); ``AssertionError``
+    with its stderr unless it exits 0 (for import checks)."""
     import os
     import subprocess
 
@@ -200,8 +197,7 @@ def assert_runs_in_fresh_interpreter(code: str) -> None:
         raise AssertionError(f"exit status {proc.returncode}:\n{proc.stderr}")
 
 
-# Op modules declare their cases in declare_test_cases(), run once both the op's module and
-# this kit are loaded, so that touching an op imports no test code: here for the op modules
-# imported before the kit, at the end of their module for those imported after it.
+# Touching an op imports no test code: its declare_test_cases() runs here for the op modules
+# loaded before the kit, at the end of their module for those loaded after it.
 for _module in API_MODULES:
     getattr(sys.modules.get(_module), "declare_test_cases", lambda: None)()

@@ -1,7 +1,5 @@
-"""A declared test case (:class:`Case`), the comparators that judge its result, and running
-it against one backend of its op (:class:`ConformanceItem`).  Re-exported by
-:mod:`flashinfer.testing`, the import path to use.
-"""
+"""A declared test case (:class:`Case`), its comparators, and running it against one backend
+(:class:`ConformanceItem`).  Import these from :mod:`flashinfer.testing`."""
 
 from __future__ import annotations
 
@@ -52,8 +50,7 @@ def _pairs(actual: Any, expected: Any, path: str = "result") -> Iterable[tuple[s
 
 
 def _is_exact_dtype(dtype: torch.dtype) -> bool:
-    """bool and every integer dtype (sub-byte and unsigned ones too), by name: torch has no
-    predicate for them, and ``is_signed`` or ``iinfo`` miss some."""
+    # bool and every integer dtype, by name: torch has no predicate for them all.
     name = str(dtype).removeprefix("torch.")
     return name == "bool" or name.removeprefix("u").removeprefix("int").isdigit()
 
@@ -66,8 +63,7 @@ def _element(t: torch.Tensor, k: int) -> object:
 
 
 def _compare_exactly(path: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
-    """Bytewise, element by element: no rounding through float64 (an int64 past ``2**53``
-    would lose its low bits), and it holds for dtypes torch has no ``!=`` for."""
+    # Bytewise: no rounding through float64, and dtypes torch has no ``!=`` for.
     n, width = expected.numel(), expected.dtype.itemsize
     if n == 0:
         return
@@ -89,9 +85,8 @@ def _comparator(
     every_float: float | None,
     check: Callable[[str, torch.Tensor, torch.Tensor, Any, torch.dtype], None],
 ) -> Comparator:
-    """Compare each output with the tolerance ``table`` gives its dtype (``every_float`` for
-    a floating dtype not in it).  Bool and integer results without one compare exactly; any
-    other dtype without one (``float64``, complex, float8) raises ``TypeError``."""
+    # Each output against its dtype's tolerance (``every_float`` for other floats); bool and
+    # integers without one compare exactly; any other dtype without one is a TypeError.
 
     def compare(actual: Any, expected: Any) -> None:
         for path, a, e in _pairs(actual, expected):
@@ -117,9 +112,8 @@ def _comparator(
 def allclose(
     tolerances: Mapping[torch.dtype, tuple[float, float]] | None = None,
 ) -> Comparator:
-    """Elementwise ``|actual - expected| <= atol + rtol * |expected|``, tolerances per dtype
-    (``tolerances`` overrides entries of :data:`ALLCLOSE_TOLERANCES`).  Shapes and dtypes must
-    match; tuples of outputs are compared element by element."""
+    """Elementwise ``|actual - expected| <= atol + rtol * |expected|``, per dtype
+    (``tolerances`` overrides :data:`ALLCLOSE_TOLERANCES`); shapes and dtypes must match."""
 
     def check(path: str, a: torch.Tensor, e: torch.Tensor, tol: Any, dtype: torch.dtype) -> None:
         rtol, atol = tol
@@ -137,9 +131,8 @@ def allclose(
 
 
 def rel_frobenius(bounds: Mapping[torch.dtype, float] | float | None = None) -> Comparator:
-    """``||actual - expected||_F <= bound * ||expected||_F``, the bound per result dtype (a
-    float: every floating dtype; a mapping overrides entries of :data:`FROBENIUS_BOUNDS`).
-    What a matmul wants: accumulation order moves single elements far more than the whole."""
+    """``||actual - expected||_F <= bound * ||expected||_F`` per dtype (a float: every
+    floating dtype; a mapping overrides :data:`FROBENIUS_BOUNDS`): what a matmul wants."""
 
     def check(path: str, a: torch.Tensor, e: torch.Tensor, bound: Any, dtype: torch.dtype) -> None:
         if not torch.isfinite(a).all():
@@ -160,13 +153,10 @@ def rel_frobenius(bounds: Mapping[torch.dtype, float] | float | None = None) -> 
 
 @dataclass(frozen=True)
 class Case:
-    """One declared test case of an op: ``name`` (unique among the op's cases; part of the
-    test id), ``inputs(generator) -> {parameter: value}`` (the op's arguments but
-    ``backend``, built on CPU from a generator seeded with ``seed``, then moved to the test's
-    device), ``reference(**inputs) -> expected`` (computed first, on copies, so in-place ops
-    are fine), ``compare(actual, expected)`` (raises ``AssertionError`` on a mismatch) and
-    ``result(inputs, returned) -> actual`` (by default what the op returned; an in-place op
-    says what it wrote, e.g. ``lambda ins, _: ins["input"]``)."""
+    """One declared test case: ``name`` (unique per op), ``inputs(generator) -> {parameter:
+    value}`` (built on CPU from ``seed``, then moved), ``reference(**inputs)`` (run first, on
+    copies), ``compare(actual, expected)`` and ``result(inputs, returned) -> actual``
+    (default: what the op returned; an in-place op says what it wrote)."""
 
     name: str
     inputs: Callable[[torch.Generator], Inputs]
@@ -182,7 +172,6 @@ class Case:
 
 
 def expected_output(case: Case, args: Inputs) -> Any:
-    """``case``'s reference for ``args``, computed on copies of them."""
     return case.reference(
         **{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     )
@@ -193,15 +182,12 @@ def op_key(op: Any) -> str:
 
 
 def api_name_of(op: Any) -> str:
-    """The name an item's id starts with: the API's public name, else the function's."""
     return getattr(op, "api_name", None) or op.__name__
 
 
 def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
-    """Why ``backend`` of ``op`` does not support ``inputs``, as ``"<backend>: <reason>"``, or
-    ``None`` if it does (always for ``backend=None``, an API without backends).  The
-    dispatcher answers, without running the op, with the reason ``backend="auto"`` lists for
-    that backend (its capabilities, then its checker called as a call of ``op`` calls it)."""
+    """Why ``backend`` of ``op`` does not support ``inputs`` (``"<backend>: <reason>"``, as
+    ``backend="auto"`` lists it, without running the op), or ``None`` if it does."""
     if backend is None:
         return None
     args, kwargs = call_arguments(op, inputs)
@@ -210,10 +196,8 @@ def support_reason(op: Any, backend: str | None, inputs: Inputs) -> str | None:
 
 
 def call_arguments(op: Any, inputs: Inputs) -> tuple[list[Any], dict[str, Any]]:
-    """How a case's ``inputs`` (by parameter name) are passed to ``op``: positional-only
-    parameters by position (up to the first one left out), ``*args`` spread out (with every
-    positional parameter before it by position), the rest by keyword, so names the API does
-    not have go to its ``**kwargs``."""
+    """``(args, kwargs)`` passing ``inputs`` to ``op``: positional-only parameters and
+    ``*args`` (with those before it) by position, the rest by keyword."""
     params = list(inspect.signature(op).parameters.values())
     rest = dict(inputs)
     spread = any(p.kind is p.VAR_POSITIONAL and p.name in rest for p in params)
@@ -229,17 +213,8 @@ def call_arguments(op: Any, inputs: Inputs) -> tuple[list[Any], dict[str, Any]]:
     return args, rest
 
 
-def is_experimental_backend_of(op: Any, backend: str | None) -> bool:
-    """Whether ``op`` is an experimental API or ``backend`` (not ``None`` or ``"auto"``) an
-    experimental backend of it."""
-    if getattr(op, "is_experimental", False):
-        return True
-    return backend not in (None, "auto") and op.is_experimental_backend(backend)
-
-
 def call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
-    """``op(inputs, **options)``, experimental warnings silenced: a test that runs an
-    experimental backend does so on purpose."""
+    """``op(inputs, **options)``, experimental warnings silenced (run on purpose)."""
     args, kwargs = call_arguments(op, inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
@@ -247,8 +222,6 @@ def call_quietly(op: Any, inputs: Inputs, options: dict[str, Any]) -> Any:
 
 
 def run_and_compare(op: Any, case: Case, args: Inputs, options: dict[str, Any]) -> None:
-    """Run ``op`` on ``args`` and compare with ``case``'s reference (computed first, on
-    copies); ``AssertionError`` on a mismatch."""
     expected = expected_output(case, args)
     returned = call_quietly(op, args, options)
     case.compare(returned if case.result is None else case.result(args, returned), expected)
@@ -265,14 +238,16 @@ class ConformanceItem:
     @property
     def experimental(self) -> bool:
         """Whether the op is an experimental API or the backend an experimental backend."""
-        return is_experimental_backend_of(self.op, self.backend)
+        if getattr(self.op, "is_experimental", False):
+            return True
+        return self.backend not in (None, "auto") and self.op.is_experimental_backend(self.backend)
 
     def __str__(self) -> str:
         return f"{api_name_of(self.op)}-{self.backend or 'api'}-{self.case.name}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
-        """Run the case on ``device``: ``None`` if it matched, the reason if unsupported;
-        ``AssertionError`` on a mismatch.  Experimental warnings are silenced (on purpose)."""
+        """``None`` if the case matched on ``device``, the reason if unsupported;
+        ``AssertionError`` on a mismatch."""
         inputs = self.case.make_inputs(device)
         reason = support_reason(self.op, self.backend, inputs)
         if reason is None:
@@ -282,16 +257,14 @@ class ConformanceItem:
 
 
 def conformance_devices() -> list[Any]:
-    """The ``device`` parameters of a conformance test: ``"cpu"``, and ``"cuda"`` marked
-    ``gpu`` (skipped cleanly without a CUDA device)."""
+    """``"cpu"``, and ``"cuda"`` marked ``gpu``: a conformance test's devices."""
     import pytest
 
     return ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 def run_or_skip(item: ConformanceItem, device: str) -> None:
-    """Run ``item`` on ``device`` inside a test; skip with the backend's own reason when it
-    does not support the case, fail when the result does not match."""
+    """Run ``item`` in a test: skip with the backend's reason when unsupported."""
     import pytest
 
     reason = item.run(device)

@@ -1,8 +1,5 @@
-"""An op's example inputs from a shape: what ``flashinfer autotune`` and ``flashinfer explain``
-build from ``--shapes AxBxC``.  An op declares them with ``declare_cases(op, cases,
-examples=...)``; the commands find them by the op's name (:func:`example_inputs_for`), so no
-table in ``flashinfer.cli`` names an op.  Re-exported by :mod:`flashinfer.testing`.
-"""
+"""An op's example inputs from a shape (``flashinfer autotune`` / ``explain --shapes``),
+declared with ``declare_cases(..., examples=...)``: no table in ``flashinfer.cli`` names an op."""
 
 from __future__ import annotations
 
@@ -19,19 +16,11 @@ Dims = tuple[int, ...]
 
 @dataclasses.dataclass(frozen=True)
 class ExampleInputs:
-    """How the ``flashinfer`` command builds one op's inputs from a shape ``AxBxC``.
-
-    Attributes:
-        shape_help: what the dimensions mean, e.g. ``"MxNxK (a is MxK, b is KxN)"``.
-        ndims: the accepted numbers of dimensions.
-        make: ``make(dims, dtype, device)`` -> the call's arguments by parameter name
-            (random tensors; called inside ``FakeTensorMode`` by ``explain``).
-        example: shapes that tune in seconds on a CPU, e.g. ``"64x64x64,128x64x32"``.
-        tensors: ``tensors(dims)`` -> each tensor of the problem by role (the result too)
-            -> its shape, so that a shape no tensor can have is refused before anything is
-            built; ``None``: only each dimension is checked.
-        op_name: the op's public name (set by :func:`declare_example_inputs`).
-    """
+    """How the ``flashinfer`` command builds one op's inputs from a shape ``AxBxC``:
+    ``shape_help`` (``"MxNxK (a is MxK, b is KxN)"``), the accepted ``ndims``, ``make(dims,
+    dtype, device)`` -> the arguments by name (also run under ``FakeTensorMode``), an
+    ``example`` that tunes in seconds on a CPU, and ``tensors(dims)`` -> each tensor's shape
+    by role (a shape no tensor can have is refused first; ``None``: dimensions only)."""
 
     shape_help: str
     ndims: tuple[int, ...]
@@ -41,12 +30,10 @@ class ExampleInputs:
     op_name: str = ""
 
     def call(self, op: Callable[..., Any], dims: Dims, dtype: Any, device: Any) -> Any:
-        """Call ``op`` on inputs built for ``dims`` (what the commands run)."""
         return op(**self.make(dims, dtype, device))
 
 
-EXAMPLE_INPUTS: dict[str, ExampleInputs] = {}
-"""Declared example inputs, by the op's public name (filled as ops declare their cases)."""
+EXAMPLE_INPUTS: dict[str, ExampleInputs] = {}  # by the op's public name
 
 
 def declare_example_inputs(op: Any, examples: ExampleInputs) -> None:
@@ -67,8 +54,7 @@ def declare_example_inputs(op: Any, examples: ExampleInputs) -> None:
 
 
 def example_inputs_for(name: str) -> ExampleInputs | None:
-    """The example inputs declared for the op named ``name``, or None (after importing the
-    API modules of the one list, which declare them)."""
+    """The example inputs declared for the op named ``name`` (API modules loaded), or None."""
     if name not in EXAMPLE_INPUTS:
         load_api_modules()
     return EXAMPLE_INPUTS.get(name)

@@ -1,14 +1,10 @@
-"""Overlap attacks: the ways an op's tensor arguments can be made to overlap in memory, tried
-against every written argument of a declared case.  An :class:`OverlapItem` runs one
-:class:`Attack` on one (op, backend, case): the op must raise ``ValueError`` before anything
-is written, or, where its rule allows the aliasing, match the reference.  Re-exported by
-:mod:`flashinfer.testing`, the import path to use.
-"""
+"""Overlap attacks: an :class:`OverlapItem` runs one :class:`Attack` on one (op, backend,
+case): the op must raise ``ValueError`` before writing anything, or, where its rule allows
+the aliasing, match the reference.  Import these from :mod:`flashinfer.testing`."""
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,25 +18,9 @@ from flashinfer.testing.conformance import (
     Inputs,
     call_quietly,
     expected_output,
-    op_key,
     run_and_compare,
     support_reason,
 )
-
-_overlap_rules: dict[str, OverlapRule] = {}
-
-
-def declare_overlap_rule(op: Any, rule: OverlapRule | None) -> None:
-    """Record ``rule`` as ``op``'s (``None`` forgets it): see ``declare_cases``."""
-    if rule is None:
-        _overlap_rules.pop(op_key(op), None)
-    else:
-        _overlap_rules[op_key(op)] = rule
-
-
-def overlap_rule_for(op: Any) -> OverlapRule | None:
-    """The overlap rule declared with ``op``'s cases (``None`` if none was)."""
-    return _overlap_rules.get(op_key(op))
 
 
 @dataclass(frozen=True)
@@ -74,9 +54,8 @@ class Attack:
 
 
 def overlap_attacks(rule: OverlapRule) -> list[Attack]:
-    """Every attack on ``rule``'s arguments: each written one against itself, against every
-    later written one and every read one (shifted both ways, and the same tensor), and each
-    pair of read-only arguments aliasing each other."""
+    """Every attack on ``rule``'s arguments: each written one against itself and every later
+    argument (shifted both ways, and the same tensor); each read-only pair aliased."""
     attacks = [Attack("self", w) for w in rule.written]
     for i, target in enumerate(rule.written):
         for other in rule.written[i + 1 :] + rule.read:
@@ -91,8 +70,7 @@ def overlap_attacks(rule: OverlapRule) -> list[Attack]:
 
 @dataclass(frozen=True, order=True)
 class UnbuiltAttack:
-    """An attack that could not be built for a declared case (``reason`` says why): left out
-    at collection by :func:`~flashinfer.testing.overlap_items`, and recorded."""
+    """An attack that could not be built for a declared case, and why."""
 
     op: str
     case: str
@@ -100,26 +78,11 @@ class UnbuiltAttack:
     reason: str
 
 
-def unbuilt_summary(unbuilt: list[UnbuiltAttack]) -> str:
-    """How many attacks could not be built, per op and reason, one line each ("" if none)."""
-    if not unbuilt:
-        return ""
-    counts = Counter((u.op, u.reason) for u in unbuilt)
-    return "\n".join(
-        [
-            f"{len(unbuilt)} overlap attack{'s' if len(unbuilt) != 1 else ''} could not be "
-            "built (left out at collection, run for no backend):",
-            *(f"  {op}: {reason}: {n}" for (op, reason), n in sorted(counts.items())),
-        ]
-    )
-
-
 Built = tuple[dict[str, torch.Tensor], list[torch.Tensor]]
 
 
 def build_attack(attack: Attack, tensors: Mapping[str, torch.Tensor]) -> Built | str:
-    """``(replacement arguments, buffers to watch)`` for ``attack``, or why it does not
-    apply to these tensors."""
+    """``(replacement arguments, buffers to watch)``, or why the attack does not apply."""
     target = tensors[attack.target]
     if attack.kind == "self":
         dims = [d for d, n in enumerate(target.shape) if n > 1]
@@ -153,8 +116,7 @@ def build_attack(attack: Attack, tensors: Mapping[str, torch.Tensor]) -> Built |
 def _build_shifted(
     first: tuple[str, torch.Tensor], second: tuple[str, torch.Tensor]
 ) -> Built | str:
-    """``first`` at the start of a buffer, ``second`` one row of ``first`` later (half of
-    ``first`` when it is 1-D), both contiguous."""
+    # ``first`` at the start of a buffer, ``second`` one row (1-D: half) of it later.
     (first_name, t1), (second_name, t2) = first, second
     rows = t1.shape[0] if t1.dim() >= 2 else 2
     size = t2.element_size()
@@ -175,23 +137,21 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class OverlapItem(ConformanceItem):
-    """One attack on one (op, backend, case): ``backend`` is ``None`` for an API without
-    backends, and ``"auto"`` is attacked like the named backends; ``skip_check`` passes
+    """One attack on one (op, backend, case) (``"auto"`` too); ``skip_check`` passes
     ``skip_check=True`` (the overlap rule holds there too)."""
 
     attack: Attack
     skip_check: bool = False
+    rule: OverlapRule | None = None  # the op's, set by overlap_items()
 
     def __str__(self) -> str:
         skip = "-skip_check" if self.skip_check else ""
         return f"{super().__str__()}-{self.attack}{skip}"
 
     def run(self, device: torch.device | str = "cpu") -> str | None:
-        """Run the attack on ``device``: ``None`` if the op behaved, the reason if the attack
-        does not apply.  ``AssertionError`` if a refused aliasing got through, the
-        ``ValueError`` does not name the arguments, anything was written before it, or an
-        allowed aliasing gave a result that differs from the reference."""
-        rule = overlap_rule_for(self.op)
+        """``None`` if the op behaved, the reason if the attack does not apply;
+        ``AssertionError`` if it misbehaved."""
+        rule = self.rule
         assert rule is not None, f"{self}: no overlap rule declared"
         inputs = self.case.make_inputs(device)
         if self.backend != "auto":
@@ -213,7 +173,6 @@ class OverlapItem(ConformanceItem):
         return None
 
     def _options(self) -> dict[str, Any]:
-        """The call's ``backend`` and ``skip_check`` arguments (those that apply)."""
         options = {} if self.backend is None else {"backend": self.backend}
         return {**options, "skip_check": True} if self.skip_check else options
 
@@ -242,8 +201,7 @@ class OverlapItem(ConformanceItem):
 
 
 def attack_tensors(rule: OverlapRule, case: Case, inputs: Inputs) -> dict[str, torch.Tensor]:
-    """The tensors of ``inputs`` (``case``'s) that ``rule`` names, an omitted written one
-    (``out``) made as zeros shaped like the result: what the attacks are built from."""
+    """The tensors ``rule`` names (an omitted written one as zeros like the result)."""
     tensors = {n: inputs.get(n) for n in rule.written + rule.read}
     if any(tensors[n] is None for n in rule.written):
         result = expected_output(case, inputs)
@@ -254,8 +212,7 @@ def attack_tensors(rule: OverlapRule, case: Case, inputs: Inputs) -> dict[str, t
 
 
 def run_overlap_items_on(items: list[OverlapItem], device: str) -> list[str]:
-    """Run every item on ``device`` (a GPU test runs them all in one test, not one skipped
-    test per item on CPU machines); return the failures, one line each."""
+    """Run every item on ``device`` in one test; the failures, one line each."""
     failures = []
     for item in items:
         try:

@@ -163,12 +163,12 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
 #   _acrule = a flashinfer.dispatch.autocast.AutocastRule  (flashinfer/dispatch/autocast.py)
 #   _restriction = flashinfer.dispatch.traced_blocks.traced_restriction  (flashinfer/dispatch/traced_blocks.py)
 #   _exporting = torch.compiler.is_exporting
-#   _watch = flashinfer.dispatch.transparent.TransparentPlan.__init__.<locals>.watch  (flashinfer/dispatch/transparent.py)
-#   _facts = flashinfer.dispatch.transparent.tensor_facts  (flashinfer/dispatch/transparent.py)
-#   _choose = flashinfer.dispatch.transparent.TransparentPlan._chooser.<locals>.choose  (flashinfer/dispatch/transparent.py)
+#   _watch = flashinfer.dispatch.tracing.TransparentPlan.__init__.<locals>.watch  (flashinfer/dispatch/tracing.py)
+#   _facts = flashinfer.dispatch.traceable._tensor_facts  (flashinfer/dispatch/traceable.py)
+#   _choose = flashinfer.dispatch.tracing.TransparentPlan.__init__.<locals>.choose  (flashinfer/dispatch/tracing.py)
 #   _grad_on = builtin is_grad_enabled
 #   _g = a flashinfer.dispatch.guarded_state.GuardedState  (flashinfer/dispatch/guarded_state.py)
-#   _scalar = flashinfer.dispatch.transparent.scalar_value  (flashinfer/dispatch/transparent.py)
+#   _scalar = flashinfer.dispatch.traceable._scalar_value  (flashinfer/dispatch/traceable.py)
 #   _flag = a flashinfer.dispatch.restrictions.BlockFlag  (flashinfer/dispatch/restrictions.py)
 #   _body = flashinfer.norm.rmsnorm  (flashinfer/norm.py)
 #   _transforms = flashinfer.dispatch.traceable._transforms  (flashinfer/dispatch/traceable.py)

@@ -1,7 +1,2 @@
 """Experimental fused residual-add + RMS norm, behind :func:`flashinfer.fused_add_rmsnorm`
-(its marked entry point is in ``flashinfer/fused_norm.py``).
-
-The implementation is :mod:`.implementation` (validation, torch path) and the Triton kernel
-:mod:`.kernel`; the entry point imports them on its first call.  This file stays empty so
-that importing the feature imports nothing.
-"""
+(entry point in ``flashinfer/fused_norm.py``).  Empty: importing the feature imports nothing."""

@@ -6,16 +6,8 @@ Semantics (in place, like upstream FlashInfer; returns ``None``)::
     residual += input                       # summed in fp32, rounded once to the dtype
     input[...] = rmsnorm(residual, weight, eps)   # fp32 accumulation, from the rounded sum
 
-i.e. exactly the unfused composition ``residual.add_(input); rmsnorm(residual, weight, eps,
-out=input)``, in one pass over memory.  The Triton kernel (:mod:`.kernel`, imported on first
-use) runs when it can: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``, with rows
-of unit stride.  Otherwise a torch composition does the same thing.
-
-Autograd (grad mode on and a tensor requiring grad), forward AD and functorch's transforms
-(``vmap``, ``functionalize``, ``torch.func.grad``/``jvp``): the torch composition runs, which
-they record or batch (the kernel's launch they would not see).  ``input`` and ``residual``
-are written in place, so a leaf that requires grad is refused as torch's in-place
-operations refuse it (:func:`refuse_leaves`).
+The Triton kernel (:mod:`.kernel`) runs when it can; otherwise, and under autograd, forward
+AD or functorch (which would not see its launch), a torch composition does the same thing.
 """
 
 from __future__ import annotations
@@ -46,9 +38,8 @@ def _validate(
 
 
 def refuse_leaves(input: torch.Tensor, residual: torch.Tensor) -> None:
-    """Raise as torch's in-place operations do when grad is on and ``input`` or ``residual``
-    (both written in place) is a leaf that requires grad, or a view of one: autograd cannot
-    record an in-place write to a leaf.  The message names the API and the two fixes."""
+    """Raise as torch's in-place operations do when ``input`` or ``residual`` is a leaf (or a
+    view of one) that requires grad."""
     for name, t in (("input", input), ("residual", residual)):
         if not t.requires_grad:
             continue
@@ -69,9 +60,7 @@ def refuse_leaves(input: torch.Tensor, residual: torch.Tensor) -> None:
 def _recorded(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    """The unfused composition as autograd records it: the sum in place, then the norm of
-    it (the torch backend, functional: ``out=`` is not differentiable) copied into
-    ``input``."""
+    """The unfused composition as autograd records it (``out=`` is not differentiable)."""
     refuse_leaves(input, residual)
     residual.add_(input)
     input.copy_(rmsnorm(residual, weight, float(eps), backend="torch", skip_check=True))
@@ -85,11 +74,8 @@ def fused_add_rmsnorm(
     *,
     overlap: OverlapRule,
 ) -> None:
-    """``residual += input; input = rmsnorm(residual) * weight``, in place (see module doc).
-
-    ``overlap`` is the API's aliasing rule (``flashinfer.fused_norm.OVERLAP``), checked after
-    the other validation and before anything is written.  The entry point hands it down so
-    that this module does not import its entry point back (imports flow one way)."""
+    """``residual += input; input = rmsnorm(residual) * weight``, in place; ``overlap``: the
+    API's rule, handed down so this module does not import its entry point back."""
     _validate(input, residual, weight, eps, overlap)
     if needs_function(input, residual, weight):
         # Autograd, forward AD or a functorch transform: the kernel would not see them.

@@ -1,9 +1,6 @@
-"""The light part of the experimental :func:`flashinfer.fused_add_rmsnorm`: the validation
-that metadata decides (shapes, dtypes, devices, ``eps``), which the API's torch operator runs
-at trace time on fake tensors (``flashinfer/fused_norm.py``) and the implementation runs on
-every call before the overlap rule; whether the Triton kernel can take the tensors; and the
-explanation of a call (``flashinfer explain``), built from those two.  Imports no kernel.
-"""
+"""The light part of the experimental :func:`flashinfer.fused_add_rmsnorm` (no kernel): the
+metadata validation (also run on fake tensors at trace time), whether the Triton kernel can
+take the tensors, and the explanation of a call built from those two."""
 
 from __future__ import annotations
 

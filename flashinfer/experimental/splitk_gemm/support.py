@@ -1,14 +1,9 @@
 """The experimental split-K GEMM backend of ``mm``, declared: :data:`SPLITK` pairs its
 support checker, its runner (tactic space included) and when ``"auto"`` should prefer it.
 
-Light on purpose: core (``flashinfer.gemm``) imports this module at its own import and adds
-:data:`SPLITK` to ``mm``'s table, so it holds only data, the checker and a runner that
-imports the kernel (:mod:`.kernel`, Triton) when the backend first runs: no work at import.
-
-Split-K: for a small M and a large K, a plain tiled GEMM has too few output tiles to keep
-a GPU busy while each tile walks the whole K dimension.  Split-K also splits K across
-``SPLIT_K`` programs per tile, writes fp32 partial sums to a workspace and reduces them
-(deterministically, no atomics).
+Light on purpose (``flashinfer.gemm`` imports it): the kernel loads when the backend first
+runs.  Split-K splits K across ``SPLIT_K`` programs per tile for small-M, large-K problems and
+reduces their fp32 partial sums deterministically.
 """
 
 from __future__ import annotations
@@ -38,11 +33,8 @@ __all__ = [
     "valid_tactics",
 ]
 
-MAX_M = 64
-"""Largest M split-K accepts: beyond it a plain GEMM has enough tiles to fill the GPU."""
-
-MIN_K = 1024
-"""Smallest K split-K accepts: below it the extra reduction costs more than it saves."""
+MAX_M = 64  # beyond it a plain GEMM has enough tiles to fill the GPU
+MIN_K = 1024  # below it the extra reduction costs more than it saves
 
 TACTIC_SPACE: list[dict[str, int]] = [
     {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s}
@@ -56,16 +48,11 @@ TACTIC_SPACE: list[dict[str, int]] = [
         (16, 32, 128, 16, 2, 3),
     )
 ]
-"""Every tactic the split-K runner may use (JSON-serialisable dicts)."""
 
 
 def valid_tactics(m: int, n: int, k: int) -> list[dict[str, int]]:
-    """Tactics worth timing for an ``(m, n, k)`` problem, default first.
-
-    Depends only on the next powers of two of the sizes (the autotuner's shape buckets), so
-    a tactic chosen for one shape stays valid for its whole bucket; edges are masked, so
-    every tactic is *correct* for any shape.
-    """
+    """Tactics worth timing for an ``(m, n, k)`` problem, default first (by the sizes' next
+    powers of two: valid for the autotuner's whole bucket; edges are masked)."""
     pm = max(16, next_positive_power_of_2(m))
     pn = max(16, next_positive_power_of_2(n))
     pk = next_positive_power_of_2(k)
@@ -116,26 +103,18 @@ def check_splitk(
 
 
 def prefer_splitk(a: torch.Tensor) -> bool:
-    """``"auto"`` (with the gate on) tries split-K first on CUDA: there the problems its
-    checker admits (small M, large K) leave most SMs of a plain tiled GEMM idle.  On CPU the
-    Triton interpreter runs its extra programs one by one, so torch stays first."""
+    """``"auto"`` (gate on) tries split-K first on CUDA, where a plain GEMM leaves SMs idle."""
     return a.is_cuda
 
 
 class SplitKRunner:
-    """The split-K runner (``mm.implementations["splitk"]``); the kernel, and mm's tiled-GEMM
-    driver, are imported on first use (``flashinfer.gemm``, which imports this module
-    for ``mm``'s table, is not imported here: a fresh ``import`` of this module stays light
-    and acyclic).  Differentiable: when grad is required, ``run_tiled`` runs the kernel
-    inside mm's :class:`torch.autograd.Function` (backward: ``flashinfer.gemm.mm_backward``)
-    and refuses ``out=``; otherwise it runs as before, after one cheap test."""
+    """The split-K runner (``mm.implementations["splitk"]``): the kernel and the tiled driver
+    (differentiable through mm's Function) load on first use."""
 
     def tactic_space(self) -> Sequence[Any]:
-        """Every split-K tactic (tile shape, number of K splits, warps, stages)."""
         return TACTIC_SPACE
 
     def tactics(self, inputs: tuple) -> Sequence[Any]:
-        """Split-K tactics worth timing for these sizes, default first."""
         a, b = inputs[0], inputs[1]
         return valid_tactics(a.shape[0], b.shape[1], a.shape[1])
 
