@@ -1,10 +1,4 @@
-"""Overlap rules of an op's outputs (import path: ``flashinfer.aliasing``): re-exports only.
-
-An op states which arguments it writes and which it reads meanwhile as an
-:class:`OverlapRule`; the rule lives in :mod:`flashinfer.dispatch.overlap`.  Kept out of
-``flashinfer.backend_dispatch`` so that ``import flashinfer`` does not load it: only an op
-module needs it, when it is first used.
-"""
+"""Overlap rules of an op's outputs (import path: ``flashinfer.aliasing``): re-exports only."""
 
 from __future__ import annotations
 

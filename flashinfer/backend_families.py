@@ -1,7 +1,5 @@
-"""What each backend family (torch, Triton) supports (import path:
-``flashinfer.backend_families``): re-exports only; the table lives in
-:mod:`flashinfer.dispatch.families`.
-"""
+"""What each backend family (torch, Triton) supports (import path: ``flashinfer.backend_families``):
+re-exports only; the table lives in :mod:`flashinfer.dispatch.families`."""
 
 from __future__ import annotations
 

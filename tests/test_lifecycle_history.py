@@ -128,6 +128,26 @@ def test_an_old_backend_name_runs_the_new_one_and_warns_once_at_the_callers_line
     assert op.dispatcher.call_reference(torch.zeros(4), backend="old") == ("new", None)
 
 
+def test_an_op_built_before_the_history_loads_reads_it_when_a_call_names_an_old_backend(
+    monkeypatch,
+):
+    """Touching an op does not load ``flashinfer.gating.history`` (issue 44 item 3): an op
+    built while it is not loaded reads it when a call first names a backend it lacks."""
+    import sys
+
+    rename = Renamed(f"{HERE}.late_op", "old", "new", "0.1.0", "0.3.0")
+    monkeypatch.delitem(sys.modules, "flashinfer.gating.history")
+    op = build("late_op", {"new": FakeRunner("new"), "base": FakeRunner("base")})
+    assert op.dispatcher._history is None
+    monkeypatch.undo()
+    with declared_history([rename]):
+        result, warned, _ = caught_deprecations(lambda: op(torch.zeros(4), backend="old"))
+    assert result == ("new", None) and len(warned) == 1
+    assert op(torch.zeros(4), backend="old", skip_check=True) == ("new", None)
+    with pytest.raises(BackendSupportedError, match="does not support backend 'gone'"):
+        op(torch.zeros(4), backend="gone")
+
+
 def test_an_old_backend_name_in_use_backends_means_the_new_one():
     rename = Renamed(f"{HERE}.restricted_op", "old", "new", "0.1.0", "0.3.0")
     op = build(

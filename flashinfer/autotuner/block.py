@@ -34,7 +34,7 @@ from flashinfer.autotuner._types import (
 from flashinfer.autotuner.disk import checked_path
 from flashinfer.autotuner.keys import Key, key_to_json
 from flashinfer.autotuner.tuner import AutoTuner
-from flashinfer.dispatch.block_entries import entry_to_leave
+from flashinfer.dispatch.restrictions import entry_to_leave
 from flashinfer.gating.exposed import exposed_in
 from flashinfer.gating.messages import tuning_left_out_by_gate
 from flashinfer.settings.stacklevel import user_stacklevel

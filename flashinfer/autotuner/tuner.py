@@ -49,9 +49,8 @@ from flashinfer.autotuner.timing import (
     refuse_during_capture,
     time_candidates,
 )
-from flashinfer.dispatch.choice_log import LOG_SWITCH, note_tuner_choice
+from flashinfer.dispatch.choice_log import LOG_SWITCH, install_tuner_view, note_tuner_choice
 from flashinfer.dispatch.restrictions import restriction_for
-from flashinfer.dispatch.tuner_view import install_tuner_view
 from flashinfer.gating.warn_once import warn_experimental_backend_once
 
 if TYPE_CHECKING:
@@ -531,7 +530,7 @@ def note_run(
 
 
 class ChoiceView:
-    """The dispatcher's :class:`~flashinfer.dispatch.tuner_view.TunerView` of the tuner: it
+    """The dispatcher's :class:`~flashinfer.dispatch.choice_log.TunerView` of the tuner: it
     asks about choices (``op.explain``, the choice log) through it, never importing the tuner."""
 
     def registered(self, api_key: str) -> bool:

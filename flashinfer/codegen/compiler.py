@@ -1,18 +1,4 @@
-"""The one compiler of the package's generated code, and the parameter lists it re-declares.
-
-Every generated function (the dispatcher's fast path, the experimental marker's wrapper, the
-autotuner's router and key readers) is compiled by :func:`compile_function`, the only place
-in the package that calls ``exec``.  It registers the source in :mod:`linecache` under a
-unique filename that says what the code is, e.g.
-``<flashinfer generated dispatcher for flashinfer.gemm.mm>``, and defines the function under
-a name of its API and role (``mm_dispatcher``): a traceback shows the generated line and the
-role, ``pdb`` lists the source, ``inspect.getsource(fn.__code__)`` works.
-
-A ``def wrapper(*args, **kwargs)`` pays for packing and unpacking arguments on every call; a
-wrapper generated with the wrapped function's own parameter list (:class:`ParameterList`)
-lets the interpreter bind the arguments once, in C, and pass them on by name.  This is what
-``dataclasses`` does for ``__init__``; both the experimental marker and the dispatcher use it.
-"""
+"""The one compiler of the package's generated code, and the parameter lists it re-declares."""
 
 from __future__ import annotations
 
@@ -27,15 +13,6 @@ from typing import Any
 
 from flashinfer.codegen import generated as generated_package
 
-__all__ = [
-    "GENERATED_PACKAGE",
-    "CallSpec",
-    "ParameterList",
-    "compile_function",
-    "module_namespace",
-    "render_call",
-]
-
 GENERATED_PACKAGE = "flashinfer.codegen.generated"
 """The module under which each generated namespace is a module of its own."""
 
@@ -46,13 +23,7 @@ CallSpec = list[tuple[str, str]]
 
 
 class ParameterList:
-    """The parameters of a function, and how to re-declare and forward them.
-
-    ``omit``: names left out, as if the function did not declare them (parameters that the
-    generated wrapper handles itself and does not pass on).  ``redeclared``: generated code
-    re-declares the list, so a name may not start with an underscore (False: a function
-    generated code only calls, such as a checker taking ``**kwargs`` with an underscore name).
-    """
+    """The parameters of a function, and how to re-declare and forward them."""
 
     def __init__(
         self, func: Callable[..., Any], omit: Collection[str] = (), *, redeclared: bool = True
@@ -153,17 +124,8 @@ def compile_function(
     api: str,
     keyword: str = "def",
 ) -> Callable[..., Any]:
-    """Compile ``<keyword> <name>(<params>):`` followed by ``body`` (lines already indented
-    as a function body) in namespace ``ns``, and return the function.
-
-    ``role`` says what the code is (``"dispatcher"``, ``"key reader"``) and ``api`` whose
-    (its qualified name).  The function is defined as ``<api's last name>_<role>``
-    (``mm_key_reader``), so tracebacks and profiles show both, and its ``__qualname__`` is
-    ``<api>[<role>]``.  Its source is kept as ``__generated_source__`` and in
-    :mod:`linecache` (as long as its code object lives) under a filename no other
-    generated code has: ``<flashinfer generated <role> for <api>>``, numbered from the
-    second on (``... #2>``).  ``ns`` does not keep the name.
-    """
+    """Compile ``<keyword> <name>(<params>):`` followed by ``body`` (lines already indented as a
+    function body) in namespace ``ns``, and return the function."""
     name = _free_name(_def_name(api, role), ns)
     source = "\n".join([f"{keyword} {name}({params}):", *body]) + "\n"
     filename = _unique_filename(role, api)
@@ -184,15 +146,7 @@ _modules_given: dict[str, int] = {}
 
 
 def module_namespace(api: str, role: str) -> dict[str, Any]:
-    """A new, empty module namespace for generated code: the ``__dict__`` of a module
-    registered in :data:`sys.modules` as ``flashinfer.codegen.generated.<name>``
-    (``..._rmsnorm_dispatcher``, numbered from the second), and set as that attribute of
-    :mod:`flashinfer.codegen.generated`.
-
-    The globals of generated code are a real, importable module: a tool that finds a
-    function's globals by its ``__module__`` or its frame's ``__name__`` (Dynamo builds its
-    guards so, ``pickle`` and ``inspect`` look names up so) finds the names the code uses.
-    """
+    """A new, empty module namespace for generated code."""
     base = _def_name(api, role)
     with _module_lock:
         n = _modules_given.get(base, 0) + 1
@@ -205,8 +159,7 @@ def module_namespace(api: str, role: str) -> dict[str, Any]:
 
 
 def _def_name(api: str, role: str) -> str:
-    """An identifier of the API's last name and the role: ``("a.B.<locals>.mm", "key
-    reader")`` -> ``mm_key_reader``."""
+    """An identifier of the API's last name and the role."""
     text = f"{api.rpartition('.')[2]} {role}"
     words = "".join(c if c.isalnum() or c == "_" else " " for c in text).split()
     name = "_".join(words) or "generated"
@@ -214,8 +167,7 @@ def _def_name(api: str, role: str) -> str:
 
 
 def _free_name(name: str, ns: dict[str, Any]) -> str:
-    """``name``, or ``name_2``, ``name_3``...: one ``ns`` does not hold already (the code
-    there may use it)."""
+    """``name``, or ``name_2``, ``name_3``...."""
     candidate, n = name, 1
     while candidate in ns:
         n += 1
@@ -228,9 +180,7 @@ _filenames_given: dict[str, int] = {}  # base filename -> how many were given ou
 
 
 def _unique_filename(role: str, api: str) -> str:
-    """A filename no other generated code has: two ops may share a qualified name (a
-    redefinition, a test), and a regenerated router must not take its predecessor's
-    source away from a traceback still showing it."""
+    """A filename no other generated code has."""
     base = f"flashinfer generated {role} for {api}"
     with _filename_lock:
         n = _filenames_given.get(base, 0)
@@ -244,13 +194,7 @@ def _unique_filename(role: str, api: str) -> str:
 
 
 def _register_source(code: Any, filename: str, source: str) -> None:
-    """Make ``source`` what :mod:`linecache` reads for ``filename`` while ``code`` lives.
-
-    The entry's mtime is None, which ``linecache.checkcache`` takes for source that has no
-    file to go stale against, and keeps.  A traceback or a frame holds the code object, so
-    the source stays as long as anything can show it; the entry of code no longer
-    referenced (an old router, an op redefined) is dropped with it.
-    """
+    """Make ``source`` what :mod:`linecache` reads for ``filename`` while ``code`` lives."""
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     finalizer = weakref.finalize(code, linecache.cache.pop, filename, None)
     finalizer.atexit = False

@@ -1,11 +1,4 @@
-"""Names of APIs and backends as users write them: checked and turned into restrictions.
-
-``use_backends(mm=["triton", "torch"])``, ``use_backends({op: [...]})`` and
-``FLASHINFER_BACKENDS="mm=triton,torch;rmsnorm=torch"`` all name APIs and, for each, an
-ordered list of its backends.  This module checks those names (a ``ValueError`` naming the
-unknown name and the valid ones) and turns them into ``{api_key: (backend, ...)}``.  It
-holds no state but the list of ``flashinfer``'s own APIs, found once.
-"""
+"""Names of APIs and backends as users write them: checked and turned into restrictions."""
 
 from __future__ import annotations
 
@@ -14,18 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flashinfer.api_modules import API_MODULES, load_api_modules
-from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.op_registry import registered_ops
 from flashinfer.settings.environment import BACKENDS_ACCEPTED
-
-__all__ = [
-    "ENV_FORMAT",
-    "Restriction",
-    "flashinfer_apis",
-    "op_of",
-    "parse_env_value",
-    "restriction_of",
-]
 
 Restriction = dict[str, tuple[str, ...]]
 """``api_key -> backends``, in the order automatic selection tries them."""
@@ -37,11 +20,7 @@ _apis_lock = threading.Lock()
 
 
 def flashinfer_apis() -> dict[str, Any]:
-    """``flashinfer``'s public APIs that have backends, by plain name (``"mm"``): the names
-    ``use_backends`` keywords and ``FLASHINFER_BACKENDS`` may use.  Imports the API modules
-    (:data:`flashinfer.api_modules.API_MODULES`) the first time; a module missing from the
-    build is skipped.
-    """
+    """``flashinfer``'s public APIs that have backends, by plain name (``"mm"``)."""
     global _apis
     if _apis is not None:
         return _apis
@@ -67,10 +46,7 @@ function to a constant function, but it can hand a string (see ``use_backends``)
 
 
 def op_of(key: Any, where: str) -> Any:
-    """The dispatcher (``BackendRequirementOp``) that ``key`` names: an API's plain name
-    (``"mm"``), the function ``backend_requirement`` returned, or the dispatcher itself.
-    ``ValueError`` for an unknown name or an API without backend choices, ``TypeError`` for
-    anything else."""
+    """The dispatcher (``BackendRequirementOp``) that ``key`` names."""
     if isinstance(key, str) and key.startswith(OP_KEY_PREFIX):
         api_key = key[len(OP_KEY_PREFIX) :]
         api = next((f for f in registered_ops() if f.dispatcher.api_key == api_key), None)
@@ -100,8 +76,7 @@ def op_of(key: Any, where: str) -> Any:
 
 
 def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
-    """``backends`` checked against ``op``'s table: a non-empty list of distinct backend
-    names (a single ``str`` is a list of one), kept in the order given."""
+    """``backends`` checked against ``op``'s table."""
     names = [backends] if isinstance(backends, str) else backends
     if not isinstance(names, Iterable) or isinstance(names, Mapping):
         raise TypeError(
@@ -121,10 +96,12 @@ def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
                 f"{where}: backend names of {op.api_name} must be str, got "
                 f"{type(name).__name__} {name!r}; its backends: {valid}"
             )
-        if name in op.backend_aliases:  # renamed: the new name, after one warning
+        if name not in op.backend_checks:  # renamed: the new name, after one warning
             names[i] = name = op.resolve_alias(name)
-        tomb = op.backend_tombstones.get(name)
+        tomb = op.backend_tombstones.get(name) if name not in op.backend_checks else None
         if tomb is not None:
+            from flashinfer.gating.history import removed_backend_message
+
             raise ValueError(f"{where}: {removed_backend_message(tomb)}; its backends: {valid}")
         if name not in op.backend_checks:
             raise ValueError(
@@ -136,8 +113,7 @@ def _backend_list(op: Any, backends: Any, where: str) -> tuple[str, ...]:
 
 
 def _add_entry(found: Restriction, key: Any, backends: Any, where: str) -> None:
-    """One API's entry (``key`` as :func:`op_of` takes it), checked, added to ``found``; an
-    API named twice is a ``ValueError``."""
+    """One API's entry (``key`` as :func:`op_of` takes it), checked, added to ``found``."""
     op = op_of(key, where)
     if op.api_key in found:
         raise ValueError(f"{where}: {op.api_name} is named twice")
@@ -147,8 +123,7 @@ def _add_entry(found: Restriction, key: Any, backends: Any, where: str) -> None:
 def restriction_of(
     by_op: Mapping[Any, Any] | None, by_name: Mapping[str, Any], where: str
 ) -> Restriction:
-    """``{api_key: backends}`` for a ``use_backends`` call: a mapping keyed by op objects (or
-    plain names) and the keywords.  An API named twice is a ``ValueError``."""
+    """``{api_key: backends}`` that ``use_backends(ops, **apis)`` restricts, checked."""
     found: Restriction = {}
     for key, backends in [*(by_op or {}).items(), *by_name.items()]:
         _add_entry(found, key, backends, where)
@@ -156,10 +131,7 @@ def restriction_of(
 
 
 def parse_env_value(raw: str, variable: str) -> Restriction:
-    """``FLASHINFER_BACKENDS``'s value as ``{api_key: backends}``.  Strict: every part must
-    be ``API=BACKEND[,BACKEND...]`` naming a ``flashinfer`` API with backends and backends
-    it has (spaces around names are allowed); anything else is a ``ValueError`` naming the
-    bad part."""
+    """``FLASHINFER_BACKENDS``'s value as ``{api_key: backends}``, checked."""
     found: Restriction = {}
     for part in raw.split(";"):
         api_name, sep, listed = part.partition("=")

@@ -1,31 +1,76 @@
-"""The compute capability of a call, and what a checker's capability marks say about it.
-
-A call's capability is that of its first CUDA tensor (``None`` without one), looked up once
-per device.  ``capability_rule`` is the one reader of the marks that
-``supported_compute_capability`` sets: the selection explains the rule
-(``capability_reason``), the generated path tests it.
-"""
+"""What a backend can run on: the compute capabilities its checker declares, the capability of
+a call, and the errors a dispatched call raises when a backend cannot run it."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import torch
 
-__all__ = [
-    "capability_reason",
-    "capability_rule",
-    "device_capability",
-    "find_compute_capability",
-]
+from flashinfer.gating.exposed import exposed_in
+
+_PUBLIC_MODULE = "flashinfer.backend_dispatch"
+
+
+@exposed_in(_PUBLIC_MODULE)
+class BackendSupportedError(Exception):
+    """The requested backend, or every candidate of ``backend="auto"``, cannot run the call."""
+
+
+@exposed_in(_PUBLIC_MODULE)
+class UnsupportedInputsError(BackendSupportedError, ValueError):
+    """A named backend cannot run these inputs: its support check (or the common check)
+    refused them.
+
+    Both a :class:`BackendSupportedError` and a ``ValueError``: upstream raises a
+    ``ValueError`` ("Problem size is not supported for <api>") here, and code written
+    against either keeps working.  The message names the API, the backend and the reason
+    (the checker's own ``ValueError`` message, which is also the ``__cause__``).
+    """
+
+
+C = TypeVar("C", bound=Callable[..., Any])
+
+
+def supported_compute_capability(
+    supported_ccs: Iterable[int], *, cpu: bool = False
+) -> Callable[[C], C]:
+    """Declare the CUDA compute capabilities (``major * 10 + minor``) a checker's backend runs on.
+
+    ``cpu=True`` also declares that the backend runs on CPU tensors.  Sets
+    ``_supported_ccs``, ``_supports_cpu`` and ``is_compute_capability_supported(cc)`` on the
+    checker and returns the checker itself (no wrapper, so no call overhead).
+
+    Raises:
+        TypeError: ``supported_ccs`` is not an iterable (a string counts as none), or one of
+            its items is not an ``int`` (``bool`` is refused).
+    """
+    if isinstance(supported_ccs, (str, bytes)) or not isinstance(supported_ccs, Iterable):
+        raise TypeError(
+            "supported_compute_capability: supported_ccs must be an iterable of integers "
+            f"such as [80, 90], got {type(supported_ccs).__name__}: {supported_ccs!r}"
+        )
+    values = list(supported_ccs)
+    for i, cc in enumerate(values):
+        if isinstance(cc, bool) or not isinstance(cc, int):
+            raise TypeError(
+                f"supported_compute_capability: supported_ccs[{i}] must be an integer like "
+                f"90 (major * 10 + minor), got {type(cc).__name__}: {cc!r}"
+            )
+    supported = frozenset(values)
+
+    def decorator(checker: C) -> C:
+        checker._supported_ccs = supported  # type: ignore[attr-defined]
+        checker._supports_cpu = cpu  # type: ignore[attr-defined]
+        checker.is_compute_capability_supported = supported.__contains__  # type: ignore[attr-defined]
+        return checker
+
+    return decorator
 
 
 class _CudaState:
-    """Whether this process can have CUDA tensors at all; decided on first use.
-
-    Generated dispatchers read ``absent`` and skip the scan for CUDA tensors when no CUDA
-    device exists (a CPU-only process has none to find).  Tests replace ``find``.
-    """
+    """Whether this process can have CUDA tensors at all."""
 
     absent = False  # unknown until the first scan
 
@@ -62,9 +107,7 @@ def find_compute_capability(*values: Any) -> int | None:
 
 
 def capability_rule(checker: Any) -> tuple[bool, Any]:
-    """The capability rule of a checker: (runs without CUDA tensors, the capabilities it
-    declares or None).  The one place that reads the marks of supported_compute_capability:
-    the selection explains it, the generated path tests it."""
+    """The capability rule of a checker."""
     ccs = getattr(checker, "_supported_ccs", None)
     return ccs is None or getattr(checker, "_supports_cpu", False), ccs
 

@@ -1,26 +1,4 @@
-"""One log line per automatic choice: which backend ``backend="auto"`` used, and how.
-
-The ``flashinfer.dispatch`` logger (a child of ``flashinfer``) gets one INFO line per
-(op, backend, how it was chosen), e.g.::
-
-    flashinfer.mm: using backend 'torch' (auto; candidates ['torch', 'triton'];
-    experimental left out: ['splitk'])
-
-How: ``auto`` (the heuristic's first candidate), ``restricted`` (the first backend listed by
-``use_backends`` or ``FLASHINFER_BACKENDS`` that can run the call), ``tuned`` (the
-autotuner's choice: tuned in this process or loaded from a file).  Explicitly named backends
-are not logged: the caller chose them.  The library adds no handler; configure logging as
-usual, or set ``FLASHINFER_DISPATCH_LOG=1`` (read at import) to also print the lines to
-stderr.
-
-Cost: a hot path tests :data:`LOG_SWITCH` ``.armed`` and, when set, compares the backend with
-the op's last logged one (:class:`OpLog`): an attribute test while logging is off or the
-line was logged.  ``armed`` is cleared when ``isEnabledFor(INFO)`` says no, and set again
-whenever a level changes anywhere: logging clears every logger's cache of those answers on
-``setLevel`` and ``logging.disable``, and this logger's cache is a dict that arms the
-switch when cleared (only a direct assignment to ``logger.disabled`` goes unseen until the
-next level change).
-"""
+"""One log line per automatic choice: which backend ``backend="auto"`` used, and how."""
 
 from __future__ import annotations
 
@@ -29,22 +7,42 @@ import sys
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from flashinfer import settings
 from flashinfer.dispatch.restrictions import restriction_source
-from flashinfer.dispatch.tuner_view import tuner_view
 
-__all__ = [
-    "DISPATCH_LOG_ENV",
-    "LOGGER",
-    "LOG_SWITCH",
-    "OpLog",
-    "forget_logged_choices",
-    "note_auto",
-    "note_choice",
-    "note_restricted",
-    "note_tuner_choice",
-]
+
+# What the dispatcher may ask the autotuner, without importing it.
+class TunerView(Protocol):
+    """The questions the dispatcher asks the process's tuner."""
+
+    def registered(self, api_key: str) -> bool:
+        """Whether the op is registered with the tuner (its ``"auto"`` calls are tuned)."""
+        ...
+
+    def tuning_now(self) -> bool:
+        """Whether this thread is inside an ``autotune()`` block that times new keys."""
+        ...
+
+    def tuned_choice(self, api_key: str, inputs: tuple) -> tuple[str, Any, str] | None:
+        """``(backend, tactic, where it comes from)`` of the tuned result, or None."""
+        ...
+
+
+_view: TunerView | None = None
+
+
+def install_tuner_view(view: TunerView | None) -> None:
+    """Called by :mod:`flashinfer.autotuner` on import (None removes it, for tests)."""
+    global _view
+    _view = view
+
+
+def tuner_view() -> TunerView | None:
+    """The installed view, or None when the program never imported the autotuner."""
+    return _view
+
 
 DISPATCH_LOG_ENV = "FLASHINFER_DISPATCH_LOG"
 LOGGER = logging.getLogger("flashinfer.dispatch")
@@ -83,8 +81,7 @@ _watching = _watch_levels()
 
 
 def read_switch() -> bool:
-    """``FLASHINFER_DISPATCH_LOG`` as this module reads it once, at import: whether the log
-    goes to stderr too.  A bad value warns once (raises under strict settings)."""
+    """``FLASHINFER_DISPATCH_LOG`` as this module reads it once, at import."""
     return bool(settings.read(DISPATCH_LOG_ENV))
 
 
@@ -95,10 +92,7 @@ _SLOTS = ("auto", "restricted", "tuned", "tuner_auto", "tuner_restricted")
 
 
 class OpLog:
-    """One op's log state: its name in the lines and, per place that logs (the dispatcher's
-    ``auto`` and ``restricted`` paths, the tuner's ``tuned``, ``tuner_auto`` and
-    ``tuner_restricted``), the backend it last logged or passed on: the hot paths compare
-    with it before anything else."""
+    """One op's log state."""
 
     __slots__ = ("api_key", "name", *_SLOTS, "__weakref__")
 
@@ -120,8 +114,7 @@ _op_logs: weakref.WeakSet[OpLog] = weakref.WeakSet()
 
 
 def _enabled() -> bool:
-    """Whether a line would be shown; disarms :data:`LOG_SWITCH` when not (unless a level
-    changed meanwhile: then the next choice asks again)."""
+    """Whether a line would be shown."""
     if _to_stderr:
         return True
     generation = LOG_SWITCH.generation
@@ -143,9 +136,8 @@ def note_choice(
     dropped: Sequence[str] = (),
     detail: str | None = None,
 ) -> None:
-    """Log that ``backend`` was chosen ``how`` (``"auto"``, ``"restricted"`` or
-    ``"tuned"``), once per (op, backend, how); ``detail`` replaces ``how`` in the line.
-    ``slot``: the place that logs, which remembers ``backend`` (see :class:`OpLog`)."""
+    """Log that ``backend`` was chosen ``how`` (``"auto"``, ``"restricted"`` or ``"tuned"``), once
+    per (op, backend, how)."""
     if not _enabled():
         return
     key = (log.api_key, backend, how)
@@ -165,9 +157,8 @@ def note_choice(
 
 
 def _tuner_decides(api_key: str) -> bool:
-    """Whether the autotuner runs this op's ``"auto"`` calls from its body (registered
-    without ``direct=True``): then the tuner logs what it runs.  Asked through the view the
-    autotuner installs when imported; the dispatcher never imports it."""
+    """Whether the autotuner runs this op's ``"auto"`` calls from its body (registered without
+    ``direct=True``)."""
     view = tuner_view()
     return view is not None and view.registered(api_key)
 
@@ -199,9 +190,7 @@ def note_tuner_choice(
     restricted: bool,
     tuned: str | None,
 ) -> None:
-    """The line of a backend the autotuner runs for an ``"auto"`` call: its tuned choice
-    (``tuned`` says where it comes from: "tuned in this process", "loaded from a file"),
-    or the first candidate (``restricted``: a restriction ordered the candidates)."""
+    """The line of a backend the autotuner runs for an ``"auto"`` call."""
     if tuned is not None:
         where = restriction_source(log.api_key) if restricted else None
         detail = f"{tuned}; restricted by {where}" if where else tuned

@@ -1,13 +1,4 @@
-"""Backend declarations: one backend of an API as one value, and the reading of a backend table.
-
-A :class:`Backend` pairs a backend's name, its support checker and its implementation (and,
-for an experimental backend, when ``backend="auto"`` should prefer it), so that the checker
-and the code it vouches for are declared together and cannot disagree.  ``backend_requirement``
-takes a list of declarations as well as upstream's mapping of names to checkers;
-:func:`read_table` turns either into the dispatcher's facts, refusing at decoration what
-cannot be dispatched: a reserved or malformed name, two backends of one name, a table that
-mixes the two forms.
-"""
+"""Backend declarations: one backend of an API as one value, and the reading of a backend table."""
 
 from __future__ import annotations
 
@@ -16,8 +7,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
-
-__all__ = ["Backend", "ImplementationTable", "backend_name_problem", "read_table"]
 
 AUTO = "auto"
 
@@ -28,13 +17,7 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
 def backend_name_problem(name: object) -> str | None:
-    """What is wrong with ``name`` as a backend name, as the end of a sentence, or None.
-
-    A backend name is what ``backend="..."`` selects and what messages, tuning files and
-    ``flashinfer backends`` print: an ASCII letter, then letters, digits, underscores and
-    hyphens (``"rowwise"``, ``"split_k"``, upstream's ``"cute-dsl"``), and not ``"auto"``,
-    which asks the dispatcher to choose.
-    """
+    """What is wrong with ``name`` as a backend name, as the end of a sentence, or None."""
     if not isinstance(name, str):
         return f"is a {type(name).__name__}, not a str; name it with a string such as 'rowwise'"
     if name == AUTO:
@@ -50,9 +33,9 @@ def backend_name_problem(name: object) -> str | None:
     return None
 
 
-def _where(fn: Any) -> str:
-    """``module.qualname`` of a checker or implementation (a runner instance: its class)."""
-    target = inspect.unwrap(fn) if callable(fn) else fn
+def qualified_check_name(fn: Any) -> str:
+    """``module.qualname`` of a check (unwrapped; a callable object: its class)."""
+    target = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
     if not hasattr(target, "__qualname__"):
         target = type(target)
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
@@ -60,46 +43,24 @@ def _where(fn: Any) -> str:
 
 @dataclass(frozen=True)
 class Backend:
-    """One backend of an API, declared once: ``Backend("rowwise", check=..., run=...)``.
-
-    Put it in a list in the API's ``@backend_requirement([...])`` table; an experimental
-    backend declares it in ``flashinfer/experimental/<feature>/support.py`` and the API's
-    module imports it from there (adding the backend is that declaration plus one line in
-    the table).  The API's body reaches the chosen backend's ``run`` as
-    ``api.implementations[backend]``.
+    """One backend of an API, declared once: ``Backend("rowwise", check=..., run=...)``
+    (see ``docs/api/dispatch.rst``).
 
     Attributes:
         name: what ``backend="..."`` selects: ASCII letters, digits, underscores and
             hyphens, starting with a letter, not ``"auto"``; unique within the API.
-        check: the support checker: the API's parameters (or a subset), returns ``True`` or
-            raises ``ValueError`` saying why not.  It carries the backend's marks
-            (``@backend_family``, ``@experimental_backend``, ``@supported_compute_capability``).
-        run: the implementation the API's body calls for this backend, with the API's own
-            convention (its module docstring says which); it imports its kernel inside,
-            on first use.  A callable object (an autotuner runner) is fine.
-        prefer: experimental backends only: called like a checker (the API's parameters or
-            a subset) when the backend is a candidate of ``backend="auto"``, that is the
-            gate is on and its checker accepted the inputs.  True puts it first, ahead of
-            the API's heuristic's order (several: in the heuristic's order).  Stable
-            backends are ordered by the API's heuristic alone.
-        differentiable: whether the backend's results carry gradients when an input
-            requires grad: ``True`` when ``run`` is recorded by autograd (torch operators)
-            or wraps its kernel in a :class:`torch.autograd.Function` with a backward
-            formula; ``False`` when it would return results detached from the graph.
-            ``None`` (the default) takes the checker's family's answer
-            (:func:`~flashinfer.dispatch.families.differentiable_by_family`): the torch
-            family yes, the Triton family no, a checker that declares no family yes
-            (nothing is known about it, so it is not gated; ``flashinfer backends`` flags
-            it).  A backend that is not differentiable is refused when grad is required
-            (``torch.is_grad_enabled()`` and a tensor argument with ``requires_grad``):
-            ``backend="auto"`` leaves it out (``api.explain`` says why), naming it raises
-            ``UnsupportedInputsError`` saying to call under ``torch.no_grad()`` or to name
-            a backend that can differentiate (``skip_check=True`` with a named backend
-            skips this refusal with every other check).  Under ``torch.no_grad()`` or with
-            no input requiring grad it is a backend like any other.
+        check: the support checker (the API's parameters or a subset; ``True``, ``False``
+            or ``ValueError`` saying why not), carrying the backend's marks.
+        run: what the API's body calls for this backend (``api.implementations[name]``).
+        prefer: experimental backends only: called like a checker when the backend is a
+            candidate of ``"auto"``; True puts it ahead of the heuristic's order.
+        differentiable: whether results carry gradients when an input requires grad;
+            ``None`` takes the checker's family's answer.  A backend that cannot
+            differentiate is left out of ``"auto"`` (and refused by name) when grad is
+            required.
 
     Raises:
-        ValueError: a name that is not a backend name (see above).
+        ValueError: a name that is not a backend name.
         TypeError: ``check``, ``run`` or ``prefer`` is not callable, or ``differentiable``
             is not a bool or None.
     """
@@ -131,12 +92,7 @@ class Backend:
 
 
 class ImplementationTable(dict):  # type: ignore[type-arg]
-    """``backend name -> run`` of an API's declared backends: ``api.implementations``.
-
-    A dict (C-speed lookups on every call) whose keys are the API's backends, fixed at
-    decoration: a value may be replaced (a test's spy, a tuner's wrapper), but a backend can
-    be neither added nor removed here, only in the API's table.
-    """
+    """``backend name -> run`` of an API's declared backends."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -169,13 +125,7 @@ def _refuse_mixed(api: str, name: str) -> TypeError:
 def read_table(
     table: Mapping[str, Callable[..., Any]] | Iterable[Backend], api: str
 ) -> tuple[dict[str, Callable[..., Any]], dict[str, Backend]]:
-    """``(name -> checker, name -> declaration)`` of an API's backend table.
-
-    Upstream's form (a mapping of names to checkers) declares no implementations; a list of
-    :class:`Backend` declarations declares both.  A duplicate key of a dict literal never
-    reaches here (Python keeps the last one; ruff's F601 reports it); two declarations of
-    one name do, and are refused.
-    """
+    """``(name -> checker, name -> declaration)`` of an API's backend table."""
     if isinstance(table, Mapping):
         for name, checker in table.items():
             problem = backend_name_problem(name)
@@ -200,10 +150,11 @@ def read_table(
         first = declared.get(item.name)
         if first is not None:
             raise ValueError(
-                f"backend_requirement: {api} has two backends named {item.name!r}: one checked "
-                f"by {_where(first.check)}, one by {_where(item.check)}. A backend's name is "
-                "unique within its API: give the new backend a name of its own (after its "
-                "kernel or method); to replace a backend, remove the old declaration"
+                f"backend_requirement: {api} has two backends named {item.name!r}: one "
+                f"checked by {qualified_check_name(first.check)}, one by "
+                f"{qualified_check_name(item.check)}. A backend's name is unique within its "
+                "API: give the new backend a name of its own (after its kernel or method); to "
+                "replace a backend, remove the old declaration"
             )
         declared[item.name] = item
     return {name: d.check for name, d in declared.items()}, declared

@@ -1,21 +1,4 @@
-"""The one emitter: the op's public function, generated with the API's own parameter list.
-
-What ``backend_requirement`` returns is generated per op (the interpreter binds the
-arguments in C, the way ``dataclasses`` generates ``__init__``), and does only the happy
-path: a named backend's checks spelled out, and for ``backend="auto"`` the call's signature
-read (``signature``: unrolled for each argument-type pattern learnt so far) and its
-verdict looked up (``verdicts``).  Everything else is a call of the op's hand-written
-Python (``op``): ``_decide`` runs the one selection (``selection.select``) on a miss
-and stores the verdict; ``_named`` checks a named backend the fast checks did not pass,
-raising why it cannot run.  Then the body runs with this call's candidates recorded for
-upstream's idiom (``op.suitable_auto_backends``), or the autotuner's router gets them
-directly (``route_auto``).
-
-A call of a pattern not seen yet learns it (up to ``MAX_PATTERNS``): the function is
-regenerated and its code replaced in place (``__code__``), since users hold the function
-itself (``flashinfer.rmsnorm``); the call in flight finishes on the old code.  A hit
-allocates no tensor, never synchronises a device and calls nothing of ``warnings``.
-"""
+"""The one emitter: the op's public function, generated with the API's own parameter list."""
 
 from __future__ import annotations
 
@@ -48,8 +31,6 @@ from flashinfer.gating.gate import (
 from flashinfer.gating.warn_once import backend_warning_flag, warn_experimental_backend_once
 from flashinfer.kernels.availability import TRITON_INTERPRET_ENV, TRITON_LIBRARY_MODULE
 from flashinfer.torch_boundary import is_any_autocast_enabled, is_jit_tracing
-
-__all__ = ["MAX_BRANCHES", "Front"]
 
 MAX_BRANCHES = 32
 """Most backends whose named-backend checks are spelled out (one ``elif`` each); a larger
@@ -104,7 +85,7 @@ class Front:
             "_ac": is_any_autocast_enabled,
             "_acin": AUTOCAST_INSIDE,
             "_acall": None,
-            "_ALIASES": op.backend_aliases,
+            "_CHECKS": op.backend_checks,
             "_alias": op.resolve_alias,
             "_tokcall": call_in_token_block,
             "_self": op,
@@ -144,8 +125,7 @@ class Front:
         return self.function
 
     def learn(self, values: tuple) -> None:
-        """A call whose types match no learnt pattern: learn its pattern, if cacheable and
-        there is room, and regenerate.  That call itself goes uncached."""
+        """A call whose types match no learnt pattern."""
         pattern = cacheable_pattern(values)
         if pattern is None:
             return
@@ -181,9 +161,10 @@ class Front:
             ]
         else:
             lines = [
-                *alias_lines(op),
                 *prologue_lines(op),
                 "    if skip_check and backend != 'auto':",  # no check but the overlap rule
+                "        if _type(backend) is _str and backend not in _CHECKS:",
+                "            backend = _alias(backend)",  # a renamed backend: the new name
                 *(f"    {c}" for c in route_lines(op, "unchecked")),
                 *(f"        {c}" for c in overlap),
                 f"        return {call}",
@@ -197,9 +178,7 @@ class Front:
         return compile_function(params, lines, self.ns, role="dispatcher", api=op.api_key)
 
     def _named_lines(self, call: str, bound: str) -> list[str]:
-        """A named backend: its capability, the common check and its checker spelled out,
-        then the body; any other outcome goes to ``_named``, which raises why (or runs a
-        token ``"auto|a,b"`` as ``"auto"`` restricted to those backends)."""
+        """A named backend: its checks spelled out, then the body; else ``_named`` raises why."""
         op, lines = self.op, list[str]()
         checks = [("_common", "__common__")] if op.common_check is not None else []
         for i, (name, chk) in enumerate(op.backend_checks.items()):
@@ -234,13 +213,13 @@ class Front:
             *lines,
             "        if _type(backend) is _str and backend.startswith('auto|'):",
             f"            return _tokcall(_self, backend, {bound})",
-            f"        _named(_cc, {bound})",
+            f"        backend = _named(_cc, {bound})[0]",  # checked (and a renamed one's new name)
             f"        return {call}",
         ]
 
     def _auto_lines(self, call: str, bound: str) -> list[str]:
-        """``"auto"``: the verdict (looked up, or decided by ``_decide``), recorded for this
-        thread, then the router or the body."""
+        """``"auto"``: the verdict (cached, or decided by ``_decide``), then the router or the
+        body."""
         op = self.op
         lines = ["    _rx = _rfind(_api) if _RS.on else None"]
         if op.verdicts_cacheable:
@@ -328,8 +307,7 @@ class Front:
         return lines
 
     def _grad_item(self, pattern: tuple[type, ...]) -> list[str]:
-        """For an op with a backend that cannot differentiate: whether grad is required
-        (grad mode on and a tensor argument requiring it), as ``op.grad_refusal`` decides."""
+        """For an op with a backend that cannot differentiate."""
         if not self.op.non_differentiable_backends:
             return []
         tensors = [n for n, tp in zip(self.names, pattern, strict=True) if tp in TENSOR_TYPES]
@@ -339,20 +317,8 @@ class Front:
         return [f"(_grad_on() and ({' or '.join(f'{n}.requires_grad' for n in tensors)}))"]
 
 
-def alias_lines(op: Any) -> list[str]:
-    """An old (renamed) backend name becomes the new one, warning once, before anything
-    reads ``backend``; nothing for an op without renamed backends."""
-    if not op.backend_aliases:
-        return []
-    return [
-        "    if _type(backend) is _str and backend in _ALIASES:",
-        "        backend = _alias(backend)",
-    ]
-
-
 def overlap_lines(op: Any) -> list[str]:
-    """The API's overlap rule (at indent 0), on every path: a call whose written arguments
-    are all None pays one ``is not None`` test each."""
+    """The API's overlap rule (at indent 0), on every path."""
     rule = op.overlap
     if rule is None:
         return []

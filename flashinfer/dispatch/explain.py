@@ -1,20 +1,4 @@
-"""``op.explain(*args, **kwargs)``: what a ``backend="auto"`` call would do, and why.
-
-For each backend: whether it can run the call (its capability rule, whether it can
-differentiate when the call requires grad, and its support check) and, if it is not a
-candidate, what left it out (the experimental gate, a restriction, the
-heuristic); then the candidates, the choice and where the choice comes from.  Nothing is
-run but the checks, the heuristic and a look-up of the autotuner's results: never the API
-body, never a kernel, and no warning or per-thread record is written.
-
-Inputs may carry metadata only: fake tensors (``FakeTensorMode``, which
-``flashinfer explain`` builds, so that a large problem costs no memory) or tensors on the
-``meta`` device.  Checks that read only shapes, strides, dtypes and devices decide as on
-real tensors.  A check marked :func:`~flashinfer.dispatch.verdicts.reads_tensor_data` is
-not run on such inputs (a data pointer would read as 0), and a check that fails for want of
-data is not taken as a refusal: that backend's verdict is *not decided* (``decided=False``,
-"can run: unknown"), and a note says the choice leaves it out.
-"""
+"""``op.explain(*args, **kwargs)``: what a ``backend="auto"`` call would do, and why."""
 
 from __future__ import annotations
 
@@ -22,32 +6,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flashinfer.dispatch.choice_log import tuner_view
 from flashinfer.dispatch.restrictions import restriction_source
 from flashinfer.dispatch.selection import (
-    DECLARATION_ORDER,
-    HEURISTIC,
+    DECLARATION_ORDER as DECLARATION_ORDER,  # re-exported for the compiled route
+)
+from flashinfer.dispatch.selection import (
+    HEURISTIC as HEURISTIC,
+)
+from flashinfer.dispatch.selection import (
     RESTRICTED,
     UNDECIDED,
     common_refusal,
     metadata_only,
     select,
 )
-from flashinfer.dispatch.tuner_view import tuner_view
 from flashinfer.dispatch.verdicts import VerdictCacheInfo
 from flashinfer.gating.gate import experimental_auto_backends_allowed
-from flashinfer.gating.history import graduated_in
 from flashinfer.gating.messages import gate_verdict
-
-__all__ = [
-    "DECLARATION_ORDER",
-    "HEURISTIC",
-    "RESTRICTED",
-    "BackendVerdict",
-    "Explanation",
-    "PathExplanation",
-    "explain_call",
-    "explain_paths",
-]
 
 
 @dataclass(frozen=True)
@@ -255,9 +231,8 @@ def _call_text(bound: Mapping[str, Any]) -> str:
 
 
 def _tuned(op: Any, bound: Mapping[str, Any], notes: list[str]) -> tuple[str, Any, str] | None:
-    """The autotuner's result for this call as (backend, tactic, source), if the program
-    imported the autotuner and the op's ``"auto"`` calls are routed to it.  The dispatcher
-    never imports the autotuner: without it nothing was tuned or loaded."""
+    """The autotuner's result for this call as (backend, tactic, source), if the program imported
+    the autotuner and the op's ``"auto"`` calls are routed to it."""
     view = tuner_view()
     if view is None or not view.registered(op.api_key):
         return None
@@ -280,9 +255,7 @@ def explain_call(
     *,
     restricted: tuple[str, ...] | None = None,
 ) -> Explanation:
-    """:meth:`BackendRequirementOp.explain`'s work (see the module doc).  ``restricted``:
-    the backends of a ``use_backends`` block written in traced code (the context's own
-    restriction when None)."""
+    """:meth:`BackendRequirementOp.explain`'s work (see the module doc)."""
     notes: list[str] = []
     kwargs = dict(kwargs)
     kwargs.pop("skip_check", None)
@@ -340,6 +313,8 @@ def explain_call(
         error = "no backend is a candidate for these inputs (see the table)"
     elif error is None:
         notes.append("the API has no backends to choose from: its body runs")
+    from flashinfer.gating import history  # only when explaining
+
     rank = {b: i for i, b in enumerate(candidates)}
     verdicts = tuple(
         BackendVerdict(
@@ -351,7 +326,7 @@ def explain_call(
             stage=None if b in rank else left[b][0],
             reason=None if b in rank else left[b][1],
             decided=b not in undecided,
-            graduated_in=graduated_in(op.api_key, b),
+            graduated_in=history.graduated_in(op.api_key, b),
         )
         for b in op.backend_checks
     )

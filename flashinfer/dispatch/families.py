@@ -1,18 +1,5 @@
-"""What each backend family supports, written once as data, and the mark that declares a
-backend's family.
-
-A *backend family* is the kind of code a backend runs: ``"torch"`` (torch's own operators,
-wherever torch runs) or ``"triton"`` (Triton kernels).  Each family is one frozen
-:class:`BackendFamily` value, :data:`TORCH` or :data:`TRITON`, holding its compute
-capabilities and dtypes, the way xFormers declares ``SUPPORTED_DTYPES`` and a minimum compute
-capability per operator.  A support checker declares its family with :func:`backend_family`,
-which also declares the family's compute capabilities to the dispatcher, so the list is
-written here and nowhere else; tools read the declaration back with :func:`family_of`
-(``flashinfer backends`` asks it whether a backend needs Triton).
-
-Light on purpose: torch and the dispatcher's markers only, so an experimental feature's
-``support.py`` may import it.
-"""
+"""What each backend family supports, written once as data, and the mark that declares a backend's
+family."""
 
 from __future__ import annotations
 
@@ -22,42 +9,20 @@ from typing import Any, TypeVar
 
 import torch
 
-from flashinfer.dispatch.markers import supported_compute_capability
+from flashinfer.dispatch.capability import supported_compute_capability
 from flashinfer.dispatch.verdicts import reads_environment
 from flashinfer.kernels.availability import TRITON_INTERPRET_ENV
-
-__all__ = [
-    "FAMILIES",
-    "FLOAT_DTYPES",
-    "TORCH",
-    "TRITON",
-    "BackendFamily",
-    "backend_family",
-    "dtype_name",
-    "differentiable_by_family",
-    "family_of",
-]
 
 C = TypeVar("C", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
 class BackendFamily:
-    """What every backend of one family supports.
-
-    Attributes:
-        name: the family's name (``"torch"``, ``"triton"``).
-        compute_capabilities: the CUDA compute capabilities (``major * 10 + minor``) its
-            code runs on, ascending.
-        dtypes: the dtypes its kernels compute in.
-        cpu: whether it runs on CPU tensors at all.
-        needs_triton: whether its backends run Triton kernels, so run only where Triton
-            can (:func:`flashinfer.kernels.triton_device_reason` says where not).
-        differentiable: whether its backends can be differentiated without a formula of
-            their own: torch's operators are recorded by autograd, a kernel's launch is
-            not.  What a :class:`~flashinfer.Backend` of the family that does not say
-            ``differentiable=`` is taken to be (see :func:`differentiable_by_family`).
-    """
+    """What every backend of one family supports: its ``name``, the CUDA
+    ``compute_capabilities`` its code runs on, the ``dtypes`` it computes in, whether it runs
+    on ``cpu`` tensors, whether it ``needs_triton``, and whether its backends are
+    ``differentiable`` without a formula of their own (the default of a ``Backend`` of the
+    family that does not say)."""
 
     name: str
     compute_capabilities: tuple[int, ...]
@@ -79,8 +44,7 @@ TORCH = BackendFamily(
     needs_triton=False,
     differentiable=True,
 )
-"""torch's own operators: every CUDA capability torch ships kernels for, and CPU; autograd
-records them, so its backends are differentiable."""
+"""torch's own operators: every CUDA capability torch ships kernels for, and CPU."""
 
 TRITON = BackendFamily(
     name="triton",
@@ -89,11 +53,7 @@ TRITON = BackendFamily(
     cpu=True,
     needs_triton=True,
 )
-"""Triton kernels (not differentiable: autograd does not see a kernel launch, so a backend
-of this family differentiates only with a formula of its own, ``differentiable=True``):
-Triton 3.x targets Turing (75) and newer, bfloat16 from Ampere (80, which
-checkers ask :func:`flashinfer.kernels.bf16_reason`); CPU tensors only through the Triton
-interpreter (``TRITON_INTERPRET=1``)."""
+"""Triton kernels: Turing (75) and newer; CPU only through ``TRITON_INTERPRET=1``."""
 
 FAMILIES: tuple[BackendFamily, ...] = (TORCH, TRITON)
 """Every backend family, the table in one place."""
@@ -107,16 +67,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 def backend_family(
     family: BackendFamily, *, min_compute_capability: int | None = None
 ) -> Callable[[C], C]:
-    """Declare the family of a backend's support checker, and so the compute capabilities
-    the backend runs on: the family's, from ``min_compute_capability`` up when given.
-
-    Sets ``backend_family`` on the checker and declares the capabilities (and the family's
-    CPU support) with :func:`flashinfer.supported_compute_capability`; returns the checker
-    itself (no wrapper, so no call overhead).  Composes with
-    :func:`flashinfer.experimental_backend` in either order::
-
-        @backend_family(TRITON, min_compute_capability=80)
-        def check_fast(a, b): ...
+    """Declare the family of a backend's support checker, and so the compute capabilities the
+    backend runs on (the family's, from ``min_compute_capability`` up); returns the checker.
 
     Raises:
         TypeError: ``family`` is not a :class:`BackendFamily`, or ``min_compute_capability``
@@ -156,17 +108,13 @@ def backend_family(
 
 
 def family_of(checker: Callable[..., Any]) -> BackendFamily | None:
-    """The family a support checker declares with :func:`backend_family`, or ``None`` when
-    it declares none (then nothing is known about what it needs beyond its capabilities)."""
+    """The family a support checker declares with :func:`backend_family`, or ``None``."""
     family = getattr(checker, "backend_family", None)
     return family if isinstance(family, BackendFamily) else None
 
 
 def differentiable_by_family(checker: Callable[..., Any]) -> bool:
-    """Whether a backend that does not declare ``differentiable=`` is taken to be
-    differentiable, by the family its support checker declares: the family's
-    ``differentiable`` (:data:`TORCH`: yes, :data:`TRITON`: no); True for a checker that
-    declares no family, about which nothing is known (it is not gated; ``flashinfer
-    backends`` flags the missing family)."""
+    """Whether a backend that does not declare ``differentiable=`` is taken to be differentiable, by
+    the family its support checker declares."""
     family = family_of(checker)
     return True if family is None else family.differentiable

@@ -1,15 +1,5 @@
-"""The op object: :class:`BackendRequirementOp`, routing of ``"auto"`` calls, upstream's
-query API, and the Python paths of a call; each op built is recorded in the registry.
-
-The op is a :class:`~.plan.DispatchPlan` (what is decided at decoration) that generates its
-public function once (``emitter``) and hands it out, dressed as the API, as
-``op.function``: what ``backend_requirement`` returns.  That function does the happy path;
-everything else is a method here, in readable Python: ``_decide`` (an ``"auto"`` call's
-verdict, from the one selection, ``selection.select``), ``_select`` (a named backend's
-checks, raising every error a call can raise), and ``call_reference`` (the whole call
-through ``inspect.Signature.bind``, upstream's way: the reference the generated function is
-tested against, and the "before" row of ``benchmarks/bench_dispatch.py``).
-"""
+"""The op object: :class:`BackendRequirementOp`, routing of ``"auto"`` calls, upstream's query API,
+and the Python paths of a call; each op built is recorded in the registry."""
 
 from __future__ import annotations
 
@@ -18,14 +8,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from flashinfer.dispatch.autocast import AutocastCall, AutocastRule, checked_autocast_rule
-from flashinfer.dispatch.call_specs import invoke
-from flashinfer.dispatch.capability import CUDA_STATE, capability_reason
+from flashinfer.dispatch.capability import (
+    CUDA_STATE,
+    BackendSupportedError,
+    UnsupportedInputsError,
+    capability_reason,
+)
 from flashinfer.dispatch.choice_log import LOG_SWITCH, OpLog, note_auto, note_restricted
 from flashinfer.dispatch.declarations import Backend
 from flashinfer.dispatch.emitter import Front
-from flashinfer.dispatch.errors import BackendSupportedError, UnsupportedInputsError
 from flashinfer.dispatch.explain import Explanation, explain_call
-from flashinfer.dispatch.plan import DispatchPlan
+from flashinfer.dispatch.plan import DispatchPlan, invoke
 from flashinfer.dispatch.restrictions import (
     RESTRICTIONS,
     restriction_for,
@@ -36,12 +29,10 @@ from flashinfer.dispatch.thread_state import CallState, LiveFlags, PerThreadList
 from flashinfer.dispatch.torch_op import TorchOp, schema_of
 from flashinfer.dispatch.tracing import attach_torch_op
 from flashinfer.dispatch.verdicts import VerdictCache
-from flashinfer.gating.history import removed_backend_message
 from flashinfer.gating.messages import auto_refused_by_common_check
-from flashinfer.gating.op_registry import register_op, registered_ops
+from flashinfer.gating.op_registry import register_op
+from flashinfer.gating.op_registry import registered_ops as registered_ops  # upstream path
 from flashinfer.gating.warn_once import warn_experimental_backend_once
-
-__all__ = ["BackendRequirementOp", "registered_ops"]
 
 
 class BackendRequirementOp(DispatchPlan):
@@ -89,12 +80,7 @@ class BackendRequirementOp(DispatchPlan):
         register_op(self.api_key, self.function)
 
     def _public_function(self, fn: Any) -> Any:
-        """The generated function, dressed as the API: what the decorator returns.
-
-        A plain function, not this object: calling an instance whose ``__call__`` calls
-        the function costs several times the call itself (no vectorcall through the type
-        slot; ``benchmarks/bench_costs.py`` prints both).
-        """
+        """The generated function, dressed as the API."""
         functools.update_wrapper(fn, self.__wrapped__)
         fn.dispatcher = self
         for name in (
@@ -134,22 +120,13 @@ class BackendRequirementOp(DispatchPlan):
 
     def route_auto(self, router: Callable[[list[str], tuple], Any] | None) -> None:
         """Send every checked ``backend="auto"`` call to ``router(candidates, inputs)``
-        instead of the API body (``None`` restores the body).
+        instead of the API body (``None`` restores the body); the autotuner's ``direct=True``.
 
-        ``candidates`` is the call's list of suitable backends, best first (the same list
-        as ``suitable_auto_backends``; do not modify it); ``inputs`` is a tuple of the
-        call's arguments for every parameter but ``backend``, in declaration order.  The
-        checks, the gate, the heuristic and the per-thread records are unchanged; the body
-        still runs for explicit backends and ``skip_check=True``.  The autotuner uses this
-        (``AutoTuner.register(op, runners, direct=True)``) to save the body's call and the
-        per-thread lookup of the candidates on every tuned call.
-
-        A router with a true ``takes_route_slot`` attribute is called as
-        ``router(candidates, inputs, slot)`` by the generated function: ``slot`` is a
-        one-item list kept with the call's verdict (``[(None, None)]`` at first; a verdict
-        that is not cached has one of its own), where the router may keep what it looked
-        up for the signature, so that the next call of it need not look again
-        (``call_reference`` passes no slot).
+        ``candidates``: the call's suitable backends, best first (do not modify);
+        ``inputs``: the arguments of every parameter but ``backend``, in order.  Explicit
+        backends and ``skip_check=True`` still run the body.  A router with a true
+        ``takes_route_slot`` is called ``router(candidates, inputs, slot)``: ``slot`` is a
+        one-item list kept with the call's verdict, where it may keep what it looked up.
         """
         if router is not None and self.routed_inputs() is None:
             raise TypeError(
@@ -176,11 +153,7 @@ class BackendRequirementOp(DispatchPlan):
         return backend in self.experimental_backends
 
     def is_backend_supported(self, backend: str, cc: int | None = None) -> bool:
-        """Whether ``backend`` exists and (given ``cc``) declares support for that capability.
-
-        Raises ``ValueError`` on an API without backend choices (as upstream): there is no
-        backend to ask about; use :meth:`is_compute_capability_supported`.
-        """
+        """Whether ``backend`` exists and (given ``cc``) declares support for that capability."""
         if not self.backend_checks:
             raise ValueError(
                 f"Invalid is_backend_supported call: no backend choices for {self.api_name}"
@@ -194,11 +167,7 @@ class BackendRequirementOp(DispatchPlan):
         return bool(is_supported and is_supported(cc))
 
     def is_compute_capability_supported(self, cc: int) -> bool:
-        """Whether any backend (an API without backends: its common check) declares ``cc``.
-
-        On an API without backends whose common check carries no
-        :func:`supported_compute_capability` mark, raises ``ValueError`` (as upstream).
-        """
+        """Whether any backend (without backends: the common check) declares ``cc``."""
         if not self.backend_checks:
             is_supported = getattr(self.common_check, "is_compute_capability_supported", None)
             if is_supported is None:
@@ -243,21 +212,20 @@ class BackendRequirementOp(DispatchPlan):
                 f"{self.api_name}: backend must be one backend name (a str), got "
                 f"{type(backend).__name__} {backend!r}. {self._available()}"
             )
-        if backend in self.backend_aliases:
+        if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             return self.resolve_alias(backend)
         return backend
 
     def _select(self, cc: int | None, bound: dict[str, Any]) -> list[str]:
-        """Readable selection logic: returns the candidates or raises the explaining error.
-
-        A ``skip_check=True`` call of ``"auto"`` runs all of it, common check included
-        (upstream runs the common check there too)."""
+        """Readable selection logic."""
         api = self.api_name
         self._state.clear_dropped()
         backend = self._backend_name(bound)
         if self.backend_checks and backend != "auto" and backend not in self.backend_checks:
             tomb = self.backend_tombstones.get(backend)
             if tomb is not None:
+                from flashinfer.gating.history import removed_backend_message
+
                 raise BackendSupportedError(f"{removed_backend_message(tomb)}. {self._available()}")
             raise BackendSupportedError(
                 f"{api} does not support backend {backend!r}. {self._available()}"
@@ -307,8 +275,7 @@ class BackendRequirementOp(DispatchPlan):
         return [backend]
 
     def _check_capability(self, cc: int | None, backend: str) -> None:
-        """A named backend's capability rule, raising if ``cc`` is not one it runs at: the
-        first check of a named backend, before the common check (upstream's order)."""
+        """A named backend's capability rule, raising if ``cc`` is not one it runs at."""
         reason = capability_reason(self.backend_checks[backend], cc)
         if reason is not None:
             raise BackendSupportedError(
@@ -349,13 +316,7 @@ class BackendRequirementOp(DispatchPlan):
         listed: tuple[str, ...] | None,
         bound: dict[str, Any],
     ) -> tuple[list[str], tuple[str, ...], Callable[[], None] | None, list[Any]]:
-        """The verdict of an ``"auto"`` call, cached under ``key`` (None: not cacheable):
-        (candidates, the experimental backends the gate dropped, what warns when it runs or
-        None, the router's slot).  The common check and the overlap rule first, then the one
-        selection (:func:`~flashinfer.dispatch.selection.select`) under the restriction
-        ``listed``; raises why no backend can run (a call's drops are recorded first).
-        A ``skip_check=True`` call runs all of it too (upstream runs the common check
-        there); its key says it is one."""
+        """The verdict of an ``"auto"`` call, cached under ``key`` (None: not cacheable)."""
         self._state.clear_dropped()
         if self.common_check is not None:
             self._run_common_check(cc, bound, "auto")
@@ -379,24 +340,16 @@ class BackendRequirementOp(DispatchPlan):
             self.verdict_cache.put(key, verdict)
         return verdict
 
-    def backend_refusal(self, backend: str, cc: int | None, bound: Mapping[str, Any]) -> str | None:
-        """Why ``backend`` refuses a call's bound arguments at capability ``cc``, or None
-        (see :func:`~flashinfer.dispatch.selection.backend_refusal`).  Never warns, never
-        runs the common check or the API."""
-        refused = backend_refusal(self, backend, cc, bound)
-        return None if refused is None else refused[1]
-
     def backend_support_reason(self, backend: str, /, *args: Any, **kwargs: Any) -> str | None:
-        """Why ``backend`` would refuse the call ``op(*args, **kwargs, backend=backend)``, or
-        None if it would accept it (see :meth:`backend_refusal`; the capability is the
-        call's, found as a call finds it).  ``backend`` replaces any in the arguments.
-        ``TypeError`` for arguments the API cannot bind.
-        """
+        """Why ``backend`` would refuse ``op(*args, **kwargs, backend=backend)``, or None (never
+        warns, never runs the common check or the API); ``TypeError`` if the arguments do not
+        bind."""
         if backend not in self.backend_checks:
             return f"unknown backend {backend!r}. {self._available()}"
         bound = dict(self._sig.bind(*args, **kwargs).arguments)
         bound["backend"] = backend
-        return self.backend_refusal(backend, self._call_capability(bound), bound)
+        refused = backend_refusal(self, backend, self._call_capability(bound), bound)
+        return None if refused is None else refused[1]
 
     def _call_capability(self, bound: Mapping[str, Any]) -> int | None:
         """The capability of a call's first CUDA tensor, scanned as the generated path
@@ -410,15 +363,11 @@ class BackendRequirementOp(DispatchPlan):
         return CUDA_STATE.find(*values)  # the seam tests replace, as on the generated path
 
     def call_reference(self, *args: Any, skip_check: bool = False, **kwargs: Any) -> Any:
-        """The same call through ``inspect.Signature.bind`` and the readable logic.
-
-        Slow (upstream's design); kept as the reference the generated function is tested
-        against, and as the "before" row of ``benchmarks/bench_dispatch.py``.
-        """
+        """The same call through ``inspect.Signature.bind`` and the readable logic."""
         bound_args = self._sig.bind(*args, **kwargs)  # TypeError as for the API
         named = bound_args.arguments.get("backend")
-        if type(named) is str and named in self.backend_aliases:  # a renamed backend
-            bound_args.arguments["backend"] = self.resolve_alias(named)
+        if type(named) is str and named != "auto" and named not in self.backend_checks:
+            bound_args.arguments["backend"] = self.resolve_alias(named)  # a renamed backend
         bound = dict(bound_args.arguments)
         # skip_check=True skips every check of a named backend; "auto" still has to
         # choose, so it runs the selection (as upstream, its common check too).
@@ -454,8 +403,7 @@ class BackendRequirementOp(DispatchPlan):
     def _log_choice(
         self, candidates: list[str], dropped: tuple[str, ...], restricted: bool
     ) -> None:
-        """The log line of an ``"auto"`` call that runs the body (see ``choice_log``):
-        asked only while logging may show it, and only once per backend and path."""
+        """The log line of an ``"auto"`` call that runs the body (see ``choice_log``)."""
         if not LOG_SWITCH.armed:
             return
         log = self.choice_log

@@ -1,19 +1,8 @@
-"""What is decided once, at decoration: the facts about an API and the checks on them.
-
-:class:`DispatchPlan` holds the API, its backend table split into stable and experimental
-backends (with the declared implementations, ``implementations``), its parameter list
-(without the dispatcher's ``skip_check``), the call spec of every checker, and the ordering
-of ``"auto"`` candidates (the API's heuristic, then the declared preferences of experimental
-backends); building it raises at decoration (import) time for a table that cannot be
-dispatched.  The op, the selection and the emitter read the plan; none changes it.
-
-It also decides which backends cannot differentiate (``Backend.differentiable``, else the
-checker's family): such a backend refuses a call that requires grad before its checker runs
-(:meth:`DispatchPlan.grad_refusal`), so that ``"auto"`` leaves it out and naming it raises.
-"""
+"""What is decided once, at decoration: the facts about an API and the checks on them."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -22,24 +11,17 @@ from typing import Any
 
 import torch
 
-from flashinfer.codegen.compiler import CallSpec, ParameterList
-from flashinfer.dispatch.call_specs import check_verdict, checker_spec, filter_heuristic, invoke
-from flashinfer.dispatch.declarations import Backend, ImplementationTable, read_table
+from flashinfer.codegen.compiler import POSITIONAL_KINDS, CallSpec, ParameterList
+from flashinfer.dispatch.declarations import (
+    Backend,
+    ImplementationTable,
+    qualified_check_name,
+    read_table,
+)
 from flashinfer.dispatch.families import TORCH, differentiable_by_family, family_of
 from flashinfer.dispatch.verdicts import declared_environment, reads_tensor_data_marked
 from flashinfer.gating.gate import ALLOW_EXPERIMENTAL_AUTO_BACKENDS_ENV
-from flashinfer.gating.history import (
-    Removed,
-    Renamed,
-    alias_message,
-    backend_aliases,
-    removed_backends,
-    renamed_backend,
-    warn_alias_once,
-)
 from flashinfer.gating.records import EXPERIMENTAL_PACKAGE, in_experimental_package, qualified_name
-
-__all__ = ["DispatchPlan", "experimental_code", "grad_inputs"]
 
 
 def _requires_grad(value: Any) -> bool:
@@ -53,8 +35,7 @@ def _requires_grad(value: Any) -> bool:
 
 
 def grad_inputs(names: tuple[str, ...], values: tuple[Any, ...]) -> list[str]:
-    """The names of the arguments that require grad: a tensor with ``requires_grad``, or a
-    list, tuple (``*args``) or dict (``**kwargs``) holding one.  Empty when none does."""
+    """The names of the arguments that require grad."""
     return [n for n, v in zip(names, values, strict=True) if _requires_grad(v)]
 
 
@@ -77,11 +58,50 @@ def _check_declared_skip_check(func: Callable[..., Any]) -> None:
 class DispatchPlan:
     """The decoration-time analysis of an API wrapped by ``backend_requirement``."""
 
+    _history: tuple[Mapping[str, str], Mapping[str, Any]] | None
+
     def resolve_alias(self, backend: str) -> str:
         """The backend an old (renamed) name stands for, after its one deprecation warning
-        (at the caller's line, naming the new name)."""
+        (``backend`` itself when it is no old name)."""
+        if backend not in self.backend_aliases:
+            return backend
+        from flashinfer.gating.history import warn_alias_once
+
         warn_alias_once(self._alias_messages[backend])
         return self.backend_aliases[backend]
+
+    def _read_history(self) -> tuple[Mapping[str, str], Mapping[str, Any]]:
+        """Renamed backends (old name -> the name it runs under now) and removed backends'
+        tombstones, from ``flashinfer.gating.history``: read at decoration when it is loaded,
+        else when a call first names a backend the table lacks (touching an op does not load
+        the history)."""
+        if self._history is None:
+            from flashinfer.gating import history as h
+
+            aliases = {
+                old: new
+                for old, new in h.backend_aliases(self.api_key).items()
+                if new in self.backend_checks and old not in self.backend_checks
+            }
+            self._alias_messages = {
+                old: h.alias_message(
+                    h.renamed_backend(self.api_key, old) or h.Renamed("", old, new, "", "")
+                )
+                for old, new in aliases.items()
+            }
+            tombs = h.removed_backends(self.api_key)
+            self._history = (types.MappingProxyType(aliases), types.MappingProxyType(tombs))
+        return self._history
+
+    @property
+    def backend_aliases(self) -> Mapping[str, str]:
+        """Renamed backends: old name -> the name it runs under now (naming one warns once)."""
+        return self._read_history()[0]
+
+    @property
+    def backend_tombstones(self) -> Mapping[str, Any]:
+        """Removed backends' tombstones: naming one raises, saying what to use instead."""
+        return self._read_history()[1]
 
     def __init__(
         self,
@@ -125,23 +145,9 @@ class DispatchPlan:
         self.stable_backends = tuple(
             b for b in self.backend_checks if b not in self.experimental_backends
         )
-        #: Renamed backends (``flashinfer.gating.history``): old name -> the name it runs
-        #: under now, read once here; naming an old one runs the new one and warns once.
-        self.backend_aliases: Mapping[str, str] = types.MappingProxyType(
-            {
-                old: new
-                for old, new in backend_aliases(self.api_key).items()
-                if new in self.backend_checks and old not in self.backend_checks
-            }
-        )
-        self._alias_messages = {
-            old: alias_message(renamed_backend(self.api_key, old) or Renamed("", old, new, "", ""))
-            for old, new in self.backend_aliases.items()
-        }
-        #: Removed backends' tombstones: naming one raises, saying what to use instead.
-        self.backend_tombstones: Mapping[str, Removed] = types.MappingProxyType(
-            removed_backends(self.api_key)
-        )
+        self._history = None
+        if "flashinfer.gating.history" in sys.modules:  # else read when first needed
+            self._read_history()
         _check_declared_skip_check(func)
         # A declared skip_check is the dispatcher's: never passed on (the body sees its
         # default), so the API's parameters are the rest.
@@ -169,11 +175,8 @@ class DispatchPlan:
         self._plan_verdicts()
 
     def _plan_grad_gates(self, declared: Mapping[str, Backend]) -> None:
-        """Which backends cannot differentiate (``Backend.differentiable``, else the
-        checker's family: see :func:`~flashinfer.dispatch.families.differentiable_by_family`).
-        Such a backend refuses a call that requires grad (:meth:`grad_refusal`) before its
-        checker runs, so that ``"auto"`` leaves it out and naming it raises; the verdict
-        cache of an op with one keys on whether grad is required (see ``emitter``)."""
+        """Which backends cannot differentiate (``Backend.differentiable``, else the checker's
+        family)."""
         self.non_differentiable_backends = frozenset(
             name
             for name, chk in self.backend_checks.items()
@@ -185,10 +188,7 @@ class DispatchPlan:
         )
 
     def _grad_reason(self, backend: str) -> Callable[[list[str]], str]:
-        """The reason grad refuses backend ``backend``, given the arguments that
-        require grad: what cannot be done, and the two ways out (inference under
-        ``torch.no_grad()``, or a backend that can differentiate, named when one exists:
-        a stable torch-family one first)."""
+        """The reason grad refuses backend ``backend``, given the arguments that require grad."""
         able = [b for b in self.backend_checks if b not in self.non_differentiable_backends]
         able.sort(
             key=lambda b: (
@@ -220,9 +220,8 @@ class DispatchPlan:
         return reason
 
     def grad_refusal(self, backend: str, bound: Mapping[str, Any]) -> str | None:
-        """Why ``backend`` refuses a call's bound arguments because grad is required (it
-        cannot differentiate, grad mode is on and an argument requires grad), or None:
-        the reason a call gives."""
+        """Why ``backend`` refuses a call's bound arguments because grad is required (it cannot
+        differentiate, grad mode is on and an argument requires grad), or None."""
         if backend not in self.non_differentiable_backends or not torch.is_grad_enabled():
             return None
         inputs = tuple(n for n in self._sig.names if n != "backend")
@@ -230,12 +229,7 @@ class DispatchPlan:
         return self._grad_reason(backend)(names) if names else None
 
     def _plan_verdicts(self) -> None:
-        """Whether ``"auto"`` verdicts may be cached (see ``verdicts``): not for an API
-        without backends or with ``*args``/``**kwargs`` (the signature cannot be read from
-        named parameters), nor when any check ``"auto"`` runs (common check, heuristic,
-        support checkers, preferences) reads tensor data.  ``environment``: the variables
-        the checks declare they read
-        (:func:`~flashinfer.dispatch.verdicts.reads_environment`)."""
+        """Whether ``"auto"`` verdicts may be cached (see ``verdicts``)."""
         checks = [self.common_check, self.heuristic_func, *self.backend_checks.values()]
         checks += [prefer for prefer, _ in self._preferences.values()]
         present = [c for c in checks if c is not None]
@@ -255,8 +249,7 @@ class DispatchPlan:
     # ---- decoration-time checks --------------------------------------------------------
 
     def _check_overlap_names(self) -> None:
-        """The overlap rule names parameters of the API (the dispatcher passes them by
-        name); a typo would otherwise leave a written tensor unchecked."""
+        """The overlap rule names parameters of the API (the dispatcher passes them by name)."""
         rule = self.overlap
         if rule is None:
             return
@@ -273,9 +266,8 @@ class DispatchPlan:
             )
 
     def _check_experimental_placement(self) -> None:
-        """A backend whose checker or declared implementation is experimental code (defined
-        under, or importing from, ``flashinfer.experimental``) must be marked; only an
-        experimental backend may declare a preference."""
+        """A backend whose checker or declared implementation is experimental code (defined under,
+        or importing from, ``flashinfer.experimental``) must be marked."""
         for backend, checker in self.backend_checks.items():
             if getattr(checker, "is_experimental_backend", False):
                 continue
@@ -312,14 +304,9 @@ class DispatchPlan:
         return checker_spec(self._sig, prefer, role, self.api_name)
 
     def prefer_first(self, candidates: list[str], bound: Mapping[str, Any]) -> list[str]:
-        """``candidates`` (the heuristic's order) with the experimental backends whose
-        declared preference (``Backend.prefer``) says so for the call's arguments ``bound``
-        moved to the front, in their order; ``candidates`` itself when none does.
-
-        Every selection path (generated, reference, ``explain``) applies it after the
-        heuristic; the generated one only while the gate lets experimental backends in,
-        since without them no preference can apply.
-        """
+        """``candidates`` (the heuristic's order) with the experimental backends whose declared
+        preference (``Backend.prefer``) says so for the call's arguments ``bound`` moved to the
+        front, in their order."""
         first = [
             b
             for b in candidates
@@ -332,24 +319,45 @@ class DispatchPlan:
 
     def check_result(self, backend: str | None, value: Any) -> bool:
         """``value``, what backend ``backend``'s support checker (None: the common check)
-        returned, as a verdict: a bool, or the ``TypeError`` naming the checker (see
-        :func:`~flashinfer.dispatch.call_specs.check_verdict`).  Both paths call it (the
-        generated one only for a value that is neither ``True`` nor ``False``)."""
+        returned, as a verdict: a bool (a numpy bool too), else a ``TypeError`` naming it."""
         if value is True or value is False:
             return value
+        numpy = sys.modules.get("numpy")  # never imported here
+        if numpy is not None and isinstance(value, numpy.bool_):
+            return bool(value)
         if backend is None:
-            return check_verdict(value, self.common_check, "the common check", self.api_name)
-        role = f"the support checker of backend {backend!r}"
-        return check_verdict(value, self.backend_checks[backend], role, self.api_name)
+            check, role = self.common_check, "the common check"
+        else:
+            check, role = (
+                self.backend_checks[backend],
+                f"the support checker of backend {backend!r}",
+            )
+        hint = ""
+        if value is None:
+            hint = " (None: does a path through it end without a return statement?)"
+        elif isinstance(value, str):
+            hint = " (a non-empty str would have counted as support)"
+        raise TypeError(
+            f"{self.api_name}: {role} ({qualified_check_name(check)}) returned "
+            f"{_described(value)}{hint}; a check returns True or False (a numpy bool is "
+            "accepted), or raises ValueError saying why the inputs are not supported"
+        )
 
     def heuristic_order(self, answer: Any, candidates: list[str]) -> list[str]:
-        """The candidates in the order of ``answer``, what the heuristic returned for them
-        (see :func:`~flashinfer.dispatch.call_specs.filter_heuristic`): the same rule on
-        both paths, and a ``TypeError`` naming the heuristic for an answer that is not a
-        list or tuple of names."""
-        return filter_heuristic(
-            answer, candidates, self.heuristic_func, self.api_name, self.backend_checks
-        )
+        """The candidates in the order of ``answer`` (what the heuristic returned): it may drop
+        some, never add one (a name that is no backend is kept, as upstream keeps it)."""
+        problem = _names_problem(answer)
+        if problem is not None:
+            raise TypeError(
+                f"{self.api_name}: the heuristic ({qualified_check_name(self.heuristic_func)}) "
+                f"returned {_described(answer)}{problem}; a heuristic returns a list (or tuple) "
+                "of backend names (str), best first, taken from the candidates it is given"
+            )
+        kept: list[str] = []
+        for b in answer:
+            if (b in candidates or b not in self.backend_checks) and b not in kept:
+                kept.append(b)
+        return kept
 
     def _build_specs(self) -> dict[str, CallSpec]:
         sig, api = self._sig, self.api_name
@@ -364,18 +372,118 @@ class DispatchPlan:
         return specs
 
     def routed_inputs(self) -> list[str] | None:
-        """The parameters whose arguments a routed auto call passes on (see
-        :meth:`route_auto`): every parameter but ``backend``, in declaration order; None
-        when the API cannot be routed (no backends, or ``*args``/``**kwargs``)."""
+        """The parameters whose arguments a routed auto call passes on (see :meth:`route_auto`)."""
         if not self.backend_checks or self._sig.has_var:
             return None
         return [n for n in self._sig.names if n != "backend"]
 
 
+def checker_spec(
+    api: ParameterList, fn: Callable[..., Any], role: str, name: str, *, lead: bool = False
+) -> CallSpec:
+    """How to call a checker."""
+    try:
+        theirs = ParameterList(functools.partial(fn, None) if lead else fn, redeclared=False)
+    except (TypeError, ValueError):
+        return api.call_spec()
+    if api.matches_positionally(theirs):
+        return [("pos", n) for n in api.names]
+    var = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ours = {p.name: p for p in api.params}
+    for p in theirs.params:
+        if p.name not in ours and p.default is p.empty and p.kind not in var:
+            raise TypeError(
+                f"{role} of {name} has parameter {p.name!r}, which {name} does not have; "
+                f"a checker takes (a subset of) the API's parameters: {api.names}"
+            )
+    if _leads_with(theirs, api):  # the API's own parameter list, then defaulted extras
+        return api.call_spec()
+    # By name.  Positional-only parameters (always first) can only be passed by position.
+    spec: CallSpec = []
+    for p in theirs.params:
+        mine = ours.get(p.name)
+        if mine is None:
+            continue
+        if p.kind == p.POSITIONAL_ONLY:
+            spec.append(("pos", p.name))
+        elif p.kind in var:  # *args to *args, **kwargs to **kwargs; else by name below
+            if mine.kind == p.kind:
+                spec.append(("star" if p.kind == p.VAR_POSITIONAL else "starstar", p.name))
+        else:
+            spec.append(("kw", p.name))
+    if any(p.kind == p.VAR_KEYWORD for p in theirs.params):
+        # The rest of the API's arguments go to the checker's **kwargs, by name
+        # (``*args`` as the tuple it is, ``**kwargs`` spread out).
+        taken = {n for _, n in spec}
+        for q in api.params:
+            if q.name not in taken:
+                spec.append(("starstar" if q.kind == q.VAR_KEYWORD else "kw", q.name))
+    order = {"pos": 0, "star": 1, "kw": 2, "starstar": 3}
+    return sorted(spec, key=lambda item: order[item[0]])
+
+
+def _leads_with(theirs: ParameterList, api: ParameterList) -> bool:
+    """Whether ``theirs`` starts with ``api``'s parameters: same names, order and kinds."""
+    if len(theirs.params) < len(api.params):
+        return False
+    for mine, other in zip(api.params, theirs.params[: len(api.params)], strict=True):
+        if mine.name != other.name:
+            return False
+        if mine.kind in POSITIONAL_KINDS:
+            if other.kind not in POSITIONAL_KINDS:
+                return False
+        elif mine.kind != other.kind:
+            return False
+    return True
+
+
+def invoke(
+    fn: Callable[..., Any], spec: list[tuple[str, str]], bound: Mapping[str, Any], *lead: Any
+) -> Any:
+    """Reference-path equivalent of a generated call."""
+    args: list[Any] = list(lead)
+    kwargs: dict[str, Any] = {}
+    for how, name in spec:
+        if how == "pos":
+            args.append(bound[name])
+        elif how == "star":
+            args.extend(bound[name])
+        elif how == "kw":
+            kwargs[name] = bound[name]
+        else:
+            kwargs.update(bound[name])
+    return fn(*args, **kwargs)
+
+
+def _described(value: Any) -> str:
+    """``None``, or the value's type and a repr cut to a line."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    if len(text) > 80:  # a line
+        text = text[:77] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _names_problem(answer: Any) -> str | None:
+    """What is wrong with a heuristic's answer, or None: a list or tuple of str."""
+    if not isinstance(answer, (list, tuple)):
+        if answer is None:
+            return " (None: does a path through it end without a return statement?)"
+        if isinstance(answer, (set, frozenset)):
+            return " (a set has no order)"
+        if type(answer).__module__ == "numpy":
+            return " (a numpy array: return array.tolist())"
+        return ""
+    for i, name in enumerate(answer):
+        if not isinstance(name, str):
+            return f" (item {i} is {_described(name)})"
+    return None
+
+
 def experimental_code(fn: Any) -> str | None:
-    """How ``fn`` (a function, or a callable object: its class's methods) is experimental
-    code, as a phrase, or None: defined in a module under ``flashinfer.experimental``, or
-    importing from one (an import inside a function body counts)."""
+    """How ``fn`` is experimental code (defined under or importing from
+    ``flashinfer.experimental``), or None."""
     owner = inspect.unwrap(fn) if inspect.isroutine(fn) else fn
     if not (inspect.isroutine(owner) or inspect.isclass(owner)):
         owner = type(owner)  # a callable object: its class's code

@@ -1,26 +1,4 @@
-"""Restrictions of automatic selection: ``use_backends`` blocks and ``FLASHINFER_BACKENDS``.
-
-A restriction names, per API, the backends ``backend="auto"`` (the heuristic and the
-autotuner alike) may consider, in priority order.  ``use_backends`` sets one for a block of
-code in the current context (a :class:`~contextvars.ContextVar`: per thread and per asyncio
-task), ``FLASHINFER_BACKENDS`` for the process; a block overrides the variable for the APIs
-it names.
-
-Each entry into a block is a record of its own (:class:`_Entry`), and the context holds the
-entries open in it, in the order they were entered (:class:`_Scope`).  Leaving a block
-removes its entry, whatever the order: generators suspended inside blocks may be closed in
-any order, and a block entered twice (nested, or by two threads or tasks) leaves the entry of
-the context that leaves it.  A block left from a context that does not hold its entry (a
-suspended generator closed from another thread) ends that entry everywhere.  So no
-restriction outlives every open block that holds it, except in a task started inside a block,
-which keeps a copy of the context on purpose.
-
-The generated fast path reads :data:`RESTRICTIONS` ``.on`` (one attribute) and asks
-:func:`restriction_for` only when it is set: while the variable has not been read yet, while
-it restricts something, and while any block's restriction is alive anywhere (a task started
-inside a block keeps its copy after the block ends, so liveness is tracked by a weak
-reference to each context's scope, not by entering and leaving).
-"""
+"""Restrictions of automatic selection: ``use_backends`` blocks and ``FLASHINFER_BACKENDS``."""
 
 from __future__ import annotations
 
@@ -31,7 +9,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -41,25 +19,11 @@ from flashinfer.dispatch.backend_names import (
     parse_env_value,
     restriction_of,
 )
-from flashinfer.dispatch.block_entries import entry_to_leave
-from flashinfer.dispatch.errors import BackendSupportedError
+from flashinfer.dispatch.capability import BackendSupportedError
 from flashinfer.dispatch.traced_blocks import enter_traced, leave_traced, token_backends
 from flashinfer.gating.messages import listed_in_restriction
 from flashinfer.gating.warn_once import warn_backend_once
 from flashinfer.torch_boundary import constant_for_dynamo, run_outside_dynamo
-
-__all__ = [
-    "BACKENDS_ENV",
-    "BlockFlag",
-    "RESTRICTIONS",
-    "block_flag",
-    "block_for",
-    "reset_block_flags",
-    "restriction_for",
-    "restriction_source",
-    "use_backends",
-    "warn_listed_experimental",
-]
 
 BACKENDS_ENV = "FLASHINFER_BACKENDS"
 USE_BACKENDS = "use_backends"
@@ -70,7 +34,8 @@ ECHO_LIMIT = 200
 
 
 class _Switch:
-    """``on``: whether any restriction may exist in the process (see the module doc)."""
+    """``on``: whether any restriction may exist in the process (blocks open, or the variable
+    restricting)."""
 
     __slots__ = ("on",)
 
@@ -82,14 +47,8 @@ RESTRICTIONS = _Switch()
 
 
 class BlockFlag:
-    """``named``: whether a ``use_backends`` block has named one API in this process.
-
-    Read by the traced code of the API (:mod:`.transparent`: a guard on this attribute) and
-    set here when a block naming the API opens, in any context.  It stays set when the
-    blocks close: Dynamo reads a guard more than once per lookup, so a flag other threads
-    flip back and forth could fail every cached graph between two reads and recompile the
-    frame once per race, up to Dynamo's recompile limit (then the frame runs eagerly).  A
-    flag that changes once changes the guard once.  :func:`reset_block_flags` clears it."""
+    """``named``: whether a ``use_backends`` block has named one API in this process (never cleared
+    but by :func:`reset_block_flags`)."""
 
     def __init__(self) -> None:
         self.named = False
@@ -134,12 +93,32 @@ def reset_block_flags() -> None:
                     flag.named = False
 
 
+# Which entry of a block object an exit ends, for the blocks that may be entered several
+# times at once (``use_backends`` here, the autotuner's ``autotune()``).
+class HasFrame(Protocol):
+    """An entry: the frame that entered it while it is open."""
+
+    frame: FrameType | None
+
+
+E = TypeVar("E", bound=HasFrame)
+
+
+def entry_to_leave(here: Sequence[E], anywhere: Sequence[E], frame: Any) -> tuple[E, bool] | None:
+    """The entry an exit from ``frame`` ends, and whether it is one of this context's."""
+    for entry in reversed(here):
+        if entry.frame is frame:
+            return entry, True
+    elsewhere = next((e for e in reversed(anywhere) if e.frame is frame), None)
+    if here and elsewhere is None:
+        return here[-1], True
+    if anywhere:
+        return elsewhere or anywhere[-1], False
+    return None
+
+
 class _Entry:
-    """One entry into a ``use_backends`` block: the block, what it restricts, the frame that
-    entered it while it is open (a ``with`` statement leaves a block from the frame that
-    entered it, so the frame tells which entry an exit ends when one block object is open
-    several times), and ``closed`` once the block was left from a context that does not
-    hold this entry."""
+    """One entry into a ``use_backends`` block."""
 
     __slots__ = ("block", "names", "frame", "closed")
 
@@ -153,9 +132,7 @@ class _Entry:
 
 
 class _Scope:
-    """What one context's open blocks allow: their ``entries`` in the order entered, and,
-    merged from them over the variable, ``api_key -> backends`` and where each came from.
-    ``parent`` is the scope the newest entry was pushed on (reused when it is left first)."""
+    """What one context's open blocks allow."""
 
     __slots__ = ("entries", "names", "sources", "parent", "__weakref__")
 
@@ -189,8 +166,7 @@ def _update_switch() -> None:
 
 
 def _update_block_flags() -> None:
-    """Set the :class:`BlockFlag` of each API an open block names, in any context; under
-    ``_lock``."""
+    """Set the :class:`BlockFlag` of each API an open block names, in any context."""
     _mark_named(_names_in_open_blocks())
 
 
@@ -213,9 +189,8 @@ def _released(ref: weakref.ref[_Scope]) -> None:
 
 
 def _cut(text: str, limit: int = ECHO_LIMIT) -> str:
-    """``text``, or, when longer than ``limit``, its start and end around a note of how much
-    was left out (the end of a message says what was wrong).  Words longer than a line (a
-    name the user wrote) are cut first, so the message's own words stay."""
+    """``text``, or, when longer than ``limit``, its start and end around a note of how much was
+    left out (the end of a message says what was wrong)."""
     text = re.sub(r"\S{81,}", lambda m: f"{m[0][:60]}...({len(m[0])} characters){m[0][-2:]}", text)
     if len(text) <= limit:
         return text
@@ -234,9 +209,7 @@ def _parse_env(text: str) -> dict[str, tuple[str, ...]]:
 
 
 def _read_env() -> None:
-    """Read and check ``FLASHINFER_BACKENDS``, once per process.  A value that does not
-    parse, or names an unknown API or backend, warns once and is ignored as a whole; a long
-    one is echoed cut (its first :data:`ECHO_LIMIT` characters and its length)."""
+    """Read and check ``FLASHINFER_BACKENDS``, once per process."""
     global _env_read
     parsed = settings.read(BACKENDS_ENV, parse=_parse_env)
     with _lock:
@@ -247,9 +220,7 @@ def _read_env() -> None:
 
 
 def restriction_for(api_key: str) -> tuple[str, ...] | None:
-    """The backends automatic selection of ``api_key`` may use in this context, in priority
-    order; None when it is not restricted.  What the generated path calls when
-    :data:`RESTRICTIONS` is on."""
+    """The backends "auto" may use for ``api_key`` in this context, in priority order."""
     scope = _scope.get()
     if scope is not None:
         return scope.names.get(api_key)
@@ -271,8 +242,7 @@ def restriction_source(api_key: str) -> str | None:
 def _merged(
     entries: tuple[_Entry, ...], over: _Scope | None = None
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-    """``entries``' restriction over ``over``'s (or over the variable's): later entries
-    replace the lists of the APIs they name."""
+    """``entries``' restriction over ``over``'s (or over the variable's)."""
     if over is None:
         names, sources = dict(_env), dict.fromkeys(_env, BACKENDS_ENV)
     else:
@@ -303,8 +273,7 @@ def _without(scope: _Scope, index: int) -> _Scope | None:
 
 
 def _close_everywhere(entry: _Entry) -> None:
-    """End ``entry`` in every context that holds it (its block was left from elsewhere):
-    each scope holding it is recomputed in place from its other entries; under ``_lock``."""
+    """End ``entry`` in every context that holds it (its block was left from elsewhere)."""
     entry.closed = True
     for ref in list(_alive):
         scope = ref()
@@ -320,8 +289,7 @@ def _close_everywhere(entry: _Entry) -> None:
 def checked_restriction(
     ops: Mapping[Any, Sequence[str] | str] | None, apis: Mapping[str, Sequence[str] | str]
 ) -> dict[str, tuple[str, ...]]:
-    """What a ``use_backends(ops, **apis)`` call restricts, ``api_key -> backends``; raises
-    what the ``with`` line raises for a bad argument (see :class:`use_backends`)."""
+    """What a ``use_backends(ops, **apis)`` call restricts, ``api_key -> backends``."""
     _check_kinds(ops, apis)
     return restriction_of(ops, apis, USE_BACKENDS)
 
@@ -361,46 +329,26 @@ def _check_kinds(ops: object, apis: Mapping[str, object]) -> None:
 
 class use_backends:  # noqa: N801 - used like a function: ``with use_backends(...):``
     """Restrict automatic selection (``backend="auto"``) to the listed backends, in the
-    listed order, inside a ``with`` block.
+    listed order, inside a ``with`` block (see ``docs/backend_control.rst``).
 
     ``use_backends(mm=["triton", "torch"])`` names APIs by their plain names;
-    ``use_backends({flashinfer.mm: ["torch"]})`` by their op objects (which also works for
-    APIs outside ``flashinfer``).  Each API's backends are a list or tuple of names in
-    priority order, or a single name as a ``str``; a set is refused (it has no order).
+    ``use_backends({flashinfer.mm: ["torch"]})`` by their op objects (any API).  Each API's
+    backends are a list or tuple of names in priority order, or one name as a ``str``.
+    Inside the block ``"auto"`` (the heuristic and the autotuner alike) considers only the
+    listed backends that can run the call, in that order; a named backend is not affected.
+    Listing an experimental backend opts in to it, as naming it does.  When no listed
+    backend can run a call, ``BackendSupportedError`` names each one's reason.
 
-    Inside the block, ``backend="auto"`` (the heuristic and the autotuner alike) considers
-    only the listed backends that can run the call, in the listed order: the list replaces
-    the heuristic's order, and ``op.suitable_auto_backends`` shows it after a call.  A
-    backend named explicitly (``backend="torch"``) is not affected.  Listing an experimental
-    backend opts in to it, as naming it does: it may be picked with
-    ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` off, and warns once per (API, backend).
-    When no listed backend can run a call, ``BackendSupportedError`` names the restriction
-    and each listed backend's reason.
+    Context-local (a ``ContextVar``: threads and asyncio tasks keep their own); nested
+    blocks replace the outer list for the APIs they name; a block overrides
+    ``FLASHINFER_BACKENDS`` for the APIs it names.  One block object may be entered again,
+    nested or from several threads, and blocks may be left in any order.  Obeyed inside
+    ``torch.compile``'d functions too.
 
-    Context-local (a ``ContextVar``): other threads and asyncio tasks keep their own
-    restrictions; a task started inside the block keeps the block's.  Nested blocks: the
-    inner one replaces the outer one's list for the APIs it names.  The previous state is
-    restored on exit, also when the block raises.  The block overrides
-    ``FLASHINFER_BACKENDS`` for the APIs it names.
-
-    One block object may be entered again, nested or from several threads or tasks at
-    once: each entry is left in the context that entered it.  Blocks may be left in any
-    order (generators suspended inside blocks, closed in any order): leaving one removes
-    its restriction and keeps the others'.  A generator suspended inside a block leaves the
-    block in force in the code that drives it until it resumes out of the block or is
-    closed, as :func:`decimal.localcontext` does; closed from another thread, it ends the
-    block there too (see ``docs/backend_control.rst``).
-
-    Raises (when built, i.e. on the ``with`` line): ``ValueError`` for an unknown API or
-    backend name, an empty list or a name given twice; ``TypeError`` for something that is
-    not an API, a positional argument that is not a mapping, or backends that are not an
-    ordered list of names (a set, ``bytes``, a number, ...), naming the API.
-    ``RuntimeError`` on leaving a block more times than it was entered.
-
-    Inside a compiled function (``torch.compile``, with or without ``fullgraph``) a block is
-    obeyed by the calls it holds: its restriction is read while the function is traced
-    (:mod:`flashinfer.dispatch.traced_blocks`) and each call chooses among the listed
-    backends, at run time where the choice is the operator's.
+    Raises (on the ``with`` line): ``ValueError`` for an unknown API or backend, an empty
+    list or a name given twice; ``TypeError`` for something that is not an API, a
+    positional argument that is not a mapping, or backends that are not an ordered list of
+    names.  ``RuntimeError`` on leaving a block more times than it was entered.
     """
 
     #: Whether an open entry of this block sets its APIs' :class:`BlockFlag` (the blocks a
@@ -480,10 +428,8 @@ _blocks_for: dict[tuple[str, tuple[str, ...]], use_backends] = {}
 
 
 def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
-    """A block restricting ``api_key`` to ``backends``, as a compiled call's operator enters
-    it around its dispatcher call (a block written in the compiled function: see
-    :mod:`.traced_blocks`).  It sets no :class:`BlockFlag`.  One object per restriction:
-    a block may be entered by several threads at once."""
+    """A block restricting ``api_key`` to ``backends``, as a compiled call's operator enters it
+    around its dispatcher call (it sets no :class:`BlockFlag`)."""
     block = _blocks_for.get((api_key, backends))
     if block is None:
         block = use_backends.__new__(use_backends)
@@ -493,11 +439,7 @@ def block_for(api_key: str, backends: tuple[str, ...]) -> use_backends:
 
 
 def token_block(op: Any, token: str) -> use_backends:
-    """The block ``backend="auto|a,b"`` stands for: ``"auto"`` restricted to those backends
-    of ``op`` (a dispatcher), in that order, as ``use_backends`` restricts it.  Compiled
-    calls inside a block pass their restriction so; an eager call, the operator and the
-    compiled route accept the same tokens.  ``BackendSupportedError`` names a malformed
-    one: an empty list, a name that is no backend of the API, a name listed twice."""
+    """The block ``backend="auto|a,b"`` stands for."""
     listed = token_backends(token) or ()
     names = tuple(op.backend_aliases.get(n, n) for n in listed)
     if not all(n in op.backend_checks for n in names) or len(set(names)) != len(names):
@@ -510,16 +452,14 @@ def token_block(op: Any, token: str) -> use_backends:
 
 
 def call_in_token_block(op: Any, token: str, bound: Mapping[str, Any]) -> Any:
-    """An eager call naming ``backend="auto|a,b"``: ``"auto"`` inside the block it stands
-    for (:func:`token_block`), as the operator runs it."""
+    """An eager call naming ``backend="auto|a,b"``."""
     with token_block(op, token):
         return op.function(**{**bound, "backend": "auto"})
 
 
 def warn_listed_experimental(api_key: str, candidates: Sequence[str], experimental: Any) -> None:
     """Warn once per (API, backend) for each experimental backend among a restricted call's
-    candidates: listing one is naming it, so it warns as an explicit selection does (and
-    shares that selection's once-flag)."""
+    candidates."""
     for backend in candidates:
         if backend in experimental:
             warn_backend_once(api_key, backend, _listed_message, api_key, backend)

@@ -1,19 +1,4 @@
-"""One selection: which backends may run a ``backend="auto"`` call, and in what order.
-
-:func:`select` is the only implementation of it.  The eager call runs it on a verdict-cache
-miss (and caches its answer), ``op.explain`` renders its reasons, the error of a call that
-no backend can run is built from them (:func:`selection_error`), and the compiled route
-decides at trace time from it (``transparent``, through ``explain_call``; the order alone:
-:func:`order_candidates`).  The autotuner times the candidates a call's selection gave.
-
-It runs, in order: each backend's capability rule, whether it can differentiate when grad
-is required, and its support check; the restriction in force (``use_backends``,
-``FLASHINFER_BACKENDS``, a token block), whose list is then the order; otherwise the
-experimental gate, the API's heuristic and the declared preferences of experimental
-backends.  It never warns and writes nothing per thread: its callers do.  The common check
-is :func:`common_refusal` (it comes before the overlap rule, which comes before any
-backend's checker).
-"""
+"""One selection: which backends may run a ``backend="auto"`` call, and in what order."""
 
 from __future__ import annotations
 
@@ -21,9 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashinfer.dispatch.call_specs import invoke
-from flashinfer.dispatch.capability import capability_reason
-from flashinfer.dispatch.errors import BackendSupportedError
+from flashinfer.dispatch.capability import BackendSupportedError, capability_reason
+from flashinfer.dispatch.plan import invoke
 from flashinfer.dispatch.restrictions import BACKENDS_ENV, restriction_source
 from flashinfer.dispatch.verdicts import reads_tensor_data_marked
 from flashinfer.gating.gate import experimental_auto_backends_allowed
@@ -34,20 +18,6 @@ from flashinfer.gating.messages import (
     restriction_cannot_run,
 )
 from flashinfer.torch_boundary import FakeTensor
-
-__all__ = [
-    "DECLARATION_ORDER",
-    "HEURISTIC",
-    "RESTRICTED",
-    "UNDECIDED",
-    "Selection",
-    "backend_refusal",
-    "common_refusal",
-    "metadata_only",
-    "order_candidates",
-    "select",
-    "selection_error",
-]
 
 HEURISTIC = "heuristic"
 DECLARATION_ORDER = "declaration order"
@@ -79,14 +49,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _no_data(value: Any) -> bool:
-    """Whether ``value`` is a tensor with metadata only: on the meta device, or a fake
-    tensor."""
+    """Whether ``value`` is a tensor with metadata only."""
     return getattr(value, "is_meta", False) is True or isinstance(value, FakeTensor)
 
 
 def metadata_only(bound: Mapping[str, Any]) -> bool:
-    """Whether some tensor among the call's arguments carries metadata only: then checks
-    that read data cannot decide."""
+    """Whether some tensor among the call's arguments carries metadata only."""
     return any(_no_data(v) for v in bound.values())
 
 
@@ -99,13 +67,7 @@ def backend_refusal(
     no_data: bool = False,
     explaining: bool = False,
 ) -> tuple[str, str] | None:
-    """Why backend ``name`` cannot run a call (``(stage, reason)``), or None if it can.
-
-    Its capability rule, then (a backend that cannot differentiate) the grad rule, then its
-    checker called by its spec (a ``ValueError``'s message is the reason).  A checker that
-    raises anything else, or returns what is not a bool, raises here as in a call; when
-    ``explaining`` it is reported instead.  With ``no_data`` (metadata-only inputs), a
-    check that needs data is *undecided*."""
+    """Why backend ``name`` cannot run a call (``(stage, reason)``), or None if it can."""
     checker = op.backend_checks[name]
     reason = capability_reason(checker, cc)
     if reason is not None:
@@ -139,9 +101,7 @@ def backend_refusal(
 def common_refusal(
     op: Any, cc: int | None, bound: Mapping[str, Any], *, no_data: bool = False
 ) -> str | None:
-    """Why the API's common check refuses a call, or None (also when it has none): what an
-    explanation shows.  A ``ValueError`` it raises is the reason; anything else raises,
-    unless the inputs carry metadata only (then the check is not decided)."""
+    """Why the API's common check refuses a call, or None (also when it has none)."""
     if op.common_check is None:
         return None
     if not op.backend_checks:
@@ -177,14 +137,8 @@ def select(
     no_data: bool = False,
     explaining: bool = False,
 ) -> Selection:
-    """The candidates of a ``backend="auto"`` call with arguments ``bound`` at capability
-    ``cc`` under the restriction ``listed`` (None: none), and why the others are not.
-
-    Restricted, only the listed backends are checked (all of them when ``explaining``),
-    and the candidates are those that can run, in the listed order: no gate (listing an
-    experimental backend opts in), no heuristic.  Otherwise every backend is checked in
-    declaration order; the gate is read only when an experimental backend fits (an odd
-    value warns once, on the call that reads it).  No warning, no record written."""
+    """The candidates of a ``backend="auto"`` call with arguments ``bound`` at capability ``cc``
+    under the restriction ``listed`` (None: none), and why not the others."""
     refusals: dict[str, tuple[str, str]] = {}
     viable: list[str] = []
     checked = op.backend_checks if listed is None or explaining else listed
@@ -218,11 +172,7 @@ def order_candidates(
     notes: list[str] | None = None,
     left: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[list[str], str, bool]:
-    """``"auto"``'s order of ``candidates`` (the viable, ungated backends, in declaration
-    order): the heuristic's (which may leave some out), then the declared preferences.
-    Returns ``(ordered, source, certain)``; with ``no_data``, a heuristic or preference
-    that needs more than metadata is not applied and ``certain`` is False.  ``notes`` and
-    ``left`` (what the heuristic left out) are filled for an explanation."""
+    """``"auto"``'s order of ``candidates`` (the viable, ungated backends, in declaration order)."""
     notes = [] if notes is None else notes
     source, certain = DECLARATION_ORDER, True
     if candidates and op.heuristic_func is not None:

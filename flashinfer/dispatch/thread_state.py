@@ -1,15 +1,4 @@
-"""Each thread's record of its last ``backend="auto"`` call, per op.
-
-The dispatcher writes what the call found (the suitable candidates, the experimental
-backends the gate dropped); ``op.suitable_auto_backends`` and
-``op.dropped_experimental_backends`` are :class:`PerThreadList` views that read it.
-
-Calls nest: an op's body (or its router) may call the same op with ``"auto"`` (on a chunk)
-before it reads its own candidates.  So the record also keeps the candidates of the
-innermost call whose body is running on this thread (``open``): a call that finishes
-inside another's body gives the enclosing call its candidates back, and the outermost call
-leaves its own (see ``emitter.body_call``).
-"""
+"""Each thread's record of its last ``backend="auto"`` call, per op."""
 
 from __future__ import annotations
 
@@ -19,12 +8,9 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
-__all__ = ["CallState", "LiveFlags", "PerThreadList"]
-
 
 class _Record:
-    """One thread's record for one op: what its last "auto" call found, and the candidates
-    of the innermost "auto" call whose body is running (None: none is)."""
+    """One thread's record for one op."""
 
     __slots__ = ("suitable", "dropped", "open")
 
@@ -48,8 +34,7 @@ class CallState(threading.local):
 
 
 class LiveFlags:
-    """Set once any thread has recorded dropped backends for an op: until then the
-    generated path need not read the thread-local record to clear it."""
+    """Set once any thread has recorded dropped backends for an op."""
 
     __slots__ = ("dropped",)
 

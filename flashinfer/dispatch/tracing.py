@@ -257,7 +257,7 @@ class TransparentPlan:
     def decide(self, args: dict[str, Any], tensors: set[str], grad_on: bool) -> str | None:
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        from flashinfer.dispatch.tuner_view import tuner_view
+        from flashinfer.dispatch.choice_log import tuner_view
 
         op, backend = self.op, args["backend"]
         listed = token_backends(args.pop("restricted") or "")

@@ -1,49 +1,4 @@
-"""The verdict cache: what a call signature's checks decided, kept and reused.
-
-A checked ``backend="auto"`` call runs the common check, every support checker, the gate,
-the heuristic and the preferences.  For a call whose signature was seen before, the
-generated dispatcher (see ``emitter``) looks up what they decided (the *verdict*: the
-candidates, the experimental backends the gate dropped) instead of running them again.  A
-call that names its backend runs its two checks (common check and checker) every time:
-measured on the shipped ops, reading the signature costs as much as they do.  The cache is
-sound because the checks are confined to what the signature holds:
-
-- each tensor argument's exact type (``torch.Tensor`` or ``torch.nn.Parameter``), shape,
-  strides, dtype and device; every other argument's type and value (``None``, ``bool``,
-  ``int``, ``float``, ``complex``, ``str``, ``bytes``, a ``torch.dtype``, ``torch.device``,
-  ``torch.layout``, ``torch.memory_format`` or an enum member: immutable values, compared as
-  Python compares them);
-- the call's compute capability, and whether the call is ``skip_check=True``;
-- the ``use_backends``/``FLASHINFER_BACKENDS`` restriction in force and the raw value of
-  ``FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS`` (ops with experimental backends; a value
-  that is not recognised is never cached, so it warns as it always has);
-- the raw value of every environment variable a check declares it reads
-  (:func:`reads_environment`; the Triton family's checkers declare ``TRITON_INTERPRET``),
-  and, for ``TRITON_INTERPRET``, whether Triton is imported yet: Triton reads the variable
-  once, when it is imported, and runs in that mode for good, so a verdict cached while
-  Triton was not imported is never served once it is (the variable unset, Triton imported,
-  the variable set again: the same raw value, another mode).
-
-A check that reads anything else (tensor *values*, a data pointer's alignment, global state)
-is marked :func:`reads_tensor_data`: its op's verdicts are never cached, and it runs on every
-call.  Calls with arguments of other types (tensor subclasses, lists, objects)
-are not cached either.  Failures are never cached: a signature that fails runs the checks
-again on every call, so its error always reflects the state of that call.
-
-The autotuner's table is not part of a verdict: the router reads it after the verdict (its
-memo is replaced whenever a result changes).  State the key cannot see, such as Triton's
-availability probe, clears every cache when it changes (:func:`forget_verdicts`, called by
-``flashinfer.kernels.reset_probe``).
-
-The signature is read by generated code (``emitter``).  Arguments are classified by their
-exact type (a *pattern*: one type per parameter), cacheable when every type is a plain tensor
-type (:data:`TENSOR_TYPES`: shape, strides, dtype and device are read) or an immutable value
-type (the value is the item); the generated function tests the call's types against each
-learnt pattern in turn and reads the pattern's items unrolled (:func:`pattern_source`).
-
-Each op's cache holds at most :data:`VERDICT_CACHE_CAP` signatures; when full, the oldest is
-forgotten (first in, first out): a forgotten signature is checked again on its next call.
-"""
+"""The verdict cache: what a call signature's checks decided, kept and reused."""
 
 from __future__ import annotations
 
@@ -57,21 +12,6 @@ import torch
 
 from flashinfer.dispatch.guarded_state import advance_epoch
 from flashinfer.kernels.availability import on_reset
-
-__all__ = [
-    "MAX_PATTERNS",
-    "TENSOR_TYPES",
-    "cacheable_pattern",
-    "pattern_source",
-    "VERDICT_CACHE_CAP",
-    "VerdictCache",
-    "VerdictCacheInfo",
-    "declared_environment",
-    "forget_verdicts",
-    "reads_environment",
-    "reads_tensor_data",
-    "reads_tensor_data_marked",
-]
 
 C = TypeVar("C", bound=Callable[..., Any])
 
@@ -231,10 +171,8 @@ def cacheable_pattern(values: Sequence[Any]) -> tuple[type, ...] | None:
 def pattern_source(
     pattern: tuple[type, ...], names: Sequence[str], ns: dict[str, Any], tag: str
 ) -> tuple[str, list[str]]:
-    """The test that the arguments bound to ``names`` have exactly the types of
-    ``pattern``, and the expressions of the signature's items, for generated code.  The
-    types are stored in ``ns`` as ``_<tag><n>``; ``type`` itself as ``_type`` (a parameter
-    may be named ``type``).  ``None`` contributes no item (the pattern says it is None)."""
+    """The test that the arguments bound to ``names`` have exactly the types of ``pattern``, and the
+    expressions of the signature's items, for generated code."""
     ns["_type"] = type
     tests: list[str] = []
     items: list[str] = []

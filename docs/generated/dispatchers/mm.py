@@ -30,6 +30,9 @@
 #   _acin = a flashinfer.dispatch.autocast._Inside  (flashinfer/dispatch/autocast.py)
 #   _acall = a flashinfer.dispatch.autocast.AutocastCall  (flashinfer/dispatch/autocast.py)
 #   _type = builtins.type
+#   _str = builtins.str
+#   _CHECKS = a builtins.dict
+#   _alias = flashinfer.dispatch.plan.DispatchPlan.resolve_alias, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _Tensor = torch.Tensor
 #   _jit = builtin _is_tracing
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
@@ -50,7 +53,6 @@
 #   _once2 = a flashinfer.gating.warn_once.OnceFlag  (flashinfer/gating/warn_once.py)
 #   _warn = flashinfer.gating.warn_once.warn_experimental_backend_once  (flashinfer/gating/warn_once.py)
 #   _api = 'flashinfer.gemm.mm'
-#   _str = builtins.str
 #   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
 #   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _named = flashinfer.dispatch.op.BackendRequirementOp._select, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
@@ -74,6 +76,8 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
     if _ac() and not _acin.on:
         return _acall({'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend}, skip_check)
     if skip_check and backend != 'auto':
+        if _type(backend) is _str and backend not in _CHECKS:
+            backend = _alias(backend)
         if (_type(a) is not _Tensor or a.is_meta or _jit()) and _traced(a, b, out):
             return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)
         if out is not None:
@@ -138,7 +142,7 @@ def mm_dispatcher(a, b, *, out=_d_out, out_dtype=_d_out_dtype, backend=_d_backen
                         return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
         if _type(backend) is _str and backend.startswith('auto|'):
             return _tokcall(_self, backend, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
-        _named(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})
+        backend = _named(_cc, {'a': a, 'b': b, 'out': out, 'out_dtype': out_dtype, 'backend': backend})[0]
         return _func(a, b, out=out, out_dtype=out_dtype, backend=backend)
     if _jit() and _traced(a, b, out):
         return _traceable(a, b, out=out, out_dtype=out_dtype, backend=backend, skip_check=skip_check)

@@ -27,6 +27,9 @@
 #   _acin = a flashinfer.dispatch.autocast._Inside  (flashinfer/dispatch/autocast.py)
 #   _acall = a flashinfer.dispatch.autocast.AutocastCall  (flashinfer/dispatch/autocast.py)
 #   _type = builtins.type
+#   _str = builtins.str
+#   _CHECKS = a builtins.dict
+#   _alias = flashinfer.dispatch.plan.DispatchPlan.resolve_alias, bound to a BackendRequirementOp  (flashinfer/dispatch/plan.py)
 #   _Tensor = torch.Tensor
 #   _jit = builtin _is_tracing
 #   _traced = flashinfer.dispatch.torch_op.traced_call  (flashinfer/dispatch/torch_op.py)
@@ -40,7 +43,6 @@
 #   _chk0 = flashinfer.norm._check_torch  (flashinfer/norm.py)
 #   _ccs1 = frozenset({75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 #   _chk1 = flashinfer.norm._check_triton  (flashinfer/norm.py)
-#   _str = builtins.str
 #   _tokcall = flashinfer.dispatch.restrictions.call_in_token_block  (flashinfer/dispatch/restrictions.py)
 #   _self = a flashinfer.dispatch.op.BackendRequirementOp  (flashinfer/dispatch/op.py)
 #   _named = flashinfer.dispatch.op.BackendRequirementOp._select, bound to a BackendRequirementOp  (flashinfer/dispatch/op.py)
@@ -64,6 +66,8 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
     if _ac() and not _acin.on:
         return _acall({'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend}, skip_check)
     if skip_check and backend != 'auto':
+        if _type(backend) is _str and backend not in _CHECKS:
+            backend = _alias(backend)
         if (_type(input) is not _Tensor or input.is_meta or _jit()) and _traced(input, weight, out):
             return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
         if out is not None:
@@ -105,7 +109,7 @@ def rmsnorm_dispatcher(input, weight, eps=_d_eps, *, out=_d_out, backend=_d_back
                         return _func(input, weight, eps, out=out, backend=backend)
         if _type(backend) is _str and backend.startswith('auto|'):
             return _tokcall(_self, backend, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
-        _named(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})
+        backend = _named(_cc, {'input': input, 'weight': weight, 'eps': eps, 'out': out, 'backend': backend})[0]
         return _func(input, weight, eps, out=out, backend=backend)
     if _jit() and _traced(input, weight, out):
         return _traceable(input, weight, eps, out=out, backend=backend, skip_check=skip_check)
