@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.nn.functional import rms_norm as _torch_rms_norm  # a global: no guard on torch.nn
 
 from flashinfer.aliasing import OverlapRule
 from flashinfer.api_logging import flashinfer_api
@@ -140,7 +141,7 @@ def _rmsnorm_torch(
     # torch's fused op has the composition's numerics (bit for bit on CPU,
     # tests/test_norm_torch_backend.py); it cannot fuse a weight of another dtype, nor out=.
     if out is None and weight.dtype == input.dtype:
-        return torch.nn.functional.rms_norm(input, (input.shape[-1],), weight, eps)
+        return _torch_rms_norm(input, (input.shape[-1],), weight, eps)
     return _rmsnorm_composed(input, weight, eps, out)
 
 
