@@ -33,6 +33,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self)
 
 
+def _listing_parser(sub: Any, name: str, func: str, help: str, description: str) -> None:
+    """A listing command: its one option is ``--json``; ``func`` is "module:function",
+    imported when it runs."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=func)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from flashinfer._version import __version__
     from flashinfer.cli.autotune import add_autotune_parser
@@ -47,10 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    json_help = "print JSON instead of a table"
-    # A sub-command's function is "module:function", imported when it runs.
-    p = sub.add_parser(
+    # A sub-command's func is "module:function", imported when it runs.
+    _listing_parser(
+        sub,
         "backends",
+        "flashinfer.cli:_cmd_backends",
         help="every API, its backends, whether each runs here, and the experimental gate",
         description="List every API (stable and experimental), its backends, which are "
         "experimental, whether each can run on this machine and why not, and the state of "
@@ -59,18 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
         "names as likely typos), the OS and CPU, the CUDA runtime and driver, and how "
         "flashinfer was installed.  `--json` follows a versioned schema (schema_version).",
     )
-    p.add_argument("--json", action="store_true", help=json_help)
-    p.set_defaults(func="flashinfer.cli:_cmd_backends")
     add_autotune_parser(sub)
-    p = sub.add_parser(
+    _listing_parser(
+        sub,
         "experimental",
+        "flashinfer.cli:_cmd_experimental",
         help="experimental APIs and backends with owner, tracking issue and graduation date",
         description="List every experimental API and backend with its lifecycle metadata, "
         "after the state of FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS. `python -m "
         "flashinfer.experimental` is an alias of this command.",
     )
-    p.add_argument("--json", action="store_true", help=json_help)
-    p.set_defaults(func="flashinfer.cli:_cmd_experimental")
     add_explain_parser(sub)
     p = sub.add_parser(
         "lifecycle",
