@@ -36,6 +36,9 @@ from pathlib import Path
 
 import pytest
 
+# Tens of seconds: started first on xdist workers (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 LANES = {"stable": "tests", "experimental": "tests/experimental"}
 # The "not gpu" run also yields everything the lane collects: selected plus deselected; the

@@ -30,6 +30,9 @@ from pathlib import Path
 import pytest
 from repo_copy import copy_repository
 
+# Tens of seconds: started first on xdist workers (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 OP_MODULE = "flashinfer/activation.py"
 KERNEL_MODULE = "flashinfer/kernels/activation_triton.py"
 TOUCHED_OUTSIDE_TESTS = [
