@@ -42,7 +42,7 @@ def slow_modules_first(items: list[pytest.Item]) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     conformance_scope.select(config, items)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(config, "workerinput"):  # an xdist worker (not a pytest it started)
         # On xdist workers (scripts/ci/run_lane.sh): a minutes-long test started last would
         # hold the lane's end while the other workers wait; started first, it runs beside them.
         slow_modules_first(items)
