@@ -123,35 +123,41 @@ def _torch_files(env: dict[str, str]) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-def test_readmes_two_ways_work_as_written_in_new_venvs(tmp_path):
-    """Both ways README gives, run word for word in brand-new virtual environments on a copy
-    of the checkout: the fresh CPU-only machine's main command (install, then the report);
-    and, into an environment that already has its torch, ``pip install -e .`` alone, which
-    leaves that torch as it was (same version, same files) and gives a working package."""
+def test_readmes_two_ways_work_as_written_in_a_new_venv(tmp_path):
+    """Both ways README gives, word for word, in one brand-new virtual environment on a copy
+    of the checkout.  The fresh CPU-only machine's main command is the torch pin, then
+    ``pip install -e .`` (the other way, word for word), then the report; once the pin has
+    run, the environment is the other way's (one that already has its torch and nothing
+    else), so the command runs step by step, as ``&&`` runs it, and torch's version and files
+    are read between the steps: ``pip install -e .`` leaves them as they were and gives a
+    working package.  One torch install serves both ways (installing torch is most of the
+    time)."""
     repo = copy_repository(tmp_path / "checkout")
-    fresh = _new_venv(tmp_path / "fresh")
+    env = _new_venv(tmp_path / "venv")
     command = _readme_command("The main job")
-    assert command.startswith("pip install torch==") and command.endswith("flashinfer backends")
-    done = subprocess.run(
-        ["bash", "-c", command], cwd=repo, env=fresh, capture_output=True, text=True, timeout=1200
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "flashinfer.rmsnorm" in done.stdout and "RUNS HERE" in done.stdout
-
-    # The user's environment: its torch first (here the same pin, as the user's own).
-    existing = _new_venv(tmp_path / "serving")
-    pin = command.split("&&")[0].strip()
-    subprocess.run(["bash", "-c", pin], env=existing, check=True, capture_output=True, timeout=1200)
-    before = _torch_files(existing)
     (way,) = [c for c in _install_lines(README, "`") if c == "pip install -e ."]
-    done = subprocess.run(
-        ["bash", "-c", way], cwd=repo, env=existing, capture_output=True, text=True, timeout=1200
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert _torch_files(existing) == before
+    pin, *rest = [step.strip() for step in command.split("&&")]
+    assert pin.startswith("pip install torch==") and rest == [way, "flashinfer backends"], command
+
+    def step(text: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["bash", "-c", text], cwd=repo, env=env, capture_output=True, text=True, timeout=1200
+        )
+        assert done.returncode == 0, f"{text}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        return done
+
+    step(pin)
+    # The user's environment: its torch and nothing else (here the same pin, as their own).
+    before = _torch_files(env)
+    done = step(way)
+    assert _torch_files(env) == before
     assert not re.search(r"(?m)^Successfully installed .*\btorch-", done.stdout), done.stdout
     check = (
         "import torch, flashinfer; print(flashinfer.rmsnorm(torch.ones(2, 4), torch.ones(4)).shape)"
     )
-    out = subprocess.run(["python", "-c", check], env=existing, capture_output=True, text=True)
+    out = subprocess.run(["python", "-c", check], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and "torch.Size([2, 4])" in out.stdout, out.stderr[-2000:]
+
+    # The main command's last step: the report.
+    done = step(rest[-1])
+    assert "flashinfer.rmsnorm" in done.stdout and "RUNS HERE" in done.stdout

@@ -6,10 +6,13 @@ Lanes (the commands CI runs):
 Slices within a lane: ``-m "not gpu"`` (CPU) and ``-m gpu`` (GPU) must be disjoint and
 together select everything the lane collects.
 
-Nothing is hard-coded: the files are globbed and the lanes are asked, through
-``pytest --collect-only`` subprocesses and a small probe plugin that records every test
-module pytest starts to collect (so a module that errors or skips at import still counts as
-collected by its lane) and the final item ids after marker selection.
+Nothing is hard-coded: the files are globbed and the lanes are asked, through one
+``pytest --collect-only -m "not gpu"`` subprocess per lane and a small probe plugin that
+records every test module pytest starts to collect (so a module that errors or skips at
+import still counts as collected by its lane) and the final item ids after marker selection;
+then it runs the selection hooks again, with ``-m gpu``, on the items the lane collected (the
+same hooks, pytest's ``-m`` among them, that a ``-m gpu`` run calls; collecting the stable
+lane again would take as long as the first time).
 
 And the stable lane stays independent of experimental code: no ``tests/*.py`` imports a
 shipped feature of ``flashinfer.experimental`` or names a shipped experimental backend in a
@@ -33,9 +36,13 @@ from pathlib import Path
 
 import pytest
 
+# Tens of seconds: started first on xdist workers (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 LANES = {"stable": "tests", "experimental": "tests/experimental"}
-# The "not gpu" run also yields everything the lane collects: selected plus deselected.
+# The "not gpu" run also yields everything the lane collects: selected plus deselected; the
+# probe then selects with the others (-m gpu) on the same items.
 SELECTIONS = {"cpu": "not gpu", "gpu": "gpu"}
 PROBE = textwrap.dedent(
     """
@@ -45,6 +52,9 @@ PROBE = textwrap.dedent(
     import pytest
 
     _modules = set()
+    _collected = []  # every item, before any selection hook ran
+    _deselected = {}  # the marker expression -> the ids it deselected
+    _again = []  # while the other expressions' selections run
 
 
     def pytest_collectstart(collector):
@@ -52,19 +62,32 @@ PROBE = textwrap.dedent(
             _modules.add(str(collector.path))
 
 
-    _deselected = []
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(items):
+        if not _again:
+            _collected[:] = items
 
 
     def pytest_deselected(items):
-        _deselected.extend(item.nodeid for item in items)
+        key = _again[-1] if _again else "first"
+        _deselected.setdefault(key, []).extend(item.nodeid for item in items)
 
 
     def pytest_collection_finish(session):
-        data = {
-            "modules": sorted(_modules),
+        config = session.config
+        data = {"modules": sorted(_modules), "selections": {}}
+        data["selections"][config.option.markexpr] = {
             "items": [i.nodeid for i in session.items],
-            "deselected": _deselected,
+            "deselected": _deselected.get("first", []),
         }
+        for expression in json.loads(os.environ["LANE_PROBE_ALSO"]):
+            config.option.markexpr, items = expression, list(_collected)
+            _again.append(expression)
+            config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+            data["selections"][expression] = {
+                "items": [i.nodeid for i in items],
+                "deselected": _deselected.get(expression, []),
+            }
         with open(os.environ["LANE_PROBE_OUT"], "w", encoding="utf-8") as out:
             json.dump(data, out)
     """
@@ -89,19 +112,19 @@ def _probe_dir(tmp: Path) -> Path:
     return probe
 
 
-def collect(project: Path, target: str, marker: str | None, tmp: Path, tag: str) -> Collected:
-    """Run ``pytest --collect-only`` on ``target`` from ``project`` and read the probe."""
+def collect(project: Path, target: str, tmp: Path, tag: str, *options: str) -> dict[str, Collected]:
+    """Run ``pytest --collect-only`` on ``target`` from ``project`` and read the probe: what
+    each of ``SELECTIONS`` selects, by name."""
     out = tmp / f"{tag}.json"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     env["LANE_PROBE_OUT"] = str(out)
+    first, *others = SELECTIONS.values()
+    env["LANE_PROBE_ALSO"] = json.dumps(others)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(_probe_dir(tmp)), *filter(None, [env.get("PYTHONPATH")])]
     )
     cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-    cmd += ["-p", "lane_probe"]
-    if marker is not None:
-        cmd += ["-m", marker]
-    cmd.append(target)
+    cmd += ["-p", "lane_probe", *options, "-m", first, target]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     # Exit 0, or 2 (a collection error in someone's test file: still collected by its lane),
     # or 5 (nothing collected, e.g. a lane with no tests yet). Anything else is a failure to
@@ -115,7 +138,14 @@ def collect(project: Path, target: str, marker: str | None, tmp: Path, tag: str)
     modules = frozenset(
         Path(m).resolve().relative_to(project.resolve()).as_posix() for m in data["modules"]
     )
-    return Collected(modules, frozenset(data["items"]), frozenset(data["deselected"]))
+    return {
+        name: Collected(
+            modules,
+            frozenset(data["selections"][marker]["items"]),
+            frozenset(data["selections"][marker]["deselected"]),
+        )
+        for name, marker in SELECTIONS.items()
+    }
 
 
 def find_test_files(project: Path) -> set[str]:
@@ -130,17 +160,13 @@ def find_test_files(project: Path) -> set[str]:
     return found
 
 
-def collect_all(project: Path, tmp: Path) -> dict[tuple[str, str], Collected]:
+def collect_all(project: Path, tmp: Path, *options: str) -> dict[tuple[str, str], Collected]:
     jobs = {}
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         for lane, target in LANES.items():
-            if not (project / target).is_dir():
-                continue
-            for sel, marker in SELECTIONS.items():
-                jobs[(lane, sel)] = pool.submit(
-                    collect, project, target, marker, tmp, f"{lane}-{sel}"
-                )
-        return {key: job.result() for key, job in jobs.items()}
+            if (project / target).is_dir():
+                jobs[lane] = pool.submit(collect, project, target, tmp, lane, *options)
+        return {(lane, sel): got for lane, job in jobs.items() for sel, got in job.result().items()}
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +260,8 @@ def synthetic(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_norecursedirs_excludes_the_experimental_lane(synthetic: Path, tmp_path: Path) -> None:
-    lanes = collect_all(synthetic, tmp_path)
+    # Its tests draw no examples: Hypothesis' plugin would only cost start-up time.
+    lanes = collect_all(synthetic, tmp_path, "-p", "no:hypothesispytest")
     stable = lanes[("stable", "cpu")].modules
     experimental = lanes[("experimental", "cpu")].modules
     assert lanes[("stable", "gpu")].modules == stable

@@ -30,6 +30,9 @@ from pathlib import Path
 import pytest
 from repo_copy import copy_repository
 
+# Tens of seconds: started first on xdist workers (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 OP_MODULE = "flashinfer/activation.py"
 KERNEL_MODULE = "flashinfer/kernels/activation_triton.py"
 TOUCHED_OUTSIDE_TESTS = [
@@ -454,9 +457,20 @@ def _outcomes(output: str, test: str) -> dict[str, set[str]]:
     return found
 
 
-def test_conformance_and_overlap_cover_both_backends(repo):
-    harnesses = ("tests/test_conformance.py", "tests/test_overlap_conformance.py")
-    output = _pytest(repo, *harnesses, "-k", "silu_and_mul", "-v")
+HARNESSES = ("tests/test_conformance.py", "tests/test_overlap_conformance.py")
+RULES = ("tests/test_layout.py", "tests/test_import_graph.py")
+
+
+@pytest.fixture(scope="module")
+def harnesses_and_rules(repo: Path) -> str:
+    """One ``pytest -v`` of the copy (one interpreter, not two): the conformance and overlap
+    harnesses' items of the op, and every test of the layout and import-graph rules."""
+    keep = " or ".join(["silu_and_mul", *(Path(rule).name for rule in RULES)])
+    return _pytest(repo, *HARNESSES, *RULES, "-k", keep, "-v")
+
+
+def test_conformance_and_overlap_cover_both_backends(harnesses_and_rules):
+    output = harnesses_and_rules
     for test in ("test_conformance", "test_overlap"):
         outcomes = _outcomes(output, test)
         for backend in ("torch", "triton"):  # collected, and its cases ran and passed
@@ -465,50 +479,85 @@ def test_conformance_and_overlap_cover_both_backends(repo):
     assert "PASSED" in _outcomes(output, "test_overlap").get("auto", set())
 
 
-def test_the_layout_and_import_graph_rules_hold(repo):
-    output = _pytest(repo, "tests/test_layout.py", "tests/test_import_graph.py", "-q")
-    assert " passed" in output and " failed" not in output
+def test_the_layout_and_import_graph_rules_hold(harnesses_and_rules):
+    for rule in RULES:  # (and the run as a whole passed: _pytest checks its status)
+        ran = [line for line in harnesses_and_rules.splitlines() if line.startswith(f"{rule}::")]
+        assert any(" PASSED" in line for line in ran), (rule, harnesses_and_rules[-3000:])
+        assert not [line for line in ran if " FAILED" in line or " ERROR" in line], ran
 
 
-def test_the_op_is_listed_documented_and_runs(repo):
-    report = json.loads(_run(repo, "-m", "flashinfer", "backends", "--json"))
+USER_PROGRAM = r"""
+import contextlib, io, json, runpy, sys
+import torch, flashinfer
+
+# The op runs, first: nothing has imported Triton yet.
+device = "cuda" if torch.cuda.is_available() else "cpu"
+x = torch.randn(3, 2, 40, device=device)
+want = torch.nn.functional.silu(x[..., :20]) * x[..., 20:]
+y = flashinfer.silu_and_mul(x)
+ran = [f"triton after an auto call on {device} {'triton' in sys.modules}"]
+for backend in ("torch", "triton"):
+    y = flashinfer.silu_and_mul(x, backend=backend)
+    torch.testing.assert_close(y, want)
+    ran.append(f"{backend} {tuple(y.shape)} ok")
+
+
+def command(main, *argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(list(argv))
+    return {"code": code, "output": out.getvalue()}
+
+
+from flashinfer.cli import main
+
+sys.path.insert(0, "docs/_ext")
+import flashinfer_reference
+
+inventory = runpy.run_path("scripts/pr_checks/api_inventory.py")["main"]
+print(json.dumps({
+    "ran": ran,
+    "backends": command(main, "backends", "--json"),
+    "inventory": command(inventory),
+    "reference": list(flashinfer_reference.operators_rst()),
+    "explain": command(main, "explain", "silu_and_mul", "--shapes", "4x64", "--json"),
+    "explain_bad": command(main, "explain", "silu_and_mul", "--shapes", "4x6x7x8"),
+}))
+"""
+"""What a user and a maintainer do with the new op, in one interpreter (each step's own
+interpreter cost seconds): call it, ``flashinfer backends --json``, the API inventory check,
+the API reference's list, ``flashinfer explain``."""
+
+
+@pytest.fixture(scope="module")
+def used(repo: Path) -> dict:
+    return json.loads(_run(repo, "-c", USER_PROGRAM).splitlines()[-1])
+
+
+def test_the_op_is_listed_documented_and_runs(used):
+    assert used["backends"]["code"] == 0, used["backends"]
+    report = json.loads(used["backends"]["output"])
     (row,) = [a for a in report["apis"] if a["api"] == "flashinfer.silu_and_mul"]
     assert [b["name"] for b in row["backends"]] == ["torch", "triton"], row
     assert row["experimental"] is False
-    assert "api_inventory: OK" in _run(repo, "scripts/pr_checks/api_inventory.py")
+    assert used["inventory"]["code"] == 0 and "api_inventory: OK" in used["inventory"]["output"]
     # The stable API reference lists it, rendered from the one list (docs/api/operators.rst).
-    reference = "import sys; sys.path.insert(0, 'docs/_ext'); import flashinfer_reference as r"
-    listed = _run(repo, "-c", f"{reference}; print(chr(10).join(r.operators_rst()))")
+    listed = "\n".join(used["reference"])
     assert ".. autofunction:: flashinfer.silu_and_mul" in listed, listed
-    code = (
-        "import sys, torch, flashinfer\n"
-        "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
-        "x = torch.randn(3, 2, 40, device=device)\n"
-        "want = torch.nn.functional.silu(x[..., :20]) * x[..., 20:]\n"
-        "y = flashinfer.silu_and_mul(x)\n"
-        "print('triton after an auto call on', device, 'triton' in sys.modules)\n"
-        "for backend in ('torch', 'triton'):\n"
-        "    y = flashinfer.silu_and_mul(x, backend=backend)\n"
-        "    torch.testing.assert_close(y, want)\n"
-        "    print(backend, tuple(y.shape), 'ok')\n"
-    )
-    output = _run(repo, "-c", code)
+    output = "\n".join(used["ran"])
     assert "torch (3, 2, 20) ok" in output and "triton (3, 2, 20) ok" in output, output
     if "on cpu" in output:  # the heuristic picks torch on CPU: Triton is not even imported
         assert "on cpu False" in output, output
 
 
-def test_the_command_explains_the_op_from_its_own_declaration(repo):
+def test_the_command_explains_the_op_from_its_own_declaration(used):
     """``flashinfer explain`` builds the op's inputs from what its module declares
     (``declare_cases(..., examples=...)``): no edit of ``flashinfer/cli/``."""
-    [found] = json.loads(
-        _run(repo, "-m", "flashinfer", "explain", "silu_and_mul", "--shapes", "4x64", "--json")
-    )
+    assert used["explain"]["code"] == 0, used["explain"]
+    [found] = json.loads(used["explain"]["output"])
     assert found["api"] == "flashinfer.silu_and_mul" and found["chosen"] == "torch", found
-    output = _run(
-        repo, "-m", "flashinfer", "explain", "silu_and_mul", "--shapes", "4x6x7x8", ok=False
-    )
-    assert "silu_and_mul takes TOKENSx2D" in output, output
+    bad = used["explain_bad"]
+    assert bad["code"] != 0 and "silu_and_mul takes TOKENSx2D" in bad["output"], bad
 
 
 def test_leaving_out_the_ops_line_is_caught(repo):

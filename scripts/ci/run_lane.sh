@@ -11,7 +11,8 @@
 #   bash scripts/ci/run_lane.sh experimental --conformance-scope=rmsnorm:tworow \
 #     tests/experimental/test_conformance_experimental.py
 # CI sets (docs/ci.rst):
-#   CI_WORKERS=N|auto       pytest-xdist workers on this machine (unset or 0: one process)
+#   CI_WORKERS=N|auto       pytest-xdist workers on this machine, --dist worksteal (unset
+#                           or 0: one process)
 #   CI_SELECTION=FILE       `testmap.py select --json` output: run what the change reaches
 #                           (a selection of everything runs the lane's folder whole; a lane
 #                           the change does not reach runs nothing and says so)
@@ -34,7 +35,10 @@ shift
 args=(-q -p no:cacheprovider)
 workers="${CI_WORKERS:-0}"
 if [ "$workers" != 0 ]; then
-  args+=(-n "$workers")
+  # worksteal: a worker that runs out takes half of another's queue, so a long test near the
+  # end does not leave the other workers idle (tests/conftest.py also starts the modules of
+  # slow tests first).
+  args+=(-n "$workers" --dist worksteal)
 fi
 if [ -n "${CI_RANDOM_ORDER_SEED:-}" ]; then
   echo "random order: seed ${CI_RANDOM_ORDER_SEED}" \

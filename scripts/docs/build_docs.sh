@@ -5,7 +5,8 @@
 #   bash scripts/docs/build_docs.sh html       # only one of them (html | doctest)
 #
 # Needs the package installed (pip install -e .) and docs/requirements.txt.
-# Output: docs/_build/html, docs/_build/doctest and docs/_build/doctest-interpret
+# Output: docs/_build/html, docs/_build/doctest and docs/_build/doctest-interpret, with the
+# read sources in docs/_build/doctrees and docs/_build/doctrees-interpret
 # (docs/_build is git-ignored).
 #
 # The doctests run twice: as a user runs the examples on a CPU-only machine, TRITON_INTERPRET
@@ -32,10 +33,13 @@ for builder in "${builders[@]}"; do
         *) echo "build_docs: unknown builder '$builder' (html | doctest)" >&2; exit 2 ;;
     esac
     echo "== sphinx-build -b $builder (TRITON_INTERPRET unset)"
-    python -m sphinx -W --keep-going -b "$builder" docs "docs/_build/$builder"
+    # One read of the sources (autodoc imports the package) serves both builders; the
+    # interpreter's run reads its own, as a doctest's :skipif: is decided while reading.
+    python -m sphinx -W --keep-going -b "$builder" -d docs/_build/doctrees docs "docs/_build/$builder"
     if [ "$builder" = doctest ]; then
         echo "== sphinx-build -b doctest (TRITON_INTERPRET=1)"
-        TRITON_INTERPRET=1 python -m sphinx -W --keep-going -b doctest docs docs/_build/doctest-interpret
+        TRITON_INTERPRET=1 python -m sphinx -W --keep-going -b doctest \
+            -d docs/_build/doctrees-interpret docs docs/_build/doctest-interpret
     fi
 done
 echo "build_docs: OK (${builders[*]})"

@@ -36,6 +36,9 @@ def project(tmp_path: Path) -> Path:
 
 def _lane(root: Path, lane: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "TESTMAP_"))}
+    # The project's tests draw no examples: Hypothesis' plugin would only cost each of these
+    # twenty-odd pytest runs about a second of start-up.
+    clean["PYTEST_ADDOPTS"] = "-p no:hypothesispytest"
     return subprocess.run(
         ["bash", str(root / "scripts" / "ci" / "run_lane.sh"), lane, "-rA", *extra],
         cwd=root,
@@ -145,11 +148,22 @@ def test_random_order_shuffles_by_the_printed_seed(project: Path) -> None:
     assert _order(again.stdout) == orders["3"]  # the printed seed reproduces the order
 
 
+DIST_PROBE = """
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller: how it hands out the tests
+        with open("dist.txt", "w") as out:
+            out.write(str(config.getoption("dist")))
+"""
+
+
 def test_workers_run_the_lane_and_the_selection_on_xdist(project: Path) -> None:
     _installed("xdist")
+    write(project, {"conftest.py": DIST_PROBE})
     proc = _lane(project, "stable", CI_WORKERS="2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bringing up nodes" in proc.stdout and len(_passed(proc.stdout)) == 5
+    # A worker that runs out steals from the others: a long test never holds the lane's end.
+    assert (project / "dist.txt").read_text() == "worksteal"
     # Each worker keeps only the selection too.
     sel = _selection(project, "subset", ["tests/test_a.py::test_a_other", "tests/test_b.py"], [])
     proc = _lane(project, "stable", CI_WORKERS="2", CI_SELECTION=sel)
@@ -179,3 +193,35 @@ def test_check_sh_runs_the_lanes_through_run_lane() -> None:
         assert f'CI_WORKERS="${{CI_WORKERS:-auto}}" bash scripts/ci/run_lane.sh {lane}\n' in check
     ci_run = (SCRIPTS.parents[1] / ".ci" / "run").read_text(encoding="utf-8")
     assert "CI_WORKERS" not in ci_run and "CI_SELECTION" not in ci_run
+
+
+class _Item:
+    def __init__(self, nodeid: str, slow: bool = False) -> None:
+        self.nodeid, self.slow = nodeid, slow
+
+    def get_closest_marker(self, name: str) -> object:
+        return object() if self.slow and name == "slow" else None
+
+
+def test_the_modules_of_slow_tests_start_first_each_whole() -> None:
+    """tests/conftest.py, on xdist workers: a module holding a slow test moves to the front
+    whole (its module fixture is set up once), the order otherwise kept."""
+    from conftest import slow_modules_first
+
+    items = [
+        _Item("tests/test_a.py::test_1"),
+        _Item("tests/test_b.py::test_1"),
+        _Item("tests/test_b.py::test_2", slow=True),
+        _Item("tests/test_c.py::test_1"),
+        _Item("tests/test_d.py::test_1[x]", slow=True),
+        _Item("tests/test_d.py::test_2"),
+    ]
+    slow_modules_first(items)  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == [
+        "tests/test_b.py::test_1",
+        "tests/test_b.py::test_2",
+        "tests/test_d.py::test_1[x]",
+        "tests/test_d.py::test_2",
+        "tests/test_a.py::test_1",
+        "tests/test_c.py::test_1",
+    ]

@@ -45,6 +45,8 @@ def _junit(tmp_path: Path, source: str, *args: str) -> Path:
             "-q",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",  # the file draws no examples: a second of start-up saved
             f"--junitxml={report}",
             *args,
             "test_req.py",

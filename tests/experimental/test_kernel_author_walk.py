@@ -31,7 +31,8 @@ from repo_copy import copy_repository
 
 import flashinfer
 
-pytestmark = pytest.mark.experimental
+# Slow (a copy, lanes and checks in subprocesses): started first on xdist workers.
+pytestmark = [pytest.mark.experimental, pytest.mark.slow]
 
 ROOT = Path(flashinfer.__file__).resolve().parents[1]
 STABLE_TESTS = ("tests/test_norm.py", "tests/test_gemm.py", "tests/test_conformance.py")

@@ -140,3 +140,38 @@ def test_check_sh_is_shellcheck_clean() -> None:
     for script in (CHECK, REPO / "scripts" / "test.sh"):
         result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
         assert result.returncode == 0, result.stdout
+
+
+def _stubs(tmp_path: Path, **exits: int) -> dict[str, str]:
+    """A PATH whose ``python``, ``ruff`` and ``mypy`` are stubs that say what they were asked
+    and exit with the status given by name (0 unless given); CI=true (no generated files)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("python", "ruff", "mypy"):
+        stub = bin_dir / tool
+        stub.write_text(f'#!/bin/sh\necho "{tool} $*"\nexit {exits.get(tool, 0)}\n')
+        stub.chmod(0o755)
+    return {**os.environ, "CI": "true", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_types_checks_and_docs_run_beside_the_lanes_and_show_after_them(tmp_path: Path) -> None:
+    """One core each, while the lanes fill the others: started before the stable lane, their
+    output shown after the experimental one, in their order; the run passes when all do."""
+    steps = ["--step", "types", "--step", "stable", "--step", "experimental", "--step", "docs"]
+    ran = _check(*steps, env=_stubs(tmp_path))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = ran.stdout
+    assert "beside the lanes, in the background: types docs" in out
+    order = ["==> stable lane", "==> experimental lane", "==> types", "mypy flashinfer", "==> docs"]
+    at = [out.index(mark) for mark in order]
+    assert at == sorted(at), out
+    assert out.rstrip().endswith("all checks passed: types stable experimental docs")
+
+
+@pytest.mark.parametrize("failing", ["mypy", "python"], ids=["beside", "lane"])
+def test_a_step_failing_beside_the_lanes_or_in_one_fails_the_command(
+    tmp_path: Path, failing: str
+) -> None:
+    ran = _check("--step", "types", "--step", "stable", env=_stubs(tmp_path, **{failing: 1}))
+    assert ran.returncode != 0, ran.stdout
+    assert "all checks passed" not in ran.stdout
