@@ -88,7 +88,7 @@ def test_the_benchmark_prints_a_section_for_every_comment_that_points_to_it():
             if "bench_costs.py" in text
         }
     )
-    assert len(pointing) >= 4, pointing  # the scan really reads the package
+    assert pointing, pointing  # the scan really reads the package
     headers = [line for line in out.splitlines() if line and not line.startswith((" ", "{"))]
     for name in pointing:
         assert any(name in header for header in headers), (name, headers)
