@@ -58,6 +58,9 @@ def test_the_alias_prints_what_the_command_prints(args, gate):
         assert doc["gate"]["value"] == gate and doc["gate"]["on"] is False
         names = {f["name"] for f in doc["features"]}
         assert names == backends | apis
+        for entry in doc["features"]:  # every entry with its metadata fields
+            assert set(entry) >= {"kind", "feature", "owner", "tracking_issue", "graduate_by"}
+            assert entry["kind"] in ("api", "backend")
     else:
         assert command.stdout.startswith(f"experimental gate: {GATE}=unset -> off")
         for name in backends | apis:
