@@ -27,6 +27,7 @@ ALIAS = ("-m", "flashinfer.experimental")
 _DRIVER = """
 import json, os, runpy, sys, tempfile
 import torch
+import gc; gc.freeze()  # children leave the shared heap unwritten by the collector
 results = []
 name = sys.argv[2]  # the gate variable
 for entry, args, gate in json.loads(sys.argv[1]):

@@ -314,6 +314,8 @@ try:
     import torch
 except ImportError:
     pass
+import gc
+gc.freeze()  # the children leave the shared heap unwritten by the collector
 results = {}
 for name in sys.argv[1:]:
     read, write = os.pipe()

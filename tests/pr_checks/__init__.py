@@ -73,6 +73,7 @@ spec = importlib.util.spec_from_file_location("pr_check_under_test", path)
 script = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = script
 spec.loader.exec_module(script)
+import gc; gc.freeze()  # children leave the shared heap unwritten by the collector
 results = {}
 for case, argv in cases.items():
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
