@@ -4,11 +4,15 @@ no traceback, no ``error: BrokenPipeError`` (issue 21, item 21).
 
 A real pipe, its reader closed before the command writes: the first write (or the flush at
 the end, for output that fits the pipe's buffer) meets a reader that is gone, whatever the
-size of the output and however fast the command is.
+size of the output and however fast the command is.  The sub-commands that import torch run
+in children forked from one interpreter that imported it (each then runs ``-m flashinfer``
+as runpy runs ``-m`` and exits as that interpreter would, flushing at the end); one of them,
+and every help text, runs as a program of its own.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -74,9 +78,71 @@ COMMANDS = [
 ]
 
 
+# Run by the ``forked`` fixture: for each (args, folder, stderr too), a child forked from an
+# interpreter that imported torch and the API modules (the pipe is what is tested here), its
+# stdout (and stderr, or a file) on a pipe whose reader is gone, that runs ``python -m
+# flashinfer ARGS`` in the folder and ends as that would: the SystemExit leaves the child's
+# interpreter, which flushes its streams at exit.
+_FORKED = """
+import json, os, runpy, sys, tempfile
+import torch, torch._dynamo  # what explain and autotune load, imported once
+import flashinfer
+flashinfer.load_all_apis()
+import gc; gc.freeze()  # children leave the shared heap unwritten by the collector
+results = []
+for args, folder, both in json.loads(sys.argv[1]):
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    err = tempfile.TemporaryFile()
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(write_end, 1); os.dup2(write_end if both else err.fileno(), 2)
+        os.chdir(folder)
+        sys.argv = ["flashinfer", *args]
+        try:
+            runpy.run_module("flashinfer", run_name="__main__", alter_sys=True)
+        finally:  # the interpreter's exit collects everything, as a fresh one's does
+            gc.unfreeze()
+        raise SystemExit(0)
+    os.close(write_end)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    err.seek(0); results.append([code, err.read().decode()]); err.close()
+print(json.dumps(results))
+"""
+
+USAGE_ERROR = ["explain", "mm", "--shapes", "1x2"]
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess[str], object]]:
+    """``" ".join(args)``: (the run of every command but the first, and the usage error with
+    stderr on the closed pipe too; its folder)."""
+    todo = [(args, tmp_path_factory.mktemp("pipe")) for args in [*COMMANDS[1:], USAGE_ERROR]]
+    hidden = ("FLASHINFER_CLI_TRACEBACK", "PYTHONUNBUFFERED")
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    cases = [[args, str(folder), args == USAGE_ERROR] for args, folder in todo]
+    ran = subprocess.run(
+        [sys.executable, "-c", _FORKED, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    results = json.loads(ran.stdout.strip().splitlines()[-1])
+    return {
+        " ".join(args): (subprocess.CompletedProcess(args, code, None, err), folder)
+        for (args, folder), (code, err) in zip(todo, results, strict=True)
+    }
+
+
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
-def test_a_closed_pipe_ends_the_command_quietly(args, tmp_path):
-    proc = _run_into_closed_pipe(args, tmp_path, unbuffered=args == ["backends"])
+def test_a_closed_pipe_ends_the_command_quietly(args, tmp_path, forked):
+    if args == COMMANDS[0]:  # as a program, each write meeting the closed pipe at once
+        proc = _run_into_closed_pipe(args, tmp_path, unbuffered=True)
+    else:
+        proc, tmp_path = forked[" ".join(args)]
     assert proc.returncode == EXIT_CLOSED_PIPE == 141, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert "error" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
@@ -97,22 +163,10 @@ def test_help_into_a_closed_pipe_is_quiet(args, unbuffered, raising_argparse, tm
     assert (proc.returncode, proc.stderr) == (EXIT_CLOSED_PIPE, "")
 
 
-def test_a_usage_error_into_a_closed_stderr_keeps_its_status(tmp_path):
+def test_a_usage_error_into_a_closed_stderr_keeps_its_status(forked):
     """The error line itself meets the closed pipe (``2>&1 | head -0``): still exit 2, not a
     crash while reporting it."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "flashinfer", "explain", "mm", "--shapes", "1x2"],
-            stdout=write_end,
-            stderr=write_end,
-            cwd=tmp_path,
-            timeout=300,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
+    proc, _ = forked[" ".join(USAGE_ERROR)]
     assert proc.returncode == 2
 
 

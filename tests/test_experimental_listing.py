@@ -21,27 +21,89 @@ COMMAND = ("-m", "flashinfer", "experimental")
 ALIAS = ("-m", "flashinfer.experimental")
 
 
-def _run(entry: tuple[str, ...], *args: str, gate: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != GATE}
-    if gate is not None:
-        env[GATE] = gate
-    return subprocess.run(
-        [sys.executable, *entry, *args],
+# Each run ``python -m ENTRY ARGS`` with the gate set or unset, as runpy runs ``-m``, in a child
+# forked from one interpreter that imported torch (one torch import for all the runs); each
+# child starts with nothing of flashinfer loaded, its stdout and stderr in files.
+_DRIVER = """
+import json, os, runpy, sys, tempfile
+import torch
+import gc; gc.freeze()  # children leave the shared heap unwritten by the collector
+results = []
+name = sys.argv[2]  # the gate variable
+for entry, args, gate in json.loads(sys.argv[1]):
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+        os.environ.pop(name, None)
+        if gate is not None:
+            os.environ[name] = gate
+        sys.argv = [entry, *args]
+        try:
+            runpy.run_module(entry, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    texts = []
+    for f in (out, err):
+        f.seek(0); texts.append(f.read().decode()); f.close()
+    results.append([code, *texts])
+print(json.dumps(results))
+"""
+
+CASES = {
+    "text": ((), None),
+    "json": (("--json",), None),
+    "json-unrecognised-gate": (("--json",), "yes"),
+    "usage-error": (("--bogus",), None),
+}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
+    """``(case, "command" | "alias")``: the run of ``python -m flashinfer experimental`` or
+    ``python -m flashinfer.experimental`` with the case's arguments and gate."""
+    keys, todo = [], []
+    for case, (args, gate) in CASES.items():
+        for which, entry in (("command", COMMAND), ("alias", ALIAS)):
+            keys.append((case, which))
+            todo.append([entry[1], [*entry[2:], *args], gate])
+    ran = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(todo), GATE],
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    results = json.loads(ran.stdout.strip().splitlines()[-1])
+    return {
+        key: subprocess.CompletedProcess(key, code, out, err)
+        for key, (code, out, err) in zip(keys, results, strict=True)
+    }
+
+
+def test_the_alias_as_a_program_prints_what_the_forked_command_printed(runs):
+    """The ``-m`` command line itself (the forked runs above use runpy, as ``-m`` does)."""
+    env = {k: v for k, v in os.environ.items() if k != GATE}
+    alias = subprocess.run(
+        [sys.executable, *ALIAS, "--json"], capture_output=True, text=True, timeout=300, env=env
+    )
+    command = runs["json", "command"]
+    assert (alias.returncode, alias.stdout, alias.stderr) == (
+        command.returncode,
+        command.stdout,
+        command.stderr,
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "gate"),
-    [((), None), (("--json",), None), (("--json",), "yes"), (("--bogus",), None)],
-    ids=["text", "json", "json-unrecognised-gate", "usage-error"],
-)
-def test_the_alias_prints_what_the_command_prints(args, gate):
-    command = _run(COMMAND, *args, gate=gate)
-    alias = _run(ALIAS, *args, gate=gate)
+@pytest.mark.parametrize("case", CASES)
+def test_the_alias_prints_what_the_command_prints(case, runs):
+    args, gate = CASES[case]
+    command, alias = runs[case, "command"], runs[case, "alias"]
     assert (alias.returncode, alias.stdout, alias.stderr) == (
         command.returncode,
         command.stdout,
@@ -58,6 +120,9 @@ def test_the_alias_prints_what_the_command_prints(args, gate):
         assert doc["gate"]["value"] == gate and doc["gate"]["on"] is False
         names = {f["name"] for f in doc["features"]}
         assert names == backends | apis
+        for entry in doc["features"]:  # every entry with its metadata fields
+            assert set(entry) >= {"kind", "feature", "owner", "tracking_issue", "graduate_by"}
+            assert entry["kind"] in ("api", "backend")
     else:
         assert command.stdout.startswith(f"experimental gate: {GATE}=unset -> off")
         for name in backends | apis:

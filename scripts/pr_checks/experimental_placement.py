@@ -303,17 +303,47 @@ def load_package_ops(root: Path) -> tuple[list[Any], list[Violation]]:
 # --------------------------------------------------------------------------------------------
 # Support modules in a fresh interpreter
 
-# Run in a fresh interpreter: import one support module, print what heavy modules it loaded.
+# Run once: import torch (what every support module imports first, and the cost of a start;
+# it loads neither Triton nor flashinfer), then for each support module fork a child that
+# imports it and sends back the heavy modules it loaded, or the error.  Each child is an
+# interpreter in which nothing of flashinfer was imported before the support module: what a
+# fresh one would load, without one torch import per module.
 _PROBE = """
-import importlib, json, sys
-importlib.import_module(sys.argv[1])
-heavy = sorted(
-    m for m in sys.modules
-    if m == "triton" or m.startswith("triton.")
-    or (m.startswith("flashinfer.experimental.") and m.count(".") >= 3
-        and m.rsplit(".", 1)[1] != "support")
-)
-print(json.dumps(heavy))
+import importlib, json, os, sys, traceback
+try:
+    import torch
+except ImportError:
+    pass
+import gc
+gc.freeze()  # the children leave the shared heap unwritten by the collector
+results = {}
+for name in sys.argv[1:]:
+    read, write = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(name)
+            heavy = sorted(
+                m for m in sys.modules
+                if m == "triton" or m.startswith("triton.")
+                or (m.startswith("flashinfer.experimental.") and m.count(".") >= 3
+                    and m.rsplit(".", 1)[1] != "support")
+            )
+            found = {"heavy": heavy}
+        except BaseException as exc:
+            found = {"error": traceback.format_exception_only(exc)[-1].strip()}
+        os.write(write, json.dumps(found).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 16):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    results[name] = json.loads(data) if data else {"error": "no output (the import crashed)"}
+print(json.dumps(results))
 """
 
 
@@ -328,26 +358,32 @@ def _summarise(heavy: Sequence[str]) -> list[str]:
 
 
 def support_import_violations(root: Path, timeout: float = 300) -> list[Violation]:
-    """Import each support module alone in a fresh interpreter (``root`` first on the path)."""
+    """Import each support module alone in a fresh interpreter (``root`` first on the path;
+    each a child forked from one that imported only torch)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    paths = {module_name(path, root / PACKAGE): path for path in support_modules(root)}
+    if not paths:
+        return []
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, *paths],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return [Violation(_display(root / PACKAGE, root), 0, f"support import probe fails: {last}")]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
     found = []
-    for path in support_modules(root):
-        name = module_name(path, root / PACKAGE)
-        display = _display(path, root)
-        proc = subprocess.run(
-            [sys.executable, "-c", _PROBE, name],
-            capture_output=True,
-            text=True,
-            cwd=root,
-            env=env,
-            timeout=timeout,
-        )
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            found.append(Violation(display, 0, f"importing {name} alone fails: {last}"))
+    for name, path in paths.items():
+        display, result = _display(path, root), results[name]
+        if "error" in result:
+            found.append(Violation(display, 0, f"importing {name} alone fails: {result['error']}"))
             continue
-        heavy = _summarise(json.loads(proc.stdout.strip().splitlines()[-1]))
+        heavy = _summarise(result["heavy"])
         if heavy:
             found.append(
                 Violation(

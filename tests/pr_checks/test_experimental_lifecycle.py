@@ -1,12 +1,13 @@
 """scripts/pr_checks/experimental_lifecycle.py: passing and failing fake modules, the real repo.
 
-Each fixture is a module under ``tmp_path`` with experimental APIs and backends; the check runs
-in a subprocess (``--module``), so they never enter this process's registries.
+Each fixture is a module under a temporary folder with experimental APIs and backends; the
+check runs in a process of its own (``--module``), so they never enter this process's
+registries nor each other's: all the cases' runs are forked from one interpreter
+(:func:`run_mains`), and the passing fixture also runs as a program, the way CI runs the check.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from . import REPO, run_script
+from . import run_mains, run_script
 
 MODULE = """
     from flashinfer import (
@@ -53,27 +54,14 @@ MODULE = """
 GOOD = 'owner="@alice", tracking_issue=12, graduate_by="2030-01-31"'
 
 
-def _run(
-    tmp_path: Path, name: str, backend_meta: str = GOOD, api_meta: str = GOOD, *extra: str
-) -> subprocess.CompletedProcess:
+def _write_module(folder: Path, name: str, backend_meta: str, api_meta: str) -> Path:
+    path = folder / f"{name}.py"
     source = MODULE.format(backend_meta=backend_meta, api_meta=api_meta)
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    return run_script("experimental_lifecycle", "--module", name, *extra, pythonpath=tmp_path)
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return path
 
 
-def test_passing_fixture(tmp_path: Path) -> None:
-    result = _run(tmp_path, "fi_life_ok", GOOD, GOOD, "--today", "2030-01-31")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "experimental_lifecycle: OK (2 experimental API(s)/backend(s))" in result.stdout
-    # the listing names both, with their metadata
-    assert "fi_life_ok.op[backend=fast]" in result.stdout
-    assert "fi_life_ok.preview" in result.stdout
-    assert "@alice" in result.stdout and "2030-01-31" in result.stdout
-
-
-@pytest.mark.parametrize(
-    ("case", "backend_meta", "api_meta", "today", "expected"),
-    [
+FAILING = [
         (
             "backend_no_owner",
             'tracking_issue=12, graduate_by="2030-01-31"',
@@ -133,48 +121,106 @@ def test_passing_fixture(tmp_path: Path) -> None:
         ("date_too_far", GOOD.replace("2030-01-31", "2099-12-31"), GOOD, "2030-01-01",
          "graduate_by 2099-12-31 is more than 6 months ahead (today 2030-01-01, latest "
          "allowed 2030-07-01"),
-    ],
+    ]  # fmt: skip
+
+
+BAD_METADATA = 'owner="x", tracking_issue="TBD", graduate_by="31/05/2027"'
+
+# case: (backend metadata, API metadata, the check's arguments after --module fi_life_<case>)
+RUNS = {
+    "ok": (GOOD, GOOD, ["--today", "2030-01-31"]),
+    **{case: (b, a, ["--today", today]) for case, b, a, today, _ in FAILING},
+    "two_late": (GOOD, GOOD, ["--today", "2031-01-01"]),
+    "horizon_ok": (GOOD.replace("2030-01-31", "2030-07-31"), GOOD, ["--today", "2030-01-31"]),
+    "horizon_over": (GOOD.replace("2030-01-31", "2030-07-31"), GOOD, ["--today", "2030-01-30"]),
+    "bad_meta": (BAD_METADATA, GOOD, []),
+    "bad_today": (GOOD, GOOD, ["--today", "31/01/2030"]),
+}
+
+
+@pytest.fixture(scope="module")
+def fixture_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("lifecycle")
+    for case, (backend_meta, api_meta, _) in RUNS.items():
+        _write_module(folder, f"fi_life_{case}", backend_meta, api_meta)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(fixture_dir: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The check over each fixture module, each run in a process of its own."""
+    cases = {case: ["--module", f"fi_life_{case}", *args] for case, (_, _, args) in RUNS.items()}
+    cases["unknown"] = ["--module", "fi_life_does_not_exist"]
+    return run_mains("experimental_lifecycle", cases, pythonpath=fixture_dir)
+
+
+def _check_passing(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "experimental_lifecycle: OK (2 experimental API(s)/backend(s))" in result.stdout
+    # the listing names both, with their metadata
+    assert "fi_life_ok.op[backend=fast]" in result.stdout
+    assert "fi_life_ok.preview" in result.stdout
+    assert "@alice" in result.stdout and "2030-01-31" in result.stdout
+
+
+def test_passing_fixture(runs) -> None:
+    _check_passing(runs["ok"])
+
+
+def test_passing_fixture_as_a_program(fixture_dir: Path) -> None:
+    """The command line CI runs: the same result from ``python scripts/pr_checks/...``."""
+    _check_passing(
+        run_script(
+            "experimental_lifecycle",
+            "--module",
+            "fi_life_ok",
+            "--today",
+            "2030-01-31",
+            pythonpath=fixture_dir,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "backend_meta", "api_meta", "today", "expected"), FAILING
 )  # fmt: skip
 def test_failing_fixtures(
-    tmp_path: Path, case: str, backend_meta: str, api_meta: str, today: str, expected: str
+    runs, case: str, backend_meta: str, api_meta: str, today: str, expected: str
 ) -> None:
-    name = f"fi_life_{case}"
-    result = _run(tmp_path, name, backend_meta, api_meta, "--today", today)
+    result = runs[case]
     assert result.returncode == 1, result.stdout + result.stderr
     assert expected in result.stdout, result.stdout
     assert "experimental_lifecycle:" in result.stderr
 
 
-def test_past_due_counts_every_late_feature(tmp_path: Path) -> None:
-    result = _run(tmp_path, "fi_life_two_late", GOOD, GOOD, "--today", "2031-01-01")
+def test_past_due_counts_every_late_feature(runs) -> None:
+    result = runs["two_late"]
     assert result.returncode == 1
     assert result.stdout.count("past its graduation date") == 2
 
 
-def test_horizon_is_inclusive(tmp_path: Path) -> None:
+def test_horizon_is_inclusive(runs) -> None:
     """Six calendar months ahead is allowed, the day after is not."""
-    late = GOOD.replace("2030-01-31", "2030-07-31")
-    ok = _run(tmp_path, "fi_life_horizon_ok", late, GOOD, "--today", "2030-01-31")
+    ok = runs["horizon_ok"]
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    over = _run(tmp_path, "fi_life_horizon_over", late, GOOD, "--today", "2030-01-30")
+    over = runs["horizon_over"]
     assert over.returncode == 1
     assert "latest allowed 2030-07-30" in over.stdout
 
 
-BAD_METADATA = 'owner="x", tracking_issue="TBD", graduate_by="31/05/2027"'
-
-
-def test_bad_metadata_never_stops_the_stable_api_from_importing(tmp_path: Path) -> None:
+def test_bad_metadata_never_stops_the_stable_api_from_importing(fixture_dir: Path, runs) -> None:
     """The stable op of a module whose experimental backend carries malformed metadata
-    imports and runs; one ExperimentalMetadataWarning points at the marked checker, with
-    every reason; the lifecycle check then fails naming the backend and each reason."""
-    name = "fi_life_bad_meta"
-    source = MODULE.format(backend_meta=BAD_METADATA, api_meta=GOOD)
-    path = tmp_path / f"{name}.py"
-    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    imports and runs, even under ``-W error``; without it, one ExperimentalMetadataWarning
+    points at the marked checker, with every reason; the lifecycle check then fails naming
+    the backend and each reason."""
+    name, copy = "fi_life_bad_meta", "fi_life_bad_meta_error"
+    path = _write_module(fixture_dir, name, BAD_METADATA, GOOD)
+    _write_module(fixture_dir, copy, BAD_METADATA, GOOD)
     code = textwrap.dedent(
         f"""
         import warnings
+        import {copy}  # under -W error: the warning cannot make it unimportable
+        assert {copy}.op(1) == 1
         from flashinfer.lifecycle import ExperimentalMetadataWarning
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -188,21 +234,21 @@ def test_bad_metadata_never_stops_the_stable_api_from_importing(tmp_path: Path) 
         """
     )
     ran = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-W", "error", "-c", code],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=fixture_dir,
         timeout=300,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     where, message = ran.stdout.splitlines()[:2]
-    lines = textwrap.dedent(source).splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     marker_line = lines.index(f"@experimental_backend({BAD_METADATA})") + 1  # the decorated def
     assert where == f"{path} {marker_line}"
     for reason in ("owner 'x'", "tracking_issue 'TBD'", "graduate_by '31/05/2027'"):
         assert reason in message
 
-    result = run_script("experimental_lifecycle", "--module", name, pythonpath=tmp_path)
+    result = runs[name.removeprefix("fi_life_")]
     assert result.returncode == 1, result.stdout + result.stderr
     for reason in (
         "owner 'x' does not start with '@'",
@@ -213,61 +259,13 @@ def test_bad_metadata_never_stops_the_stable_api_from_importing(tmp_path: Path) 
         assert reason in result.stdout, result.stdout
 
 
-def test_bad_metadata_escalated_to_an_error_still_imports(tmp_path: Path) -> None:
-    """``-W error`` cannot make the stable API unimportable either."""
-    name = "fi_life_bad_meta_error"
-    source = MODULE.format(backend_meta=BAD_METADATA, api_meta=GOOD)
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    ran = subprocess.run(
-        [sys.executable, "-W", "error", "-c", f"import {name}; assert {name}.op(1) == 1"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-
-
-def test_bad_today_is_a_usage_error(tmp_path: Path) -> None:
-    result = _run(tmp_path, "fi_life_bad_today", GOOD, GOOD, "--today", "31/01/2030")
+def test_bad_today_is_a_usage_error(runs) -> None:
+    result = runs["bad_today"]
     assert result.returncode == 2
     assert "expected YYYY-MM-DD" in result.stderr
 
 
-def test_unknown_module_fails(tmp_path: Path) -> None:
-    result = run_script("experimental_lifecycle", "--module", "fi_life_does_not_exist")
+def test_unknown_module_fails(runs) -> None:
+    result = runs["unknown"]
     assert result.returncode == 1
     assert "cannot import fi_life_does_not_exist" in result.stdout
-
-
-def test_real_repository_passes() -> None:
-    result = run_script("experimental_lifecycle", cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "experimental_lifecycle: OK" in result.stdout
-
-
-def test_python_m_flashinfer_experimental_lists_the_real_features() -> None:
-    """The listing command: table and JSON agree, every entry has its metadata fields."""
-    table = subprocess.run(
-        [sys.executable, "-m", "flashinfer.experimental"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert table.returncode == 0, table.stderr
-    as_json = subprocess.run(
-        [sys.executable, "-m", "flashinfer.experimental", "--json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert as_json.returncode == 0, as_json.stderr
-    entries = json.loads(as_json.stdout)["features"]  # the shape of `flashinfer experimental`
-    for entry in entries:
-        assert set(entry) >= {"kind", "name", "feature", "owner", "tracking_issue", "graduate_by"}
-        assert entry["kind"] in ("api", "backend")
-        assert entry["name"] in table.stdout
-    if not entries:
-        assert "No experimental APIs or backends" in table.stdout
