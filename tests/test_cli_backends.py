@@ -36,8 +36,46 @@ def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
     )
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run(f"import sys, flashinfer.cli as c; sys.exit(c.main({list(args)!r}))", env)
+# The command in one fresh interpreter (the test process has imported triton under the
+# interpreter, which the report would rightly call out): each run prints its own report.
+# The report reads the environment on each call and imports neither triton nor numpy (checked
+# after each run), so one interpreter stands for one fresh process per setting.
+CLI_RUNS = """
+import contextlib, io, json, os, sys
+import flashinfer.cli as c
+from flashinfer.kernels import availability
+
+def report(args, env):
+    for name in ("TRITON_INTERPRET", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = c.main(args)
+    return {"code": code, "out": buf.getvalue(), "imported": "triton" in sys.modules}
+
+runs = {
+    "interpreter_0": report(["backends"], {"TRITON_INTERPRET": "0"}),
+    "unset": report(["backends"], {}),
+    "json": report(["backends", "--json"], {GATE: "1", "TRITON_INTERPRET": "1"}),
+}
+assert availability._find_problem("triton") is None
+runs["find_problem_imported"] = "triton" in sys.modules
+print(json.dumps(runs))
+""".replace("GATE", repr(GATE))
+
+
+@pytest.fixture(scope="module")
+def cli_runs() -> dict:
+    proc = run(CLI_RUNS)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def cli(runs: dict, name: str) -> str:
+    result = runs[name]
+    assert result["code"] == 0 and not result["imported"], result
+    return result["out"]
 
 
 # --------------------------------------------------------------------------------------
@@ -45,10 +83,8 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 # --------------------------------------------------------------------------------------
 
 
-def test_table_reports_versions_devices_interpreter_and_gate():
-    proc = cli("backends", env={"TRITON_INTERPRET": "0"})
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+def test_table_reports_versions_devices_interpreter_and_gate(cli_runs):
+    out = cli(cli_runs, "interpreter_0")
     lines = out.splitlines()
     # The header (at most 3 lines), the table, then the details: versions one per line.
     table = next(i for i, line in enumerate(lines) if line.startswith("API "))
@@ -67,10 +103,8 @@ def test_table_reports_versions_devices_interpreter_and_gate():
     assert all(len(line) <= 100 for line in lines), max(lines, key=len)
 
 
-def test_table_names_apis_as_users_call_them_one_row_per_backend():
-    proc = cli("backends")
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+def test_table_names_apis_as_users_call_them_one_row_per_backend(cli_runs):
+    lines = cli(cli_runs, "unset").splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("API "))
     assert lines[header].split() == ["API", "BACKEND", "KIND", "RUNS", "HERE"]
     rows = [line.split(None, 3) for line in lines[header + 1 :] if line.startswith("flashinfer.")]
@@ -91,10 +125,8 @@ def test_table_names_apis_as_users_call_them_one_row_per_backend():
         assert len(notes) == 1 and notes[0].startswith("[1] set it before triton is imported")
 
 
-def test_json_carries_the_same_facts():
-    proc = cli("backends", "--json", env={GATE: "1", "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+def test_json_carries_the_same_facts(cli_runs):
+    doc = json.loads(cli(cli_runs, "json"))
     assert set(doc["versions"]) == {
         "flashinfer",
         "python",
@@ -330,18 +362,12 @@ def test_probe_names_what_is_missing_and_the_fix(monkeypatch, fresh_probe, probl
     assert problem == availability.TritonUnavailable(reason, fix)
 
 
-def test_find_problem_asks_the_real_import_system_without_importing():
+def test_find_problem_asks_the_real_import_system_without_importing(cli_runs):
     assert availability._find_problem("json") is None
     problem = availability._find_problem("no_such_module_anywhere")
     assert problem == "ModuleNotFoundError: No module named 'no_such_module_anywhere'"
-    code = (
-        "import sys\n"
-        "from flashinfer.kernels import availability as a\n"
-        "assert a._find_problem('triton') is None\n"
-        "assert 'triton' not in sys.modules, 'the probe imported triton'\n"
-    )
-    proc = run(code)
-    assert proc.returncode == 0, proc.stderr
+    # In a process that never imported triton: the probe finds it without importing it.
+    assert cli_runs["find_problem_imported"] is False, "the probe imported triton"
 
 
 def test_checkers_give_the_probe_answer_on_a_call(monkeypatch, fresh_probe):
