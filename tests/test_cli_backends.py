@@ -39,7 +39,8 @@ def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
 # The command in one fresh interpreter (the test process has imported triton under the
 # interpreter, which the report would rightly call out): each run prints its own report.
 # The report reads the environment on each call and imports neither triton nor numpy (checked
-# after each run), so one interpreter stands for one fresh process per setting.
+# after each run), so one interpreter stands for one fresh process per setting.  It ends
+# with the comparison of report and calls that _compare makes, nothing blocked.
 CLI_RUNS = """
 import contextlib, io, json, os, sys
 import flashinfer.cli as c
@@ -61,15 +62,24 @@ runs = {
 }
 assert availability._find_problem("triton") is None
 runs["find_problem_imported"] = "triton" in sys.modules
-print(json.dumps(runs))
+# Then the report and real calls, with the interpreter on (what _compare runs, unblocked).
+os.environ.pop(GATE, None)
+os.environ["TRITON_INTERPRET"] = "1"
+import warnings
+warnings.simplefilter("ignore")
 """.replace("GATE", repr(GATE))
+
+
+def _cli_runs_script() -> str:
+    compare = COMPARE.format(blocked="a_module_nobody_imports")
+    return CLI_RUNS + compare + '\nruns["compared"] = compared\nprint(json.dumps(runs))\n'
 
 
 @pytest.fixture(scope="module")
 def cli_runs() -> dict:
-    proc = run(CLI_RUNS)
+    proc = run(_cli_runs_script())
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def cli(runs: dict, name: str) -> str:
@@ -225,13 +235,15 @@ assert torch.allclose(
     flashinfer.rmsnorm(x, w), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), atol=1e-5
 )
 loaded = {blocked!r} in sys.modules
-print(json.dumps({{"report": report, "calls": calls, "blocked_loaded": loaded}}))
+compared = {{"report": report, "calls": calls, "blocked_loaded": loaded}}
 """
 
 
 def _compare(blocked: str) -> dict:
     proc = run(
-        BLOCK.format(blocked=blocked) + COMPARE.format(blocked=blocked),
+        BLOCK.format(blocked=blocked)
+        + COMPARE.format(blocked=blocked)
+        + "print(json.dumps(compared))",
         env={"TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"},
     )
     assert proc.returncode == 0, proc.stderr
@@ -261,8 +273,8 @@ def test_report_and_call_agree_when_a_dependency_is_missing(blocked, reason, adv
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU interpreter's imports")
-def test_report_and_call_agree_when_everything_is_there():
-    result = _compare("a_module_nobody_imports")
+def test_report_and_call_agree_when_everything_is_there(cli_runs):
+    result = cli_runs["compared"]  # the end of the reports' interpreter: nothing blocked
     for api, backend in TRITON_ROWS:
         assert result["report"][api][backend]["runnable"] is True
         assert result["calls"][f"{api}:{backend}"] is None
