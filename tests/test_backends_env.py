@@ -1,7 +1,8 @@
 """``FLASHINFER_BACKENDS``: the process-wide restriction, read once, strictly.
 
-Each case runs in a fresh interpreter (the variable is read once per process, at the first
-automatic selection, ``use_backends`` block or ``explain``).  A good value restricts as a
+The variable is read once per process, at the first automatic selection, ``use_backends``
+block or ``explain``: each case runs in a fresh interpreter's state (one interpreter, its
+reading and what hangs on it forgotten between cases).  A good value restricts as a
 ``use_backends`` block would, and a block overrides it for the APIs it names; a value that
 does not parse, or names an unknown API or backend, warns once (naming the variable and the
 bad part, pointing at the user's line) and is ignored as a whole.
@@ -36,15 +37,42 @@ with flashinfer.use_backends(mm=["torch"]):
     flashinfer.mm(a, b)
     block_mm = list(flashinfer.mm.suitable_auto_backends)
     flashinfer.rmsnorm(x, w)
-    block_rms = list(flashinfer.rmsnorm.suitable_auto_backends)
-print(json.dumps({
-    "mm": mm, "rmsnorm": rms, "block_mm": block_mm, "block_rmsnorm": block_rms,
+    block_rmsnorm = list(flashinfer.rmsnorm.suitable_auto_backends)
+found = {
+    "mm": mm, "rmsnorm": rms, "block_mm": block_mm, "block_rmsnorm": block_rmsnorm,
     "source": flashinfer.rmsnorm.explain(x, w).source,
     "warnings": [
         [w.category.__name__, str(w.message), w.filename, w.lineno] for w in caught
     ],
-}))
+}
 """
+
+# One interpreter runs the probe once per value (a fresh interpreter each costs seconds of
+# CPU): between values it forgets what a process start has not read yet, the variable's
+# reading and the verdicts cached under it.  The probe runs as a user's script (`<string>`),
+# so the warning's line is still the user's.
+_DRIVER = r"""
+import json, os, sys
+import flashinfer
+from flashinfer.dispatch import restrictions
+from flashinfer.kernels import reset_probe
+from flashinfer.settings import forget_unrecognised_values
+
+results = []
+for value in json.loads(sys.argv[1]):
+    os.environ.pop("FLASHINFER_BACKENDS", None)
+    if value is not None:
+        os.environ["FLASHINFER_BACKENDS"] = value
+    restrictions._env_read = False
+    restrictions._env.clear()
+    restrictions._update_switch()  # restrictions may exist again until the variable is read
+    forget_unrecognised_values()
+    reset_probe()
+    scope = {}
+    exec(compile(PROBE, "<string>", "exec"), scope)
+    results.append(scope["found"])
+print(json.dumps(results))
+""".replace("PROBE", repr(_PROBE))
 
 
 _VALUES = (
@@ -60,31 +88,21 @@ _VALUES = (
 )
 
 
-def _start(value: str | None) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "FLASHINFER_BACKENDS"}
-    env["TRITON_INTERPRET"] = "1"  # so that Triton backends can run on this CPU
-    if value is not None:
-        env["FLASHINFER_BACKENDS"] = value
-    return subprocess.Popen(
-        [sys.executable, "-c", _PROBE],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def runs() -> dict[str | None, dict]:
-    """What the probe saw with each value, the interpreters run side by side."""
-    started = {value: _start(value) for value in _VALUES}
-    found = {}
-    for value, proc in started.items():
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        found[value] = json.loads(out.strip().splitlines()[-1])
-    return found
+    """What the probe saw with each value."""
+    env = {k: v for k, v in os.environ.items() if k != "FLASHINFER_BACKENDS"}
+    env["TRITON_INTERPRET"] = "1"  # so that Triton backends can run on this CPU
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(_VALUES)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return dict(zip(_VALUES, json.loads(proc.stdout.strip().splitlines()[-1]), strict=True))
 
 
 UNRESTRICTED = {"mm": ["torch", "triton"], "rmsnorm": ["torch", "triton"]}

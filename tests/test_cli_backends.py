@@ -36,8 +36,56 @@ def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
     )
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run(f"import sys, flashinfer.cli as c; sys.exit(c.main({list(args)!r}))", env)
+# The command in one fresh interpreter (the test process has imported triton under the
+# interpreter, which the report would rightly call out): each run prints its own report.
+# The report reads the environment on each call and imports neither triton nor numpy (checked
+# after each run), so one interpreter stands for one fresh process per setting.  It ends
+# with the comparison of report and calls that _compare makes, nothing blocked.
+CLI_RUNS = """
+import contextlib, io, json, os, sys
+import flashinfer.cli as c
+from flashinfer.kernels import availability
+
+def report(args, env):
+    for name in ("TRITON_INTERPRET", "FLASHINFER_ALLOW_EXPERIMENTAL_AUTO_BACKENDS"):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = c.main(args)
+    return {"code": code, "out": buf.getvalue(), "imported": "triton" in sys.modules}
+
+runs = {
+    "interpreter_0": report(["backends"], {"TRITON_INTERPRET": "0"}),
+    "unset": report(["backends"], {}),
+    "json": report(["backends", "--json"], {GATE: "1", "TRITON_INTERPRET": "1"}),
+}
+assert availability._find_problem("triton") is None
+runs["find_problem_imported"] = "triton" in sys.modules
+# Then the report and real calls, with the interpreter on (what _compare runs, unblocked).
+os.environ.pop(GATE, None)
+os.environ["TRITON_INTERPRET"] = "1"
+import warnings
+warnings.simplefilter("ignore")
+""".replace("GATE", repr(GATE))
+
+
+def _cli_runs_script() -> str:
+    compare = COMPARE.format(blocked="a_module_nobody_imports")
+    return CLI_RUNS + compare + '\nruns["compared"] = compared\nprint(json.dumps(runs))\n'
+
+
+@pytest.fixture(scope="module")
+def cli_runs() -> dict:
+    proc = run(_cli_runs_script())
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def cli(runs: dict, name: str) -> str:
+    result = runs[name]
+    assert result["code"] == 0 and not result["imported"], result
+    return result["out"]
 
 
 # --------------------------------------------------------------------------------------
@@ -45,10 +93,8 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 # --------------------------------------------------------------------------------------
 
 
-def test_table_reports_versions_devices_interpreter_and_gate():
-    proc = cli("backends", env={"TRITON_INTERPRET": "0"})
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+def test_table_reports_versions_devices_interpreter_and_gate(cli_runs):
+    out = cli(cli_runs, "interpreter_0")
     lines = out.splitlines()
     # The header (at most 3 lines), the table, then the details: versions one per line.
     table = next(i for i, line in enumerate(lines) if line.startswith("API "))
@@ -67,10 +113,8 @@ def test_table_reports_versions_devices_interpreter_and_gate():
     assert all(len(line) <= 100 for line in lines), max(lines, key=len)
 
 
-def test_table_names_apis_as_users_call_them_one_row_per_backend():
-    proc = cli("backends")
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+def test_table_names_apis_as_users_call_them_one_row_per_backend(cli_runs):
+    lines = cli(cli_runs, "unset").splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("API "))
     assert lines[header].split() == ["API", "BACKEND", "KIND", "RUNS", "HERE"]
     rows = [line.split(None, 3) for line in lines[header + 1 :] if line.startswith("flashinfer.")]
@@ -91,10 +135,8 @@ def test_table_names_apis_as_users_call_them_one_row_per_backend():
         assert len(notes) == 1 and notes[0].startswith("[1] set it before triton is imported")
 
 
-def test_json_carries_the_same_facts():
-    proc = cli("backends", "--json", env={GATE: "1", "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+def test_json_carries_the_same_facts(cli_runs):
+    doc = json.loads(cli(cli_runs, "json"))
     assert set(doc["versions"]) == {
         "flashinfer",
         "python",
@@ -153,13 +195,16 @@ BLOCK = """
 import sys
 
 class _Block:
-    # An import hook that makes {blocked!r} unimportable, as on a machine without it.
+    # An import hook that makes `blocked` unimportable, as on a machine without it.
+    blocked = None
+
     def find_spec(self, name, path=None, target=None):
-        if name == {blocked!r} or name.startswith({blocked!r} + "."):
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        if self.blocked and (name == self.blocked or name.startswith(self.blocked + ".")):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
-sys.meta_path.insert(0, _Block())
+_hook = _Block()
+sys.meta_path.insert(0, _hook)
 """
 
 COMPARE = """
@@ -193,13 +238,25 @@ assert torch.allclose(
     flashinfer.rmsnorm(x, w), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), atol=1e-5
 )
 loaded = {blocked!r} in sys.modules
-print(json.dumps({{"report": report, "calls": calls, "blocked_loaded": loaded}}))
+compared = {{"report": report, "calls": calls, "blocked_loaded": loaded}}
 """
 
 
-def _compare(blocked: str) -> dict:
+BLOCKED = ("numpy", "triton")
+
+
+@pytest.fixture(scope="module")
+def blocked_runs() -> dict[str, dict]:
+    """The comparison with each dependency blocked in turn, in one interpreter: a blocked
+    module is never imported (checked), so the probe, forgotten between the two, finds the
+    next one missing as a machine without it would."""
+    driver = "results = {}\n"
+    for blocked in BLOCKED:  # blocked before anything imports it
+        driver += f"_hook.blocked = {blocked!r}\n"
+        driver += "from flashinfer.kernels import reset_probe\nreset_probe()\n"
+        driver += f"exec({COMPARE.format(blocked=blocked)!r})\nresults[{blocked!r}] = compared\n"
     proc = run(
-        BLOCK.format(blocked=blocked) + COMPARE.format(blocked=blocked),
+        BLOCK + driver + "print(json.dumps(results))",
         env={"TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"},
     )
     assert proc.returncode == 0, proc.stderr
@@ -214,8 +271,8 @@ def _compare(blocked: str) -> dict:
         ("triton", "Triton is not installed", "pip install triton"),
     ],
 )
-def test_report_and_call_agree_when_a_dependency_is_missing(blocked, reason, advice):
-    result = _compare(blocked)
+def test_report_and_call_agree_when_a_dependency_is_missing(blocked_runs, blocked, reason, advice):
+    result = blocked_runs[blocked]
     assert not result["blocked_loaded"]
     for api, backend in TRITON_ROWS:
         row = result["report"][api][backend]
@@ -229,8 +286,8 @@ def test_report_and_call_agree_when_a_dependency_is_missing(blocked, reason, adv
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU interpreter's imports")
-def test_report_and_call_agree_when_everything_is_there():
-    result = _compare("a_module_nobody_imports")
+def test_report_and_call_agree_when_everything_is_there(cli_runs):
+    result = cli_runs["compared"]  # the end of the reports' interpreter: nothing blocked
     for api, backend in TRITON_ROWS:
         assert result["report"][api][backend]["runnable"] is True
         assert result["calls"][f"{api}:{backend}"] is None
@@ -330,18 +387,12 @@ def test_probe_names_what_is_missing_and_the_fix(monkeypatch, fresh_probe, probl
     assert problem == availability.TritonUnavailable(reason, fix)
 
 
-def test_find_problem_asks_the_real_import_system_without_importing():
+def test_find_problem_asks_the_real_import_system_without_importing(cli_runs):
     assert availability._find_problem("json") is None
     problem = availability._find_problem("no_such_module_anywhere")
     assert problem == "ModuleNotFoundError: No module named 'no_such_module_anywhere'"
-    code = (
-        "import sys\n"
-        "from flashinfer.kernels import availability as a\n"
-        "assert a._find_problem('triton') is None\n"
-        "assert 'triton' not in sys.modules, 'the probe imported triton'\n"
-    )
-    proc = run(code)
-    assert proc.returncode == 0, proc.stderr
+    # In a process that never imported triton: the probe finds it without importing it.
+    assert cli_runs["find_problem_imported"] is False, "the probe imported triton"
 
 
 def test_checkers_give_the_probe_answer_on_a_call(monkeypatch, fresh_probe):

@@ -2,7 +2,7 @@
 
 The marker returns what it was given, in type as at run time: a function keeps its
 parameters, return type and overloads, a class stays the class, a staticmethod or
-classmethod stays one, and anything else is refused.  mypy runs in a subprocess on small
+classmethod stays one, and anything else is refused.  mypy runs once, in a subprocess, on small
 user scripts in a temporary folder and finds ``flashinfer`` as an installed package
 (``PYTHONPATH`` at the repository root; ``py.typed`` makes it checkable), as in
 tests/test_typing.py.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import textwrap
 
-from mypy_runner import run_mypy
+import pytest
+from mypy_runner import run_mypy_on
 
 # Definitions shared by both scripts: a user's own experimental APIs of every kind.
 USER_APIS = """
@@ -110,18 +111,37 @@ EXPECTED = [
 ]
 
 
-def test_correct_uses_of_experimental_apis_are_clean(tmp_path, mypy_cache):
-    assert run_mypy(tmp_path, RIGHT, mypy_cache) == []
+REVEAL = (
+    USER_APIS
+    + """
+    reveal_type(flashinfer.fused_add_rmsnorm)
+    reveal_type(Widget)
+    reveal_type(picked)
+    reveal_type(Thing.fetch)
+"""
+)
 
 
-def test_wrong_calls_of_experimental_apis_are_reported(tmp_path, mypy_cache):
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory, mypy_cache) -> dict[str, list[str]]:
+    """mypy's lines for each script: the three checked in one run, each a module of its own."""
+    wrong = textwrap.dedent(USER_APIS).lstrip() + textwrap.dedent(WRONG_CALLS)
+    sources = {"right": RIGHT, "wrong": wrong, "user": REVEAL}
+    return run_mypy_on(sources, tmp_path_factory.mktemp("typing"), mypy_cache)
+
+
+def test_correct_uses_of_experimental_apis_are_clean(checked):
+    assert checked["right"] == []
+
+
+def test_wrong_calls_of_experimental_apis_are_reported(checked):
     source = textwrap.dedent(USER_APIS).lstrip() + textwrap.dedent(WRONG_CALLS)
     first = source.splitlines().index("def use() -> None:") + 1  # its line number
-    lines = run_mypy(tmp_path, source, mypy_cache)
+    lines = checked["wrong"]
     errors = [line for line in lines if ": error: " in line]
     remaining = list(errors)
     for offset, code, words in EXPECTED:
-        prefix = f"user.py:{first + offset}: error: "
+        prefix = f"wrong.py:{first + offset}: error: "
         match = [
             e
             for e in remaining
@@ -132,17 +152,8 @@ def test_wrong_calls_of_experimental_apis_are_reported(tmp_path, mypy_cache):
     assert remaining == [], "unexpected errors:\n" + "\n".join(remaining)
 
 
-def test_marked_objects_keep_their_exact_types(tmp_path, mypy_cache):
-    source = (
-        USER_APIS
-        + """
-    reveal_type(flashinfer.fused_add_rmsnorm)
-    reveal_type(Widget)
-    reveal_type(picked)
-    reveal_type(Thing.fetch)
-"""
-    )
-    notes = [line.split("Revealed type is ")[1] for line in run_mypy(tmp_path, source, mypy_cache)]
+def test_marked_objects_keep_their_exact_types(checked):
+    notes = [line.split("Revealed type is ")[1] for line in checked["user"]]
     assert notes == [
         '"def (input: torch._tensor.Tensor, residual: torch._tensor.Tensor, '
         'weight: torch._tensor.Tensor, eps: float =)"',

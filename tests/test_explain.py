@@ -293,10 +293,13 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def test_cli_prints_a_table_per_shape_and_json():
-    proc = _cli("mm", "--shapes", "16x2048x32,4x32x1024", "--dtype", "bfloat16")
-    assert proc.returncode == 0, proc.stderr
-    tables = proc.stdout.strip().split("\n\n")
+def test_cli_prints_a_table_per_shape_and_json(capsys):
+    # The tables in process (this process's environment is the one a subprocess would get);
+    # the JSON in a fresh one, which reads FLASHINFER_BACKENDS as a user's does.
+    from flashinfer.cli import main
+
+    assert main(["explain", "mm", "--shapes", "16x2048x32,4x32x1024", "--dtype", "bfloat16"]) == 0
+    tables = capsys.readouterr().out.strip().split("\n\n")
     assert len(tables) == 2
     assert tables[0].startswith("flashinfer.mm(a=bfloat16[16, 32] on cpu, b=bfloat16[32, 2048]")
     assert "choice: 'torch' (heuristic)" in tables[0]
@@ -352,6 +355,10 @@ def test_cli_shows_a_result_loaded_with_cache(tmp_path, capsys):
         (("mm", "--shapes", "1x2x3", "--dtype", "int8"), "invalid choice: 'int8'"),
     ],
 )
-def test_cli_usage_errors(args, message):
-    proc = _cli(*args)
-    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+def test_cli_usage_errors(args, message, capsys):
+    """In process (the exit status reaches the shell as in the test above)."""
+    from flashinfer.cli import main
+
+    code = main(["explain", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
