@@ -39,3 +39,27 @@ def copy_repository(dest: Path, root: Path = ROOT) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / relative, target)
     return dest
+
+
+RUN_AS_MAIN = """
+import runpy, sys
+for argv in ARGV:
+    sys.argv = list(argv)
+    try:
+        if argv[0] == "-m":
+            sys.argv = list(argv[1:])
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as exit:
+        if exit.code not in (0, None):
+            sys.exit(f"{' '.join(argv)} exited {exit.code}")
+"""
+
+
+def as_main(*commands: str) -> str:
+    """Code that runs each command (``"path args"`` or ``"-m module args"``) as
+    ``__main__``, in order, in the one interpreter that runs it, and exits non-zero at the
+    first that does: the walks' checks share an interpreter instead of importing torch and
+    flashinfer again in one each (seconds of CPU apiece)."""
+    return f"ARGV = {[command.split() for command in commands]!r}\n{RUN_AS_MAIN}"

@@ -13,7 +13,7 @@ import, and the author's own tests.  Then, in subprocesses on that copy:
   which covers the new backends with no new code;
 * the repository checks (containment, placement, lifecycle, public names) and ruff pass.
 
-The copy is made once for the module; each lane is one test.
+The copy is made once for the module; each lane is one test (both read one pytest run).
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from __future__ import annotations
 import datetime
 import difflib
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from repo_copy import copy_repository
+from repo_copy import as_main, copy_repository
 
 import flashinfer
 
@@ -36,6 +35,10 @@ pytestmark = [pytest.mark.experimental, pytest.mark.slow]
 
 ROOT = Path(flashinfer.__file__).resolve().parents[1]
 STABLE_TESTS = ("tests/test_norm.py", "tests/test_gemm.py", "tests/test_conformance.py")
+AUTHOR_LANE = (
+    "tests/experimental/test_rowwise_norm.py",
+    "tests/experimental/test_conformance_experimental.py",
+)
 GRADUATE_BY = (datetime.date.today() + datetime.timedelta(days=90)).isoformat()
 TRITON_LINE = (
     '        Backend("triton", check=_check_triton, run=_rmsnorm_triton, differentiable=True),'
@@ -298,7 +301,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _add_lines(
         gemm,
         {
-            "# The only module-level import from flashinfer.experimental: the light "
+            "# The only module-level import from flashinfer.experimental: its light "
             "declarations.": "from flashinfer.experimental.chunked_gemm.support import CHUNKED",
             "        SPLITK,": "        CHUNKED,",
         },
@@ -333,50 +336,59 @@ def test_adding_a_backend_is_its_feature_folder_and_one_table_line(repo):
             f"from flashinfer.experimental.{feature}.support import {name}",
         ]
     _run(repo, "-m", "ruff", "check", "--config", "pyproject.toml", "flashinfer")
-    code = (
-        "import flashinfer as f; print(f.rmsnorm.experimental_backends, f.mm.experimental_backends)"
-    )
-    listing = _run(repo, "-c", code)
-    assert "rowwise" in listing and "chunked" in listing and "splitk" in listing
+    # The ops' tables list them: asserted in the interpreter of the repository checks below.
 
 
-def test_the_stable_lane_passes_unchanged_over_the_new_backends(repo):
-    for name in STABLE_TESTS:  # the copy's stable tests are the repository's, byte for byte
-        assert (repo / name).read_bytes() == (ROOT / name).read_bytes()
-    output = _run(repo, "-m", "pytest", *STABLE_TESTS, "-q", "-p", "no:cacheprovider", "-x")
-    assert " passed" in output and " failed" not in output
-
-
-def test_the_experimental_lane_is_green_for_the_new_backends(repo):
+@pytest.fixture(scope="module")
+def lanes(repo: Path) -> list[str]:
+    """One pytest run in the copy (one interpreter and start-up, not one a lane): the stable
+    lane's modules, and the experimental lane's for the new backends (the author's tests, the
+    harness's cases that name them).  Its lines, a line a test (``-rA``)."""
     output = _run(
         repo,
         "-m",
         "pytest",
-        "tests/experimental/test_rowwise_norm.py",
-        "tests/experimental/test_conformance_experimental.py",
+        *STABLE_TESTS,
+        *AUTHOR_LANE,
         "-k",
-        "test_rowwise_norm or rowwise or chunked",
+        "not test_conformance_experimental or rowwise or chunked",
         "-q",
         "-p",
         "no:cacheprovider",
-        "-rs",
+        "-rA",
     )
+    return output.splitlines()
+
+
+def test_the_stable_lane_passes_unchanged_over_the_new_backends(repo, lanes):
+    for name in STABLE_TESTS:  # the copy's stable tests are the repository's, byte for byte
+        assert (repo / name).read_bytes() == (ROOT / name).read_bytes()
+        assert any(line.startswith(f"PASSED {name}::") for line in lanes), name
+    assert not [line for line in lanes if line.startswith(("FAILED", "ERROR"))]
+
+
+def test_the_experimental_lane_is_green_for_the_new_backends(lanes):
     # The author's 8 tests, and the harness ran both ops' 8 declared cases on the new
     # backends (rowwise skips the transposed one, with its checker's reason).
-    passed = int(re.findall(r"(\d+) passed", output)[-1])
-    assert passed >= 8 + 7 + 8, output[-3000:]
-    assert "rowwise: support check rejected the inputs: input is not a stack of rows" in output
+    passed = [line for line in lanes if line.startswith(("PASSED tests/experimental/",))]
+    assert len(passed) >= 8 + 7 + 8, "\n".join(lanes[-60:])
+    assert all(line.split("::")[0][7:] in AUTHOR_LANE for line in passed)
+    assert not [line for line in lanes if line.startswith(("FAILED", "ERROR"))]
+    skipped = "rowwise: support check rejected the inputs: input is not a stack of rows"
+    assert any(skipped in line for line in lanes if line.startswith("SKIPPED"))
 
 
 def test_the_repository_checks_pass_on_the_new_features(repo):
-    for script in (
-        "containment.py",
-        "experimental_placement.py",
-        "experimental_lifecycle.py",
-        "experimental_public_names.py",
-    ):
-        _run(repo, f"scripts/pr_checks/{script}")
-    listing = _run(repo, "-m", "flashinfer.experimental")
+    scripts = ("containment", "experimental_placement", "experimental_lifecycle")
+    checks = [f"scripts/pr_checks/{script}.py" for script in scripts]
+    checks += ["scripts/pr_checks/experimental_public_names.py", "-m flashinfer.experimental"]
+    # The ops list the new backends (the table line took), then the checks: one interpreter,
+    # each would be seconds apiece.
+    listed = "import flashinfer as f\n"
+    listed += "assert 'rowwise' in f.rmsnorm.experimental_backends, f.rmsnorm.backends\n"
+    listed += "assert {'chunked', 'splitk'} <= f.mm.experimental_backends, f.mm.backends\n"
+    output = _run(repo, "-c", listed + as_main(*checks))
+    listing = output.rpartition("experimental_public_names")[2]
     assert "flashinfer.norm.rmsnorm[backend=rowwise]" in listing
     assert "flashinfer.gemm.mm[backend=chunked]" in listing
 
