@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "ci"
@@ -42,3 +45,12 @@ def commit(repo: Path, message: str = "change") -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--allow-empty", "-m", message)
     return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_hypothesis_plugin() -> Iterator[None]:
+    """For a test module that imports it: the synthetic projects' tests draw no examples, so
+    their pytest runs leave Hypothesis' pytest plugin out (about a second of start-up each)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+        yield

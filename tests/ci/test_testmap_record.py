@@ -10,17 +10,13 @@ import sys
 import pytest
 from testmap_lib import mapfile
 
-from . import TESTMAP, commit, git, write
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _no_hypothesis_plugin():
-    """The projects' tests draw no examples: their pytest runs leave Hypothesis' pytest
-    plugin out, about a second of start-up each."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
-        yield
-
+from . import (
+    TESTMAP,
+    commit,
+    git,
+    no_hypothesis_plugin,  # noqa: F401 - autouse, module scope
+    write,
+)
 
 MOD = """\
 def direct():

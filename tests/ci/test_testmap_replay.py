@@ -8,20 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from testmap_lib import mapfile
 
-from . import TESTMAP, commit, write
+from . import (
+    TESTMAP,
+    commit,
+    no_hypothesis_plugin,  # noqa: F401 - autouse, module scope
+    write,
+)
 from .test_testmap_rules import repo  # noqa: F401 - the synthetic repository fixture
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _no_hypothesis_plugin():
-    """The projects' tests draw no examples: their pytest runs leave Hypothesis' pytest
-    plugin out, about a second of start-up each."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
-        yield
 
 
 def _replay(root: Path, map_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
